@@ -1,0 +1,5 @@
+//! The `heterarchy` command.
+
+fn main() {
+    println!("heterarchy");
+}

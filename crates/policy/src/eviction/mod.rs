@@ -1,0 +1,119 @@
+//! The eviction trait and one module per algorithm.
+
+pub mod lru;
+
+use heterarchy_trace::Request;
+
+/// An object a policy pushed out to make room.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evicted {
+    pub key: u64,
+    pub size: u32,
+}
+
+/// Request and byte counts of a simulation, split into hits and misses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimCounters {
+    pub requests: u64,
+    pub misses: u64,
+    pub bytes: u64,
+    pub miss_bytes: u64,
+}
+
+impl SimCounters {
+    /// Adds another run's counts (a later part of the same trace).
+    pub fn add(&mut self, other: &SimCounters) {
+        self.requests += other.requests;
+        self.misses += other.misses;
+        self.bytes += other.bytes;
+        self.miss_bytes += other.miss_bytes;
+    }
+
+    /// Fraction of requests that missed (0 for an empty run).
+    pub fn miss_ratio(&self) -> f64 {
+        ratio(self.misses, self.requests)
+    }
+
+    /// Fraction of requested bytes that missed (0 for an empty run).
+    pub fn byte_miss_ratio(&self) -> f64 {
+        ratio(self.miss_bytes, self.bytes)
+    }
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// A cache's eviction algorithm over a byte capacity (object-count capacity is byte capacity
+/// with every object of size 1).
+///
+/// The contract is libCacheSim's `get` (its `cache_get_base`): a lookup that hits updates the
+/// policy's state; a miss admits the object unless it is larger than the whole cache, evicting
+/// until it fits. Splitting [`lookup`](Self::lookup) from [`admit`](Self::admit) lets the engine
+/// skip admission (NHC's `data_admit`, seed 000 §4.3.2) without a second code path.
+pub trait EvictionPolicy: Send {
+    /// The policy's name as the registry knows it.
+    fn name(&self) -> &'static str;
+
+    /// Capacity in bytes.
+    fn capacity_bytes(&self) -> u64;
+
+    /// Bytes held by resident objects.
+    fn used_bytes(&self) -> u64;
+
+    /// Number of resident objects.
+    fn len(&self) -> usize;
+
+    /// True when nothing is resident.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Looks `request.key` up. A hit updates recency or frequency state and returns true. A miss
+    /// returns false and may note what the policy learns from it (a ghost hit) for the
+    /// [`admit`](Self::admit) of the same request that may follow.
+    fn lookup(&mut self, request: &Request) -> bool;
+
+    /// Inserts the object of a request that just missed, pushing the objects evicted to make
+    /// room onto `evicted`. Does nothing when the object is larger than the capacity.
+    fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>);
+
+    /// Drops `key` if resident (a delete or trim); returns whether it was.
+    fn remove(&mut self, key: u64) -> bool;
+
+    /// Serves one request as a cache that admits every miss; returns whether it hit.
+    #[inline]
+    fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
+        if self.lookup(request) {
+            true
+        } else {
+            self.admit(request, evicted);
+            false
+        }
+    }
+
+    /// Serves a batch of requests, counting hits and misses. Requests before `warmup_left` is
+    /// used up change the cache but are not counted. A provided method, so each policy gets its
+    /// own monomorphic copy of the simulator's inner loop and only one dynamic call per batch.
+    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
+        let mut evicted = Vec::new();
+        for request in batch {
+            let hit = self.get(request, &mut evicted);
+            evicted.clear();
+            if *warmup_left > 0 {
+                *warmup_left -= 1;
+                continue;
+            }
+            counters.requests += 1;
+            counters.bytes += u64::from(request.size);
+            if !hit {
+                counters.misses += 1;
+                counters.miss_bytes += u64::from(request.size);
+            }
+        }
+    }
+}

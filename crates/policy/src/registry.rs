@@ -1,0 +1,33 @@
+//! Builds eviction policies by name, one line per policy.
+
+use crate::eviction::{lru::Lru, EvictionPolicy};
+
+/// Names accepted by [`create`], in the order `--policy all` runs them.
+pub const POLICY_NAMES: &[&str] = &["lru"];
+
+/// A policy name or parameter that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError(pub String);
+
+impl std::fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// Builds the policy `name` (case-insensitive; libCacheSim's spellings are accepted too) with
+/// `capacity` bytes.
+pub fn create(name: &str, capacity: u64) -> Result<Box<dyn EvictionPolicy>, PolicyError> {
+    let policy: Box<dyn EvictionPolicy> = match name.to_ascii_lowercase().as_str() {
+        "lru" => Box::new(Lru::new(capacity)),
+        _ => {
+            return Err(PolicyError(format!(
+                "unknown policy \"{name}\"; expected one of: {}",
+                POLICY_NAMES.join(", ")
+            )))
+        }
+    };
+    Ok(policy)
+}

@@ -1,0 +1,207 @@
+//! Intrusive doubly-linked lists over a slab of nodes, addressed by `u32` index. One slab can
+//! hold the nodes of several lists (ARC's four, S3-FIFO's three), so moving an object between
+//! lists never reallocates. Front is the most recently inserted end.
+
+/// The "no node" index.
+pub const NIL: u32 = u32::MAX;
+
+/// One cached (or ghost) object and its links, with per-policy data `T`.
+#[derive(Clone, Debug)]
+pub struct Node<T> {
+    pub key: u64,
+    pub size: u32,
+    prev: u32,
+    next: u32,
+    pub data: T,
+}
+
+/// Storage for nodes; freed slots are reused.
+#[derive(Clone, Debug, Default)]
+pub struct Slab<T> {
+    nodes: Vec<Node<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Slab<T> {
+    /// An empty slab with room for `capacity` nodes.
+    pub fn with_capacity(capacity: usize) -> Slab<T> {
+        Slab {
+            nodes: Vec::with_capacity(capacity),
+            free: Vec::new(),
+        }
+    }
+
+    /// Stores a new unlinked node and returns its index.
+    #[inline]
+    pub fn alloc(&mut self, key: u64, size: u32, data: T) -> u32 {
+        let node = Node {
+            key,
+            size,
+            prev: NIL,
+            next: NIL,
+            data,
+        };
+        if let Some(index) = self.free.pop() {
+            self.nodes[index as usize] = node;
+            index
+        } else {
+            self.nodes.push(node);
+            (self.nodes.len() - 1) as u32
+        }
+    }
+
+    /// Returns a node's slot for reuse; the node must already be unlinked.
+    #[inline]
+    pub fn release(&mut self, index: u32) {
+        self.free.push(index);
+    }
+
+    /// The node at `index`.
+    #[inline]
+    pub fn get(&self, index: u32) -> &Node<T> {
+        &self.nodes[index as usize]
+    }
+
+    /// The node at `index`, mutably.
+    #[inline]
+    pub fn get_mut(&mut self, index: u32) -> &mut Node<T> {
+        &mut self.nodes[index as usize]
+    }
+
+    /// The node before `index` in its list (towards the front), or [`NIL`].
+    #[inline]
+    pub fn prev(&self, index: u32) -> u32 {
+        self.nodes[index as usize].prev
+    }
+
+    /// The node after `index` in its list (towards the back), or [`NIL`].
+    #[inline]
+    pub fn next(&self, index: u32) -> u32 {
+        self.nodes[index as usize].next
+    }
+}
+
+/// A list threaded through a [`Slab`], tracking its length and total bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct List {
+    pub head: u32,
+    pub tail: u32,
+    pub len: usize,
+    pub bytes: u64,
+}
+
+impl Default for List {
+    fn default() -> Self {
+        List {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            bytes: 0,
+        }
+    }
+}
+
+impl List {
+    /// Links the unlinked node `index` at the front.
+    #[inline]
+    pub fn push_front<T>(&mut self, slab: &mut Slab<T>, index: u32) {
+        let old_head = self.head;
+        {
+            let node = slab.get_mut(index);
+            node.prev = NIL;
+            node.next = old_head;
+            self.bytes += u64::from(node.size);
+        }
+        if old_head == NIL {
+            self.tail = index;
+        } else {
+            slab.get_mut(old_head).prev = index;
+        }
+        self.head = index;
+        self.len += 1;
+    }
+
+    /// Unlinks `index`, which must be in this list.
+    #[inline]
+    pub fn unlink<T>(&mut self, slab: &mut Slab<T>, index: u32) {
+        let (prev, next, size) = {
+            let node = slab.get(index);
+            (node.prev, node.next, node.size)
+        };
+        if prev == NIL {
+            self.head = next;
+        } else {
+            slab.get_mut(prev).next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            slab.get_mut(next).prev = prev;
+        }
+        let node = slab.get_mut(index);
+        node.prev = NIL;
+        node.next = NIL;
+        self.len -= 1;
+        self.bytes -= u64::from(size);
+    }
+
+    /// Moves `index`, which must be in this list, to the front.
+    #[inline]
+    pub fn move_to_front<T>(&mut self, slab: &mut Slab<T>, index: u32) {
+        if self.head != index {
+            self.unlink(slab, index);
+            self.push_front(slab, index);
+        }
+    }
+
+    /// Unlinks and returns the back node, or `None` when empty.
+    #[inline]
+    pub fn pop_back<T>(&mut self, slab: &mut Slab<T>) -> Option<u32> {
+        let tail = self.tail;
+        if tail == NIL {
+            None
+        } else {
+            self.unlink(slab, tail);
+            Some(tail)
+        }
+    }
+
+    /// True when the list holds no node.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(list: &List, slab: &Slab<()>) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut index = list.head;
+        while index != NIL {
+            out.push(slab.get(index).key);
+            index = slab.next(index);
+        }
+        out
+    }
+
+    #[test]
+    fn push_move_pop_keep_order_and_bytes() {
+        let mut slab = Slab::with_capacity(4);
+        let mut list = List::default();
+        let a = slab.alloc(1, 10, ());
+        let b = slab.alloc(2, 20, ());
+        let c = slab.alloc(3, 30, ());
+        for index in [a, b, c] {
+            list.push_front(&mut slab, index);
+        }
+        assert_eq!(keys(&list, &slab), vec![3, 2, 1]);
+        list.move_to_front(&mut slab, a);
+        assert_eq!(keys(&list, &slab), vec![1, 3, 2]);
+        assert_eq!(list.pop_back(&mut slab), Some(b));
+        assert_eq!((list.len, list.bytes), (2, 40));
+        slab.release(b);
+        assert_eq!(slab.alloc(4, 1, ()), b, "freed slot is reused");
+    }
+}

@@ -1,0 +1,8 @@
+//! Building blocks shared by the eviction algorithms.
+
+pub mod list;
+
+pub use list::{List, Slab, NIL};
+
+/// Key → slab index map with a fast non-cryptographic hash: trace keys are not adversarial.
+pub type KeyMap = rustc_hash::FxHashMap<u64, u32>;

@@ -1,0 +1,142 @@
+//! The fast hit-ratio simulator: every (policy, size) pair over one trace, spread over threads.
+//! Plays the role of libCacheSim's `cachesim`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use heterarchy_policy::{create, EvictionPolicy, SimCounters};
+use heterarchy_trace::{open, ReaderOptions, Request, TraceError};
+use serde::Serialize;
+
+/// Requests decoded per call into a policy: large enough to amortise the dynamic call, small
+/// enough to stay in L1/L2.
+pub const BATCH: usize = 4096;
+
+/// One simulation to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimJob {
+    pub policy: String,
+    /// Capacity in bytes, or in objects when sizes are ignored.
+    pub cache_size: u64,
+}
+
+/// How every job of a run reads and counts the trace.
+#[derive(Clone, Debug, Default)]
+pub struct SimSettings {
+    pub reader: ReaderOptions,
+    /// Every object counts as size 1, so capacities are object counts (`--ignore-obj-size`).
+    pub ignore_obj_size: bool,
+    /// Requests at the start that warm the cache but are not counted.
+    pub warmup_requests: u64,
+}
+
+/// The outcome of one job, in the shape of the `sim --format json` rows.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimResult {
+    pub policy: String,
+    pub cache_size: u64,
+    pub requests: u64,
+    pub misses: u64,
+    pub miss_ratio: f64,
+    pub bytes: u64,
+    pub miss_bytes: u64,
+    pub byte_miss_ratio: f64,
+}
+
+impl SimResult {
+    fn new(job: &SimJob, counters: &SimCounters) -> SimResult {
+        SimResult {
+            policy: job.policy.clone(),
+            cache_size: job.cache_size,
+            requests: counters.requests,
+            misses: counters.misses,
+            miss_ratio: counters.miss_ratio(),
+            bytes: counters.bytes,
+            miss_bytes: counters.miss_bytes,
+            byte_miss_ratio: counters.byte_miss_ratio(),
+        }
+    }
+}
+
+/// Why a simulation could not run.
+#[derive(Debug)]
+pub enum SimError {
+    Trace(TraceError),
+    Policy(String),
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::Trace(e) => e.fmt(f),
+            SimError::Policy(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+impl From<TraceError> for SimError {
+    fn from(e: TraceError) -> Self {
+        SimError::Trace(e)
+    }
+}
+
+/// Runs one job on the trace at `path`, streaming it. `progress` is called with the number of
+/// requests just processed.
+pub fn run_job(
+    path: &Path,
+    settings: &SimSettings,
+    job: &SimJob,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<SimResult, SimError> {
+    let mut policy = create(&job.policy, job.cache_size).map_err(|e| SimError::Policy(e.0))?;
+    let mut reader = open(path, &settings.reader)?;
+    let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
+    let mut counters = SimCounters::default();
+    let mut warmup_left = settings.warmup_requests;
+    loop {
+        reader.read_batch(&mut batch, BATCH)?;
+        if batch.is_empty() {
+            break;
+        }
+        if settings.ignore_obj_size {
+            batch.iter_mut().for_each(|request| request.size = 1);
+        }
+        policy.simulate(&batch, &mut warmup_left, &mut counters);
+        progress(batch.len() as u64);
+    }
+    Ok(SimResult::new(job, &counters))
+}
+
+/// Runs every job on `threads` threads (each job single-threaded, streaming the trace on its
+/// own) and returns the results in job order.
+pub fn run_jobs(
+    path: &Path,
+    settings: &SimSettings,
+    jobs: &[SimJob],
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Vec<SimResult>, SimError> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<SimResult, SimError>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let path: PathBuf = path.to_path_buf();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1).min(jobs.len().max(1)) {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(index) else { break };
+                let result = run_job(&path, settings, job, progress);
+                results.lock().unwrap()[index] = Some(result);
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|result| result.expect("every job ran"))
+        .collect()
+}

@@ -1,0 +1,4 @@
+//! The simulation layer: the fast hit-ratio simulator and miss-ratio curves.
+
+pub mod cache_sim;
+pub mod mrc;

@@ -1,0 +1,1 @@
+//! Miss-ratio curves.

@@ -1,0 +1,1 @@
+//! Seeded, deterministic workload generators.

@@ -1,0 +1,14 @@
+//! The trace layer: the request model every other layer speaks, streaming readers and writers for
+//! the research trace formats, seeded workload generators and trace statistics (DESIGN.md,
+//! "Requests and traces").
+
+pub mod error;
+pub mod generate;
+pub mod read;
+pub mod request;
+pub mod stats;
+pub mod write;
+
+pub use error::{Location, TraceError};
+pub use read::{open, ReaderOptions, TraceFormat, TraceReader};
+pub use request::{Op, Request};
