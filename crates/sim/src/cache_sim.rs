@@ -6,8 +6,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use heterarchy_policy::{create, EvictionPolicy, SimCounters};
+use heterarchy_trace::request::NEXT_ACCESS_UNKNOWN;
 use heterarchy_trace::{open, ReaderOptions, Request, TraceError};
 use serde::Serialize;
+
+/// Sets each request's `next_access` to the index of the next request for the same key, or
+/// [`heterarchy_trace::request::NEXT_ACCESS_NEVER`].
+pub fn annotate_next_access(trace: &mut [Request]) {
+    let mut next_seen: rustc_hash::FxHashMap<u64, i64> = rustc_hash::FxHashMap::default();
+    for (index, request) in trace.iter_mut().enumerate().rev() {
+        request.next_access = next_seen
+            .insert(request.key, index as i64)
+            .unwrap_or(heterarchy_trace::request::NEXT_ACCESS_NEVER);
+    }
+}
 
 /// Requests decoded per call into a policy: large enough to amortise the dynamic call, small
 /// enough to stay in L1/L2.
@@ -83,6 +95,42 @@ impl From<TraceError> for SimError {
     }
 }
 
+/// The distinct objects of a trace: the base that fractional cache sizes refer to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WorkingSet {
+    pub requests: u64,
+    pub objects: u64,
+    /// Sum of each distinct object's size at its first request (as libCacheSim counts it).
+    pub bytes: u64,
+}
+
+/// Measures the working set of the trace at `path` in one streaming pass (memory grows with
+/// the number of distinct keys, not requests).
+pub fn working_set(
+    path: &Path,
+    options: &ReaderOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<WorkingSet, TraceError> {
+    let mut reader = open(path, options)?;
+    let mut seen = rustc_hash::FxHashSet::default();
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut working_set = WorkingSet::default();
+    loop {
+        reader.read_batch(&mut batch, BATCH)?;
+        if batch.is_empty() {
+            return Ok(working_set);
+        }
+        working_set.requests += batch.len() as u64;
+        for request in &batch {
+            if seen.insert(request.key) {
+                working_set.objects += 1;
+                working_set.bytes += u64::from(request.size);
+            }
+        }
+        progress(batch.len() as u64);
+    }
+}
+
 /// Runs one job on the trace at `path`, streaming it. `progress` is called with the number of
 /// requests just processed.
 pub fn run_job(
@@ -96,16 +144,36 @@ pub fn run_job(
     let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
     let mut counters = SimCounters::default();
     let mut warmup_left = settings.warmup_requests;
-    loop {
-        reader.read_batch(&mut batch, BATCH)?;
-        if batch.is_empty() {
-            break;
-        }
+    let mut play = |batch: &mut [Request], policy: &mut dyn EvictionPolicy| {
         if settings.ignore_obj_size {
             batch.iter_mut().for_each(|request| request.size = 1);
         }
-        policy.simulate(&batch, &mut warmup_left, &mut counters);
+        policy.simulate(batch, &mut warmup_left, &mut counters);
         progress(batch.len() as u64);
+    };
+    reader.read_batch(&mut batch, BATCH)?;
+    let lacks_future = batch
+        .first()
+        .is_some_and(|request| request.next_access == NEXT_ACCESS_UNKNOWN);
+    if policy.needs_next_access() && lacks_future {
+        // An oracle needs every request's next access, which only the whole trace tells.
+        let mut trace = std::mem::take(&mut batch);
+        loop {
+            reader.read_batch(&mut batch, BATCH)?;
+            if batch.is_empty() {
+                break;
+            }
+            trace.extend_from_slice(&batch);
+        }
+        annotate_next_access(&mut trace);
+        for chunk in trace.chunks_mut(BATCH) {
+            play(chunk, policy.as_mut());
+        }
+    } else {
+        while !batch.is_empty() {
+            play(&mut batch, policy.as_mut());
+            reader.read_batch(&mut batch, BATCH)?;
+        }
     }
     Ok(SimResult::new(job, &counters))
 }

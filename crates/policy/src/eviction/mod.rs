@@ -73,6 +73,12 @@ pub trait EvictionPolicy: Send {
         self.len() == 0
     }
 
+    /// True for oracles that read [`Request::next_access`] (Belady): the simulator then
+    /// computes next accesses when the trace does not carry them.
+    fn needs_next_access(&self) -> bool {
+        false
+    }
+
     /// Looks `request.key` up. A hit updates recency or frequency state and returns true. A miss
     /// returns false and may note what the policy learns from it (a ghost hit) for the
     /// [`admit`](Self::admit) of the same request that may follow.

@@ -1,0 +1,139 @@
+//! `heterarchy sim`: request and byte miss ratios of every (policy, size) pair over a trace.
+
+use anyhow::Result;
+use clap::Args;
+use heterarchy_sim::cache_sim::{run_jobs, working_set, SimJob, SimResult, SimSettings};
+
+use crate::output::{render, Format, Table};
+use crate::progress::requests_bar;
+use crate::size::{human_bytes, parse_sizes, resolve, SizeSpec};
+use crate::trace_args::TraceArgs;
+
+/// Arguments of `heterarchy sim`.
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    /// Eviction policies, comma-separated (lru, fifo, clock, lfu, arc, 2q, lirs, s3fifo, sieve,
+    /// belady), or `all`.
+    #[arg(long, default_value = "lru")]
+    pub policy: String,
+    /// Cache sizes, comma-separated: bytes with a unit (64mb), fractions of the working set
+    /// (0.01), or `auto`.
+    #[arg(long, default_value = "auto")]
+    pub size: String,
+    /// Count objects, not bytes: every object has size 1.
+    #[arg(long)]
+    pub ignore_obj_size: bool,
+    /// Requests that warm the cache before counting starts.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u64,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// Runs the simulations and prints their results.
+pub fn run(args: &SimArgs) -> Result<()> {
+    let results = simulate(args)?;
+    let mut table = Table::new(&[
+        "policy",
+        "cache_size",
+        "requests",
+        "misses",
+        "miss_ratio",
+        "byte_miss_ratio",
+    ]);
+    for result in &results {
+        let size = if args.ignore_obj_size {
+            result.cache_size.to_string()
+        } else if args.format == Format::Table {
+            human_bytes(result.cache_size)
+        } else {
+            result.cache_size.to_string()
+        };
+        table.row(vec![
+            result.policy.clone(),
+            size,
+            result.requests.to_string(),
+            result.misses.to_string(),
+            format!("{:.6}", result.miss_ratio),
+            format!("{:.6}", result.byte_miss_ratio),
+        ]);
+    }
+    print!("{}", render(args.format, &table, &results));
+    Ok(())
+}
+
+/// Expands the policy and size lists into jobs and runs them.
+pub fn simulate(args: &SimArgs) -> Result<Vec<SimResult>> {
+    let policies = policy_list(&args.policy)?;
+    let sizes = parse_sizes(&args.size).map_err(anyhow::Error::msg)?;
+    let reader = args.trace.reader_options()?;
+    let path = &args.trace.path;
+    let needs_working_set = sizes.iter().any(|s| matches!(s, SizeSpec::Fraction(_)));
+    let base = if needs_working_set {
+        let bar = requests_bar(None, "measuring the working set");
+        let found = working_set(path, &reader, &|n| bar.inc(n))?;
+        bar.finish_and_clear();
+        Some(found)
+    } else {
+        None
+    };
+    let working_set_units = base.map_or(0, |ws| {
+        if args.ignore_obj_size {
+            ws.objects
+        } else {
+            ws.bytes
+        }
+    });
+    let mut jobs = Vec::new();
+    for policy in &policies {
+        for &size in &sizes {
+            jobs.push(SimJob {
+                policy: policy.clone(),
+                cache_size: resolve(size, working_set_units),
+            });
+        }
+    }
+    let settings = SimSettings {
+        reader,
+        ignore_obj_size: args.ignore_obj_size,
+        warmup_requests: args.warmup,
+    };
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let bar = requests_bar(
+        base.map(|ws| ws.requests * jobs.len() as u64),
+        "simulating",
+    );
+    let results = run_jobs(path, &settings, &jobs, threads, &|n| bar.inc(n))?;
+    bar.finish_and_clear();
+    Ok(results)
+}
+
+fn policy_list(list: &str) -> Result<Vec<String>> {
+    let names: Vec<String> = if list.eq_ignore_ascii_case("all") {
+        heterarchy_policy::POLICY_NAMES
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        list.split(',')
+            .map(|s| s.trim().to_ascii_lowercase())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    for name in &names {
+        heterarchy_policy::create(name, 1)?;
+    }
+    if names.is_empty() {
+        anyhow::bail!("no policy in \"{list}\"");
+    }
+    Ok(names)
+}

@@ -1,0 +1,49 @@
+//! The trace arguments every trace-reading subcommand shares.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use heterarchy_trace::{ReaderOptions, TraceFormat};
+
+use crate::size::parse_bytes;
+
+/// A trace file and how to read it.
+#[derive(Args, Debug, Clone)]
+pub struct TraceArgs {
+    /// Trace file (gz, bz2, xz and zst are decompressed transparently).
+    pub path: PathBuf,
+    /// Trace format; detected from the name and content when not given.
+    #[arg(long = "trace-format")]
+    pub trace_format: Option<String>,
+    /// Cache-line size that block requests are split into.
+    #[arg(long, default_value = "4k")]
+    pub block_size: String,
+    /// Keep each block request as one object, as libCacheSim does.
+    #[arg(long)]
+    pub no_split: bool,
+}
+
+impl TraceArgs {
+    /// The reader options these arguments describe.
+    pub fn reader_options(&self) -> Result<ReaderOptions> {
+        let format = match &self.trace_format {
+            None => None,
+            Some(name) => Some(
+                TraceFormat::from_name(name)
+                    .ok_or_else(|| anyhow::anyhow!("unknown --trace-format \"{name}\""))?,
+            ),
+        };
+        let block_size = parse_bytes(&self.block_size).map_err(anyhow::Error::msg)?;
+        let block_size = u32::try_from(block_size)
+            .ok()
+            .filter(|&b| b > 0)
+            .ok_or_else(|| anyhow::anyhow!("bad --block-size {}: expected 1 byte to 4 GiB", self.block_size))?;
+        Ok(ReaderOptions {
+            format,
+            block_size,
+            split_blocks: !self.no_split,
+            ..ReaderOptions::default()
+        })
+    }
+}
