@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
+use heterarchy_sim::cache_sim::TraceFile;
 use heterarchy_trace::{ReaderOptions, TraceFormat};
 
 use crate::size::parse_bytes;
@@ -25,6 +26,14 @@ pub struct TraceArgs {
 }
 
 impl TraceArgs {
+    /// The trace file with its reader options.
+    pub fn source(&self) -> Result<TraceFile> {
+        Ok(TraceFile {
+            path: self.path.clone(),
+            options: self.reader_options()?,
+        })
+    }
+
     /// The reader options these arguments describe.
     pub fn reader_options(&self) -> Result<ReaderOptions> {
         let format = match &self.trace_format {

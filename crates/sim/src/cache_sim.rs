@@ -1,13 +1,13 @@
 //! The fast hit-ratio simulator: every (policy, size) pair over one trace, spread over threads.
 //! Plays the role of libCacheSim's `cachesim`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use heterarchy_policy::{create, EvictionPolicy, SimCounters};
 use heterarchy_trace::request::NEXT_ACCESS_UNKNOWN;
-use heterarchy_trace::{open, ReaderOptions, Request, TraceError};
+use heterarchy_trace::{open, ReaderOptions, Request, TraceError, TraceReader};
 use serde::Serialize;
 
 /// Sets each request's `next_access` to the index of the next request for the same key, or
@@ -33,10 +33,9 @@ pub struct SimJob {
     pub cache_size: u64,
 }
 
-/// How every job of a run reads and counts the trace.
+/// How every job of a run counts the trace.
 #[derive(Clone, Debug, Default)]
 pub struct SimSettings {
-    pub reader: ReaderOptions,
     /// Every object counts as size 1, so capacities are object counts (`--ignore-obj-size`).
     pub ignore_obj_size: bool,
     /// Requests at the start that warm the cache but are not counted.
@@ -95,6 +94,26 @@ impl From<TraceError> for SimError {
     }
 }
 
+/// Something that can be read from the start as often as needed: a trace file or a generated
+/// workload. Each simulation job opens its own stream, so jobs run independently.
+pub trait TraceSource: Sync {
+    /// A fresh reader positioned at the first request.
+    fn open(&self) -> Result<Box<dyn TraceReader>, TraceError>;
+}
+
+/// A trace file and the options to read it with.
+#[derive(Clone, Debug)]
+pub struct TraceFile {
+    pub path: PathBuf,
+    pub options: ReaderOptions,
+}
+
+impl TraceSource for TraceFile {
+    fn open(&self) -> Result<Box<dyn TraceReader>, TraceError> {
+        open(&self.path, &self.options)
+    }
+}
+
 /// The distinct objects of a trace: the base that fractional cache sizes refer to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct WorkingSet {
@@ -107,11 +126,10 @@ pub struct WorkingSet {
 /// Measures the working set of the trace at `path` in one streaming pass (memory grows with
 /// the number of distinct keys, not requests).
 pub fn working_set(
-    path: &Path,
-    options: &ReaderOptions,
+    source: &dyn TraceSource,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<WorkingSet, TraceError> {
-    let mut reader = open(path, options)?;
+    let mut reader = source.open()?;
     let mut seen = rustc_hash::FxHashSet::default();
     let mut batch = Vec::with_capacity(BATCH);
     let mut working_set = WorkingSet::default();
@@ -131,16 +149,16 @@ pub fn working_set(
     }
 }
 
-/// Runs one job on the trace at `path`, streaming it. `progress` is called with the number of
-/// requests just processed.
+/// Runs one job on the trace, streaming it. `progress` is called with the number of requests
+/// just processed.
 pub fn run_job(
-    path: &Path,
+    source: &dyn TraceSource,
     settings: &SimSettings,
     job: &SimJob,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SimResult, SimError> {
     let mut policy = create(&job.policy, job.cache_size).map_err(|e| SimError::Policy(e.0))?;
-    let mut reader = open(path, &settings.reader)?;
+    let mut reader = source.open()?;
     let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
     let mut counters = SimCounters::default();
     let mut warmup_left = settings.warmup_requests;
@@ -181,7 +199,7 @@ pub fn run_job(
 /// Runs every job on `threads` threads (each job single-threaded, streaming the trace on its
 /// own) and returns the results in job order.
 pub fn run_jobs(
-    path: &Path,
+    source: &dyn TraceSource,
     settings: &SimSettings,
     jobs: &[SimJob],
     threads: usize,
@@ -190,13 +208,12 @@ pub fn run_jobs(
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<SimResult, SimError>>>> =
         Mutex::new((0..jobs.len()).map(|_| None).collect());
-    let path: PathBuf = path.to_path_buf();
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1).min(jobs.len().max(1)) {
             scope.spawn(|| loop {
                 let index = next.fetch_add(1, Ordering::Relaxed);
                 let Some(job) = jobs.get(index) else { break };
-                let result = run_job(&path, settings, job, progress);
+                let result = run_job(source, settings, job, progress);
                 results.lock().unwrap()[index] = Some(result);
             });
         }

@@ -71,12 +71,11 @@ pub fn run(args: &SimArgs) -> Result<()> {
 pub fn simulate(args: &SimArgs) -> Result<Vec<SimResult>> {
     let policies = policy_list(&args.policy)?;
     let sizes = parse_sizes(&args.size).map_err(anyhow::Error::msg)?;
-    let reader = args.trace.reader_options()?;
-    let path = &args.trace.path;
+    let source = args.trace.source()?;
     let needs_working_set = sizes.iter().any(|s| matches!(s, SizeSpec::Fraction(_)));
     let base = if needs_working_set {
         let bar = requests_bar(None, "measuring the working set");
-        let found = working_set(path, &reader, &|n| bar.inc(n))?;
+        let found = working_set(&source, &|n| bar.inc(n))?;
         bar.finish_and_clear();
         Some(found)
     } else {
@@ -99,7 +98,6 @@ pub fn simulate(args: &SimArgs) -> Result<Vec<SimResult>> {
         }
     }
     let settings = SimSettings {
-        reader,
         ignore_obj_size: args.ignore_obj_size,
         warmup_requests: args.warmup,
     };
@@ -112,7 +110,7 @@ pub fn simulate(args: &SimArgs) -> Result<Vec<SimResult>> {
         base.map(|ws| ws.requests * jobs.len() as u64),
         "simulating",
     );
-    let results = run_jobs(path, &settings, &jobs, threads, &|n| bar.inc(n))?;
+    let results = run_jobs(&source, &settings, &jobs, threads, &|n| bar.inc(n))?;
     bar.finish_and_clear();
     Ok(results)
 }
