@@ -1,0 +1,37 @@
+"""Paths and a runner for the heterarchy binary, shared by the tests and their fixtures."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# HETERARCHY_BIN points the tests at another build (e.g. one in a private target directory).
+BINARY = Path(os.environ.get("HETERARCHY_BIN", REPO / "target" / "release" / "heterarchy"))
+TRACES = REPO.parent / "shared" / "traces"
+
+
+def trace_path(name: str) -> Path:
+    """A shared real trace by file name; skips the calling test when it is absent."""
+    path = TRACES / name
+    if not path.is_file():
+        pytest.skip(f"real trace {path} not found: skipped")
+    return path
+
+
+def run(binary: Path, *args, check=True) -> subprocess.CompletedProcess:
+    """Runs heterarchy with `args`; with `check`, fails the test with its stderr on error."""
+    done = subprocess.run(
+        [str(binary), *map(str, args)], capture_output=True, text=True, timeout=600
+    )
+    if check and done.returncode != 0:
+        command = " ".join(map(str, args))
+        pytest.fail(f"heterarchy {command} exited {done.returncode}: {done.stderr.strip()}")
+    return done
+
+
+def run_json(binary: Path, *args):
+    """Runs heterarchy with `args --format json` and returns the parsed output."""
+    return json.loads(run(binary, *args, "--format", "json").stdout)

@@ -1,0 +1,81 @@
+"""Bad input gives a one-line error naming the file and, where there is one, the line or byte
+offset; the exit code is non-zero and nothing panics."""
+
+import os
+import re
+import struct
+
+import pytest
+
+from helpers import run, trace_path
+
+# Each trace-reading command: the words before the trace and the options after it.
+COMMANDS = {
+    "sim": (["sim"], ["--policy", "lru", "--size", "1mb"]),
+    "mrc": (["mrc"], []),
+    "stats": (["trace", "stats"], []),
+}
+
+
+def truncated_oracle_general(tmp_path):
+    path = tmp_path / "cut.oracleGeneral.bin"
+    records = b"".join(struct.pack("<IQIq", t, 100 + t, 4096, -1) for t in range(10))
+    path.write_bytes(records[: 9 * 24 + 10])  # the tenth record ends 14 bytes early
+    return path, [], r"\b(216|226)\b"
+
+
+def msr_bad_offset(tmp_path):
+    lines = trace_path("msr-cambridge-hm0-sample.csv").read_text().splitlines()[:5]
+    fields = lines[2].split(",")
+    fields[4] = "12x4"
+    lines[2] = ",".join(fields)
+    path = tmp_path / "hm_0.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path, ["--trace-format", "msr"], r"\bline 3\b"
+
+
+def csv_non_numeric(tmp_path):
+    path = tmp_path / "kv.csv"
+    path.write_text("time,key,size\n1,10,4096\n2,11,4096\n3,12,big\n")
+    spec = "csv:time-col=1,obj-id-col=2,obj-size-col=3,has-header=true"
+    return path, ["--trace-format", spec], r"\bline 4\b"
+
+
+def unknown_format(tmp_path):
+    path = tmp_path / "mystery.dat"
+    path.write_bytes(os.urandom(1001))  # not a whole number of 24-byte records either
+    return path, [], None
+
+
+def empty_file(tmp_path):
+    path = tmp_path / "empty.oracleGeneral.bin"
+    path.write_bytes(b"")
+    return path, [], None
+
+
+def missing_file(tmp_path):
+    return tmp_path / "missing.oracleGeneral.bin", [], None
+
+
+def directory(tmp_path):
+    path = tmp_path / "a-directory.oracleGeneral.bin"
+    path.mkdir()
+    return path, [], None
+
+
+CASES = [truncated_oracle_general, msr_bad_offset, csv_non_numeric, unknown_format, empty_file, missing_file, directory]
+
+
+@pytest.mark.parametrize("make_input", CASES, ids=lambda case: case.__name__)
+@pytest.mark.parametrize("command", COMMANDS)
+def test_bad_input_gives_one_line_error(heterarchy, tmp_path, command, make_input):
+    path, flags, position = make_input(tmp_path)
+    before, after = COMMANDS[command]
+    done = run(heterarchy, *before, path, *after, *flags, check=False)
+    assert done.returncode > 0, f"exit code {done.returncode} (negative: killed by a signal)"
+    assert "panicked" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected a one-line error, got: {done.stderr!r}"
+    assert path.name in lines[0], f"error does not name the file: {lines[0]}"
+    if position:
+        assert re.search(position, lines[0]), f"error does not give the position {position}: {lines[0]}"
