@@ -20,12 +20,18 @@ struct Cli {
 enum Command {
     /// Simulate eviction policies at several cache sizes over a trace.
     Sim(commands::sim::SimArgs),
+    /// The LRU miss-ratio curve at all sizes in one pass (exact or SHARDS).
+    Mrc(commands::mrc::MrcArgs),
+    /// Simulate a built-in workload, print a comparison and write report.html.
+    Demo(commands::demo::DemoArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let outcome = match &cli.command {
         Command::Sim(args) => commands::sim::run(args),
+        Command::Mrc(args) => commands::mrc::run(args),
+        Command::Demo(args) => commands::demo::run(args),
     };
     if let Err(error) = outcome {
         // One line: the whole cause chain, joined.

@@ -1,11 +1,12 @@
 //! The fast hit-ratio simulator: every (policy, size) pair over one trace, spread over threads.
 //! Plays the role of libCacheSim's `cachesim`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use heterarchy_policy::{create, EvictionPolicy, SimCounters};
+use heterarchy_trace::generate::{generator, WorkloadSpec};
 use heterarchy_trace::request::NEXT_ACCESS_UNKNOWN;
 use heterarchy_trace::{open, ReaderOptions, Request, TraceError, TraceReader};
 use serde::Serialize;
@@ -111,6 +112,16 @@ pub struct TraceFile {
 impl TraceSource for TraceFile {
     fn open(&self) -> Result<Box<dyn TraceReader>, TraceError> {
         open(&self.path, &self.options)
+    }
+}
+
+/// A seeded synthetic workload, generated afresh for each job.
+#[derive(Clone, Debug)]
+pub struct GeneratedTrace(pub WorkloadSpec);
+
+impl TraceSource for GeneratedTrace {
+    fn open(&self) -> Result<Box<dyn TraceReader>, TraceError> {
+        generator(&self.0).map_err(|e| TraceError::file(Path::new("<generated workload>"), e.0))
     }
 }
 

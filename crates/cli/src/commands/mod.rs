@@ -1,3 +1,5 @@
 //! One module per subcommand.
 
+pub mod demo;
+pub mod mrc;
 pub mod sim;
