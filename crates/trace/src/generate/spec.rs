@@ -182,10 +182,13 @@ impl WorkloadSpec {
         let items = fields.split(',').filter(|_| !fields.trim().is_empty());
         for item in items {
             let Some((field, value)) = item.split_once('=') else {
-                return Err(fail(
-                    "fields",
-                    format!("expected FIELD=VALUE, found \"{}\"", item.trim()),
-                ));
+                return Err(match item.trim() {
+                    "" => fail(
+                        "fields",
+                        "expected FIELD=VALUE between commas, found nothing".into(),
+                    ),
+                    field => fail(field, format!("expected {field}=VALUE")),
+                });
             };
             let (field, value) = (field.trim(), value.trim());
             if seen.contains(&field) {
