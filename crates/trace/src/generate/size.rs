@@ -65,7 +65,7 @@ impl SizeDistribution {
     /// Checks the parameters; the error says what was expected.
     pub fn validate(&self) -> Result<(), String> {
         match *self {
-            SizeDistribution::Fixed { bytes } if bytes == 0 => {
+            SizeDistribution::Fixed { bytes: 0 } => {
                 Err("expected a size of at least 1 byte, found 0".into())
             }
             SizeDistribution::Uniform { min, max } | SizeDistribution::Pareto { min, max, .. }

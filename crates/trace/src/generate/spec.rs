@@ -96,7 +96,7 @@ impl YcsbWorkload {
     }
 }
 
-/// Which op vocabulary requests use.
+/// Which op vocabulary requests use (`kind=block|kv`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RequestKind {
@@ -116,6 +116,7 @@ pub enum RequestKind {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WorkloadSpec {
+    /// How keys and operations are chosen.
     pub pattern: Pattern,
     /// Distinct keys at the start.
     pub keys: u64,
@@ -124,6 +125,7 @@ pub struct WorkloadSpec {
     pub requests: u64,
     /// Object sizes, a function of the key.
     pub size: SizeDistribution,
+    /// Block-style or key-value-style ops.
     pub kind: RequestKind,
     /// Probability that a request writes (`write=`; not for YCSB, whose mixes are fixed).
     pub write_ratio: f64,
@@ -134,6 +136,7 @@ pub struct WorkloadSpec {
     pub scan_length: u32,
     /// Requests per second of the constant-rate clock: request i is at i · 10⁹ / rate ns.
     pub rate_per_s: f64,
+    /// Seeds the request stream, the rank-to-key permutation and the sizes.
     pub seed: u64,
 }
 
