@@ -1,11 +1,37 @@
 //! Streaming trace readers: one file per format, transparent decompression, detection by name
 //! and content (DESIGN.md, "Requests and traces").
+//!
+//! Block formats (vscsi, msr, tencent, systor, meta-block) are split into cache-line requests by
+//! the one shared helper in `block.rs`; see there for the key layout and `--no-split`.
 
+mod arc;
+mod binary;
+mod block;
+mod csv;
+mod detect;
+mod lirs;
+mod meta_block;
+mod meta_kv;
+mod msr;
+mod native;
 mod oracle_general;
 mod source;
+mod systor;
+mod tencent;
+mod text;
+mod twitter;
+mod txt;
+mod vscsi;
 
-pub use oracle_general::OracleGeneralReader;
-pub use source::{open_source, Compression};
+pub use csv::CsvSpec;
+pub use detect::detect_format;
+pub use native::{
+    encode_native_record, native_header, NativeReader, NATIVE_EXTENSION, NATIVE_HEADER_BYTES,
+    NATIVE_MAGIC, NATIVE_RECORD_BYTES, NATIVE_VERSION,
+};
+pub use oracle_general::{OracleGeneralReader, RECORD_BYTES as ORACLE_GENERAL_RECORD_BYTES};
+pub use source::{open_source, read_head, Compression};
+pub use text::stable_key_hash;
 
 use std::path::Path;
 
@@ -35,22 +61,107 @@ pub trait TraceReader: Send {
 pub enum TraceFormat {
     /// libCacheSim oracleGeneral: packed `{u32 time; u64 id; u32 size; i64 next}` records.
     OracleGeneral,
+    /// heterarchy's own binary format, every request field in 32-byte records (`native.rs`).
+    Native,
+    /// CloudPhysics vscsi binary block traces, versions 1 and 2.
+    Vscsi,
+    /// Delimited text described by a libCacheSim-style column spec ([`CsvSpec`]).
+    Csv,
+    /// One key per line.
+    Txt,
+    /// MSR Cambridge block traces.
+    Msr,
+    /// Tencent Cloud Block Storage traces.
+    Tencent,
+    /// SNIA SYSTOR'17 block traces.
+    Systor,
+    /// Twitter cache traces.
+    Twitter,
+    /// Meta key-value cache traces (CacheLib kvcache replay).
+    MetaKv,
+    /// Meta Tectonic block/chunk traces (CacheLib block_chunk replay).
+    MetaBlock,
+    /// ARC paper `.lis` traces.
+    Arc,
+    /// LIRS paper traces, one block number per line.
+    Lirs,
 }
 
 impl TraceFormat {
+    /// Every format, in the order `--help` lists them.
+    pub const ALL: [TraceFormat; 13] = [
+        TraceFormat::OracleGeneral,
+        TraceFormat::Native,
+        TraceFormat::Vscsi,
+        TraceFormat::Csv,
+        TraceFormat::Txt,
+        TraceFormat::Msr,
+        TraceFormat::Tencent,
+        TraceFormat::Systor,
+        TraceFormat::Twitter,
+        TraceFormat::MetaKv,
+        TraceFormat::MetaBlock,
+        TraceFormat::Arc,
+        TraceFormat::Lirs,
+    ];
+
     /// The name used by `--trace-format`.
     pub fn name(self) -> &'static str {
         match self {
             TraceFormat::OracleGeneral => "oracleGeneral",
+            TraceFormat::Native => "native",
+            TraceFormat::Vscsi => "vscsi",
+            TraceFormat::Csv => "csv",
+            TraceFormat::Txt => "txt",
+            TraceFormat::Msr => "msr",
+            TraceFormat::Tencent => "tencent",
+            TraceFormat::Systor => "systor",
+            TraceFormat::Twitter => "twitter",
+            TraceFormat::MetaKv => "meta-kv",
+            TraceFormat::MetaBlock => "meta-block",
+            TraceFormat::Arc => "arc",
+            TraceFormat::Lirs => "lirs",
         }
+    }
+
+    /// Parses a `--trace-format` name, case-insensitively; libCacheSim's `oracleGeneralBin` is
+    /// accepted for oracleGeneral and `_` for `-`.
+    pub fn from_name(name: &str) -> Option<TraceFormat> {
+        let name = name.trim().replace('_', "-");
+        if name.eq_ignore_ascii_case("oracleGeneralBin") {
+            return Some(TraceFormat::OracleGeneral);
+        }
+        TraceFormat::ALL
+            .into_iter()
+            .find(|format| format.name().eq_ignore_ascii_case(&name))
+    }
+
+    /// The names of every format, comma-separated, for help texts and errors.
+    pub fn names() -> String {
+        TraceFormat::ALL.map(TraceFormat::name).join(", ")
+    }
+
+    /// True for block traces, whose requests are split into cache lines unless `--no-split`.
+    pub fn is_block(self) -> bool {
+        matches!(
+            self,
+            TraceFormat::Vscsi
+                | TraceFormat::Msr
+                | TraceFormat::Tencent
+                | TraceFormat::Systor
+                | TraceFormat::MetaBlock
+        )
     }
 }
 
-/// How to read a trace: format override and block splitting.
+/// How to read a trace: format override, CSV columns and block splitting.
 #[derive(Clone, Debug)]
 pub struct ReaderOptions {
     /// Forces a format instead of detecting it.
     pub format: Option<TraceFormat>,
+    /// Columns of a CSV trace; giving it implies the csv format when `format` is `None`. Without
+    /// it a CSV trace needs a header whose column names say which column is which.
+    pub csv: Option<CsvSpec>,
     /// Cache-line size that block requests are split into, in bytes.
     pub block_size: u32,
     /// Split block requests into cache-line keys (true) or keep each request as one object,
@@ -62,6 +173,7 @@ impl Default for ReaderOptions {
     fn default() -> Self {
         ReaderOptions {
             format: None,
+            csv: None,
             block_size: 4096,
             split_blocks: true,
         }
@@ -70,8 +182,68 @@ impl Default for ReaderOptions {
 
 /// Opens `path` for reading, detecting compression and (unless forced) the format.
 pub fn open(path: &Path, options: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
-    let format = options.format.unwrap_or(TraceFormat::OracleGeneral);
-    match format {
-        TraceFormat::OracleGeneral => Ok(Box::new(OracleGeneralReader::open(path)?)),
+    let format = match (options.format, &options.csv) {
+        (Some(format), _) => format,
+        (None, Some(_)) => TraceFormat::Csv,
+        (None, None) => detect_format(path)?,
+    };
+    open_as(path, format, options)
+}
+
+/// Opens `path` as `format`.
+fn open_as(
+    path: &Path,
+    format: TraceFormat,
+    options: &ReaderOptions,
+) -> Result<Box<dyn TraceReader>, TraceError> {
+    let (block_size, split) = (options.block_size, options.split_blocks);
+    if block_size == 0 {
+        return Err(TraceError::file(
+            path,
+            "block size 0: expected at least 1 byte",
+        ));
+    }
+    Ok(match format {
+        TraceFormat::OracleGeneral => Box::new(OracleGeneralReader::open(path)?),
+        TraceFormat::Native => Box::new(NativeReader::open(path)?),
+        TraceFormat::Vscsi => Box::new(vscsi::open(path, block_size, split)?),
+        TraceFormat::Csv => {
+            let spec = match &options.csv {
+                Some(spec) => spec.clone(),
+                None => csv::spec_from_header(path)?,
+            };
+            Box::new(csv::CsvReader::open(path, spec)?)
+        }
+        TraceFormat::Txt => Box::new(txt::TxtReader::open(path)?),
+        TraceFormat::Msr => Box::new(msr::open(path, block_size, split)?),
+        TraceFormat::Tencent => Box::new(tencent::open(path, block_size, split)?),
+        TraceFormat::Systor => Box::new(systor::open(path, block_size, split)?),
+        TraceFormat::Twitter => Box::new(twitter::TwitterReader::open(path)?),
+        TraceFormat::MetaKv => Box::new(meta_kv::MetaKvReader::open(path)?),
+        TraceFormat::MetaBlock => Box::new(meta_block::open(path, block_size, split)?),
+        TraceFormat::Arc => Box::new(arc::ArcReader::open(path)?),
+        TraceFormat::Lirs => Box::new(lirs::LirsReader::open(path)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for format in TraceFormat::ALL {
+            assert_eq!(TraceFormat::from_name(format.name()), Some(format));
+            assert_eq!(
+                TraceFormat::from_name(&format.name().to_uppercase()),
+                Some(format)
+            );
+        }
+        assert_eq!(
+            TraceFormat::from_name("oracleGeneralBin"),
+            Some(TraceFormat::OracleGeneral)
+        );
+        assert_eq!(TraceFormat::from_name("meta_kv"), Some(TraceFormat::MetaKv));
+        assert_eq!(TraceFormat::from_name("parquet"), None);
     }
 }

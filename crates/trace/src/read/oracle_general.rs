@@ -1,123 +1,81 @@
 //! libCacheSim's oracleGeneral binary format: packed little-endian records
-//! `{u32 clock_time_s; u64 obj_id; u32 obj_size; i64 next_access_vtime}` (24 bytes), where a
-//! next access of -1 means never. The simulator's fast path: records are decoded straight out of
-//! the read buffer.
+//! `{u32 clock_time_s; u64 obj_id; u32 obj_size; i64 next_access_vtime}` (24 bytes). The
+//! simulator's fast path: records are decoded straight out of the read buffer.
+//!
+//! libCacheSim counts virtual time from 1 (`traceConvOracleGeneral.cpp`: "reference count starts
+//! with 1"), so `next_access_vtime` is the 0-based index of the next access plus one, and -1
+//! means never. [`Request::next_access`] is the 0-based index, so the reader subtracts one (and
+//! the writer adds it back).
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::{open_source, TraceReader};
+use super::binary::RecordStream;
+use super::TraceReader;
 use crate::request::NEXT_ACCESS_NEVER;
-use crate::{Location, Op, Request, TraceError};
+use crate::{Op, Request, TraceError};
 
 /// Bytes per oracleGeneral record.
 pub const RECORD_BYTES: usize = 24;
 
 /// Streams an oracleGeneral trace.
 pub struct OracleGeneralReader {
-    path: PathBuf,
-    input: Box<dyn BufRead + Send>,
-    /// Bytes of the decompressed stream consumed so far, for error offsets.
-    offset: u64,
-    /// A record split across two buffer refills.
-    partial: Vec<u8>,
+    stream: RecordStream,
+    /// Holds the one request of [`TraceReader::next_request`] without allocating per call.
+    single: Vec<Request>,
 }
 
 impl OracleGeneralReader {
     /// Opens `path` (optionally compressed).
     pub fn open(path: &Path) -> Result<OracleGeneralReader, TraceError> {
-        let (input, _) = open_source(path)?;
         Ok(OracleGeneralReader {
-            path: path.to_path_buf(),
-            input,
-            offset: 0,
-            partial: Vec::with_capacity(RECORD_BYTES),
+            stream: RecordStream::open(path, RECORD_BYTES, "oracleGeneral")?,
+            single: Vec::with_capacity(1),
         })
-    }
-
-    fn truncated(&self) -> TraceError {
-        TraceError::new(
-            &self.path,
-            Location::Offset(self.offset - self.partial.len() as u64),
-            format!(
-                "truncated record: {} of {RECORD_BYTES} bytes (oracleGeneral records are {RECORD_BYTES} bytes)",
-                self.partial.len()
-            ),
-        )
-    }
-
-    fn io_error(&self, err: &std::io::Error) -> TraceError {
-        TraceError::io(&self.path, Location::Offset(self.offset), err)
     }
 }
 
-/// Decodes one record; the buffer holds exactly [`RECORD_BYTES`].
-#[inline]
+/// Decodes one record; the slice holds exactly [`RECORD_BYTES`].
+#[inline(always)]
 fn decode(record: &[u8]) -> Request {
-    let time_s = u32::from_le_bytes(record[0..4].try_into().unwrap());
-    let key = u64::from_le_bytes(record[4..12].try_into().unwrap());
-    let size = u32::from_le_bytes(record[12..16].try_into().unwrap());
-    let next = i64::from_le_bytes(record[16..24].try_into().unwrap());
+    let record: &[u8; RECORD_BYTES] = record.try_into().expect("callers pass whole records");
+    let [t0, t1, t2, t3, k0, k1, k2, k3, k4, k5, k6, k7, s0, s1, s2, s3, n0, n1, n2, n3, n4, n5, n6, n7] =
+        *record;
+    let time_s = u32::from_le_bytes([t0, t1, t2, t3]);
+    let key = u64::from_le_bytes([k0, k1, k2, k3, k4, k5, k6, k7]);
+    let size = u32::from_le_bytes([s0, s1, s2, s3]);
+    let next_vtime = i64::from_le_bytes([n0, n1, n2, n3, n4, n5, n6, n7]);
     Request {
         time_ns: u64::from(time_s) * 1_000_000_000,
         key,
         size,
         tenant: 0,
         op: Op::Unknown,
-        next_access: if next < 0 { NEXT_ACCESS_NEVER } else { next },
+        // 0 cannot be a 1-based next access; like a negative value it means none is known.
+        next_access: if next_vtime <= 0 {
+            NEXT_ACCESS_NEVER
+        } else {
+            next_vtime - 1
+        },
     }
 }
 
 impl TraceReader for OracleGeneralReader {
     fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
-        let mut one = Vec::with_capacity(1);
-        self.read_batch(&mut one, 1)?;
-        Ok(one.pop())
+        self.single.clear();
+        self.stream.decode_batch(&mut self.single, 1, decode)?;
+        Ok(self.single.pop())
     }
 
     fn read_batch(&mut self, batch: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
         batch.clear();
-        while batch.len() < max {
-            let buffer = match self.input.fill_buf() {
-                Ok(buffer) => buffer,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(self.io_error(&e)),
-            };
-            if buffer.is_empty() {
-                if !self.partial.is_empty() {
-                    return Err(self.truncated());
-                }
-                break;
-            }
-            let mut used = 0;
-            if !self.partial.is_empty() {
-                let need = (RECORD_BYTES - self.partial.len()).min(buffer.len());
-                self.partial.extend_from_slice(&buffer[..need]);
-                used = need;
-                if self.partial.len() == RECORD_BYTES {
-                    batch.push(decode(&self.partial));
-                    self.partial.clear();
-                }
-            }
-            let whole = ((buffer.len() - used) / RECORD_BYTES).min(max - batch.len());
-            for record in buffer[used..used + whole * RECORD_BYTES].chunks_exact(RECORD_BYTES) {
-                batch.push(decode(record));
-            }
-            used += whole * RECORD_BYTES;
-            if batch.len() < max && used < buffer.len() && buffer.len() - used < RECORD_BYTES {
-                self.partial.extend_from_slice(&buffer[used..]);
-                used = buffer.len();
-            }
-            self.input.consume(used);
-            self.offset += used as u64;
-        }
-        Ok(())
+        self.stream.decode_batch(batch, max, decode)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Location;
     use std::io::Write;
 
     fn record(time: u32, key: u64, size: u32, next: i64) -> Vec<u8> {
@@ -130,9 +88,10 @@ mod tests {
     }
 
     #[test]
-    fn reads_records_and_maps_never() {
+    fn reads_records_and_maps_vtime_to_index() {
         let mut file = tempfile::NamedTempFile::new().unwrap();
-        file.write_all(&record(1, 42, 4096, 1)).unwrap();
+        // Request 0's next access is request 1, which libCacheSim writes as vtime 2.
+        file.write_all(&record(1, 42, 4096, 2)).unwrap();
         file.write_all(&record(2, 42, 4096, -1)).unwrap();
         let mut reader = OracleGeneralReader::open(file.path()).unwrap();
         let first = reader.next_request().unwrap().unwrap();

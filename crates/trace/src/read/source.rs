@@ -57,7 +57,10 @@ pub fn open_source(path: &Path) -> Result<(Box<dyn BufRead + Send>, Compression)
         .fill_buf()
         .map_err(|e| TraceError::file(path, format!("cannot read: {e}")))?;
     if head.is_empty() {
-        return Err(TraceError::file(path, "file is empty; expected trace records"));
+        return Err(TraceError::file(
+            path,
+            "file is empty; expected trace records",
+        ));
     }
     let compression = Compression::detect(head);
     let stream: Box<dyn BufRead + Send> = match compression {
@@ -75,4 +78,16 @@ pub fn open_source(path: &Path) -> Result<(Box<dyn BufRead + Send>, Compression)
 
 fn buffered(decoder: impl Read + Send + 'static) -> Box<dyn BufRead + Send> {
     Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder))
+}
+
+/// The first `max_bytes` decompressed bytes of `path` (fewer if the stream is shorter), with the
+/// compression found: what format detection and header probes look at.
+pub fn read_head(path: &Path, max_bytes: usize) -> Result<(Vec<u8>, Compression), TraceError> {
+    let (stream, compression) = open_source(path)?;
+    let mut head = Vec::with_capacity(max_bytes);
+    stream
+        .take(max_bytes as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| TraceError::file(path, format!("cannot read: {e}")))?;
+    Ok((head, compression))
 }

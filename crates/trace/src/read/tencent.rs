@@ -1,0 +1,48 @@
+//! Tencent Cloud Block Storage traces (Zhang et al., ATC'20; SNIA IOTTA): CSV without header,
+//! `Timestamp,Offset,Size,IOType,VolumeID`, the timestamp in seconds, offset and size in
+//! 512-byte sectors, `IOType` 0 for read and 1 for write. The volume id becomes the volume.
+
+use std::path::Path;
+
+use super::block::{BlockReader, BlockRecord, BlockRecordSource, TextBlockSource};
+use super::text::{Line, LineSource};
+use crate::{Op, TraceError};
+
+const LAYOUT: &str = "Timestamp,Offset,Size,IOType,VolumeID";
+const SECTOR_BYTES: u64 = 512;
+
+/// Parses one Tencent line.
+pub(crate) fn parse_line(line: &Line<'_>) -> Result<BlockRecord, TraceError> {
+    let [timestamp, offset, size, io_type, volume] = line.exact_fields::<5>(b',', LAYOUT)?;
+    let time_ns = line.parse_seconds_ns(timestamp, 1, "Timestamp")?;
+    let offset_sectors = line.parse_u64(offset, 2, "Offset")?;
+    let size_sectors = line.parse_u64(size, 3, "Size")?;
+    let op = match io_type {
+        b"0" => Op::Read,
+        b"1" => Op::Write,
+        _ => return Err(line.expected(io_type, 4, "IOType", "0 (read) or 1 (write)")),
+    };
+    let volume = line.parse_u32(volume, 5, "VolumeID")?;
+    let too_far = || line.expected(offset, 2, "Offset", "a sector range below 2^64 bytes");
+    Ok(BlockRecord {
+        time_ns,
+        volume,
+        offset_bytes: offset_sectors
+            .checked_mul(SECTOR_BYTES)
+            .ok_or_else(too_far)?,
+        length_bytes: size_sectors.checked_mul(SECTOR_BYTES).ok_or_else(too_far)?,
+        unsplit_id: offset_sectors,
+        op,
+        repeat: 1,
+    })
+}
+
+/// Opens a Tencent trace as a request stream.
+pub(crate) fn open(
+    path: &Path,
+    block_size: u32,
+    split: bool,
+) -> Result<BlockReader<impl BlockRecordSource>, TraceError> {
+    let source = TextBlockSource::new(LineSource::open(path)?, |line: &Line<'_>| parse_line(line));
+    Ok(BlockReader::new(source, block_size, split))
+}
