@@ -3,7 +3,7 @@
 use crate::eviction::{lru::Lru, EvictionPolicy};
 
 /// Names accepted by [`create`], in the order `--policy all` runs them.
-pub const POLICY_NAMES: &[&str] = &["lru"];
+pub const POLICY_NAMES: &[&str] = &["lru", "fifo", "clock", "sieve", "s3fifo", "belady"];
 
 /// A policy name or parameter that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +22,11 @@ impl std::error::Error for PolicyError {}
 pub fn create(name: &str, capacity: u64) -> Result<Box<dyn EvictionPolicy>, PolicyError> {
     let policy: Box<dyn EvictionPolicy> = match name.to_ascii_lowercase().as_str() {
         "lru" => Box::new(Lru::new(capacity)),
+        "fifo" => Box::new(crate::eviction::fifo::Fifo::new(capacity)),
+        "clock" => Box::new(crate::eviction::clock::Clock::new(capacity)),
+        "sieve" => Box::new(crate::eviction::sieve::Sieve::new(capacity)),
+        "s3fifo" | "s3-fifo" => Box::new(crate::eviction::s3fifo::S3Fifo::new(capacity)),
+        "belady" | "opt" => Box::new(crate::eviction::belady::Belady::new(capacity)),
         _ => {
             return Err(PolicyError(format!(
                 "unknown policy \"{name}\"; expected one of: {}",

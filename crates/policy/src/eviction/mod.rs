@@ -1,6 +1,11 @@
 //! The eviction trait and one module per algorithm.
 
+pub mod belady;
+pub mod clock;
+pub mod fifo;
 pub mod lru;
+pub mod s3fifo;
+pub mod sieve;
 
 use heterarchy_trace::Request;
 

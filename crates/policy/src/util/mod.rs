@@ -1,6 +1,9 @@
 //! Building blocks shared by the eviction algorithms.
 
+pub mod heap;
 pub mod list;
+#[cfg(test)]
+pub(crate) mod model_check;
 
 pub use list::{List, Slab, NIL};
 

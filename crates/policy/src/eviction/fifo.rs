@@ -1,0 +1,180 @@
+//! First in, first out: evict the object that entered the cache earliest; hits change nothing.
+//! Same decisions as libCacheSim's `FIFO.c` (insert at the head, evict the tail).
+
+use std::collections::hash_map::Entry;
+
+use heterarchy_trace::Request;
+
+use super::{Evicted, EvictionPolicy};
+use crate::util::{KeyMap, List, Slab};
+
+/// FIFO over a byte capacity.
+pub struct Fifo {
+    capacity: u64,
+    map: KeyMap,
+    slab: Slab<()>,
+    /// Front: most recently inserted.
+    queue: List,
+}
+
+impl Fifo {
+    /// An empty FIFO cache of `capacity` bytes.
+    pub fn new(capacity: u64) -> Fifo {
+        Fifo {
+            capacity,
+            map: KeyMap::default(),
+            slab: Slab::default(),
+            queue: List::default(),
+        }
+    }
+
+    /// Evicts from the back until `size` more bytes fit.
+    #[inline]
+    fn make_room(&mut self, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.queue.bytes + size > self.capacity {
+            let Some(victim) = self.queue.pop_back(&mut self.slab) else {
+                break;
+            };
+            let node = self.slab.get(victim);
+            evicted.push(Evicted {
+                key: node.key,
+                size: node.size,
+            });
+            self.map.remove(&node.key);
+            self.slab.release(victim);
+        }
+    }
+}
+
+impl EvictionPolicy for Fifo {
+    fn name(&self) -> &'static str {
+        "fifo"
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.capacity
+    }
+
+    fn used_bytes(&self) -> u64 {
+        self.queue.bytes
+    }
+
+    fn len(&self) -> usize {
+        self.queue.len
+    }
+
+    #[inline]
+    fn lookup(&mut self, request: &Request) -> bool {
+        self.map.contains_key(&request.key)
+    }
+
+    #[inline]
+    fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
+        let size = u64::from(request.size);
+        if size > self.capacity || self.map.contains_key(&request.key) {
+            return;
+        }
+        self.make_room(size, evicted);
+        let index = self.slab.alloc(request.key, request.size, ());
+        self.queue.push_front(&mut self.slab, index);
+        self.map.insert(request.key, index);
+    }
+
+    /// One hash probe per request: a miss claims its map slot while looking up, before
+    /// evicting (the new node is not linked yet, so it cannot be its own victim).
+    #[inline]
+    fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
+        let size = u64::from(request.size);
+        let index = match self.map.entry(request.key) {
+            Entry::Occupied(_) => return true,
+            Entry::Vacant(_) if size > self.capacity => return false,
+            Entry::Vacant(slot) => *slot.insert(self.slab.alloc(request.key, request.size, ())),
+        };
+        self.make_room(size, evicted);
+        self.queue.push_front(&mut self.slab, index);
+        false
+    }
+
+    fn remove(&mut self, key: u64) -> bool {
+        match self.map.remove(&key) {
+            Some(index) => {
+                self.queue.unlink(&mut self.slab, index);
+                self.slab.release(index);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::model_check::{check_against_model, steps};
+    use proptest::prelude::*;
+
+    fn request(key: u64, size: u32) -> Request {
+        Request::new(key, size)
+    }
+
+    #[test]
+    fn evicts_in_insertion_order_regardless_of_hits() {
+        let mut fifo = Fifo::new(3);
+        let mut evicted = Vec::new();
+        for key in [1, 2, 3] {
+            assert!(!fifo.get(&request(key, 1), &mut evicted));
+        }
+        // A hit on 1 does not save it: FIFO ignores recency.
+        assert!(fifo.get(&request(1, 1), &mut evicted));
+        assert!(!fifo.get(&request(4, 1), &mut evicted));
+        assert_eq!(evicted, vec![Evicted { key: 1, size: 1 }]);
+        evicted.clear();
+        assert!(!fifo.get(&request(1, 1), &mut evicted));
+        assert_eq!(evicted, vec![Evicted { key: 2, size: 1 }]);
+    }
+
+    #[test]
+    fn a_large_object_evicts_several_and_oversized_objects_are_not_admitted() {
+        let mut fifo = Fifo::new(10);
+        let mut evicted = Vec::new();
+        for key in 1..=5 {
+            fifo.get(&request(key, 2), &mut evicted);
+        }
+        assert!(evicted.is_empty());
+        // Needs 5 bytes: the two oldest (4 bytes) are not enough, the third makes room.
+        assert!(!fifo.get(&request(9, 5), &mut evicted));
+        let keys: Vec<u64> = evicted.iter().map(|e| e.key).collect();
+        assert_eq!(keys, vec![1, 2, 3]);
+        assert_eq!((fifo.len(), fifo.used_bytes()), (3, 9));
+        evicted.clear();
+        assert!(!fifo.get(&request(10, 11), &mut evicted));
+        assert!(
+            evicted.is_empty(),
+            "an object larger than the cache evicts nothing"
+        );
+        assert!(!fifo.lookup(&request(10, 11)));
+    }
+
+    #[test]
+    fn remove_frees_bytes_and_forgets_the_key() {
+        let mut fifo = Fifo::new(10);
+        let mut evicted = Vec::new();
+        fifo.get(&request(1, 4), &mut evicted);
+        fifo.get(&request(2, 4), &mut evicted);
+        assert!(fifo.remove(1));
+        assert!(!fifo.remove(1));
+        assert_eq!((fifo.len(), fifo.used_bytes()), (1, 4));
+        assert!(!fifo.lookup(&request(1, 4)));
+        // The freed room is used without evicting 2.
+        fifo.get(&request(3, 6), &mut evicted);
+        assert!(evicted.is_empty());
+        assert!(fifo.lookup(&request(2, 4)));
+    }
+
+    proptest! {
+        #[test]
+        fn capacity_holds_and_counts_match_a_model(capacity in 1u64..64, steps in steps(20)) {
+            check_against_model(&mut Fifo::new(capacity), &steps)?;
+        }
+    }
+}

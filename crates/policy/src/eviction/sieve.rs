@@ -1,0 +1,215 @@
+//! SIEVE (Zhang et al., "SIEVE is Simpler than LRU", NSDI'24, §3): a FIFO queue with one
+//! "visited" bit per object and a hand that moves from the tail (oldest) towards the head,
+//! clearing visited bits and evicting the first unvisited object; objects are never moved.
+//! Same decisions as libCacheSim's `Sieve.c`: new objects enter at the head unvisited, the hand
+//! resumes at the victim's newer neighbour and wraps from the head back to the tail, and
+//! removing the object under the hand moves the hand to its newer neighbour.
+
+use std::collections::hash_map::Entry;
+
+use heterarchy_trace::Request;
+
+use super::{Evicted, EvictionPolicy};
+use crate::util::{KeyMap, List, Slab, NIL};
+
+/// SIEVE over a byte capacity.
+pub struct Sieve {
+    capacity: u64,
+    map: KeyMap,
+    /// Per object: visited since the hand last passed.
+    slab: Slab<bool>,
+    /// Front: most recently inserted.
+    queue: List,
+    /// Next object the hand examines, or [`NIL`] to start again from the tail.
+    hand: u32,
+}
+
+impl Sieve {
+    /// An empty SIEVE cache of `capacity` bytes.
+    pub fn new(capacity: u64) -> Sieve {
+        Sieve {
+            capacity,
+            map: KeyMap::default(),
+            slab: Slab::default(),
+            queue: List::default(),
+            hand: NIL,
+        }
+    }
+
+    /// Evicts until `size` more bytes fit.
+    #[inline]
+    fn make_room(&mut self, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.queue.bytes + size > self.capacity && !self.queue.is_empty() {
+            let mut victim = if self.hand == NIL {
+                self.queue.tail
+            } else {
+                self.hand
+            };
+            loop {
+                let node = self.slab.get_mut(victim);
+                if !node.data {
+                    break;
+                }
+                node.data = false;
+                victim = match self.slab.prev(victim) {
+                    NIL => self.queue.tail,
+                    newer => newer,
+                };
+            }
+            self.hand = self.slab.prev(victim);
+            self.queue.unlink(&mut self.slab, victim);
+            let node = self.slab.get(victim);
+            evicted.push(Evicted {
+                key: node.key,
+                size: node.size,
+            });
+            self.map.remove(&node.key);
+            self.slab.release(victim);
+        }
+    }
+}
+
+impl EvictionPolicy for Sieve {
+    fn name(&self) -> &'static str {
+        "sieve"
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.capacity
+    }
+
+    fn used_bytes(&self) -> u64 {
+        self.queue.bytes
+    }
+
+    fn len(&self) -> usize {
+        self.queue.len
+    }
+
+    #[inline]
+    fn lookup(&mut self, request: &Request) -> bool {
+        match self.map.get(&request.key) {
+            Some(&index) => {
+                self.slab.get_mut(index).data = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline]
+    fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
+        let size = u64::from(request.size);
+        if size > self.capacity || self.map.contains_key(&request.key) {
+            return;
+        }
+        self.make_room(size, evicted);
+        let index = self.slab.alloc(request.key, request.size, false);
+        self.queue.push_front(&mut self.slab, index);
+        self.map.insert(request.key, index);
+    }
+
+    /// One hash probe per request: a miss claims its map slot while looking up, before
+    /// evicting (the new node is not linked yet, so the hand cannot reach it).
+    #[inline]
+    fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
+        let size = u64::from(request.size);
+        let index = match self.map.entry(request.key) {
+            Entry::Occupied(slot) => {
+                self.slab.get_mut(*slot.get()).data = true;
+                return true;
+            }
+            Entry::Vacant(_) if size > self.capacity => return false,
+            Entry::Vacant(slot) => *slot.insert(self.slab.alloc(request.key, request.size, false)),
+        };
+        self.make_room(size, evicted);
+        self.queue.push_front(&mut self.slab, index);
+        false
+    }
+
+    fn remove(&mut self, key: u64) -> bool {
+        match self.map.remove(&key) {
+            Some(index) => {
+                if self.hand == index {
+                    self.hand = self.slab.prev(index);
+                }
+                self.queue.unlink(&mut self.slab, index);
+                self.slab.release(index);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::model_check::{check_against_model, steps};
+    use proptest::prelude::*;
+
+    fn get_all(sieve: &mut Sieve, keys: &[u64]) -> Vec<u64> {
+        let mut evicted = Vec::new();
+        for &key in keys {
+            sieve.get(&Request::new(key, 1), &mut evicted);
+        }
+        evicted.iter().map(|e| e.key).collect()
+    }
+
+    #[test]
+    fn hand_skips_visited_objects_and_keeps_its_place() {
+        let mut sieve = Sieve::new(4);
+        assert!(get_all(&mut sieve, &[1, 2, 3, 4, 1, 2]).is_empty());
+        // Queue tail→head: 1* 2* 3 4. The hand clears 1 and 2 and evicts 3; it then rests on 4.
+        assert_eq!(get_all(&mut sieve, &[5]), vec![3]);
+        // Queue tail→head: 1 2 4 5, hand at 4: 4 goes next although 1 and 2 are older.
+        assert_eq!(get_all(&mut sieve, &[6]), vec![4]);
+        // Unvisited newcomers just behind the hand go first.
+        assert_eq!(get_all(&mut sieve, &[7, 8]), vec![5, 6]);
+        // Hand at 7: 7 and 8 are hits, so it clears both, wraps past the head to the tail and
+        // evicts 1.
+        assert_eq!(get_all(&mut sieve, &[7, 8, 9]), vec![1]);
+    }
+
+    #[test]
+    fn all_visited_wraps_around_and_evicts_the_oldest() {
+        let mut sieve = Sieve::new(3);
+        get_all(&mut sieve, &[1, 2, 3, 1, 2, 3]);
+        // Every object visited: the hand clears all three, wraps to the tail, evicts 1.
+        assert_eq!(get_all(&mut sieve, &[4]), vec![1]);
+        // Hand rests on 2 (cleared), so 2 then 3 go before the new 4.
+        assert_eq!(get_all(&mut sieve, &[5, 6]), vec![2, 3]);
+    }
+
+    #[test]
+    fn removing_the_object_under_the_hand_moves_the_hand_to_its_newer_neighbour() {
+        let mut sieve = Sieve::new(4);
+        get_all(&mut sieve, &[1, 2, 3, 4, 1, 3]);
+        // Hand clears 1, evicts 2, rests on 3 (visited).
+        assert_eq!(get_all(&mut sieve, &[5]), vec![2]);
+        assert!(sieve.remove(3));
+        assert!(!sieve.remove(3));
+        assert_eq!((sieve.len(), sieve.used_bytes()), (3, 3));
+        // Room for one without eviction; then the hand starts at 4.
+        assert!(get_all(&mut sieve, &[6]).is_empty());
+        assert_eq!(get_all(&mut sieve, &[7]), vec![4]);
+    }
+
+    #[test]
+    fn oversized_objects_are_not_admitted() {
+        let mut sieve = Sieve::new(4);
+        let mut evicted = Vec::new();
+        sieve.get(&Request::new(1, 4), &mut evicted);
+        assert!(!sieve.get(&Request::new(2, 5), &mut evicted));
+        assert!(evicted.is_empty());
+        assert!(!sieve.get(&Request::new(2, 5), &mut evicted));
+        assert_eq!(sieve.len(), 1);
+    }
+
+    proptest! {
+        #[test]
+        fn capacity_holds_and_counts_match_a_model(capacity in 1u64..64, steps in steps(20)) {
+            check_against_model(&mut Sieve::new(capacity), &steps)?;
+        }
+    }
+}
