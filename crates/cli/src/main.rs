@@ -22,6 +22,9 @@ enum Command {
     Sim(commands::sim::SimArgs),
     /// The LRU miss-ratio curve at all sizes in one pass (exact or SHARDS).
     Mrc(commands::mrc::MrcArgs),
+    /// Trace statistics, conversion and generation.
+    #[command(subcommand)]
+    Trace(commands::trace::TraceCommand),
     /// Simulate a built-in workload, print a comparison and write report.html.
     Demo(commands::demo::DemoArgs),
 }
@@ -32,6 +35,7 @@ fn main() {
         Command::Sim(args) => commands::sim::run(args),
         Command::Mrc(args) => commands::mrc::run(args),
         Command::Demo(args) => commands::demo::run(args),
+        Command::Trace(command) => commands::trace::run(command),
     };
     if let Err(error) = outcome {
         // One line: the whole cause chain, joined.

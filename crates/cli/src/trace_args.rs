@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use heterarchy_sim::cache_sim::TraceFile;
+use heterarchy_trace::read::CsvSpec;
 use heterarchy_trace::{ReaderOptions, TraceFormat};
 
 use crate::size::parse_bytes;
@@ -23,6 +24,11 @@ pub struct TraceArgs {
     /// Keep each block request as one object, as libCacheSim does.
     #[arg(long)]
     pub no_split: bool,
+    /// CSV columns as libCacheSim writes them (1-based), e.g.
+    /// `time-col=2,obj-id-col=5,obj-size-col=4,has-header=true,delimiter=,`; implies
+    /// `--trace-format csv`.
+    #[arg(long = "trace-type-params", alias = "csv-spec")]
+    pub csv_spec: Option<String>,
 }
 
 impl TraceArgs {
@@ -40,7 +46,12 @@ impl TraceArgs {
             None => None,
             Some(name) => Some(
                 TraceFormat::from_name(name)
-                    .ok_or_else(|| anyhow::anyhow!("unknown --trace-format \"{name}\""))?,
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "unknown --trace-format \"{name}\"; expected one of {}",
+                            TraceFormat::names()
+                        )
+                    })?,
             ),
         };
         let block_size = parse_bytes(&self.block_size).map_err(anyhow::Error::msg)?;
@@ -48,11 +59,18 @@ impl TraceArgs {
             .ok()
             .filter(|&b| b > 0)
             .ok_or_else(|| anyhow::anyhow!("bad --block-size {}: expected 1 byte to 4 GiB", self.block_size))?;
+        let csv = match &self.csv_spec {
+            None => None,
+            Some(spec) => Some(
+                spec.parse::<CsvSpec>()
+                    .map_err(|e| anyhow::anyhow!("bad --trace-type-params: {e}"))?,
+            ),
+        };
         Ok(ReaderOptions {
             format,
+            csv,
             block_size,
             split_blocks: !self.no_split,
-            ..ReaderOptions::default()
         })
     }
 }

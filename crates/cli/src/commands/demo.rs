@@ -16,10 +16,10 @@ use crate::progress::requests_bar;
 use crate::size::{human_bytes, resolve, AUTO_FRACTIONS};
 
 /// The built-in workload: a Zipf(0.9) key-value mix over 100,000 objects of log-normal sizes
-/// (median 4 KiB), with 1% of operations starting a 500-key sequential scan — the scans are what
+/// (median 4 KiB), with 0.1% of operations starting a 100-key sequential scan (9% of requests) — the scans are what
 /// separate scan-resistant policies (ARC, 2Q, LIRS, S3-FIFO) from LRU.
 pub const DEMO_WORKLOAD: &str =
-    "zipf:theta=0.9,keys=100000,requests=1000000,size=lognormal:4kb:1.0,scan=0.01,scan_len=500,write=0.1,seed=42";
+    "zipf:theta=0.9,keys=100000,requests=1000000,size=lognormal:4kb:1.0,scan=0.001,scan_len=100,write=0.1,seed=42";
 
 /// Arguments of `heterarchy demo`.
 #[derive(Args, Debug)]

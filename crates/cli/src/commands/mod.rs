@@ -3,3 +3,4 @@
 pub mod demo;
 pub mod mrc;
 pub mod sim;
+pub mod trace;
