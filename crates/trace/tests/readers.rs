@@ -580,6 +580,15 @@ fn csv_spec_drives_columns() {
     );
 }
 
+/// A file name, the format forced (or detected), its bytes, and where and what the error says.
+type ErrorCase = (
+    &'static str,
+    Option<TraceFormat>,
+    Vec<u8>,
+    Location,
+    &'static str,
+);
+
 /// One bad input per case and reader: the error names the file and where, on one line.
 #[test]
 fn bad_input_gives_located_one_line_errors() {
@@ -597,7 +606,7 @@ fn bad_input_gives_located_one_line_errors() {
     let mut native_version = native_header.to_vec();
     native_version[8] = 9;
     let f = |format| Some(format);
-    let cases: Vec<(&str, Option<TraceFormat>, Vec<u8>, Location, &str)> = vec![
+    let cases: Vec<ErrorCase> = vec![
         ("og", f(TraceFormat::OracleGeneral), oracle, Location::Offset(24), "truncated record: 3 of 24"),
         ("v1", f(TraceFormat::Vscsi), v1, Location::Offset(64), "truncated record: 10 of 32"),
         ("vx", f(TraceFormat::Vscsi), vec![5; 100], Location::File, "neither 1"),
