@@ -3,7 +3,7 @@
 use crate::eviction::{lru::Lru, EvictionPolicy};
 
 /// Names accepted by [`create`], in the order `--policy all` runs them.
-pub const POLICY_NAMES: &[&str] = &["lru", "fifo", "clock", "sieve", "s3fifo", "belady"];
+pub const POLICY_NAMES: &[&str] = &["lru", "arc", "fifo", "clock", "sieve", "s3fifo", "belady", "lfu", "twoq", "lirs"];
 
 /// A policy name or parameter that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +22,10 @@ impl std::error::Error for PolicyError {}
 pub fn create(name: &str, capacity: u64) -> Result<Box<dyn EvictionPolicy>, PolicyError> {
     let policy: Box<dyn EvictionPolicy> = match name.to_ascii_lowercase().as_str() {
         "lru" => Box::new(Lru::new(capacity)),
+        "arc" => Box::new(crate::eviction::arc::Arc::new(capacity)),
+        "lfu" => Box::new(crate::eviction::lfu::Lfu::new(capacity)),
+        "twoq" | "2q" => Box::new(crate::eviction::twoq::TwoQ::new(capacity)),
+        "lirs" => Box::new(crate::eviction::lirs::Lirs::new(capacity)),
         "fifo" => Box::new(crate::eviction::fifo::Fifo::new(capacity)),
         "clock" => Box::new(crate::eviction::clock::Clock::new(capacity)),
         "sieve" => Box::new(crate::eviction::sieve::Sieve::new(capacity)),

@@ -1,5 +1,9 @@
 //! The eviction trait and one module per algorithm.
 
+pub mod arc;
+pub mod lfu;
+pub mod lirs;
+pub mod twoq;
 pub mod belady;
 pub mod clock;
 pub mod fifo;

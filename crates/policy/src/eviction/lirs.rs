@@ -1,0 +1,548 @@
+//! LIRS, low inter-reference recency set (Jiang & Zhang, "LIRS: An Efficient Low
+//! Inter-reference Recency Set Replacement Policy", SIGMETRICS'02, §3–4), over byte sizes, with
+//! the same decisions as libCacheSim's `LIRS.c` (the version bundled in the `libcachesim` 0.3.5
+//! Python package).
+//!
+//! Three LRU stacks, as libCacheSim builds them: S (the LIRS stack: LIR blocks, and HIR blocks
+//! resident or not), Q (resident HIR blocks) and NH (non-resident HIR blocks still in S, oldest
+//! first out). A block can be in S and Q, or in S and NH, at once; each stack keeps its own copy
+//! of the block's size. HIR blocks get `max(1, ⌊0.01 × capacity⌋)` bytes (`hirs_limit`) and LIR
+//! blocks the rest (`lirs_limit`).
+//!
+//! Where libCacheSim departs from the paper, and so do we:
+//! - While the LIR set has room, every new block becomes LIR; after that new blocks are HIR
+//!   (in S and Q). A new block larger than either limit is not admitted.
+//! - A hit on a resident HIR block in S makes it LIR and drops it from Q, but demotes LIR
+//!   blocks (the bottom of S, to Q) only while the LIR set is over its byte limit — not one per
+//!   promotion as in the paper. Demotion then prunes S.
+//! - A hit on a resident HIR block that is only in Q demotes LIR blocks until the LIR set would
+//!   also fit that block, then pushes the block on S as HIR (it stays HIR).
+//! - A miss on a non-resident HIR block in S demotes LIR blocks until it fits the LIR set and
+//!   makes it LIR (the paper would keep it HIR if it did not qualify).
+//! - A demoted LIR block larger than `hirs_limit` leaves the cache instead of entering Q.
+//! - Stack pruning runs after an LIR hit and after each demotion, never past the top of S.
+//! - S is bounded: after every request, while S's blocks sum to more than twice the capacity,
+//!   the oldest non-resident block (per NH) is dropped from S.
+//!
+//! libCacheSim's own bookkeeping quirks are reproduced, because they change which requests hit:
+//! a demotion takes S's bottom block whatever its status (S's bottom is not LIR when pruning
+//! stopped at the top of S), and a block moved from Q to S can lose its Q entry to the
+//! demotions that make room for it, staying a resident HIR block in S that is not counted in
+//! the cache's bytes until it is hit again (its next hit makes it LIR and counts it).
+//!
+//! Differences in calls libCacheSim's simulator never makes: [`EvictionPolicy::remove`] also
+//! drops the key's NH entry (libCacheSim leaves it, to later drop an unrelated S entry).
+
+use heterarchy_trace::Request;
+
+use super::{Evicted, EvictionPolicy};
+use crate::util::{List, Slab, NIL};
+
+/// Which stack a node is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stack {
+    S,
+    Q,
+    Nh,
+}
+
+/// A node's stack and the block's status as that stack records it.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    stack: Stack,
+    is_lir: bool,
+    resident: bool,
+}
+
+/// The nodes one key has in each stack, or [`NIL`].
+#[derive(Clone, Copy, Debug)]
+struct Slots {
+    s: u32,
+    q: u32,
+    nh: u32,
+}
+
+const NO_SLOTS: Slots = Slots {
+    s: NIL,
+    q: NIL,
+    nh: NIL,
+};
+
+/// libCacheSim's share of the capacity for resident HIR blocks.
+pub const HIR_SIZE_RATIO: f64 = 0.01;
+
+/// LIRS over a byte capacity.
+pub struct Lirs {
+    capacity: u64,
+    lir_limit: u64,
+    hir_limit: u64,
+    map: rustc_hash::FxHashMap<u64, Slots>,
+    slab: Slab<Entry>,
+    /// The LIRS stack; front is the top (most recent).
+    stack_s: List,
+    /// Resident HIR blocks; front is most recent.
+    stack_q: List,
+    /// Non-resident HIR blocks in S; front is the most recently evicted.
+    stack_nh: List,
+    /// Bytes of LIR blocks (libCacheSim's `lirs_count`; wraps like its unsigned counter).
+    lir_bytes: u64,
+    /// Bytes of resident HIR blocks (`hirs_count`).
+    hir_bytes: u64,
+    /// Bytes of non-resident HIR blocks tracked in NH (`nonresident`).
+    nonresident_bytes: u64,
+    /// libCacheSim's `occupied_byte`: what the eviction loop compares with the capacity.
+    occupied_bytes: i64,
+    objects: i64,
+    /// A request missed and `limit_stack` has not run after it yet.
+    limit_pending: bool,
+}
+
+impl Lirs {
+    /// An empty LIRS cache of `capacity` bytes with libCacheSim's 1 % HIR share.
+    pub fn new(capacity: u64) -> Lirs {
+        let hir_limit = ((HIR_SIZE_RATIO * capacity as f64) as u64).max(1);
+        Lirs {
+            capacity,
+            lir_limit: capacity.wrapping_sub(hir_limit),
+            hir_limit,
+            map: rustc_hash::FxHashMap::default(),
+            slab: Slab::with_capacity(0),
+            stack_s: List::default(),
+            stack_q: List::default(),
+            stack_nh: List::default(),
+            lir_bytes: 0,
+            hir_bytes: 0,
+            nonresident_bytes: 0,
+            occupied_bytes: 0,
+            objects: 0,
+            limit_pending: false,
+        }
+    }
+
+    fn slots(&self, key: u64) -> Slots {
+        self.map.get(&key).copied().unwrap_or(NO_SLOTS)
+    }
+
+    fn list(&mut self, stack: Stack) -> &mut List {
+        match stack {
+            Stack::S => &mut self.stack_s,
+            Stack::Q => &mut self.stack_q,
+            Stack::Nh => &mut self.stack_nh,
+        }
+    }
+
+    /// Records `index` as `key`'s node in `stack` (or clears it with [`NIL`]), dropping the
+    /// map entry once the key has no node left.
+    fn set_slot(&mut self, key: u64, stack: Stack, index: u32) {
+        let slots = self.map.entry(key).or_insert(NO_SLOTS);
+        match stack {
+            Stack::S => slots.s = index,
+            Stack::Q => slots.q = index,
+            Stack::Nh => slots.nh = index,
+        }
+        if slots.s == NIL && slots.q == NIL && slots.nh == NIL {
+            self.map.remove(&key);
+        }
+    }
+
+    /// Pushes a new node for `key` on top of `stack`. Like libCacheSim's hash tables, a key
+    /// pushed again shadows its older node, which stays in the stack until it reaches the
+    /// bottom.
+    fn push(&mut self, stack: Stack, key: u64, size: u32, is_lir: bool, resident: bool) -> u32 {
+        let entry = Entry {
+            stack,
+            is_lir,
+            resident,
+        };
+        let index = self.slab.alloc(key, size, entry);
+        let mut list = *self.list(stack);
+        list.push_front(&mut self.slab, index);
+        *self.list(stack) = list;
+        self.set_slot(key, stack, index);
+        index
+    }
+
+    /// Unlinks and frees node `index`, clearing its key's slot if the slot points at it.
+    fn discard(&mut self, index: u32) {
+        let node = self.slab.get(index);
+        let (key, stack) = (node.key, node.data.stack);
+        let mut list = *self.list(stack);
+        list.unlink(&mut self.slab, index);
+        *self.list(stack) = list;
+        let slots = self.slots(key);
+        let current = match stack {
+            Stack::S => slots.s,
+            Stack::Q => slots.q,
+            Stack::Nh => slots.nh,
+        };
+        if current == index {
+            self.set_slot(key, stack, NIL);
+        }
+        self.slab.release(index);
+    }
+
+    /// Removes `key`'s node from `stack`; returns its size if there was one.
+    fn remove_from(&mut self, stack: Stack, key: u64) -> Option<u32> {
+        let slots = self.slots(key);
+        let index = match stack {
+            Stack::S => slots.s,
+            Stack::Q => slots.q,
+            Stack::Nh => slots.nh,
+        };
+        if index == NIL {
+            return None;
+        }
+        let size = self.slab.get(index).size;
+        self.discard(index);
+        Some(size)
+    }
+
+    fn move_to_top(&mut self, index: u32) {
+        let stack = self.slab.get(index).data.stack;
+        let mut list = *self.list(stack);
+        list.move_to_front(&mut self.slab, index);
+        *self.list(stack) = list;
+    }
+
+    /// Counts a block that became resident.
+    fn count_in(&mut self, size: u32) {
+        self.occupied_bytes += i64::from(size);
+        self.objects += 1;
+    }
+
+    /// Counts a block that stopped being resident.
+    fn count_out(&mut self, size: u32) {
+        self.occupied_bytes -= i64::from(size);
+        self.objects -= 1;
+    }
+
+    /// Stack pruning: drops HIR blocks from the bottom of S until an LIR block is there, but
+    /// never the top block.
+    fn prune(&mut self) {
+        loop {
+            let bottom = self.stack_s.tail;
+            if bottom == NIL || bottom == self.stack_s.head {
+                return;
+            }
+            let node = self.slab.get(bottom);
+            if node.data.is_lir {
+                return;
+            }
+            let (key, size, resident) = (node.key, node.size, node.data.resident);
+            if !resident && self.remove_from(Stack::Nh, key).is_some() {
+                self.nonresident_bytes = self.nonresident_bytes.wrapping_sub(u64::from(size));
+            }
+            self.discard(bottom);
+        }
+    }
+
+    /// Evicts the resident HIR block at the bottom of Q; its S node, if any, turns
+    /// non-resident and is remembered in NH.
+    fn evict_hir(&mut self, evicted: &mut Vec<Evicted>) -> bool {
+        let bottom = self.stack_q.tail;
+        if bottom == NIL {
+            return false;
+        }
+        let node = self.slab.get(bottom);
+        let (key, size) = (node.key, node.size);
+        self.hir_bytes = self.hir_bytes.wrapping_sub(u64::from(size));
+        self.discard(bottom);
+        let in_s = self.slots(key).s;
+        if in_s != NIL {
+            self.slab.get_mut(in_s).data.resident = false;
+            let s_size = self.slab.get(in_s).size;
+            self.push(Stack::Nh, key, size, false, false);
+            self.nonresident_bytes = self.nonresident_bytes.wrapping_add(u64::from(s_size));
+        }
+        self.count_out(size);
+        evicted.push(Evicted { key, size });
+        true
+    }
+
+    /// Demotes the block at the bottom of S to a resident HIR block in Q (or evicts it when
+    /// it is larger than `hirs_limit`), then prunes S.
+    fn evict_lir(&mut self, evicted: &mut Vec<Evicted>) {
+        let bottom = self.stack_s.tail;
+        if bottom == NIL {
+            return;
+        }
+        let node = self.slab.get(bottom);
+        let (key, size) = (node.key, node.size);
+        self.lir_bytes = self.lir_bytes.wrapping_sub(u64::from(size));
+        self.discard(bottom);
+        self.count_out(size);
+        let size_bytes = u64::from(size);
+        if size_bytes <= self.hir_limit {
+            while self.hir_bytes.wrapping_add(size_bytes) > self.hir_limit {
+                if !self.evict_hir(evicted) {
+                    break;
+                }
+            }
+            self.push(Stack::Q, key, size, false, true);
+            self.hir_bytes = self.hir_bytes.wrapping_add(size_bytes);
+            self.count_in(size);
+        } else {
+            evicted.push(Evicted { key, size });
+        }
+        self.prune();
+    }
+
+    /// Demotes LIR blocks while the LIR set cannot take the block of node `index` too.
+    ///
+    /// The size is re-read from the slab on every round, because libCacheSim re-reads it
+    /// through its object pointer: when the demotions evict that very block (a Q-only block
+    /// whose Q entry is pushed out to make room for a demoted LIR block), libCacheSim reads
+    /// freed memory, which its allocator has by then handed to the next object it created.
+    /// The slab reuses freed slots last-in first-out, as glibc's per-size cache does, and
+    /// this code frees and allocates nodes in libCacheSim's order, so the stale slot holds the
+    /// same object's size that libCacheSim reads (which its results depend on).
+    fn make_lir_room_for(&mut self, index: u32, evicted: &mut Vec<Evicted>) {
+        while self
+            .lir_bytes
+            .wrapping_add(u64::from(self.slab.get(index).size))
+            > self.lir_limit
+        {
+            if self.stack_s.is_empty() {
+                return;
+            }
+            self.evict_lir(evicted);
+        }
+    }
+
+    /// A hit on a resident HIR block in S: it leaves Q and becomes LIR.
+    fn hit_resident_hir_in_s(&mut self, in_s: u32, in_q: u32, evicted: &mut Vec<Evicted>) {
+        if in_q != NIL {
+            let node = self.slab.get(in_q);
+            let (key, size) = (node.key, node.size);
+            self.hir_bytes = self.hir_bytes.wrapping_sub(u64::from(size));
+            self.remove_from(Stack::Q, key);
+            self.count_out(size);
+        }
+        self.make_lir_room_for(in_s, evicted);
+        // `in_s` is at the top of S, which demotion never takes while S holds another block.
+        self.slab.get_mut(in_s).data.is_lir = true;
+        let size = self.slab.get(in_s).size;
+        self.lir_bytes = self.lir_bytes.wrapping_add(u64::from(size));
+        self.count_in(size);
+    }
+
+    /// A hit on a resident HIR block that is in Q only: it is pushed on S, still HIR.
+    fn hit_resident_hir_in_q(&mut self, in_q: u32, evicted: &mut Vec<Evicted>) {
+        let (key, size) = (self.slab.get(in_q).key, self.slab.get(in_q).size);
+        self.make_lir_room_for(in_q, evicted);
+        self.push(Stack::S, key, size, false, true);
+    }
+
+    /// Bounds S to twice the capacity by forgetting the oldest non-resident blocks.
+    fn limit_stack(&mut self) {
+        while self.stack_s.bytes > 2 * self.capacity {
+            let oldest = self.stack_nh.tail;
+            if oldest == NIL {
+                return;
+            }
+            let node = self.slab.get(oldest);
+            let (key, size) = (node.key, node.size);
+            self.nonresident_bytes = self.nonresident_bytes.wrapping_sub(u64::from(size));
+            self.remove_from(Stack::S, key);
+            self.discard(oldest);
+        }
+    }
+
+    /// libCacheSim's `LIRS_can_insert`: refuses blocks that cannot be placed and makes room in
+    /// the LIR or HIR set for the ones that can.
+    fn make_room(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
+        let size = u64::from(request.size);
+        if size > self.capacity {
+            return false;
+        }
+        let slots = self.slots(request.key);
+        if slots.s != NIL {
+            let entry = self.slab.get(slots.s).data;
+            if entry.is_lir || entry.resident {
+                return false;
+            }
+            self.make_lir_room_for(slots.s, evicted);
+            let s_size = self.slab.get(slots.s).size;
+            if self.remove_from(Stack::Nh, request.key).is_some() {
+                self.nonresident_bytes = self.nonresident_bytes.wrapping_sub(u64::from(s_size));
+            }
+            return true;
+        }
+        if slots.q != NIL {
+            return false;
+        }
+        if size > self.lir_limit || size > self.hir_limit {
+            return false;
+        }
+        if self.lir_bytes.wrapping_add(size) > self.lir_limit
+            && self.hir_bytes.wrapping_add(size) > self.hir_limit
+        {
+            while self.hir_bytes.wrapping_add(size) > self.hir_limit {
+                if !self.evict_hir(evicted) {
+                    break;
+                }
+            }
+        }
+        true
+    }
+
+    /// One round of libCacheSim's `LIRS_evict`; returns whether it changed anything.
+    fn evict_round(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
+        let size = u64::from(request.size);
+        let slots = self.slots(request.key);
+        let before = (self.occupied_bytes, self.stack_s.len, self.stack_q.len);
+        if slots.s != NIL {
+            let entry = self.slab.get(slots.s).data;
+            if !entry.is_lir && !entry.resident {
+                while self.hir_bytes >= self.hir_limit {
+                    if !self.evict_hir(evicted) {
+                        break;
+                    }
+                }
+                self.evict_lir(evicted);
+            }
+        } else if slots.q == NIL
+            && self.lir_bytes.wrapping_add(size) > self.lir_limit
+            && self.hir_bytes.wrapping_add(size) > self.hir_limit
+        {
+            self.evict_hir(evicted);
+        }
+        before != (self.occupied_bytes, self.stack_s.len, self.stack_q.len)
+    }
+
+    /// libCacheSim's `LIRS_insert`.
+    fn insert(&mut self, request: &Request) {
+        let (key, size) = (request.key, request.size);
+        let slots = self.slots(key);
+        if slots.s != NIL {
+            let entry = self.slab.get(slots.s).data;
+            if !entry.is_lir && !entry.resident {
+                let s_size = self.slab.get(slots.s).size;
+                let data = &mut self.slab.get_mut(slots.s).data;
+                data.is_lir = true;
+                data.resident = true;
+                self.lir_bytes = self.lir_bytes.wrapping_add(u64::from(s_size));
+                self.count_in(s_size);
+            }
+            return;
+        }
+        if slots.q != NIL {
+            return;
+        }
+        if self.lir_bytes.wrapping_add(u64::from(size)) <= self.lir_limit {
+            self.push(Stack::S, key, size, true, true);
+            self.lir_bytes = self.lir_bytes.wrapping_add(u64::from(size));
+        } else {
+            self.push(Stack::S, key, size, false, true);
+            self.push(Stack::Q, key, size, false, true);
+            self.hir_bytes = self.hir_bytes.wrapping_add(u64::from(size));
+        }
+        self.count_in(size);
+    }
+}
+
+impl EvictionPolicy for Lirs {
+    fn name(&self) -> &'static str {
+        "lirs"
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.capacity
+    }
+
+    fn used_bytes(&self) -> u64 {
+        self.occupied_bytes.max(0) as u64
+    }
+
+    fn len(&self) -> usize {
+        self.objects.max(0) as usize
+    }
+
+    fn lookup(&mut self, request: &Request) -> bool {
+        if self.limit_pending {
+            self.limit_pending = false;
+            self.limit_stack();
+        }
+        let slots = self.slots(request.key);
+        if slots.s != NIL {
+            self.move_to_top(slots.s);
+        }
+        if slots.q != NIL {
+            self.move_to_top(slots.q);
+        }
+        // Evictions during a hit are not reported: a hit has no `evicted` output, and they
+        // only demote (LIR to HIR) or drop blocks the caller never asked about.
+        let mut evicted = Vec::new();
+        let hit = if slots.s != NIL {
+            let entry = self.slab.get(slots.s).data;
+            if entry.is_lir {
+                self.prune();
+                true
+            } else if entry.resident {
+                self.hit_resident_hir_in_s(slots.s, slots.q, &mut evicted);
+                true
+            } else {
+                false
+            }
+        } else if slots.q != NIL {
+            self.hit_resident_hir_in_q(slots.q, &mut evicted);
+            true
+        } else {
+            false
+        };
+        if hit {
+            self.limit_stack();
+        } else {
+            self.limit_pending = true;
+        }
+        hit
+    }
+
+    fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
+        if self.make_room(request, evicted) {
+            while self.occupied_bytes + i64::from(request.size) > self.capacity as i64 {
+                if !self.evict_round(request, evicted) {
+                    break;
+                }
+            }
+            self.insert(request);
+        }
+        self.limit_pending = false;
+        self.limit_stack();
+    }
+
+    /// Drops `key` as libCacheSim's `LIRS_remove` does (pruning S after an LIR block), and
+    /// also forgets its NH entry. Only a resident block makes this return true.
+    fn remove(&mut self, key: u64) -> bool {
+        let slots = self.slots(key);
+        let mut was_resident = false;
+        if slots.s != NIL {
+            let node = self.slab.get(slots.s);
+            let (size, entry) = (u64::from(node.size), node.data);
+            self.remove_from(Stack::S, key);
+            if entry.is_lir {
+                self.lir_bytes = self.lir_bytes.wrapping_sub(size);
+                self.occupied_bytes -= size as i64;
+                self.objects -= 1;
+                was_resident = true;
+                self.prune();
+            } else {
+                if entry.resident {
+                    self.hir_bytes = self.hir_bytes.wrapping_sub(size);
+                    self.occupied_bytes -= size as i64;
+                    self.objects -= 1;
+                    was_resident = true;
+                } else {
+                    self.nonresident_bytes = self.nonresident_bytes.wrapping_sub(size);
+                }
+                self.remove_from(Stack::Q, key);
+            }
+        } else if let Some(size) = self.remove_from(Stack::Q, key) {
+            self.hir_bytes = self.hir_bytes.wrapping_sub(u64::from(size));
+            self.count_out(size);
+            was_resident = true;
+        }
+        self.remove_from(Stack::Nh, key);
+        was_resident
+    }
+}
