@@ -705,3 +705,35 @@ fn csv_header_names_pick_columns() {
         ]
     );
 }
+
+/// Spreadsheet exports: a byte-order mark before the header and CRLF line ends.
+#[test]
+fn byte_order_mark_and_crlf_are_tolerated() {
+    let temp = tempfile::tempdir().unwrap();
+    let text =
+        b"\xef\xbb\xbfop_time,key,key_size,op,op_count,size,cache_hits,ttl,usecase,sub_usecase\r\n\
+                 5,k,2,SET,2,3,0,0,9,9\r\n\r\n";
+    let path = write_file(temp.path(), "kv.csv", text);
+    assert_eq!(detect_format(&path).unwrap(), TraceFormat::MetaKv);
+    let requests = read_all(&path, &ReaderOptions::default()).unwrap();
+    assert_eq!(requests.len(), 2);
+    assert!(requests
+        .iter()
+        .all(|r| r.op == Op::Set && r.size == 5 && r.tenant == 9));
+}
+
+/// A compressed stream cut short is a located read error, not a panic or a silent end.
+#[test]
+fn truncated_compressed_stream_is_an_error() {
+    let temp = tempfile::tempdir().unwrap();
+    let lines: String = (0..300_000).map(|i| format!("{i}\n")).collect();
+    let plain = write_file(temp.path(), "keys.txt", lines.as_bytes());
+    for suffix in [".gz", ".bz2", ".xz", ".zst"] {
+        let compressed = compress(&plain, suffix);
+        let bytes = std::fs::read(&compressed).unwrap();
+        std::fs::write(&compressed, &bytes[..bytes.len() / 2]).unwrap();
+        let err = read_all(&compressed, &ReaderOptions::default()).expect_err(suffix);
+        assert!(matches!(err.location, Location::Line(_)), "{suffix}: {err}");
+        assert!(err.to_string().contains("read failed"), "{suffix}: {err}");
+    }
+}

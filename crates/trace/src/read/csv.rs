@@ -19,7 +19,8 @@ use std::str::FromStr;
 
 use super::source::read_head;
 use super::text::{
-    fold_to_u32, parse_integer, parse_op_name, quote, stable_key_hash, trim_ascii, Line, LineSource,
+    fold_to_u32, parse_integer, parse_op_name, quote, stable_key_hash, strip_bom, trim_ascii, Line,
+    LineSource,
 };
 use super::TraceReader;
 use crate::{Op, Request, TraceError};
@@ -232,7 +233,7 @@ fn trimmed_range(line: &[u8], start: usize, end: usize) -> (usize, usize) {
 /// The first line of `path` that is not blank, for the delimiter and header guesses.
 fn first_line(path: &Path) -> Result<Vec<u8>, TraceError> {
     let (head, _) = read_head(path, PROBE_BYTES)?;
-    Ok(head
+    Ok(strip_bom(&head)
         .split(|&b| b == b'\n')
         .map(trim_ascii)
         .find(|line| !line.is_empty())
@@ -317,7 +318,7 @@ pub(crate) fn spec_from_header_line(
 /// The spec the header of `path` describes, for CSV traces opened without one.
 pub(crate) fn spec_from_header(path: &Path) -> Result<CsvSpec, TraceError> {
     let (head, _) = read_head(path, PROBE_BYTES)?;
-    let mut lines = head
+    let mut lines = strip_bom(&head)
         .split(|&b| b == b'\n')
         .map(trim_ascii)
         .filter(|line| !line.is_empty());

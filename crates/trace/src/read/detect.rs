@@ -14,7 +14,7 @@ use super::csv::{looks_like_header, spec_from_header_line};
 use super::native::has_native_magic;
 use super::oracle_general::RECORD_BYTES as ORACLE_GENERAL_RECORD_BYTES;
 use super::source::{read_head, Compression};
-use super::text::{parse_decimal, parse_op_name, parse_seconds_ns, trim_ascii};
+use super::text::{parse_decimal, parse_op_name, parse_seconds_ns, strip_bom, trim_ascii};
 use super::vscsi::VscsiVersion;
 use super::{meta_block, meta_kv, systor, TraceFormat};
 use crate::{Op, TraceError};
@@ -160,7 +160,7 @@ enum LineKind {
 }
 
 fn text_format(head: &[u8], hint: Option<TraceFormat>) -> Option<TraceFormat> {
-    let mut lines: Vec<&[u8]> = head.split(|&b| b == b'\n').collect();
+    let mut lines: Vec<&[u8]> = strip_bom(head).split(|&b| b == b'\n').collect();
     if head.len() == PROBE_BYTES && !head.ends_with(b"\n") {
         // The probe cut the last line short.
         lines.pop();

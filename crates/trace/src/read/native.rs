@@ -75,10 +75,19 @@ pub fn encode_native_record(request: &Request) -> Option<[u8; NATIVE_RECORD_BYTE
 /// Decodes one record; the slice holds exactly [`NATIVE_RECORD_BYTES`].
 #[inline(always)]
 fn decode(record: &[u8]) -> Request {
+    // One length check up front lets every field below compile to a plain load.
+    let record: &[u8; NATIVE_RECORD_BYTES] = record.try_into().expect("callers pass whole records");
     let word = |at: usize| {
-        let mut bytes = [0; 8];
-        bytes.copy_from_slice(&record[at..at + 8]);
-        u64::from_le_bytes(bytes)
+        u64::from_le_bytes([
+            record[at],
+            record[at + 1],
+            record[at + 2],
+            record[at + 3],
+            record[at + 4],
+            record[at + 5],
+            record[at + 6],
+            record[at + 7],
+        ])
     };
     let size_and_tenant = word(16);
     let packed = word(24);
@@ -93,7 +102,11 @@ fn decode(record: &[u8]) -> Request {
         key: word(8),
         size: size_and_tenant as u32,
         tenant: (size_and_tenant >> 32) as u32,
-        op: Op::ALL.get(op_code).copied().unwrap_or(Op::Other),
+        op: if op_code < Op::ALL.len() {
+            Op::ALL[op_code]
+        } else {
+            Op::Other
+        },
         next_access,
     }
 }

@@ -86,7 +86,12 @@ impl LineSource {
                 return Ok(None);
             }
             self.line_number += 1;
-            let text = trim_ascii(&self.buffer);
+            let line = if self.line_number == 1 {
+                strip_bom(&self.buffer)
+            } else {
+                &self.buffer[..]
+            };
+            let text = trim_ascii(line);
             if !text.is_empty() {
                 let start = text.as_ptr() as usize - self.buffer.as_ptr() as usize;
                 return Ok(Some((start, start + text.len())));
@@ -226,6 +231,12 @@ pub(crate) fn trim_ascii(bytes: &[u8]) -> &[u8] {
         .rposition(|b| !b.is_ascii_whitespace())
         .map_or(start, |last| last + 1);
     &bytes[start..end]
+}
+
+/// `bytes` without a leading UTF-8 byte-order mark, which spreadsheet exports put before the
+/// first header name.
+pub(crate) fn strip_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes)
 }
 
 /// An unsigned decimal integer, or `None` if `field` is empty, holds anything but digits or

@@ -41,7 +41,10 @@ impl Sink {
         } else if name.ends_with(".xz") {
             Sink::Xz(xz2::write::XzEncoder::new(out, 6))
         } else if name.ends_with(".zst") || name.ends_with(".zstd") {
-            Sink::Zstd(zstd::stream::write::Encoder::new(out, ZSTD_LEVEL)?)
+            Sink::Zstd(
+                zstd::stream::write::Encoder::new(out, ZSTD_LEVEL)
+                    .map_err(|e| with_path(path, "cannot start zstd", e))?,
+            )
         } else {
             Sink::Plain(out)
         })
