@@ -44,8 +44,8 @@ impl RecordStream {
         &self.path
     }
 
-    /// Byte offset of the next record, for errors about the record just decoded subtract one
-    /// record size.
+    /// Byte offset of the next record in the decompressed stream (the record just read starts
+    /// one record size earlier).
     pub(crate) fn offset(&self) -> u64 {
         self.offset
     }

@@ -13,10 +13,15 @@ const BUFFER_BYTES: usize = 1 << 20;
 /// The compression a trace file is stored with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {
+    /// Stored as is.
     None,
+    /// gzip (one or more members).
     Gzip,
+    /// bzip2 (one or more streams).
     Bzip2,
+    /// xz (one or more streams).
     Xz,
+    /// Zstandard.
     Zstd,
 }
 
