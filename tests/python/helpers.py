@@ -8,8 +8,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-# HETERARCHY_BIN points the tests at another build (e.g. one in a private target directory).
-BINARY = Path(os.environ.get("HETERARCHY_BIN", REPO / "target" / "release" / "heterarchy"))
+# The release build in cargo's target directory (CARGO_TARGET_DIR, as cargo reads it, relative to
+# the repository root where scripts/test runs cargo), or any binary named by HETERARCHY_BIN.
+BINARY = Path(
+    os.environ.get("HETERARCHY_BIN")
+    or REPO / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "heterarchy"
+)
 TRACES = REPO.parent / "shared" / "traces"
 
 
