@@ -8,19 +8,9 @@ use std::sync::Mutex;
 use heterarchy_policy::{create, EvictionPolicy, SimCounters};
 use heterarchy_trace::generate::{generator, WorkloadSpec};
 use heterarchy_trace::request::NEXT_ACCESS_UNKNOWN;
+use heterarchy_trace::write::annotate_next_access;
 use heterarchy_trace::{open, ReaderOptions, Request, TraceError, TraceReader};
 use serde::Serialize;
-
-/// Sets each request's `next_access` to the index of the next request for the same key, or
-/// [`heterarchy_trace::request::NEXT_ACCESS_NEVER`].
-pub fn annotate_next_access(trace: &mut [Request]) {
-    let mut next_seen: rustc_hash::FxHashMap<u64, i64> = rustc_hash::FxHashMap::default();
-    for (index, request) in trace.iter_mut().enumerate().rev() {
-        request.next_access = next_seen
-            .insert(request.key, index as i64)
-            .unwrap_or(heterarchy_trace::request::NEXT_ACCESS_NEVER);
-    }
-}
 
 /// Requests decoded per call into a policy: large enough to amortise the dynamic call, small
 /// enough to stay in L1/L2.
