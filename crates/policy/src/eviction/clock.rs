@@ -19,8 +19,10 @@ pub struct Clock {
     init_freq: u8,
     max_freq: u8,
     map: KeyMap,
-    /// Per object: its access counter.
-    slab: Slab<u8>,
+    slab: Slab<()>,
+    /// Per slab slot: the object's access counter. Kept apart from the nodes so that a hit
+    /// writes to this small dense array instead of pulling its node into cache.
+    counters: Vec<u8>,
     /// Front: most recently inserted or re-inserted; the hand sits at the back.
     queue: List,
 }
@@ -35,6 +37,7 @@ impl Clock {
             max_freq: 1,
             map: KeyMap::default(),
             slab: Slab::default(),
+            counters: Vec::new(),
             queue: List::default(),
         }
     }
@@ -65,12 +68,13 @@ impl Clock {
             let Some(victim) = self.queue.pop_back(&mut self.slab) else {
                 break;
             };
-            let node = self.slab.get_mut(victim);
-            if node.data > 0 {
-                node.data -= 1;
+            let counter = &mut self.counters[victim as usize];
+            if *counter > 0 {
+                *counter -= 1;
                 self.queue.push_front(&mut self.slab, victim);
                 continue;
             }
+            let node = self.slab.get(victim);
             evicted.push(Evicted {
                 key: node.key,
                 size: node.size,
@@ -82,11 +86,27 @@ impl Clock {
 
     #[inline]
     fn touch(&mut self, index: u32) {
-        let counter = &mut self.slab.get_mut(index).data;
+        let counter = &mut self.counters[index as usize];
         if *counter < self.max_freq {
             *counter += 1;
         }
     }
+}
+
+/// Stores a new unlinked node for `request` with its counter at `init_freq`.
+#[inline]
+fn alloc_node(
+    slab: &mut Slab<()>,
+    counters: &mut Vec<u8>,
+    request: &Request,
+    init_freq: u8,
+) -> u32 {
+    let index = slab.alloc(request.key, request.size, ());
+    match counters.get_mut(index as usize) {
+        Some(counter) => *counter = init_freq,
+        None => counters.push(init_freq),
+    }
+    index
 }
 
 impl EvictionPolicy for Clock {
@@ -124,7 +144,7 @@ impl EvictionPolicy for Clock {
             return;
         }
         self.make_room(size, evicted);
-        let index = self.slab.alloc(request.key, request.size, self.init_freq);
+        let index = alloc_node(&mut self.slab, &mut self.counters, request, self.init_freq);
         self.queue.push_front(&mut self.slab, index);
         self.map.insert(request.key, index);
     }
@@ -141,9 +161,12 @@ impl EvictionPolicy for Clock {
                 return true;
             }
             Entry::Vacant(_) if size > self.capacity => return false,
-            Entry::Vacant(slot) => {
-                *slot.insert(self.slab.alloc(request.key, request.size, self.init_freq))
-            }
+            Entry::Vacant(slot) => *slot.insert(alloc_node(
+                &mut self.slab,
+                &mut self.counters,
+                request,
+                self.init_freq,
+            )),
         };
         self.make_room(size, evicted);
         self.queue.push_front(&mut self.slab, index);

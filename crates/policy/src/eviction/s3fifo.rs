@@ -11,14 +11,17 @@
 //! - a miss whose key is in the ghost queue goes straight to the main queue; any other miss
 //!   goes to the small queue, except that until the first eviction, once the small queue is
 //!   full, new objects fill the main queue instead;
-//! - objects not smaller than the small queue are not admitted (an object of exactly the small
-//!   queue's size still makes room first, then is dropped; a ghost hit is exempt from the
-//!   second check but not the first);
+//! - objects larger than the small queue are not admitted; an object of exactly the small
+//!   queue's size makes room first and is then dropped, unless it was a ghost hit;
 //! - eviction evicts from the main queue when it is over its size or the small queue is
 //!   empty, otherwise from the small queue; moving an object from the small queue into the
 //!   main queue never evicts from the main queue by itself (the next eviction does);
 //! - an object moved from the small to the main queue starts over with counter 0; the small
 //!   queue's counter is not capped, the main queue re-inserts with `min(counter, 3) − 1`.
+//!
+//! One deliberate difference: the `libcachesim` package refuses a cache whose small queue
+//! would be 0 bytes (capacity below 10 bytes with the defaults) and stops the process; here
+//! such a cache simply admits nothing.
 
 use std::collections::hash_map::Entry;
 
@@ -56,7 +59,10 @@ pub struct S3Fifo {
     move_to_main_threshold: u8,
     /// Resident objects and ghost keys alike, so one probe tells a hit from a ghost hit.
     map: KeyMap,
-    slab: Slab<Meta>,
+    slab: Slab<()>,
+    /// Per slab slot: queue and counter. Kept apart from the nodes so that a hit reads and
+    /// writes this small dense array instead of pulling its node into cache.
+    meta: Vec<Meta>,
     /// Front: most recently inserted, in all three queues.
     small: List,
     main: List,
@@ -102,7 +108,7 @@ impl S3Fifo {
 
     fn build(capacity: u64, small_ratio: f64, ghost_ratio: f64, threshold: u8) -> S3Fifo {
         // Truncating float products, as libCacheSim sizes its queues.
-        let small_capacity = (capacity as f64 * small_ratio) as u64;
+        let small_capacity = ((capacity as f64 * small_ratio) as u64).min(capacity);
         S3Fifo {
             capacity,
             small_capacity,
@@ -110,7 +116,8 @@ impl S3Fifo {
             ghost_capacity: (capacity as f64 * ghost_ratio) as u64,
             move_to_main_threshold: threshold,
             map: KeyMap::default(),
-            slab: Slab::with_capacity(0),
+            slab: Slab::default(),
+            meta: Vec::new(),
             small: List::default(),
             main: List::default(),
             ghost: List::default(),
@@ -148,15 +155,16 @@ impl S3Fifo {
         while self.small.bytes > 0 {
             let tail = self.small.tail;
             self.small.unlink(&mut self.slab, tail);
-            let node = self.slab.get_mut(tail);
-            if node.data.freq >= self.move_to_main_threshold {
-                node.data = Meta {
+            let meta = &mut self.meta[tail as usize];
+            if meta.freq >= self.move_to_main_threshold {
+                *meta = Meta {
                     queue: Queue::Main,
                     freq: 0,
                 };
                 self.main.push_front(&mut self.slab, tail);
                 continue;
             }
+            let node = self.slab.get(tail);
             let (key, size) = (node.key, node.size);
             evicted.push(Evicted { key, size });
             if self.ghost_capacity > 0 && u64::from(size) <= self.ghost_capacity {
@@ -166,7 +174,7 @@ impl S3Fifo {
                     };
                     self.forget(oldest);
                 }
-                self.slab.get_mut(tail).data.queue = Queue::Ghost;
+                self.meta[tail as usize].queue = Queue::Ghost;
                 self.ghost.push_front(&mut self.slab, tail);
             } else {
                 self.forget(tail);
@@ -181,12 +189,13 @@ impl S3Fifo {
         while self.main.bytes > 0 {
             let tail = self.main.tail;
             self.main.unlink(&mut self.slab, tail);
-            let node = self.slab.get_mut(tail);
-            if node.data.freq >= 1 {
-                node.data.freq = node.data.freq.min(3) - 1;
+            let meta = &mut self.meta[tail as usize];
+            if meta.freq >= 1 {
+                meta.freq = meta.freq.min(3) - 1;
                 self.main.push_front(&mut self.slab, tail);
                 continue;
             }
+            let node = self.slab.get(tail);
             evicted.push(Evicted {
                 key: node.key,
                 size: node.size,
@@ -211,7 +220,7 @@ impl S3Fifo {
         } else {
             Queue::Small
         };
-        self.slab.get_mut(index).data = Meta { queue, freq: 0 };
+        self.meta[index as usize] = Meta { queue, freq: 0 };
         let (slab, list) = (
             &mut self.slab,
             match queue {
@@ -221,6 +230,21 @@ impl S3Fifo {
         );
         list.push_front(slab, index);
     }
+}
+
+/// Stores a new unlinked node for `request`; [`S3Fifo::place`] sets its queue.
+#[inline]
+fn alloc_node(slab: &mut Slab<()>, meta: &mut Vec<Meta>, request: &Request) -> u32 {
+    let index = slab.alloc(request.key, request.size, ());
+    let fresh = Meta {
+        queue: Queue::Small,
+        freq: 0,
+    };
+    match meta.get_mut(index as usize) {
+        Some(slot) => *slot = fresh,
+        None => meta.push(fresh),
+    }
+    index
 }
 
 impl EvictionPolicy for S3Fifo {
@@ -247,9 +271,9 @@ impl EvictionPolicy for S3Fifo {
             return false;
         };
         let index = *slot.get();
-        let node = self.slab.get_mut(index);
-        if node.data.queue != Queue::Ghost {
-            node.data.freq = node.data.freq.saturating_add(1);
+        let meta = &mut self.meta[index as usize];
+        if meta.queue != Queue::Ghost {
+            meta.freq = meta.freq.saturating_add(1);
             return true;
         }
         slot.remove();
@@ -267,14 +291,7 @@ impl EvictionPolicy for S3Fifo {
             return;
         }
         self.make_room(size, evicted);
-        let index = self.slab.alloc(
-            request.key,
-            request.size,
-            Meta {
-                queue: Queue::Small,
-                freq: 0,
-            },
-        );
+        let index = alloc_node(&mut self.slab, &mut self.meta, request);
         self.map.insert(request.key, index);
         self.place(index, from_ghost);
     }
@@ -287,9 +304,9 @@ impl EvictionPolicy for S3Fifo {
         let (index, from_ghost) = match self.map.entry(request.key) {
             Entry::Occupied(slot) => {
                 let index = *slot.get();
-                let node = self.slab.get_mut(index);
-                if node.data.queue != Queue::Ghost {
-                    node.data.freq = node.data.freq.saturating_add(1);
+                let meta = &mut self.meta[index as usize];
+                if meta.queue != Queue::Ghost {
+                    meta.freq = meta.freq.saturating_add(1);
                     return true;
                 }
                 self.ghost.unlink(&mut self.slab, index);
@@ -302,16 +319,10 @@ impl EvictionPolicy for S3Fifo {
                 (index, true)
             }
             Entry::Vacant(_) if size > self.small_capacity => return false,
-            Entry::Vacant(slot) => {
-                let meta = Meta {
-                    queue: Queue::Small,
-                    freq: 0,
-                };
-                (
-                    *slot.insert(self.slab.alloc(request.key, request.size, meta)),
-                    false,
-                )
-            }
+            Entry::Vacant(slot) => (
+                *slot.insert(alloc_node(&mut self.slab, &mut self.meta, request)),
+                false,
+            ),
         };
         self.make_room(size, evicted);
         self.place(index, from_ghost);
@@ -324,7 +335,7 @@ impl EvictionPolicy for S3Fifo {
         let Some(index) = self.map.remove(&key) else {
             return false;
         };
-        let queue = self.slab.get(index).data.queue;
+        let queue = self.meta[index as usize].queue;
         let (slab, list) = (
             &mut self.slab,
             match queue {
@@ -455,7 +466,7 @@ mod tests {
             queue_keys(&cache, Queue::Main),
             vec![4, 3, 2, 10, 9, 8, 7, 6]
         );
-        let freq = |key: u64| cache.slab.get(cache.map[&key]).data.freq;
+        let freq = |key: u64| cache.meta[cache.map[&key] as usize].freq;
         assert_eq!((freq(3), freq(4)), (2, 0));
     }
 

@@ -16,8 +16,10 @@ use crate::util::{KeyMap, List, Slab, NIL};
 pub struct Sieve {
     capacity: u64,
     map: KeyMap,
-    /// Per object: visited since the hand last passed.
-    slab: Slab<bool>,
+    slab: Slab<()>,
+    /// Per slab slot: visited since the hand last passed. Kept apart from the nodes so that a
+    /// hit writes to this small dense array instead of pulling its node into cache.
+    visited: Vec<bool>,
     /// Front: most recently inserted.
     queue: List,
     /// Next object the hand examines, or [`NIL`] to start again from the tail.
@@ -31,6 +33,7 @@ impl Sieve {
             capacity,
             map: KeyMap::default(),
             slab: Slab::default(),
+            visited: Vec::new(),
             queue: List::default(),
             hand: NIL,
         }
@@ -45,12 +48,8 @@ impl Sieve {
             } else {
                 self.hand
             };
-            loop {
-                let node = self.slab.get_mut(victim);
-                if !node.data {
-                    break;
-                }
-                node.data = false;
+            while self.visited[victim as usize] {
+                self.visited[victim as usize] = false;
                 victim = match self.slab.prev(victim) {
                     NIL => self.queue.tail,
                     newer => newer,
@@ -67,6 +66,17 @@ impl Sieve {
             self.slab.release(victim);
         }
     }
+}
+
+/// Stores a new unlinked, unvisited node for `request`.
+#[inline]
+fn alloc_unvisited(slab: &mut Slab<()>, visited: &mut Vec<bool>, request: &Request) -> u32 {
+    let index = slab.alloc(request.key, request.size, ());
+    match visited.get_mut(index as usize) {
+        Some(bit) => *bit = false,
+        None => visited.push(false),
+    }
+    index
 }
 
 impl EvictionPolicy for Sieve {
@@ -90,7 +100,7 @@ impl EvictionPolicy for Sieve {
     fn lookup(&mut self, request: &Request) -> bool {
         match self.map.get(&request.key) {
             Some(&index) => {
-                self.slab.get_mut(index).data = true;
+                self.visited[index as usize] = true;
                 true
             }
             None => false,
@@ -104,7 +114,7 @@ impl EvictionPolicy for Sieve {
             return;
         }
         self.make_room(size, evicted);
-        let index = self.slab.alloc(request.key, request.size, false);
+        let index = alloc_unvisited(&mut self.slab, &mut self.visited, request);
         self.queue.push_front(&mut self.slab, index);
         self.map.insert(request.key, index);
     }
@@ -116,11 +126,13 @@ impl EvictionPolicy for Sieve {
         let size = u64::from(request.size);
         let index = match self.map.entry(request.key) {
             Entry::Occupied(slot) => {
-                self.slab.get_mut(*slot.get()).data = true;
+                self.visited[*slot.get() as usize] = true;
                 return true;
             }
             Entry::Vacant(_) if size > self.capacity => return false,
-            Entry::Vacant(slot) => *slot.insert(self.slab.alloc(request.key, request.size, false)),
+            Entry::Vacant(slot) => {
+                *slot.insert(alloc_unvisited(&mut self.slab, &mut self.visited, request))
+            }
         };
         self.make_room(size, evicted);
         self.queue.push_front(&mut self.slab, index);

@@ -12,8 +12,8 @@
 /// Marks an item that is not in the heap.
 const ABSENT: u32 = u32::MAX;
 
-/// Max-heap of items with priorities, each item's position tracked so that any item can be
-/// re-prioritised or removed in O(log n).
+/// Max-heap of items with priorities (never NaN), each item's position tracked so that any item
+/// can be re-prioritised or removed in O(log n).
 #[derive(Clone, Debug)]
 pub struct IndexedHeap {
     /// `entries[0]` is unused so that children of `i` are `2i` and `2i + 1`.
@@ -125,7 +125,7 @@ impl IndexedHeap {
             if child + 1 < self.entries.len() && self.entries[child].0 < self.entries[child + 1].0 {
                 child += 1;
             }
-            if !(moving.0 < self.entries[child].0) {
+            if self.entries[child].0 <= moving.0 {
                 break;
             }
             let larger = self.entries[child];
