@@ -261,6 +261,8 @@ impl EvictionPolicy for Arc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::model_check::{check_against_model, steps};
+    use proptest::prelude::*;
 
     fn keys(list: &List, slab: &Slab<Place>) -> Vec<u64> {
         let mut out = Vec::new();
@@ -343,5 +345,12 @@ mod tests {
         assert!(arc.remove(3));
         assert!(!arc.remove(3));
         assert_eq!((arc.len(), arc.used_bytes()), (1, 4));
+    }
+
+    proptest! {
+        #[test]
+        fn capacity_holds_and_counts_match_a_model(capacity in 1u64..64, steps in steps(20)) {
+            check_against_model(&mut Arc::new(capacity), &steps)?;
+        }
     }
 }

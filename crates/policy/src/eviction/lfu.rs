@@ -221,6 +221,8 @@ impl EvictionPolicy for Lfu {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::model_check::{check_against_model, steps};
+    use proptest::prelude::*;
 
     fn get(lfu: &mut Lfu, key: u64, size: u32, evicted: &mut Vec<Evicted>) -> bool {
         lfu.get(&Request::new(key, size), evicted)
@@ -278,5 +280,12 @@ mod tests {
         assert_eq!(lfu.frequency(1), Some(1), "re-admitted at frequency 1");
         assert!(!get(&mut lfu, 9, 5, &mut evicted), "larger than the cache");
         assert_eq!((lfu.len(), lfu.used_bytes()), (2, 2));
+    }
+
+    proptest! {
+        #[test]
+        fn capacity_holds_and_counts_match_a_model(capacity in 1u64..64, steps in steps(20)) {
+            check_against_model(&mut Lfu::new(capacity), &steps)?;
+        }
     }
 }

@@ -25,13 +25,22 @@
 //!   the oldest non-resident block (per NH) is dropped from S.
 //!
 //! libCacheSim's own bookkeeping quirks are reproduced, because they change which requests hit:
-//! a demotion takes S's bottom block whatever its status (S's bottom is not LIR when pruning
-//! stopped at the top of S), and a block moved from Q to S can lose its Q entry to the
-//! demotions that make room for it, staying a resident HIR block in S that is not counted in
-//! the cache's bytes until it is hit again (its next hit makes it LIR and counts it).
+//! - A demotion takes S's bottom block whatever its status (S's bottom is not LIR when pruning
+//!   stopped at the top of S).
+//! - A hit on a block that is only in Q can evict that very block while demoting LIR blocks to
+//!   make room for it ("phantom": it is reported evicted, yet pushed on S as a resident HIR
+//!   block that the cache's bytes do not count; its next access hits and makes it LIR, counted
+//!   again). While demoting, libCacheSim re-reads the block's size through a pointer to the
+//!   freed object, which by then holds the next object it allocated; see
+//!   `make_lir_room_for`. Engines serving real data must treat a hit on a key they no longer
+//!   hold as a miss.
 //!
-//! Differences in calls libCacheSim's simulator never makes: [`EvictionPolicy::remove`] also
-//! drops the key's NH entry (libCacheSim leaves it, to later drop an unrelated S entry).
+//! A hit can evict blocks (a promotion demotes an LIR block into Q, which may push HIR blocks
+//! out). [`EvictionPolicy::lookup`] has no output for evictions, so they are reported by the
+//! next [`EvictionPolicy::admit`].
+//!
+//! [`EvictionPolicy::remove`] (a call libCacheSim's simulator never makes) differs from
+//! libCacheSim's: it also drops the key's NH entry and uncounts only bytes that were counted.
 
 use heterarchy_trace::Request;
 
@@ -95,6 +104,8 @@ pub struct Lirs {
     objects: i64,
     /// A request missed and `limit_stack` has not run after it yet.
     limit_pending: bool,
+    /// Blocks evicted during hits, not yet reported.
+    evicted_on_hits: Vec<Evicted>,
 }
 
 impl Lirs {
@@ -116,6 +127,7 @@ impl Lirs {
             occupied_bytes: 0,
             objects: 0,
             limit_pending: false,
+            evicted_on_hits: Vec::new(),
         }
     }
 
@@ -470,9 +482,9 @@ impl EvictionPolicy for Lirs {
         if slots.q != NIL {
             self.move_to_top(slots.q);
         }
-        // Evictions during a hit are not reported: a hit has no `evicted` output, and they
-        // only demote (LIR to HIR) or drop blocks the caller never asked about.
-        let mut evicted = Vec::new();
+        // A hit can evict (demoting an LIR block may push HIR blocks out of Q); `lookup` has
+        // no output for that, so those evictions are reported by the next `admit`.
+        let mut evicted = std::mem::take(&mut self.evicted_on_hits);
         let hit = if slots.s != NIL {
             let entry = self.slab.get(slots.s).data;
             if entry.is_lir {
@@ -490,6 +502,7 @@ impl EvictionPolicy for Lirs {
         } else {
             false
         };
+        self.evicted_on_hits = evicted;
         if hit {
             self.limit_stack();
         } else {
@@ -498,7 +511,9 @@ impl EvictionPolicy for Lirs {
         hit
     }
 
+    /// Also reports the blocks that hits since the last `admit` evicted.
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
+        evicted.append(&mut self.evicted_on_hits);
         if self.make_room(request, evicted) {
             while self.occupied_bytes + i64::from(request.size) > self.capacity as i64 {
                 if !self.evict_round(request, evicted) {
@@ -511,38 +526,227 @@ impl EvictionPolicy for Lirs {
         self.limit_stack();
     }
 
-    /// Drops `key` as libCacheSim's `LIRS_remove` does (pruning S after an LIR block), and
-    /// also forgets its NH entry. Only a resident block makes this return true.
+    /// Drops `key` from S, Q and NH, pruning S after an LIR block as libCacheSim's
+    /// `LIRS_remove` does. Unlike libCacheSim it also forgets the key's NH entry (which would
+    /// later drop an unrelated S entry) and only uncounts bytes that were counted (a block in
+    /// S whose Q entry is gone was not). Returns whether the block was counted as resident.
     fn remove(&mut self, key: u64) -> bool {
-        let slots = self.slots(key);
         let mut was_resident = false;
-        if slots.s != NIL {
-            let node = self.slab.get(slots.s);
-            let (size, entry) = (u64::from(node.size), node.data);
-            self.remove_from(Stack::S, key);
-            if entry.is_lir {
-                self.lir_bytes = self.lir_bytes.wrapping_sub(size);
-                self.occupied_bytes -= size as i64;
-                self.objects -= 1;
-                was_resident = true;
-                self.prune();
-            } else {
-                if entry.resident {
-                    self.hir_bytes = self.hir_bytes.wrapping_sub(size);
-                    self.occupied_bytes -= size as i64;
-                    self.objects -= 1;
+        let in_s = self.slots(key).s;
+        if in_s != NIL {
+            let is_lir = self.slab.get(in_s).data.is_lir;
+            if let Some(size) = self.remove_from(Stack::S, key) {
+                if is_lir {
+                    self.lir_bytes = self.lir_bytes.wrapping_sub(u64::from(size));
+                    self.count_out(size);
                     was_resident = true;
-                } else {
-                    self.nonresident_bytes = self.nonresident_bytes.wrapping_sub(size);
+                    self.prune();
                 }
-                self.remove_from(Stack::Q, key);
             }
-        } else if let Some(size) = self.remove_from(Stack::Q, key) {
+        }
+        if let Some(size) = self.remove_from(Stack::Q, key) {
             self.hir_bytes = self.hir_bytes.wrapping_sub(u64::from(size));
             self.count_out(size);
             was_resident = true;
         }
-        self.remove_from(Stack::Nh, key);
+        if let Some(size) = self.remove_from(Stack::Nh, key) {
+            self.nonresident_bytes = self.nonresident_bytes.wrapping_sub(u64::from(size));
+        }
         was_resident
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    /// Keys of `list` from the top (front), each with its status: 'L' LIR, 'H' resident HIR,
+    /// 'N' non-resident HIR (S and NH nodes carry their own flags; Q nodes are resident HIR).
+    fn stack(lirs: &Lirs, list: &List) -> Vec<(u64, char)> {
+        let mut out = Vec::new();
+        let mut index = list.head;
+        while index != NIL {
+            let node = lirs.slab.get(index);
+            let status = match (node.data.is_lir, node.data.resident) {
+                (true, _) => 'L',
+                (false, true) => 'H',
+                (false, false) => 'N',
+            };
+            out.push((node.key, status));
+            index = lirs.slab.next(index);
+        }
+        out
+    }
+
+    fn get(lirs: &mut Lirs, key: u64, evicted: &mut Vec<Evicted>) -> bool {
+        lirs.get(&Request::new(key, 1), evicted)
+    }
+
+    #[test]
+    fn limits_follow_libcachesim() {
+        let lirs = Lirs::new(1000);
+        assert_eq!((lirs.hir_limit, lirs.lir_limit), (10, 990));
+        let tiny = Lirs::new(10);
+        assert_eq!(
+            (tiny.hir_limit, tiny.lir_limit),
+            (1, 9),
+            "HIR share is at least 1"
+        );
+    }
+
+    #[test]
+    fn lir_set_fills_first_then_misses_become_hir_and_leave_ghosts() {
+        // Capacity 10: the LIR set takes 9 unit blocks, Q one.
+        let mut lirs = Lirs::new(10);
+        let mut evicted = Vec::new();
+        for key in 1..=10 {
+            assert!(!get(&mut lirs, key, &mut evicted));
+        }
+        assert!(evicted.is_empty());
+        assert_eq!(stack(&lirs, &lirs.stack_s)[..2], [(10, 'H'), (9, 'L')]);
+        assert_eq!(stack(&lirs, &lirs.stack_q), vec![(10, 'H')]);
+        // Both sets full: Q's bottom (10) goes, staying in S as non-resident; 11 is HIR.
+        assert!(!get(&mut lirs, 11, &mut evicted));
+        assert_eq!(evicted, vec![Evicted { key: 10, size: 1 }]);
+        assert_eq!(
+            stack(&lirs, &lirs.stack_s)[..3],
+            [(11, 'H'), (10, 'N'), (9, 'L')]
+        );
+        assert_eq!(stack(&lirs, &lirs.stack_nh), vec![(10, 'N')]);
+        // A miss on the non-resident 10 (small inter-reference recency): the bottom LIR block
+        // (1) is demoted into Q, which pushes 11 out, and 10 becomes LIR.
+        evicted.clear();
+        assert!(!get(&mut lirs, 10, &mut evicted));
+        assert_eq!(evicted, vec![Evicted { key: 11, size: 1 }]);
+        assert_eq!(
+            stack(&lirs, &lirs.stack_s)[..3],
+            [(10, 'L'), (11, 'N'), (9, 'L')]
+        );
+        assert_eq!(stack(&lirs, &lirs.stack_s).last(), Some(&(2, 'L')));
+        assert_eq!(stack(&lirs, &lirs.stack_q), vec![(1, 'H')]);
+        assert_eq!(stack(&lirs, &lirs.stack_nh), vec![(11, 'N')]);
+        assert_eq!((lirs.len(), lirs.used_bytes()), (10, 10));
+    }
+
+    #[test]
+    fn hit_on_a_q_only_block_can_evict_it_and_it_still_hits_next_time() {
+        let mut lirs = Lirs::new(10);
+        let mut evicted = Vec::new();
+        for key in [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 10] {
+            get(&mut lirs, key, &mut evicted);
+        }
+        // As above: Q = [1], 1 is not in S.
+        evicted.clear();
+        assert!(get(&mut lirs, 1, &mut evicted), "1 is resident in Q");
+        // Room for 1 in the LIR set demotes 2, whose entry into the one-block Q pushes out 1
+        // itself; 1 still goes on S as resident HIR but is no longer counted.
+        assert_eq!(stack(&lirs, &lirs.stack_q), vec![(2, 'H')]);
+        assert_eq!(stack(&lirs, &lirs.stack_s)[0], (1, 'H'));
+        assert_eq!((lirs.len(), lirs.used_bytes()), (9, 9));
+        assert!(get(&mut lirs, 1, &mut evicted), "libCacheSim still hits it");
+        assert_eq!(stack(&lirs, &lirs.stack_s)[0], (1, 'L'));
+        assert_eq!((lirs.len(), lirs.used_bytes()), (10, 10));
+        // The eviction during the first hit is reported by the next admission.
+        assert!(evicted.is_empty());
+        get(&mut lirs, 50, &mut evicted);
+        assert_eq!(evicted[0], Evicted { key: 1, size: 1 });
+    }
+
+    #[test]
+    fn lir_hit_prunes_hir_blocks_from_the_bottom_of_s() {
+        let mut lirs = Lirs::new(10);
+        let mut evicted = Vec::new();
+        for key in 1..=10 {
+            get(&mut lirs, key, &mut evicted);
+        }
+        for key in 2..=9 {
+            assert!(get(&mut lirs, key, &mut evicted));
+        }
+        // S from the top: 9..2, then 10 (HIR), then 1 (LIR) at the bottom.
+        assert_eq!(stack(&lirs, &lirs.stack_s)[8..], [(10, 'H'), (1, 'L')]);
+        assert!(get(&mut lirs, 1, &mut evicted));
+        // 1 moved to the top; 10 became the bottom and was pruned from S (it stays in Q).
+        let s = stack(&lirs, &lirs.stack_s);
+        assert_eq!(s.len(), 9);
+        assert_eq!((s[0], s[8]), ((1, 'L'), (2, 'L')));
+        assert_eq!(stack(&lirs, &lirs.stack_q), vec![(10, 'H')]);
+    }
+
+    #[test]
+    fn stack_s_is_bounded_by_twice_the_capacity() {
+        let mut lirs = Lirs::new(10);
+        let mut evicted = Vec::new();
+        for key in 1..=100 {
+            get(&mut lirs, key, &mut evicted);
+        }
+        // 9 LIR + 1 resident HIR + non-resident HIR blocks up to 20 bytes in all.
+        assert_eq!(lirs.stack_s.bytes, 20);
+        assert_eq!(lirs.stack_nh.len, 10);
+        assert_eq!(stack(&lirs, &lirs.stack_nh)[0], (99, 'N'));
+    }
+
+    #[test]
+    fn blocks_larger_than_the_hir_share_are_not_admitted_and_remove_works() {
+        let mut lirs = Lirs::new(1000);
+        let mut evicted = Vec::new();
+        assert!(!lirs.get(&Request::new(1, 11), &mut evicted));
+        assert!(lirs.is_empty(), "11 bytes > hirs_limit of 10");
+        lirs.get(&Request::new(2, 10), &mut evicted);
+        lirs.get(&Request::new(3, 10), &mut evicted);
+        assert_eq!((lirs.len(), lirs.used_bytes()), (2, 20));
+        assert!(lirs.remove(2));
+        assert!(!lirs.remove(2));
+        assert_eq!((lirs.len(), lirs.used_bytes()), (1, 10));
+        assert!(!lirs.get(&Request::new(2, 10), &mut evicted), "removed");
+    }
+
+    /// What holds even through libCacheSim's accounting quirks (which let the LIR byte count
+    /// drift from the LIR blocks in S, and leave NH entries whose S entry is gone, so neither is
+    /// checked): the counted bytes stay within capacity, Q's counter is exact and within the
+    /// HIR share, and S stays bounded while NH has blocks to give up.
+    fn check_invariants(lirs: &Lirs, largest: u64) -> Result<(), TestCaseError> {
+        prop_assert!(lirs.used_bytes() <= lirs.capacity_bytes());
+        prop_assert_eq!(lirs.hir_bytes, lirs.stack_q.bytes);
+        prop_assert!(lirs.stack_q.bytes <= lirs.hir_limit);
+        prop_assert!(lirs.stack_s.bytes <= 2 * lirs.capacity || lirs.stack_nh.is_empty());
+        prop_assert!(lirs.stack_s.bytes <= 2 * lirs.capacity + largest * lirs.stack_s.len as u64);
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn capacity_holds_and_stacks_stay_consistent(
+            capacity in 1u64..200,
+            steps in proptest::collection::vec((0u64..30, 1u32..=4, 0u8..10), 1..500),
+        ) {
+            // Each key keeps one size, as in real traces.
+            let mut lirs = Lirs::new(capacity);
+            let mut evicted = Vec::new();
+            let mut sizes: HashMap<u64, u32> = HashMap::new();
+            let mut ever_admitted = std::collections::HashSet::new();
+            for (key, size, action) in steps {
+                let size = *sizes.entry(key).or_insert(size);
+                if action == 0 {
+                    lirs.remove(key);
+                } else {
+                    let request = Request::new(key, size);
+                    if lirs.lookup(&request) {
+                        prop_assert!(ever_admitted.contains(&key), "hit on {} never admitted", key);
+                    } else {
+                        lirs.admit(&request, &mut evicted);
+                        let slots = lirs.slots(key);
+                        if slots.s != NIL || slots.q != NIL {
+                            ever_admitted.insert(key);
+                        }
+                    }
+                }
+                for gone in evicted.drain(..) {
+                    prop_assert_eq!(Some(&gone.size), sizes.get(&gone.key));
+                }
+                check_invariants(&lirs, 4)?;
+            }
+        }
     }
 }

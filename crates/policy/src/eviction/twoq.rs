@@ -215,6 +215,8 @@ impl EvictionPolicy for TwoQ {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::model_check::{check_against_model, steps};
+    use proptest::prelude::*;
 
     fn keys(list: &List, slab: &Slab<Queue>) -> Vec<u64> {
         let mut out = Vec::new();
@@ -305,5 +307,12 @@ mod tests {
         assert!(!twoq.remove(4));
         assert!(!twoq.remove(12), "a ghost is not resident");
         assert_eq!((twoq.len(), twoq.used_bytes()), (7, 7));
+    }
+
+    proptest! {
+        #[test]
+        fn capacity_holds_and_counts_match_a_model(capacity in 1u64..64, steps in steps(20)) {
+            check_against_model(&mut TwoQ::new(capacity), &steps)?;
+        }
     }
 }
