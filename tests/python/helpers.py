@@ -17,14 +17,6 @@ BINARY = Path(
 TRACES = REPO.parent / "shared" / "traces"
 
 
-def trace_path(name: str) -> Path:
-    """A shared real trace by file name; skips the calling test when it is absent."""
-    path = TRACES / name
-    if not path.is_file():
-        pytest.skip(f"real trace {path} not found: skipped")
-    return path
-
-
 def run(binary: Path, *args, check=True) -> subprocess.CompletedProcess:
     """Runs heterarchy with `args`; with `check`, fails the test with its stderr on error."""
     done = subprocess.run(

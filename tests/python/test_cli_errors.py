@@ -1,6 +1,6 @@
 """Bad input gives a one-line error naming the file and, where there is one, the line or byte
 offset; the exit code is non-zero and nothing panics. Each case gives the pattern the error must
-also match: the position, or what is wrong."""
+also match: the position, or what is wrong. Cases make their input from (tmp_path, request)."""
 
 import os
 import re
@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from helpers import run, trace_path
+from helpers import run
 
 # Each trace-reading command: the words before the trace and the options after it.
 COMMANDS = {
@@ -18,15 +18,16 @@ COMMANDS = {
 }
 
 
-def truncated_oracle_general(tmp_path):
+def truncated_oracle_general(tmp_path, request):
     path = tmp_path / "cut.oracleGeneral.bin"
     records = b"".join(struct.pack("<IQIq", t, 100 + t, 4096, -1) for t in range(10))
     path.write_bytes(records[: 9 * 24 + 10])  # the tenth record ends 14 bytes early
     return path, [], r"\b(216|226)\b"
 
 
-def msr_bad_offset(tmp_path):
-    lines = trace_path("msr-cambridge-hm0-sample.csv").read_text().splitlines()[:5]
+def msr_bad_offset(tmp_path, request):
+    traces_dir = request.getfixturevalue("traces_dir")
+    lines = (traces_dir / "msr-cambridge-hm0-sample.csv").read_text().splitlines()[:5]
     fields = lines[2].split(",")
     fields[4] = "12x4"
     lines[2] = ",".join(fields)
@@ -35,30 +36,30 @@ def msr_bad_offset(tmp_path):
     return path, ["--trace-format", "msr"], r"\bline 3\b"
 
 
-def csv_non_numeric(tmp_path):
+def csv_non_numeric(tmp_path, request):
     path = tmp_path / "kv.csv"
     path.write_text("time,key,size\n1,10,4096\n2,11,4096\n3,12,big\n")
     spec = "time-col=1,obj-id-col=2,obj-size-col=3,has-header=true"
     return path, ["--trace-type-params", spec], r"\bline 4\b"
 
 
-def unknown_format(tmp_path):
+def unknown_format(tmp_path, request):
     path = tmp_path / "mystery.dat"
     path.write_bytes(os.urandom(1001))  # not a whole number of 24-byte records either
     return path, [], r"\bformat\b"
 
 
-def empty_file(tmp_path):
+def empty_file(tmp_path, request):
     path = tmp_path / "empty.oracleGeneral.bin"
     path.write_bytes(b"")
     return path, [], r"\bempty\b"
 
 
-def missing_file(tmp_path):
+def missing_file(tmp_path, request):
     return tmp_path / "missing.oracleGeneral.bin", [], None
 
 
-def directory(tmp_path):
+def directory(tmp_path, request):
     path = tmp_path / "a-directory.oracleGeneral.bin"
     path.mkdir()
     return path, [], None
@@ -69,8 +70,8 @@ CASES = [truncated_oracle_general, msr_bad_offset, csv_non_numeric, unknown_form
 
 @pytest.mark.parametrize("make_input", CASES, ids=lambda case: case.__name__)
 @pytest.mark.parametrize("command", COMMANDS)
-def test_bad_input_gives_one_line_error(heterarchy, tmp_path, command, make_input):
-    path, flags, detail = make_input(tmp_path)
+def test_bad_input_gives_one_line_error(heterarchy, tmp_path, request, command, make_input):
+    path, flags, detail = make_input(tmp_path, request)
     before, after = COMMANDS[command]
     done = run(heterarchy, *before, path, *after, *flags, check=False)
     assert done.returncode > 0, f"exit code {done.returncode} (negative: killed by a signal)"

@@ -5,7 +5,7 @@ object sizes."""
 import libcachesim as lcs
 import pytest
 
-from helpers import run_json, trace_path
+from helpers import run_json
 from zipf_trace import working_set_bytes
 
 # Our policy name -> libcachesim's class of the same algorithm.
@@ -28,22 +28,18 @@ TRACES = ["cloudPhysicsIO", "zipf-0.8", "zipf-1.0"]
 KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {}
 
 
-def trace_file(name, zipf_trace):
-    if name == "cloudPhysicsIO":
-        return trace_path("cloudPhysicsIO.oracleGeneral.bin")
-    theta = float(name.removeprefix("zipf-"))
-    return zipf_trace(theta, keys=20_000, requests=200_000, seed=7)
-
-
 @pytest.fixture(scope="module")
-def ours(heterarchy, zipf_trace):
+def ours(heterarchy, zipf_trace, request):
     """`ours(trace)` -> (path, sizes, {(policy, cache_size): row}) from ONE `heterarchy sim`
     run over every policy and size, made once per trace."""
     made = {}
 
     def results(name):
         if name not in made:
-            path = trace_file(name, zipf_trace)
+            if name == "cloudPhysicsIO":
+                path = request.getfixturevalue("traces_dir") / "cloudPhysicsIO.oracleGeneral.bin"
+            else:
+                path = zipf_trace(float(name.removeprefix("zipf-")), keys=20_000, requests=200_000, seed=7)
             working_set = working_set_bytes(path)
             sizes = [int(fraction * working_set) for fraction in FRACTIONS]
             rows = run_json(

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from helpers import TRACES, run, run_json, trace_path
+from helpers import TRACES, run, run_json
 
 SHARDS_RATE = 0.01
 # The bound SHARDS reaches on traces of millions of keys (Waldspurger et al., FAST'15).
@@ -43,8 +43,8 @@ def assert_curve_equals_lru(heterarchy, path, *flags):
 
 
 @pytest.mark.parametrize("trace", ["cloudPhysicsIO.oracleGeneral.bin", "lirs-sprite.trace.gz", "zipf-0.9"])
-def test_exact_object_curve_equals_lru_simulation(heterarchy, zipf_trace, trace):
-    path = zipf_trace(0.9) if trace == "zipf-0.9" else trace_path(trace)
+def test_exact_object_curve_equals_lru_simulation(heterarchy, zipf_trace, request, trace):
+    path = zipf_trace(0.9) if trace == "zipf-0.9" else request.getfixturevalue("traces_dir") / trace
     assert_curve_equals_lru(heterarchy, path, "--ignore-obj-size")
 
 
