@@ -30,23 +30,33 @@ impl Weights {
 
 /// Counts references by stack distance while a trace streams past.
 ///
-/// Exact distances are kept in an array indexed by distance / unit, where the unit is the
+/// Exact distances are counted in an array indexed by distance / unit, where the unit is the
 /// greatest common divisor of the sizes seen so far (1 for object distances), since every
 /// distance is a sum of such sizes: with uniform sizes every distance lands there. Distances
 /// beyond the array's limit (a few per live key), and all scaled SHARDS distances, go to a
 /// hash map instead, which rounds them once it grows too large.
 pub(crate) struct DistanceHistogram {
-    /// `dense[i]` holds distance `i * unit`.
-    dense: Vec<Weights>,
-    /// Whether `dense` is used at all.
+    /// `dense_counts[i]`: re-accesses at distance `i * unit`.
+    dense_counts: Vec<u64>,
+    /// Bytes those re-accesses asked for; kept only once sizes differ (see `sizes`), as they
+    /// are the counts times the size before.
+    dense_bytes: Vec<u64>,
+    sizes: RequestSizes,
+    /// Whether the array is used at all.
     dense_enabled: bool,
     /// The gcd of the sizes seen; 0 before the first non-zero size (all distances are 0 then).
     unit: u64,
-    /// The last size [`note_size`](Self::note_size) saw, to skip the gcd when sizes repeat.
-    last_size: u64,
     sparse: FxHashMap<u64, Weights>,
     /// Once set, sparse distances are rounded up to this many significant bits.
     rounded_to_bits: Option<u32>,
+}
+
+/// The sizes requests had so far.
+#[derive(Clone, Copy, PartialEq)]
+enum RequestSizes {
+    Unseen,
+    Uniform(u64),
+    Mixed,
 }
 
 /// Rounds `distance` up to `bits` significant bits. Rounding up keeps `d <= size` exact for
@@ -75,10 +85,11 @@ impl DistanceHistogram {
     /// [`note_size`](Self::note_size) (exact curves).
     pub(crate) fn exact() -> DistanceHistogram {
         DistanceHistogram {
-            dense: Vec::new(),
+            dense_counts: Vec::new(),
+            dense_bytes: Vec::new(),
+            sizes: RequestSizes::Unseen,
             dense_enabled: true,
             unit: 0,
-            last_size: 0,
             sparse: FxHashMap::default(),
             rounded_to_bits: None,
         }
@@ -92,13 +103,25 @@ impl DistanceHistogram {
         }
     }
 
-    /// Notes that distances from now on may include an object of `size`.
+    /// Notes that a request for `size` bytes comes next, so distances from then on may include
+    /// an object of that size.
     #[inline]
     pub(crate) fn note_size(&mut self, size: u64) {
-        if size == self.last_size {
-            return;
+        if self.sizes != RequestSizes::Uniform(size) {
+            self.note_new_size(size);
         }
-        self.last_size = size;
+    }
+
+    #[cold]
+    fn note_new_size(&mut self, size: u64) {
+        self.sizes = match self.sizes {
+            RequestSizes::Unseen => RequestSizes::Uniform(size),
+            RequestSizes::Uniform(uniform) => {
+                self.dense_bytes = self.dense_counts.iter().map(|c| c * uniform).collect();
+                RequestSizes::Mixed
+            }
+            RequestSizes::Mixed => RequestSizes::Mixed,
+        };
         let unit = gcd(self.unit, size);
         if unit == self.unit {
             return;
@@ -112,44 +135,64 @@ impl DistanceHistogram {
         // The unit shrank by an integer factor: the same number of bins now covers a range that
         // much shorter, and the bins that fall beyond it move to the map.
         let factor = old_unit / unit;
-        let old = std::mem::take(&mut self.dense);
-        self.dense = vec![Weights::default(); old.len()];
-        for (index, weights) in old.into_iter().enumerate() {
-            if weights == Weights::default() {
-                continue;
-            }
+        let bins = self.dense_counts.len();
+        let old_counts = std::mem::replace(&mut self.dense_counts, vec![0; bins]);
+        let old_bytes = std::mem::replace(&mut self.dense_bytes, vec![0; bins]);
+        for (index, &count) in old_counts.iter().enumerate().filter(|(_, &c)| c != 0) {
+            let bytes = old_bytes[index];
             let new_index = index as u64 * factor;
-            match self.dense.get_mut(new_index as usize) {
-                Some(bin) => bin.add(weights),
-                None => self.record_sparse(index as u64 * old_unit, weights),
+            if new_index < self.dense_counts.len() as u64 {
+                self.dense_counts[new_index as usize] += count;
+                self.dense_bytes[new_index as usize] += bytes;
+            } else {
+                let weights = Weights {
+                    requests: count as f64,
+                    bytes: bytes as f64,
+                };
+                self.record_weighted(index as u64 * old_unit, weights);
             }
         }
     }
 
-    /// Adds `weights` at `distance`, keeping at most `dense_limit` array bins.
+    /// Adds one re-access of `size` bytes at `distance`, keeping at most `dense_limit` array
+    /// bins. [`note_size`](Self::note_size) must have seen `size` and every size in `distance`.
     #[inline]
-    pub(crate) fn record(&mut self, distance: u64, weights: Weights, dense_limit: usize) {
-        if self.dense_enabled {
-            let index = match self.unit {
-                0 => 0,
-                unit if unit.is_power_of_two() => distance >> unit.trailing_zeros(),
-                unit => distance / unit,
-            } as usize;
-            if index < self.dense.len() {
-                self.dense[index].add(weights);
-                return;
+    pub(crate) fn record(&mut self, distance: u64, size: u64, dense_limit: usize) {
+        let index = match self.unit {
+            0 => 0,
+            unit if unit.is_power_of_two() => distance >> unit.trailing_zeros(),
+            unit => distance / unit,
+        } as usize;
+        if index < self.dense_counts.len() {
+            self.dense_counts[index] += 1;
+            if self.sizes == RequestSizes::Mixed {
+                self.dense_bytes[index] += size;
             }
-            if index < dense_limit {
-                let len = (index + 1).next_power_of_two().min(dense_limit);
-                self.dense.resize(len, Weights::default());
-                self.dense[index].add(weights);
-                return;
-            }
+        } else {
+            self.record_beyond(index, distance, size, dense_limit);
         }
-        self.record_sparse(distance, weights);
     }
 
-    fn record_sparse(&mut self, distance: u64, weights: Weights) {
+    #[cold]
+    fn record_beyond(&mut self, index: usize, distance: u64, size: u64, dense_limit: usize) {
+        if self.dense_enabled && index < dense_limit {
+            let len = (index + 1).next_power_of_two().min(dense_limit);
+            self.dense_counts.resize(len, 0);
+            if self.sizes == RequestSizes::Mixed {
+                self.dense_bytes.resize(len, 0);
+            }
+            self.record(distance, size, dense_limit);
+        } else {
+            let weights = Weights {
+                requests: 1.0,
+                bytes: size as f64,
+            };
+            self.record_weighted(distance, weights);
+        }
+    }
+
+    /// Adds `weights` at `distance` in the map.
+    pub(crate) fn record_weighted(&mut self, distance: u64, weights: Weights) {
         let key = match self.rounded_to_bits {
             Some(bits) => round_up(distance, bits),
             None => distance,
@@ -176,12 +219,24 @@ impl DistanceHistogram {
     /// The non-empty bins in increasing distance, each distance once.
     pub(crate) fn into_sorted(self) -> Vec<(u64, Weights)> {
         let unit = self.unit;
+        let sizes = self.sizes;
+        let dense_bytes = self.dense_bytes;
         let mut bins: Vec<(u64, Weights)> = self
-            .dense
+            .dense_counts
             .into_iter()
             .enumerate()
-            .filter(|(_, weights)| *weights != Weights::default())
-            .map(|(index, weights)| (index as u64 * unit, weights))
+            .filter(|&(_, count)| count != 0)
+            .map(|(index, count)| {
+                let bytes = match sizes {
+                    RequestSizes::Uniform(size) => count * size,
+                    _ => dense_bytes[index],
+                };
+                let weights = Weights {
+                    requests: count as f64,
+                    bytes: bytes as f64,
+                };
+                (index as u64 * unit, weights)
+            })
             .chain(self.sparse)
             .collect();
         bins.sort_unstable_by_key(|&(distance, _)| distance);
@@ -295,18 +350,13 @@ mod tests {
     #[test]
     fn bins_survive_the_unit_shrinking_and_the_array_limit() {
         let mut histogram = DistanceHistogram::exact();
-        let mut expected: std::collections::BTreeMap<u64, f64> = Default::default();
+        let mut expected: std::collections::BTreeMap<u64, (f64, f64)> = Default::default();
         let mut record = |histogram: &mut DistanceHistogram, size: u64, distance: u64| {
             histogram.note_size(size);
-            histogram.record(
-                distance,
-                Weights {
-                    requests: 1.0,
-                    bytes: size as f64,
-                },
-                64,
-            );
-            *expected.entry(distance).or_default() += 1.0;
+            histogram.record(distance, size, 64);
+            let bin = expected.entry(distance).or_default();
+            bin.0 += 1.0;
+            bin.1 += size as f64;
         };
         // Distances are sums of the sizes noted so far.
         for k in 1..100 {
@@ -316,10 +366,10 @@ mod tests {
         record(&mut histogram, 0, 512);
         record(&mut histogram, 3, 4096 * 2 + 3);
         record(&mut histogram, 4096, 4096 * 2);
-        let got: Vec<(u64, f64)> = histogram
+        let got: Vec<(u64, (f64, f64))> = histogram
             .into_sorted()
             .into_iter()
-            .map(|(distance, weights)| (distance, weights.requests))
+            .map(|(distance, weights)| (distance, (weights.requests, weights.bytes)))
             .collect();
         assert_eq!(got, expected.into_iter().collect::<Vec<_>>());
     }
@@ -333,7 +383,7 @@ mod tests {
         };
         let n = SPARSE_EXACT_LIMIT as u64 + 10;
         for distance in 0..n {
-            histogram.record(distance * 3, one, usize::MAX);
+            histogram.record_weighted(distance * 3, one);
         }
         assert_eq!(histogram.rounded_to_bits(), Some(ROUNDED_SIGNIFICANT_BITS));
         let bins = histogram.into_sorted();

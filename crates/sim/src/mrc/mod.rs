@@ -43,8 +43,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache_sim::BATCH;
 use histogram::{DistanceHistogram, Weights};
-use positions::{BytePositions, ObjectPositions, Positions};
-use stack::{StackDistances, TooManyKeys};
+use stack::{ByteStack, ObjectStack, Stack, TooManyKeys};
 
 /// Points a curve gets by default (`MrcResult::curve`).
 pub const DEFAULT_CURVE_POINTS: usize = 200;
@@ -290,18 +289,18 @@ pub fn exact_mrc(
     progress: &dyn Fn(u64),
 ) -> Result<MrcResult, MrcError> {
     if ignore_obj_size {
-        exact_with::<ObjectPositions>(reader, DistanceUnit::Objects, progress)
+        exact_with::<ObjectStack>(reader, DistanceUnit::Objects, progress)
     } else {
-        exact_with::<BytePositions>(reader, DistanceUnit::Bytes, progress)
+        exact_with::<ByteStack>(reader, DistanceUnit::Bytes, progress)
     }
 }
 
-fn exact_with<P: Positions>(
+fn exact_with<S: Stack>(
     reader: &mut dyn TraceReader,
     unit: DistanceUnit,
     progress: &dyn Fn(u64),
 ) -> Result<MrcResult, MrcError> {
-    let mut stack = StackDistances::<P>::new();
+    let mut stack = S::new();
     let mut histogram = DistanceHistogram::exact();
     let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
     let mut distances: Vec<Option<u64>> = Vec::with_capacity(BATCH);
@@ -318,23 +317,19 @@ fn exact_with<P: Positions>(
         distances.clear();
         stack.warm(batch.iter().map(|request| request.key));
         for request in &batch {
-            stack.reserve()?;
+            stack.reserve(request.size)?;
             distances.push(stack.access(request.key, request.size));
         }
         let dense_limit = stack.len().saturating_mul(2).max(1 << 16);
         for (request, distance) in batch.iter().zip(&distances) {
-            let counted_size = P::weight_of(request.size);
+            let counted_size = S::weight_of(request.size);
             bytes += counted_size;
             histogram.note_size(counted_size);
-            let weights = Weights {
-                requests: 1.0,
-                bytes: counted_size as f64,
-            };
             match distance {
-                Some(distance) => histogram.record(*distance, weights, dense_limit),
+                Some(distance) => histogram.record(*distance, counted_size, dense_limit),
                 None => {
                     cold.requests += 1.0;
-                    cold.bytes += weights.bytes;
+                    cold.bytes += counted_size as f64;
                 }
             }
         }

@@ -89,14 +89,19 @@ impl Positions for ObjectPositions {
     }
 }
 
-/// Byte counting: each position's size, blocks of two cache lines (32 positions).
+/// Byte counting: each position's size, blocks of one cache line (16 positions).
 pub(crate) struct BytePositions {
-    sizes: Vec<u32>,
+    sizes: Vec<SizeBlock>,
     blocks: Fenwick<u64>,
     total: u64,
 }
 
-const SIZES_PER_BLOCK: usize = 32;
+const SIZES_PER_BLOCK: usize = 16;
+
+/// The sizes of one block, aligned so that a block is exactly one cache line.
+#[derive(Clone, Copy, Default)]
+#[repr(align(64))]
+struct SizeBlock([u32; SIZES_PER_BLOCK]);
 
 impl Positions for BytePositions {
     #[inline]
@@ -107,35 +112,36 @@ impl Positions for BytePositions {
     fn new(len: usize) -> BytePositions {
         let blocks = len.div_ceil(SIZES_PER_BLOCK).max(1);
         BytePositions {
-            sizes: vec![0; blocks * SIZES_PER_BLOCK],
+            sizes: vec![SizeBlock::default(); blocks],
             blocks: Fenwick::new(blocks),
             total: 0,
         }
     }
 
     fn len(&self) -> usize {
-        self.sizes.len()
+        self.sizes.len() * SIZES_PER_BLOCK
     }
 
     #[inline]
     fn insert(&mut self, position: usize, size: u32) {
-        self.sizes[position] = size;
-        self.blocks.add(position / SIZES_PER_BLOCK, u64::from(size));
+        let block = position / SIZES_PER_BLOCK;
+        self.sizes[block].0[position % SIZES_PER_BLOCK] = size;
+        self.blocks.add(block, u64::from(size));
         self.total += u64::from(size);
     }
 
     #[inline]
     fn remove(&mut self, position: usize, size: u32) {
-        self.sizes[position] = 0;
-        self.blocks
-            .subtract(position / SIZES_PER_BLOCK, u64::from(size));
+        let block = position / SIZES_PER_BLOCK;
+        self.sizes[block].0[position % SIZES_PER_BLOCK] = 0;
+        self.blocks.subtract(block, u64::from(size));
         self.total -= u64::from(size);
     }
 
     #[inline]
     fn weight_before(&self, position: usize) -> u64 {
         let block = position / SIZES_PER_BLOCK;
-        let in_block: u64 = self.sizes[block * SIZES_PER_BLOCK..position]
+        let in_block: u64 = self.sizes[block].0[..position % SIZES_PER_BLOCK]
             .iter()
             .map(|&size| u64::from(size))
             .sum();

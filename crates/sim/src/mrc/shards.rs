@@ -20,8 +20,7 @@ use std::collections::BinaryHeap;
 use heterarchy_trace::{Request, TraceReader};
 
 use super::histogram::{DistanceHistogram, Weights};
-use super::positions::{BytePositions, ObjectPositions, Positions};
-use super::stack::StackDistances;
+use super::stack::{ByteStack, ObjectStack, Stack};
 use super::{DistanceUnit, MrcError, MrcResult};
 use crate::cache_sim::BATCH;
 
@@ -103,13 +102,13 @@ pub fn shards_mrc(
 ) -> Result<MrcResult, MrcError> {
     config.validate()?;
     if config.ignore_obj_size {
-        shards_with::<ObjectPositions>(reader, config, DistanceUnit::Objects, progress)
+        shards_with::<ObjectStack>(reader, config, DistanceUnit::Objects, progress)
     } else {
-        shards_with::<BytePositions>(reader, config, DistanceUnit::Bytes, progress)
+        shards_with::<ByteStack>(reader, config, DistanceUnit::Bytes, progress)
     }
 }
 
-fn shards_with<P: Positions>(
+fn shards_with<S: Stack>(
     reader: &mut dyn TraceReader,
     config: &ShardsConfig,
     unit: DistanceUnit,
@@ -120,7 +119,7 @@ fn shards_with<P: Positions>(
     let mut rate = threshold as f64 / HASH_SPACE;
     // Sampled keys by hash, largest on top: the next to leave a full fixed-size sample.
     let mut sampled_keys: BinaryHeap<(u64, u64)> = BinaryHeap::new();
-    let mut stack = StackDistances::<P>::new();
+    let mut stack = S::new();
     let mut histogram = DistanceHistogram::sparse();
     let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
     let mut requests = 0u64;
@@ -134,13 +133,13 @@ fn shards_with<P: Positions>(
             break;
         }
         for request in &batch {
-            let counted_size = P::weight_of(request.size);
+            let counted_size = S::weight_of(request.size);
             bytes += counted_size;
             let hash = spatial_hash(request.key, config.salt);
             if u128::from(hash) >= threshold {
                 continue;
             }
-            stack.reserve()?;
+            stack.reserve(request.size)?;
             let distance = stack.access(request.key, request.size);
             if let (None, Some(max_keys)) = (distance, config.max_keys) {
                 sampled_keys.push((hash, request.key));
@@ -165,7 +164,7 @@ fn shards_with<P: Positions>(
             match distance {
                 Some(distance) => {
                     let scaled = (distance as f64 / rate).round() as u64;
-                    histogram.record(scaled, weights, 0);
+                    histogram.record_weighted(scaled, weights);
                 }
                 None => {
                     cold.requests += weights.requests;
