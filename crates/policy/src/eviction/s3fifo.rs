@@ -285,9 +285,20 @@ impl EvictionPolicy for S3Fifo {
 
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        let from_ghost = std::mem::take(&mut self.ghost_hit);
+        let mut from_ghost = std::mem::take(&mut self.ghost_hit);
+        if let Entry::Occupied(slot) = self.map.entry(request.key) {
+            let index = *slot.get();
+            if self.meta[index as usize].queue != Queue::Ghost {
+                return;
+            }
+            // Admitted without a lookup first: the ghost entry still counts.
+            slot.remove();
+            self.ghost.unlink(&mut self.slab, index);
+            self.slab.release(index);
+            from_ghost = true;
+        }
         let size = u64::from(request.size);
-        if size > self.small_capacity || self.map.contains_key(&request.key) {
+        if size > self.small_capacity {
             return;
         }
         self.make_room(size, evicted);
@@ -510,6 +521,22 @@ mod tests {
         assert!(cache.remove(5));
         assert!(!cache.remove(5));
         assert_eq!((cache.len(), cache.used_bytes()), (18, 90));
+    }
+
+    #[test]
+    fn admit_without_lookup_still_honours_the_ghost() {
+        let mut cache = S3Fifo::new(100);
+        let keys: Vec<u64> = (1..=21).collect();
+        play(&mut cache, &keys, 5);
+        assert_eq!(queue_keys(&cache, Queue::Ghost), vec![1]);
+        let mut evicted = Vec::new();
+        cache.admit(&Request::new(1, 5), &mut evicted);
+        assert_eq!(queue_keys(&cache, Queue::Main)[0], 1);
+        // 1 left the ghost queue; 2, evicted from the small queue to make room, entered it.
+        assert_eq!(queue_keys(&cache, Queue::Ghost), vec![2]);
+        // Admitting a resident key changes nothing.
+        cache.admit(&Request::new(1, 5), &mut evicted);
+        assert_eq!((cache.len(), evicted.len()), (20, 1));
     }
 
     #[test]
