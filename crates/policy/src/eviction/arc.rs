@@ -21,8 +21,10 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
-use crate::util::{KeyMap, List, Slab};
+use super::{Evicted, EvictionPolicy, SimCounters};
+use crate::util::key_table::KeyTable;
+use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::{List, Slab, NIL};
 
 /// Which of the four lists a node is on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,7 +38,7 @@ enum Place {
 /// ARC over a byte capacity.
 pub struct Arc {
     capacity: u64,
-    map: KeyMap,
+    map: KeyTable,
     slab: Slab<Place>,
     /// Resident, seen once since entering the cache; front is most recent.
     t1: List,
@@ -62,7 +64,7 @@ impl Arc {
     pub fn new(capacity: u64) -> Arc {
         Arc {
             capacity,
-            map: KeyMap::default(),
+            map: KeyTable::default(),
             slab: Slab::with_capacity(0),
             t1: List::default(),
             t2: List::default(),
@@ -94,7 +96,7 @@ impl Arc {
     fn drop_ghost_tail(&mut self, place: Place) {
         let (list, slab) = self.list_and_slab(place);
         if let Some(index) = list.pop_back(slab) {
-            self.map.remove(&self.slab.get(index).key);
+            self.map.remove(self.slab.get(index).key);
             self.slab.release(index);
         }
     }
@@ -140,7 +142,7 @@ impl Arc {
                     key: node.key,
                     size: node.size,
                 });
-                self.map.remove(&node.key);
+                self.map.remove(node.key);
                 self.slab.release(index);
             }
         } else {
@@ -173,7 +175,7 @@ impl EvictionPolicy for Arc {
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         self.ghost_hit_now = false;
-        let Some(&index) = self.map.get(&request.key) else {
+        let Some(index) = self.map.get(request.key) else {
             return false;
         };
         self.hit_b1 = false;
@@ -210,7 +212,7 @@ impl EvictionPolicy for Arc {
                     self.b2.unlink(&mut self.slab, index);
                 }
                 self.ghost_hit_now = true;
-                self.map.remove(&request.key);
+                self.map.remove(request.key);
                 self.slab.release(index);
                 false
             }
@@ -244,10 +246,14 @@ impl EvictionPolicy for Arc {
         self.map.insert(request.key, index);
     }
 
+    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
+        simulate_prefetching(self, batch, warmup_left, counters);
+    }
+
     /// Drops `key`; a ghost of it is forgotten too (as libCacheSim's `ARC_remove` does), but
     /// only a resident object makes this return true.
     fn remove(&mut self, key: u64) -> bool {
-        let Some(index) = self.map.remove(&key) else {
+        let Some(index) = self.map.remove(key) else {
             return false;
         };
         let place = self.slab.get(index).data;
@@ -255,6 +261,38 @@ impl EvictionPolicy for Arc {
         list.unlink(slab, index);
         self.slab.release(index);
         matches!(place, Place::T1 | Place::T2)
+    }
+}
+
+impl Prefetch for Arc {
+    #[inline]
+    fn prefetch_slot(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
+    #[inline]
+    fn prefetch_node(&self, key: u64) {
+        if let Some(index) = self.map.get(key) {
+            prefetch_read(self.slab.get(index));
+        }
+    }
+
+    /// The tails of the four lists are the next victims: load them, their neighbours, and the
+    /// table slots of the ghosts that will be dropped.
+    #[inline]
+    fn prefetch_victims(&self) {
+        for list in [&self.t1, &self.t2, &self.b1, &self.b2] {
+            if list.tail != NIL {
+                let tail = self.slab.get(list.tail);
+                let before = self.slab.prev(list.tail);
+                if before != NIL {
+                    prefetch_read(self.slab.get(before));
+                }
+                if matches!(tail.data, Place::B1 | Place::B2) {
+                    self.map.prefetch(tail.key);
+                }
+            }
+        }
     }
 }
 
@@ -267,7 +305,7 @@ mod tests {
     fn keys(list: &List, slab: &Slab<Place>) -> Vec<u64> {
         let mut out = Vec::new();
         let mut index = list.head;
-        while index != crate::util::NIL {
+        while index != NIL {
             out.push(slab.get(index).key);
             index = slab.next(index);
         }

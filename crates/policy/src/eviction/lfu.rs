@@ -13,8 +13,10 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
-use crate::util::{KeyMap, List, Slab, NIL};
+use super::{Evicted, EvictionPolicy, SimCounters};
+use crate::util::key_table::KeyTable;
+use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::{List, Slab, NIL};
 
 /// A set of objects with the same frequency, linked in ascending frequency order.
 #[derive(Clone, Copy, Debug)]
@@ -29,7 +31,7 @@ struct Bucket {
 /// LFU over a byte capacity.
 pub struct Lfu {
     capacity: u64,
-    map: KeyMap,
+    map: KeyTable,
     /// Each object's data is the index of its bucket.
     slab: Slab<u32>,
     buckets: Vec<Bucket>,
@@ -45,7 +47,7 @@ impl Lfu {
     pub fn new(capacity: u64) -> Lfu {
         Lfu {
             capacity,
-            map: KeyMap::default(),
+            map: KeyTable::default(),
             slab: Slab::with_capacity(0),
             buckets: Vec::new(),
             free_buckets: Vec::new(),
@@ -57,7 +59,7 @@ impl Lfu {
 
     /// The frequency of `key` if it is resident.
     pub fn frequency(&self, key: u64) -> Option<u64> {
-        let &index = self.map.get(&key)?;
+        let index = self.map.get(key)?;
         Some(self.buckets[self.slab.get(index).data as usize].frequency)
     }
 
@@ -141,7 +143,7 @@ impl EvictionPolicy for Lfu {
 
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        let Some(&index) = self.map.get(&request.key) else {
+        let Some(index) = self.map.get(request.key) else {
             return false;
         };
         let bucket = self.slab.get(index).data;
@@ -188,7 +190,7 @@ impl EvictionPolicy for Lfu {
             });
             self.used_bytes -= u64::from(node.size);
             self.len -= 1;
-            self.map.remove(&node.key);
+            self.map.remove(node.key);
             self.slab.release(victim);
         }
         let lowest = self.lowest;
@@ -206,8 +208,12 @@ impl EvictionPolicy for Lfu {
         self.len += 1;
     }
 
+    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
+        simulate_prefetching(self, batch, warmup_left, counters);
+    }
+
     fn remove(&mut self, key: u64) -> bool {
-        let Some(index) = self.map.remove(&key) else {
+        let Some(index) = self.map.remove(key) else {
             return false;
         };
         self.detach(index);
@@ -215,6 +221,36 @@ impl EvictionPolicy for Lfu {
         self.len -= 1;
         self.slab.release(index);
         true
+    }
+}
+
+impl Prefetch for Lfu {
+    #[inline]
+    fn prefetch_slot(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
+    #[inline]
+    fn prefetch_node(&self, key: u64) {
+        if let Some(index) = self.map.get(key) {
+            prefetch_read(self.slab.get(index));
+        }
+    }
+
+    /// The oldest object of the lowest bucket goes next: load its neighbour and table slot.
+    #[inline]
+    fn prefetch_victims(&self) {
+        let Some(bucket) = self.buckets.get(self.lowest as usize) else {
+            return;
+        };
+        let oldest = bucket.objects.tail;
+        if oldest != NIL {
+            let before = self.slab.prev(oldest);
+            if before != NIL {
+                prefetch_read(self.slab.get(before));
+            }
+            self.map.prefetch(self.slab.get(oldest).key);
+        }
     }
 }
 

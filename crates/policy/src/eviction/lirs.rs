@@ -44,7 +44,9 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, SimCounters};
+use crate::util::key_table::{KeyTable, TableValue};
+use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
 use crate::util::{List, Slab, NIL};
 
 /// Which stack a node is on.
@@ -77,6 +79,15 @@ const NO_SLOTS: Slots = Slots {
     nh: NIL,
 };
 
+impl TableValue for Slots {
+    const EMPTY: Slots = NO_SLOTS;
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.s == NIL && self.q == NIL && self.nh == NIL
+    }
+}
+
 /// libCacheSim's share of the capacity for resident HIR blocks.
 pub const HIR_SIZE_RATIO: f64 = 0.01;
 
@@ -85,7 +96,7 @@ pub struct Lirs {
     capacity: u64,
     lir_limit: u64,
     hir_limit: u64,
-    map: rustc_hash::FxHashMap<u64, Slots>,
+    map: KeyTable<Slots>,
     slab: Slab<Entry>,
     /// The LIRS stack; front is the top (most recent).
     stack_s: List,
@@ -116,7 +127,7 @@ impl Lirs {
             capacity,
             lir_limit: capacity.wrapping_sub(hir_limit),
             hir_limit,
-            map: rustc_hash::FxHashMap::default(),
+            map: KeyTable::default(),
             slab: Slab::with_capacity(0),
             stack_s: List::default(),
             stack_q: List::default(),
@@ -132,7 +143,7 @@ impl Lirs {
     }
 
     fn slots(&self, key: u64) -> Slots {
-        self.map.get(&key).copied().unwrap_or(NO_SLOTS)
+        self.map.get(key).unwrap_or(NO_SLOTS)
     }
 
     fn list(&mut self, stack: Stack) -> &mut List {
@@ -146,14 +157,27 @@ impl Lirs {
     /// Records `index` as `key`'s node in `stack` (or clears it with [`NIL`]), dropping the
     /// map entry once the key has no node left.
     fn set_slot(&mut self, key: u64, stack: Stack, index: u32) {
-        let slots = self.map.entry(key).or_insert(NO_SLOTS);
-        match stack {
+        let assign = |slots: &mut Slots| match stack {
             Stack::S => slots.s = index,
             Stack::Q => slots.q = index,
             Stack::Nh => slots.nh = index,
-        }
-        if slots.s == NIL && slots.q == NIL && slots.nh == NIL {
-            self.map.remove(&key);
+        };
+        match self.map.get_mut(key) {
+            Some(slots) => {
+                let mut updated = *slots;
+                assign(&mut updated);
+                if updated.is_empty() {
+                    self.map.remove(key);
+                } else {
+                    *slots = updated;
+                }
+            }
+            None if index != NIL => {
+                let mut slots = NO_SLOTS;
+                assign(&mut slots);
+                self.map.insert(key, slots);
+            }
+            None => {}
         }
     }
 
@@ -511,6 +535,10 @@ impl EvictionPolicy for Lirs {
         hit
     }
 
+    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
+        simulate_prefetching(self, batch, warmup_left, counters);
+    }
+
     /// Also reports the blocks that hits since the last `admit` evicted.
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
         evicted.append(&mut self.evicted_on_hits);
@@ -553,6 +581,39 @@ impl EvictionPolicy for Lirs {
             self.nonresident_bytes = self.nonresident_bytes.wrapping_sub(u64::from(size));
         }
         was_resident
+    }
+}
+
+impl Prefetch for Lirs {
+    #[inline]
+    fn prefetch_slot(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
+    #[inline]
+    fn prefetch_node(&self, key: u64) {
+        if let Some(slots) = self.map.get(key) {
+            for index in [slots.s, slots.q] {
+                if index != NIL {
+                    prefetch_read(self.slab.get(index));
+                }
+            }
+        }
+    }
+
+    /// Demotion and pruning work from the bottom of S, HIR eviction from the bottom of Q, and
+    /// bounding S from the bottom of NH: load those blocks' neighbours and table slots.
+    #[inline]
+    fn prefetch_victims(&self) {
+        for list in [&self.stack_s, &self.stack_q, &self.stack_nh] {
+            if list.tail != NIL {
+                let before = self.slab.prev(list.tail);
+                if before != NIL {
+                    prefetch_read(self.slab.get(before));
+                }
+                self.map.prefetch(self.slab.get(list.tail).key);
+            }
+        }
     }
 }
 

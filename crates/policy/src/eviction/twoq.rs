@@ -16,8 +16,10 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
-use crate::util::{KeyMap, List, Slab};
+use super::{Evicted, EvictionPolicy, SimCounters};
+use crate::util::key_table::KeyTable;
+use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::{List, Slab, NIL};
 
 /// Which queue a node is on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +40,7 @@ pub struct TwoQ {
     in_capacity: u64,
     out_capacity: u64,
     main_capacity: u64,
-    map: KeyMap,
+    map: KeyTable,
     slab: Slab<Queue>,
     /// A1in, front is newest.
     recent: List,
@@ -65,7 +67,7 @@ impl TwoQ {
             in_capacity,
             out_capacity: (capacity as f64 * out_ratio) as u64,
             main_capacity: capacity.saturating_sub(in_capacity),
-            map: KeyMap::default(),
+            map: KeyTable::default(),
             slab: Slab::with_capacity(0),
             recent: List::default(),
             ghosts: List::default(),
@@ -86,7 +88,7 @@ impl TwoQ {
         });
         let size = u64::from(node.size);
         if size > self.out_capacity {
-            self.map.remove(&node.key);
+            self.map.remove(node.key);
             self.slab.release(index);
             return;
         }
@@ -110,7 +112,7 @@ impl TwoQ {
             key: node.key,
             size: node.size,
         };
-        self.map.remove(&gone.key);
+        self.map.remove(gone.key);
         self.slab.release(index);
         Some(gone)
     }
@@ -136,7 +138,7 @@ impl EvictionPolicy for TwoQ {
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         self.ghost_hit = false;
-        let Some(&index) = self.map.get(&request.key) else {
+        let Some(index) = self.map.get(request.key) else {
             return false;
         };
         match self.slab.get(index).data {
@@ -148,7 +150,7 @@ impl EvictionPolicy for TwoQ {
             Queue::Out => {
                 self.ghost_hit = true;
                 self.ghosts.unlink(&mut self.slab, index);
-                self.map.remove(&request.key);
+                self.map.remove(request.key);
                 self.slab.release(index);
                 false
             }
@@ -194,10 +196,14 @@ impl EvictionPolicy for TwoQ {
         self.map.insert(request.key, index);
     }
 
+    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
+        simulate_prefetching(self, batch, warmup_left, counters);
+    }
+
     /// Drops `key`; a ghost of it is forgotten too, but only a resident object makes this
     /// return true.
     fn remove(&mut self, key: u64) -> bool {
-        let Some(index) = self.map.remove(&key) else {
+        let Some(index) = self.map.remove(key) else {
             return false;
         };
         let queue = self.slab.get(index).data;
@@ -212,6 +218,38 @@ impl EvictionPolicy for TwoQ {
     }
 }
 
+impl Prefetch for TwoQ {
+    #[inline]
+    fn prefetch_slot(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
+    #[inline]
+    fn prefetch_node(&self, key: u64) {
+        if let Some(index) = self.map.get(key) {
+            prefetch_read(self.slab.get(index));
+        }
+    }
+
+    /// The oldest objects of the three queues leave next: load their neighbours and the
+    /// table slots of the ones that will be dropped.
+    #[inline]
+    fn prefetch_victims(&self) {
+        for list in [&self.recent, &self.ghosts, &self.main] {
+            if list.tail != NIL {
+                let before = self.slab.prev(list.tail);
+                if before != NIL {
+                    prefetch_read(self.slab.get(before));
+                }
+                let tail = self.slab.get(list.tail);
+                if tail.data != Queue::In {
+                    self.map.prefetch(tail.key);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,7 +259,7 @@ mod tests {
     fn keys(list: &List, slab: &Slab<Queue>) -> Vec<u64> {
         let mut out = Vec::new();
         let mut index = list.head;
-        while index != crate::util::NIL {
+        while index != NIL {
             out.push(slab.get(index).key);
             index = slab.next(index);
         }
