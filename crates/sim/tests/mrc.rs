@@ -174,6 +174,19 @@ fn byte_curve_equals_lru_simulation_from_the_largest_object_up() {
     }
 }
 
+#[test]
+fn progress_counts_every_request() {
+    let trace: Vec<Request> = (0..10_000u64).map(|i| Request::new(i % 77, 8)).collect();
+    let seen = std::cell::Cell::new(0u64);
+    let curve = exact_mrc(&mut SliceReader(trace.iter()), false, &|n| {
+        seen.set(seen.get() + n)
+    })
+    .unwrap();
+    assert_eq!(seen.get(), 10_000);
+    assert_eq!(curve.requests, 10_000);
+    assert_eq!(curve.bytes, 80_000);
+}
+
 /// Small traces with many repeats: keys from a narrow range, sizes fixed per key.
 fn small_trace() -> impl Strategy<Value = Vec<Request>> {
     (1u64..40, 1usize..300).prop_flat_map(|(keys, len)| {

@@ -264,7 +264,9 @@ pub enum DistanceUnit {
 /// Re-accesses whose stack distance falls in `min_distance..=max_distance`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReuseBucket {
+    /// Smallest distance of the bucket.
     pub min_distance: u64,
+    /// Largest distance of the bucket, included.
     pub max_distance: u64,
     /// Number of re-accesses (an estimate, possibly fractional, under SHARDS).
     pub requests: f64,
@@ -276,8 +278,11 @@ pub struct ReuseBucket {
 /// `cold_misses`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReuseHistogram {
+    /// What distances count.
     pub unit: DistanceUnit,
+    /// First accesses (estimated under SHARDS).
     pub cold_misses: f64,
+    /// Bucket k holds the distances of power-of-two class k.
     pub buckets: Vec<ReuseBucket>,
 }
 

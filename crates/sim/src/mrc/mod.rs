@@ -65,6 +65,7 @@ pub struct MrcPoint {
 /// `{"points": [{"cache_size": .., "miss_ratio": ..}, ...]}`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Mrc {
+    /// The points, by increasing cache size.
     pub points: Vec<MrcPoint>,
 }
 
@@ -125,9 +126,10 @@ pub struct MrcResult {
     /// Bytes of the first accesses (estimated under SHARDS): the working set in bytes.
     pub cold_miss_bytes: f64,
     /// `None` when every distance is kept exactly; otherwise distances were rounded up to this
-    /// many significant bits (byte curves with more than 1.5 million distinct distances), and
-    /// miss ratios are exact only at sizes with that many significant bits (e.g. 64 MiB,
-    /// 100 MiB), within a 2^-13 relative size error elsewhere.
+    /// many significant bits (byte curves of traces whose sizes vary, past 1.5 million distinct
+    /// large distances; SHARDS likewise), and miss ratios are exact only at sizes with that
+    /// many significant bits (e.g. 64 MiB, 100 MiB), within a 2^-13 relative size error
+    /// elsewhere.
     pub rounded_to_bits: Option<u32>,
     /// Request and byte weight that miss ratios are fractions of.
     total: Weights,

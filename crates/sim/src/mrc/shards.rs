@@ -2,18 +2,18 @@
 //! and Ahmad, "Efficient MRC Construction with SHARDS", FAST'15).
 //!
 //! A key is sampled when its hash falls below a threshold T, so the sample holds a fraction
-//! R = T / 2^64 of the keys and every access to them (§3). Stack distances measured within the
+//! R = T / 2^64 of the keys and every access to them. Stack distances measured within the
 //! sample are scaled by 1/R and each sampled reference stands for 1/R references.
-//! - Fixed rate (§3.1): R stays as configured.
-//! - Fixed size (§3.2): at most `max_keys` keys are tracked; when one more would enter, the key
+//! - Fixed rate: R stays as configured.
+//! - Fixed size: at most `max_keys` keys are tracked; when one more would enter, the key
 //!   with the largest hash leaves the sample and T drops to that hash, lowering R. The paper
 //!   then rescales the histogram counts by R_new / R_old so that all counts are in units of the
 //!   current rate; we count every reference as 1/R of the rate it was sampled at, which is the
 //!   same histogram divided by the final R (the products of R_new / R_old telescope), without
 //!   touching every bin on each change.
-//! - SHARDS-adj (§5.3): the sample may hold more or fewer references than the expected N·R;
-//!   the difference is added to the smallest-distance bin before miss ratios are computed, in
-//!   our units N − Σ 1/R (and likewise for bytes).
+//! - SHARDS_adj, the paper's correction: the sample may hold more or fewer references than the
+//!   expected N·R; the difference is added to the smallest-distance bin before miss ratios are
+//!   computed, in our units N − Σ 1/R (and likewise for bytes).
 
 use std::collections::BinaryHeap;
 
