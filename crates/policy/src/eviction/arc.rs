@@ -147,7 +147,7 @@ impl Arc {
             }
         } else {
             let total = self.t1.bytes + self.t2.bytes + self.b1.bytes + self.b2.bytes;
-            if total >= 2 * self.capacity && self.b2.bytes > 0 {
+            if total >= self.capacity.saturating_mul(2) && self.b2.bytes > 0 {
                 self.drop_ghost_tail(Place::B2);
             }
             self.replace(evicted);

@@ -108,8 +108,6 @@ pub struct Lirs {
     lir_bytes: u64,
     /// Bytes of resident HIR blocks (`hirs_count`).
     hir_bytes: u64,
-    /// Bytes of non-resident HIR blocks tracked in NH (`nonresident`).
-    nonresident_bytes: u64,
     /// libCacheSim's `occupied_byte`: what the eviction loop compares with the capacity.
     occupied_bytes: i64,
     objects: i64,
@@ -134,7 +132,6 @@ impl Lirs {
             stack_nh: List::default(),
             lir_bytes: 0,
             hir_bytes: 0,
-            nonresident_bytes: 0,
             occupied_bytes: 0,
             objects: 0,
             limit_pending: false,
@@ -146,12 +143,13 @@ impl Lirs {
         self.map.get(key).unwrap_or(NO_SLOTS)
     }
 
-    fn list(&mut self, stack: Stack) -> &mut List {
-        match stack {
+    fn list_and_slab(&mut self, stack: Stack) -> (&mut List, &mut Slab<Entry>) {
+        let list = match stack {
             Stack::S => &mut self.stack_s,
             Stack::Q => &mut self.stack_q,
             Stack::Nh => &mut self.stack_nh,
-        }
+        };
+        (list, &mut self.slab)
     }
 
     /// Records `index` as `key`'s node in `stack` (or clears it with [`NIL`]), dropping the
@@ -184,27 +182,24 @@ impl Lirs {
     /// Pushes a new node for `key` on top of `stack`. Like libCacheSim's hash tables, a key
     /// pushed again shadows its older node, which stays in the stack until it reaches the
     /// bottom.
-    fn push(&mut self, stack: Stack, key: u64, size: u32, is_lir: bool, resident: bool) -> u32 {
+    fn push(&mut self, stack: Stack, key: u64, size: u32, is_lir: bool, resident: bool) {
         let entry = Entry {
             stack,
             is_lir,
             resident,
         };
         let index = self.slab.alloc(key, size, entry);
-        let mut list = *self.list(stack);
-        list.push_front(&mut self.slab, index);
-        *self.list(stack) = list;
+        let (list, slab) = self.list_and_slab(stack);
+        list.push_front(slab, index);
         self.set_slot(key, stack, index);
-        index
     }
 
     /// Unlinks and frees node `index`, clearing its key's slot if the slot points at it.
     fn discard(&mut self, index: u32) {
         let node = self.slab.get(index);
         let (key, stack) = (node.key, node.data.stack);
-        let mut list = *self.list(stack);
-        list.unlink(&mut self.slab, index);
-        *self.list(stack) = list;
+        let (list, slab) = self.list_and_slab(stack);
+        list.unlink(slab, index);
         let slots = self.slots(key);
         let current = match stack {
             Stack::S => slots.s,
@@ -235,9 +230,8 @@ impl Lirs {
 
     fn move_to_top(&mut self, index: u32) {
         let stack = self.slab.get(index).data.stack;
-        let mut list = *self.list(stack);
-        list.move_to_front(&mut self.slab, index);
-        *self.list(stack) = list;
+        let (list, slab) = self.list_and_slab(stack);
+        list.move_to_front(slab, index);
     }
 
     /// Counts a block that became resident.
@@ -264,9 +258,9 @@ impl Lirs {
             if node.data.is_lir {
                 return;
             }
-            let (key, size, resident) = (node.key, node.size, node.data.resident);
-            if !resident && self.remove_from(Stack::Nh, key).is_some() {
-                self.nonresident_bytes = self.nonresident_bytes.wrapping_sub(u64::from(size));
+            let (key, resident) = (node.key, node.data.resident);
+            if !resident {
+                self.remove_from(Stack::Nh, key);
             }
             self.discard(bottom);
         }
@@ -286,9 +280,7 @@ impl Lirs {
         let in_s = self.slots(key).s;
         if in_s != NIL {
             self.slab.get_mut(in_s).data.resident = false;
-            let s_size = self.slab.get(in_s).size;
             self.push(Stack::Nh, key, size, false, false);
-            self.nonresident_bytes = self.nonresident_bytes.wrapping_add(u64::from(s_size));
         }
         self.count_out(size);
         evicted.push(Evicted { key, size });
@@ -371,14 +363,12 @@ impl Lirs {
 
     /// Bounds S to twice the capacity by forgetting the oldest non-resident blocks.
     fn limit_stack(&mut self) {
-        while self.stack_s.bytes > 2 * self.capacity {
+        while self.stack_s.bytes > self.capacity.saturating_mul(2) {
             let oldest = self.stack_nh.tail;
             if oldest == NIL {
                 return;
             }
-            let node = self.slab.get(oldest);
-            let (key, size) = (node.key, node.size);
-            self.nonresident_bytes = self.nonresident_bytes.wrapping_sub(u64::from(size));
+            let key = self.slab.get(oldest).key;
             self.remove_from(Stack::S, key);
             self.discard(oldest);
         }
@@ -398,10 +388,7 @@ impl Lirs {
                 return false;
             }
             self.make_lir_room_for(slots.s, evicted);
-            let s_size = self.slab.get(slots.s).size;
-            if self.remove_from(Stack::Nh, request.key).is_some() {
-                self.nonresident_bytes = self.nonresident_bytes.wrapping_sub(u64::from(s_size));
-            }
+            self.remove_from(Stack::Nh, request.key);
             return true;
         }
         if slots.q != NIL {
@@ -543,7 +530,8 @@ impl EvictionPolicy for Lirs {
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
         evicted.append(&mut self.evicted_on_hits);
         if self.make_room(request, evicted) {
-            while self.occupied_bytes + i64::from(request.size) > self.capacity as i64 {
+            let capacity = i64::try_from(self.capacity).unwrap_or(i64::MAX);
+            while self.occupied_bytes + i64::from(request.size) > capacity {
                 if !self.evict_round(request, evicted) {
                     break;
                 }
@@ -577,9 +565,7 @@ impl EvictionPolicy for Lirs {
             self.count_out(size);
             was_resident = true;
         }
-        if let Some(size) = self.remove_from(Stack::Nh, key) {
-            self.nonresident_bytes = self.nonresident_bytes.wrapping_sub(u64::from(size));
-        }
+        self.remove_from(Stack::Nh, key);
         was_resident
     }
 }
