@@ -50,10 +50,10 @@ pub struct Arc {
     b2: List,
     /// Target bytes for T1.
     p: f64,
-    /// The last request that found its key hit a B1 ghost (libCacheSim's
-    /// `curr_obj_in_L1_ghost`).
+    /// The last request whose key was on any list found it in B1 (libCacheSim's
+    /// `curr_obj_in_L1_ghost`; cleared by the admission that follows a ghost hit).
     hit_b1: bool,
-    /// The last request that found its key hit a B2 ghost.
+    /// Likewise for B2 (`curr_obj_in_L2_ghost`).
     hit_b2: bool,
     /// The current request hit a ghost, so its admission goes to T2.
     ghost_hit_now: bool,
