@@ -12,20 +12,20 @@
 //! A request whose next access is [`NEXT_ACCESS_UNKNOWN`] (a live stream nobody annotated) is
 //! ranked as never requested again, so unannotated objects are the first to go.
 
-use std::collections::hash_map::Entry;
-
 use heterarchy_trace::request::{NEXT_ACCESS_NEVER, NEXT_ACCESS_UNKNOWN};
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, SimCounters};
 use crate::util::heap::IndexedHeap;
-use crate::util::{KeyMap, Slab};
+use crate::util::key_table::KeyTable;
+use crate::util::prefetch::{simulate_prefetching, Prefetch};
+use crate::util::Slab;
 
 /// Belady's MIN over a byte capacity.
 pub struct Belady {
     capacity: u64,
     used: u64,
-    map: KeyMap,
+    map: KeyTable,
     slab: Slab<()>,
     /// Resident slab indices by next access, furthest first.
     heap: IndexedHeap,
@@ -48,7 +48,7 @@ impl Belady {
         Belady {
             capacity,
             used: 0,
-            map: KeyMap::default(),
+            map: KeyTable::default(),
             slab: Slab::default(),
             heap: IndexedHeap::default(),
         }
@@ -67,15 +67,23 @@ impl Belady {
                 size: node.size,
             });
             self.used -= u64::from(node.size);
-            self.map.remove(&node.key);
+            self.map.remove(node.key);
             self.slab.release(victim);
         }
     }
 
+    /// Admits the object of a request that missed, unless it is larger than the cache.
     #[inline]
-    fn insert(&mut self, index: u32, request: &Request) {
-        self.used += u64::from(request.size);
+    fn insert(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
+        let size = u64::from(request.size);
+        if size > self.capacity {
+            return;
+        }
+        self.make_room(size, evicted);
+        let index = self.slab.alloc(request.key, request.size, ());
+        self.used += size;
         self.heap.push(index, priority(request));
+        self.map.insert(request.key, index);
     }
 }
 
@@ -102,8 +110,8 @@ impl EvictionPolicy for Belady {
 
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        match self.map.get(&request.key) {
-            Some(&index) => {
+        match self.map.get(request.key) {
+            Some(index) => {
                 self.heap.change_priority(index, priority(request));
                 true
             }
@@ -113,36 +121,26 @@ impl EvictionPolicy for Belady {
 
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        let size = u64::from(request.size);
-        if size > self.capacity || self.map.contains_key(&request.key) {
-            return;
+        if self.map.get(request.key).is_none() {
+            self.insert(request, evicted);
         }
-        self.make_room(size, evicted);
-        let index = self.slab.alloc(request.key, request.size, ());
-        self.map.insert(request.key, index);
-        self.insert(index, request);
     }
 
-    /// One hash probe per request: a miss claims its map slot while looking up, before
-    /// evicting (the new object is not in the heap yet, so it cannot be its own victim).
     #[inline]
     fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
-        let size = u64::from(request.size);
-        let index = match self.map.entry(request.key) {
-            Entry::Occupied(slot) => {
-                self.heap.change_priority(*slot.get(), priority(request));
-                return true;
-            }
-            Entry::Vacant(_) if size > self.capacity => return false,
-            Entry::Vacant(slot) => *slot.insert(self.slab.alloc(request.key, request.size, ())),
-        };
-        self.make_room(size, evicted);
-        self.insert(index, request);
+        if self.lookup(request) {
+            return true;
+        }
+        self.insert(request, evicted);
         false
     }
 
+    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
+        simulate_prefetching(self, batch, warmup_left, counters);
+    }
+
     fn remove(&mut self, key: u64) -> bool {
-        match self.map.remove(&key) {
+        match self.map.remove(key) {
             Some(index) => {
                 self.heap.remove(index);
                 self.used -= u64::from(self.slab.get(index).size);
@@ -154,10 +152,27 @@ impl EvictionPolicy for Belady {
     }
 }
 
+impl Prefetch for Belady {
+    #[inline]
+    fn prefetch_slot(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
+    /// A hit re-prioritises the object: load its heap entry.
+    #[inline]
+    fn prefetch_node(&self, key: u64) {
+        if let Some(index) = self.map.get(key) {
+            self.heap.prefetch(index);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, steps, with_next_access, Step};
+    use crate::util::model_check::{
+        check_against_model, check_simulate_matches_get, steps, with_next_access, Step,
+    };
     use proptest::prelude::*;
 
     /// Plays `keys` (unit size) with next accesses computed from the sequence itself; returns
@@ -260,6 +275,11 @@ mod tests {
         belady.get(&Request::new(3, 2), &mut evicted);
         assert!(evicted.is_empty());
         assert!(belady.needs_next_access());
+    }
+
+    #[test]
+    fn simulate_counts_like_plain_gets() {
+        check_simulate_matches_get(&|| Box::new(Belady::new(500)));
     }
 
     proptest! {

@@ -5,20 +5,20 @@
 //! `2^n_bit_counter - 1`, and the "hand" is the queue's tail, re-inserted objects moving to the
 //! head.
 
-use std::collections::hash_map::Entry;
-
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, SimCounters};
 use crate::registry::PolicyError;
-use crate::util::{KeyMap, List, Slab};
+use crate::util::key_table::KeyTable;
+use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::{List, Slab, NIL};
 
 /// CLOCK over a byte capacity.
 pub struct Clock {
     capacity: u64,
     init_freq: u8,
     max_freq: u8,
-    map: KeyMap,
+    map: KeyTable,
     slab: Slab<()>,
     /// Per slab slot: the object's access counter. Kept apart from the nodes so that a hit
     /// writes to this small dense array instead of pulling its node into cache.
@@ -35,7 +35,7 @@ impl Clock {
             capacity,
             init_freq: 0,
             max_freq: 1,
-            map: KeyMap::default(),
+            map: KeyTable::default(),
             slab: Slab::default(),
             counters: Vec::new(),
             queue: List::default(),
@@ -79,9 +79,27 @@ impl Clock {
                 key: node.key,
                 size: node.size,
             });
-            self.map.remove(&node.key);
+            self.map.remove(node.key);
             self.slab.release(victim);
         }
+    }
+
+    /// Admits the object of a request that missed, unless it is larger than the cache.
+    #[inline]
+    fn insert(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
+        let size = u64::from(request.size);
+        if size > self.capacity {
+            return;
+        }
+        self.make_room(size, evicted);
+        let index = self.slab.alloc(request.key, request.size, ());
+        // Slots are handed out in order, so a new slot is always the next counter.
+        match self.counters.get_mut(index as usize) {
+            Some(counter) => *counter = self.init_freq,
+            None => self.counters.push(self.init_freq),
+        }
+        self.queue.push_front(&mut self.slab, index);
+        self.map.insert(request.key, index);
     }
 
     #[inline]
@@ -91,22 +109,6 @@ impl Clock {
             *counter += 1;
         }
     }
-}
-
-/// Stores a new unlinked node for `request` with its counter at `init_freq`.
-#[inline]
-fn alloc_node(
-    slab: &mut Slab<()>,
-    counters: &mut Vec<u8>,
-    request: &Request,
-    init_freq: u8,
-) -> u32 {
-    let index = slab.alloc(request.key, request.size, ());
-    match counters.get_mut(index as usize) {
-        Some(counter) => *counter = init_freq,
-        None => counters.push(init_freq),
-    }
-    index
 }
 
 impl EvictionPolicy for Clock {
@@ -128,8 +130,8 @@ impl EvictionPolicy for Clock {
 
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        match self.map.get(&request.key) {
-            Some(&index) => {
+        match self.map.get(request.key) {
+            Some(index) => {
                 self.touch(index);
                 true
             }
@@ -139,42 +141,26 @@ impl EvictionPolicy for Clock {
 
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        let size = u64::from(request.size);
-        if size > self.capacity || self.map.contains_key(&request.key) {
-            return;
+        if self.map.get(request.key).is_none() {
+            self.insert(request, evicted);
         }
-        self.make_room(size, evicted);
-        let index = alloc_node(&mut self.slab, &mut self.counters, request, self.init_freq);
-        self.queue.push_front(&mut self.slab, index);
-        self.map.insert(request.key, index);
     }
 
-    /// One hash probe per request: a miss claims its map slot while looking up, before
-    /// evicting (the new node is not linked yet, so the hand cannot reach it).
     #[inline]
     fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
-        let size = u64::from(request.size);
-        let index = match self.map.entry(request.key) {
-            Entry::Occupied(slot) => {
-                let index = *slot.get();
-                self.touch(index);
-                return true;
-            }
-            Entry::Vacant(_) if size > self.capacity => return false,
-            Entry::Vacant(slot) => *slot.insert(alloc_node(
-                &mut self.slab,
-                &mut self.counters,
-                request,
-                self.init_freq,
-            )),
-        };
-        self.make_room(size, evicted);
-        self.queue.push_front(&mut self.slab, index);
+        if self.lookup(request) {
+            return true;
+        }
+        self.insert(request, evicted);
         false
     }
 
+    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
+        simulate_prefetching(self, batch, warmup_left, counters);
+    }
+
     fn remove(&mut self, key: u64) -> bool {
-        match self.map.remove(&key) {
+        match self.map.remove(key) {
             Some(index) => {
                 self.queue.unlink(&mut self.slab, index);
                 self.slab.release(index);
@@ -185,10 +171,39 @@ impl EvictionPolicy for Clock {
     }
 }
 
+impl Prefetch for Clock {
+    #[inline]
+    fn prefetch_slot(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
+    /// A hit touches only the counter.
+    #[inline]
+    fn prefetch_node(&self, key: u64) {
+        if let Some(index) = self.map.get(key) {
+            prefetch_read(&self.counters[index as usize]);
+        }
+    }
+
+    /// The hand's next stop is the tail: load its newer neighbour (the stop after) and the
+    /// tail's table slot in case it is evicted.
+    #[inline]
+    fn prefetch_victims(&self) {
+        let tail = self.queue.tail;
+        if tail != NIL {
+            self.map.prefetch(self.slab.get(tail).key);
+            let newer = self.slab.prev(tail);
+            if newer != NIL {
+                prefetch_read(self.slab.get(newer));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, steps};
+    use crate::util::model_check::{check_against_model, check_simulate_matches_get, steps};
     use proptest::prelude::*;
 
     fn keys(evicted: &[Evicted]) -> Vec<u64> {
@@ -277,6 +292,11 @@ mod tests {
         assert_eq!((clock.len(), clock.used_bytes()), (1, 2));
         clock.get(&Request::new(4, 2), &mut evicted);
         assert!(evicted.is_empty());
+    }
+
+    #[test]
+    fn simulate_counts_like_plain_gets() {
+        check_simulate_matches_get(&|| Box::new(Clock::new(500)));
     }
 
     proptest! {

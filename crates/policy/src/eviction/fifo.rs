@@ -1,17 +1,17 @@
 //! First in, first out: evict the object that entered the cache earliest; hits change nothing.
 //! Same decisions as libCacheSim's `FIFO.c` (insert at the head, evict the tail).
 
-use std::collections::hash_map::Entry;
-
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
-use crate::util::{KeyMap, List, Slab};
+use super::{Evicted, EvictionPolicy, SimCounters};
+use crate::util::key_table::KeyTable;
+use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::{List, Slab, NIL};
 
 /// FIFO over a byte capacity.
 pub struct Fifo {
     capacity: u64,
-    map: KeyMap,
+    map: KeyTable,
     slab: Slab<()>,
     /// Front: most recently inserted.
     queue: List,
@@ -22,7 +22,7 @@ impl Fifo {
     pub fn new(capacity: u64) -> Fifo {
         Fifo {
             capacity,
-            map: KeyMap::default(),
+            map: KeyTable::default(),
             slab: Slab::default(),
             queue: List::default(),
         }
@@ -40,9 +40,22 @@ impl Fifo {
                 key: node.key,
                 size: node.size,
             });
-            self.map.remove(&node.key);
+            self.map.remove(node.key);
             self.slab.release(victim);
         }
+    }
+
+    /// Admits the object of a request that missed, unless it is larger than the cache.
+    #[inline]
+    fn insert(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
+        let size = u64::from(request.size);
+        if size > self.capacity {
+            return;
+        }
+        self.make_room(size, evicted);
+        let index = self.slab.alloc(request.key, request.size, ());
+        self.queue.push_front(&mut self.slab, index);
+        self.map.insert(request.key, index);
     }
 }
 
@@ -65,38 +78,31 @@ impl EvictionPolicy for Fifo {
 
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        self.map.contains_key(&request.key)
+        self.map.get(request.key).is_some()
     }
 
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        let size = u64::from(request.size);
-        if size > self.capacity || self.map.contains_key(&request.key) {
-            return;
+        if self.map.get(request.key).is_none() {
+            self.insert(request, evicted);
         }
-        self.make_room(size, evicted);
-        let index = self.slab.alloc(request.key, request.size, ());
-        self.queue.push_front(&mut self.slab, index);
-        self.map.insert(request.key, index);
     }
 
-    /// One hash probe per request: a miss claims its map slot while looking up, before
-    /// evicting (the new node is not linked yet, so it cannot be its own victim).
     #[inline]
     fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
-        let size = u64::from(request.size);
-        let index = match self.map.entry(request.key) {
-            Entry::Occupied(_) => return true,
-            Entry::Vacant(_) if size > self.capacity => return false,
-            Entry::Vacant(slot) => *slot.insert(self.slab.alloc(request.key, request.size, ())),
-        };
-        self.make_room(size, evicted);
-        self.queue.push_front(&mut self.slab, index);
+        if self.lookup(request) {
+            return true;
+        }
+        self.insert(request, evicted);
         false
     }
 
+    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
+        simulate_prefetching(self, batch, warmup_left, counters);
+    }
+
     fn remove(&mut self, key: u64) -> bool {
-        match self.map.remove(&key) {
+        match self.map.remove(key) {
             Some(index) => {
                 self.queue.unlink(&mut self.slab, index);
                 self.slab.release(index);
@@ -107,10 +113,34 @@ impl EvictionPolicy for Fifo {
     }
 }
 
+impl Prefetch for Fifo {
+    #[inline]
+    fn prefetch_slot(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
+    /// A hit touches nothing beyond the table slot.
+    #[inline]
+    fn prefetch_node(&self, _key: u64) {}
+
+    /// The next victim is the tail: load its newer neighbour (the next tail) and its slot.
+    #[inline]
+    fn prefetch_victims(&self) {
+        let tail = self.queue.tail;
+        if tail != NIL {
+            self.map.prefetch(self.slab.get(tail).key);
+            let newer = self.slab.prev(tail);
+            if newer != NIL {
+                prefetch_read(self.slab.get(newer));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, steps};
+    use crate::util::model_check::{check_against_model, check_simulate_matches_get, steps};
     use proptest::prelude::*;
 
     fn request(key: u64, size: u32) -> Request {
@@ -169,6 +199,11 @@ mod tests {
         fifo.get(&request(3, 6), &mut evicted);
         assert!(evicted.is_empty());
         assert!(fifo.lookup(&request(2, 4)));
+    }
+
+    #[test]
+    fn simulate_counts_like_plain_gets() {
+        check_simulate_matches_get(&|| Box::new(Fifo::new(500)));
     }
 
     proptest! {

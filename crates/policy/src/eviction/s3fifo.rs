@@ -23,13 +23,13 @@
 //! would be 0 bytes (capacity below 10 bytes with the defaults) and stops the process; here
 //! such a cache simply admits nothing.
 
-use std::collections::hash_map::Entry;
-
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, SimCounters};
 use crate::registry::PolicyError;
-use crate::util::{KeyMap, List, Slab};
+use crate::util::key_table::KeyTable;
+use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::{List, Slab, NIL};
 
 /// Which queue a node is linked into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +58,7 @@ pub struct S3Fifo {
     ghost_capacity: u64,
     move_to_main_threshold: u8,
     /// Resident objects and ghost keys alike, so one probe tells a hit from a ghost hit.
-    map: KeyMap,
+    map: KeyTable,
     slab: Slab<()>,
     /// Per slab slot: queue and counter. Kept apart from the nodes so that a hit reads and
     /// writes this small dense array instead of pulling its node into cache.
@@ -115,7 +115,7 @@ impl S3Fifo {
             main_capacity: capacity - small_capacity,
             ghost_capacity: (capacity as f64 * ghost_ratio) as u64,
             move_to_main_threshold: threshold,
-            map: KeyMap::default(),
+            map: KeyTable::default(),
             slab: Slab::default(),
             meta: Vec::new(),
             small: List::default(),
@@ -129,7 +129,7 @@ impl S3Fifo {
     /// Frees a node that is in no list any more.
     #[inline]
     fn forget(&mut self, index: u32) {
-        self.map.remove(&self.slab.get(index).key);
+        self.map.remove(self.slab.get(index).key);
         self.slab.release(index);
     }
 
@@ -205,46 +205,46 @@ impl S3Fifo {
         }
     }
 
-    /// Links a node that room was made for into its queue (or drops it, see the module
-    /// documentation). `from_ghost`: its key was found in the ghost queue.
+    /// Admits the object of a request that missed (`from_ghost`: its key was just found in
+    /// the ghost queue), or declines it as the module documentation says.
     #[inline]
-    fn place(&mut self, index: u32, from_ghost: bool) {
-        let size = u64::from(self.slab.get(index).size);
+    fn insert(&mut self, request: &Request, from_ghost: bool, evicted: &mut Vec<Evicted>) {
+        let size = u64::from(request.size);
+        if size > self.small_capacity {
+            return;
+        }
+        self.make_room(size, evicted);
         let queue = if from_ghost {
             Queue::Main
         } else if size >= self.small_capacity {
-            self.forget(index);
             return;
         } else if !self.has_evicted && self.small.bytes >= self.small_capacity {
             Queue::Main
         } else {
             Queue::Small
         };
-        self.meta[index as usize] = Meta { queue, freq: 0 };
-        let (slab, list) = (
-            &mut self.slab,
-            match queue {
-                Queue::Main => &mut self.main,
-                _ => &mut self.small,
-            },
-        );
-        list.push_front(slab, index);
+        let index = self.slab.alloc(request.key, request.size, ());
+        let meta = Meta { queue, freq: 0 };
+        // Slots are handed out in order, so a new slot is always the next entry.
+        match self.meta.get_mut(index as usize) {
+            Some(slot) => *slot = meta,
+            None => self.meta.push(meta),
+        }
+        let list = match queue {
+            Queue::Main => &mut self.main,
+            _ => &mut self.small,
+        };
+        list.push_front(&mut self.slab, index);
+        self.map.insert(request.key, index);
     }
-}
 
-/// Stores a new unlinked node for `request`; [`S3Fifo::place`] sets its queue.
-#[inline]
-fn alloc_node(slab: &mut Slab<()>, meta: &mut Vec<Meta>, request: &Request) -> u32 {
-    let index = slab.alloc(request.key, request.size, ());
-    let fresh = Meta {
-        queue: Queue::Small,
-        freq: 0,
-    };
-    match meta.get_mut(index as usize) {
-        Some(slot) => *slot = fresh,
-        None => meta.push(fresh),
+    /// Drops the ghost entry of `key`, whose node is `index`.
+    #[inline]
+    fn drop_ghost(&mut self, key: u64, index: u32) {
+        self.map.remove(key);
+        self.ghost.unlink(&mut self.slab, index);
+        self.slab.release(index);
     }
-    index
 }
 
 impl EvictionPolicy for S3Fifo {
@@ -267,18 +267,15 @@ impl EvictionPolicy for S3Fifo {
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         self.ghost_hit = false;
-        let Entry::Occupied(slot) = self.map.entry(request.key) else {
+        let Some(index) = self.map.get(request.key) else {
             return false;
         };
-        let index = *slot.get();
         let meta = &mut self.meta[index as usize];
         if meta.queue != Queue::Ghost {
             meta.freq = meta.freq.saturating_add(1);
             return true;
         }
-        slot.remove();
-        self.ghost.unlink(&mut self.slab, index);
-        self.slab.release(index);
+        self.drop_ghost(request.key, index);
         self.ghost_hit = true;
         false
     }
@@ -286,64 +283,35 @@ impl EvictionPolicy for S3Fifo {
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
         let mut from_ghost = std::mem::take(&mut self.ghost_hit);
-        if let Entry::Occupied(slot) = self.map.entry(request.key) {
-            let index = *slot.get();
+        if let Some(index) = self.map.get(request.key) {
             if self.meta[index as usize].queue != Queue::Ghost {
                 return;
             }
             // Admitted without a lookup first: the ghost entry still counts.
-            slot.remove();
-            self.ghost.unlink(&mut self.slab, index);
-            self.slab.release(index);
+            self.drop_ghost(request.key, index);
             from_ghost = true;
         }
-        let size = u64::from(request.size);
-        if size > self.small_capacity {
-            return;
-        }
-        self.make_room(size, evicted);
-        let index = alloc_node(&mut self.slab, &mut self.meta, request);
-        self.map.insert(request.key, index);
-        self.place(index, from_ghost);
+        self.insert(request, from_ghost, evicted);
     }
 
-    /// One hash probe per request in the common cases: a miss claims its map slot (or keeps
-    /// its ghost node) while looking up, before evicting; the node is in no list meanwhile.
     #[inline]
     fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
-        let size = u64::from(request.size);
-        let (index, from_ghost) = match self.map.entry(request.key) {
-            Entry::Occupied(slot) => {
-                let index = *slot.get();
-                let meta = &mut self.meta[index as usize];
-                if meta.queue != Queue::Ghost {
-                    meta.freq = meta.freq.saturating_add(1);
-                    return true;
-                }
-                self.ghost.unlink(&mut self.slab, index);
-                if size > self.small_capacity {
-                    slot.remove();
-                    self.slab.release(index);
-                    return false;
-                }
-                self.slab.get_mut(index).size = request.size;
-                (index, true)
-            }
-            Entry::Vacant(_) if size > self.small_capacity => return false,
-            Entry::Vacant(slot) => (
-                *slot.insert(alloc_node(&mut self.slab, &mut self.meta, request)),
-                false,
-            ),
-        };
-        self.make_room(size, evicted);
-        self.place(index, from_ghost);
+        if self.lookup(request) {
+            return true;
+        }
+        let from_ghost = std::mem::take(&mut self.ghost_hit);
+        self.insert(request, from_ghost, evicted);
         false
+    }
+
+    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
+        simulate_prefetching(self, batch, warmup_left, counters);
     }
 
     /// Drops a resident object; a ghost entry for `key` is forgotten too (the object's history
     /// goes with it) but does not count as resident.
     fn remove(&mut self, key: u64) -> bool {
-        let Some(index) = self.map.remove(&key) else {
+        let Some(index) = self.map.remove(key) else {
             return false;
         };
         let queue = self.meta[index as usize].queue;
@@ -361,10 +329,49 @@ impl EvictionPolicy for S3Fifo {
     }
 }
 
+impl Prefetch for S3Fifo {
+    #[inline]
+    fn prefetch_slot(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
+    /// A hit touches only the queue tag and counter.
+    #[inline]
+    fn prefetch_node(&self, key: u64) {
+        if let Some(index) = self.map.get(key) {
+            prefetch_read(&self.meta[index as usize]);
+        }
+    }
+
+    /// Loads what the next eviction touches: the tail of the queue it will take from (and
+    /// the tail's newer neighbour and table slot), plus the ghost queue's tail slot when an
+    /// object is about to become a ghost.
+    #[inline]
+    fn prefetch_victims(&self) {
+        let from_main = self.main.bytes > self.main_capacity || self.small.bytes == 0;
+        let tail = if from_main {
+            self.main.tail
+        } else {
+            if self.ghost.tail != NIL {
+                self.map.prefetch(self.slab.get(self.ghost.tail).key);
+            }
+            self.small.tail
+        };
+        if tail != NIL {
+            self.map.prefetch(self.slab.get(tail).key);
+            prefetch_read(&self.meta[tail as usize]);
+            let newer = self.slab.prev(tail);
+            if newer != NIL {
+                prefetch_read(self.slab.get(newer));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, steps};
+    use crate::util::model_check::{check_against_model, check_simulate_matches_get, steps};
     use proptest::prelude::*;
 
     fn play(cache: &mut S3Fifo, keys: &[u64], size: u32) -> (Vec<bool>, Vec<u64>) {
@@ -477,7 +484,7 @@ mod tests {
             queue_keys(&cache, Queue::Main),
             vec![4, 3, 2, 10, 9, 8, 7, 6]
         );
-        let freq = |key: u64| cache.meta[cache.map[&key] as usize].freq;
+        let freq = |key: u64| cache.meta[cache.map.get(key).unwrap() as usize].freq;
         assert_eq!((freq(3), freq(4)), (2, 0));
     }
 
@@ -570,6 +577,11 @@ mod tests {
                 queue_keys(&fused, Queue::Ghost)
             );
         }
+    }
+
+    #[test]
+    fn simulate_counts_like_plain_gets() {
+        check_simulate_matches_get(&|| Box::new(S3Fifo::new(500)));
     }
 
     proptest! {

@@ -5,17 +5,17 @@
 //! resumes at the victim's newer neighbour and wraps from the head back to the tail, and
 //! removing the object under the hand moves the hand to its newer neighbour.
 
-use std::collections::hash_map::Entry;
-
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
-use crate::util::{KeyMap, List, Slab, NIL};
+use super::{Evicted, EvictionPolicy, SimCounters};
+use crate::util::key_table::KeyTable;
+use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::{List, Slab, NIL};
 
 /// SIEVE over a byte capacity.
 pub struct Sieve {
     capacity: u64,
-    map: KeyMap,
+    map: KeyTable,
     slab: Slab<()>,
     /// Per slab slot: visited since the hand last passed. Kept apart from the nodes so that a
     /// hit writes to this small dense array instead of pulling its node into cache.
@@ -31,7 +31,7 @@ impl Sieve {
     pub fn new(capacity: u64) -> Sieve {
         Sieve {
             capacity,
-            map: KeyMap::default(),
+            map: KeyTable::default(),
             slab: Slab::default(),
             visited: Vec::new(),
             queue: List::default(),
@@ -62,21 +62,28 @@ impl Sieve {
                 key: node.key,
                 size: node.size,
             });
-            self.map.remove(&node.key);
+            self.map.remove(node.key);
             self.slab.release(victim);
         }
     }
-}
 
-/// Stores a new unlinked, unvisited node for `request`.
-#[inline]
-fn alloc_unvisited(slab: &mut Slab<()>, visited: &mut Vec<bool>, request: &Request) -> u32 {
-    let index = slab.alloc(request.key, request.size, ());
-    match visited.get_mut(index as usize) {
-        Some(bit) => *bit = false,
-        None => visited.push(false),
+    /// Admits the object of a request that missed, unless it is larger than the cache.
+    #[inline]
+    fn insert(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
+        let size = u64::from(request.size);
+        if size > self.capacity {
+            return;
+        }
+        self.make_room(size, evicted);
+        let index = self.slab.alloc(request.key, request.size, ());
+        // Slots are handed out in order, so a new slot is always the next bit.
+        match self.visited.get_mut(index as usize) {
+            Some(bit) => *bit = false,
+            None => self.visited.push(false),
+        }
+        self.queue.push_front(&mut self.slab, index);
+        self.map.insert(request.key, index);
     }
-    index
 }
 
 impl EvictionPolicy for Sieve {
@@ -98,8 +105,8 @@ impl EvictionPolicy for Sieve {
 
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        match self.map.get(&request.key) {
-            Some(&index) => {
+        match self.map.get(request.key) {
+            Some(index) => {
                 self.visited[index as usize] = true;
                 true
             }
@@ -109,38 +116,26 @@ impl EvictionPolicy for Sieve {
 
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        let size = u64::from(request.size);
-        if size > self.capacity || self.map.contains_key(&request.key) {
-            return;
+        if self.map.get(request.key).is_none() {
+            self.insert(request, evicted);
         }
-        self.make_room(size, evicted);
-        let index = alloc_unvisited(&mut self.slab, &mut self.visited, request);
-        self.queue.push_front(&mut self.slab, index);
-        self.map.insert(request.key, index);
     }
 
-    /// One hash probe per request: a miss claims its map slot while looking up, before
-    /// evicting (the new node is not linked yet, so the hand cannot reach it).
     #[inline]
     fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
-        let size = u64::from(request.size);
-        let index = match self.map.entry(request.key) {
-            Entry::Occupied(slot) => {
-                self.visited[*slot.get() as usize] = true;
-                return true;
-            }
-            Entry::Vacant(_) if size > self.capacity => return false,
-            Entry::Vacant(slot) => {
-                *slot.insert(alloc_unvisited(&mut self.slab, &mut self.visited, request))
-            }
-        };
-        self.make_room(size, evicted);
-        self.queue.push_front(&mut self.slab, index);
+        if self.lookup(request) {
+            return true;
+        }
+        self.insert(request, evicted);
         false
     }
 
+    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
+        simulate_prefetching(self, batch, warmup_left, counters);
+    }
+
     fn remove(&mut self, key: u64) -> bool {
-        match self.map.remove(&key) {
+        match self.map.remove(key) {
             Some(index) => {
                 if self.hand == index {
                     self.hand = self.slab.prev(index);
@@ -154,10 +149,44 @@ impl EvictionPolicy for Sieve {
     }
 }
 
+impl Prefetch for Sieve {
+    #[inline]
+    fn prefetch_slot(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
+    /// A hit touches only the visited bit.
+    #[inline]
+    fn prefetch_node(&self, key: u64) {
+        if let Some(index) = self.map.get(key) {
+            prefetch_read(&self.visited[index as usize]);
+        }
+    }
+
+    /// The next victim is usually the object under the hand: load it, its newer neighbour
+    /// (the hand's next stop) and its table slot.
+    #[inline]
+    fn prefetch_victims(&self) {
+        let hand = if self.hand == NIL {
+            self.queue.tail
+        } else {
+            self.hand
+        };
+        if hand != NIL {
+            let node = self.slab.get(hand);
+            self.map.prefetch(node.key);
+            let newer = self.slab.prev(hand);
+            if newer != NIL {
+                prefetch_read(self.slab.get(newer));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, steps};
+    use crate::util::model_check::{check_against_model, check_simulate_matches_get, steps};
     use proptest::prelude::*;
 
     fn get_all(sieve: &mut Sieve, keys: &[u64]) -> Vec<u64> {
@@ -216,6 +245,11 @@ mod tests {
         assert!(evicted.is_empty());
         assert!(!sieve.get(&Request::new(2, 5), &mut evicted));
         assert_eq!(sieve.len(), 1);
+    }
+
+    #[test]
+    fn simulate_counts_like_plain_gets() {
+        check_simulate_matches_get(&|| Box::new(Sieve::new(500)));
     }
 
     proptest! {

@@ -9,6 +9,8 @@
 //! if it grew and down otherwise; a removed item is replaced by the last one, which moves up
 //! if it is strictly larger than the removed item's priority and down otherwise.
 
+use super::prefetch::prefetch_read;
+
 /// Marks an item that is not in the heap.
 const ABSENT: u32 = u32::MAX;
 
@@ -47,6 +49,16 @@ impl IndexedHeap {
         self.position
             .get(item as usize)
             .is_some_and(|&position| position != ABSENT)
+    }
+
+    /// Asks the CPU to start loading `item`'s entry (a hint with no effect on results).
+    #[inline]
+    pub fn prefetch(&self, item: u32) {
+        if let Some(&position) = self.position.get(item as usize) {
+            if let Some(entry) = self.entries.get(position as usize) {
+                prefetch_read(entry);
+            }
+        }
     }
 
     /// Adds `item`, which must not be in the heap, with `priority`.

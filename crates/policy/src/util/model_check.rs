@@ -95,3 +95,56 @@ pub fn check_against_model(
     }
     Ok(())
 }
+
+/// Checks that a policy's [`EvictionPolicy::simulate`] (which may prefetch or batch) counts
+/// exactly as plain [`EvictionPolicy::get`] calls do, warm-up included, on a skewed stream with
+/// variable sizes, and leaves the cache in the same state.
+pub fn check_simulate_matches_get(make: &dyn Fn() -> Box<dyn EvictionPolicy>) {
+    use crate::eviction::SimCounters;
+    let mut state = 99u64;
+    let steps: Vec<Step> = (0..30_000)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let draw = (state >> 33) % 2000;
+            let key = draw * draw / 2000;
+            Step {
+                key,
+                size: 1 + (key % 13) as u32,
+                action: 2,
+            }
+        })
+        .collect();
+    // Real next accesses, for oracles.
+    let requests = with_next_access(&steps);
+    let warmup = 1000;
+    let mut plain = make();
+    let mut expected = SimCounters::default();
+    let mut evicted = Vec::new();
+    for (position, request) in requests.iter().enumerate() {
+        let hit = plain.get(request, &mut evicted);
+        evicted.clear();
+        if position < warmup {
+            continue;
+        }
+        expected.requests += 1;
+        expected.bytes += u64::from(request.size);
+        if !hit {
+            expected.misses += 1;
+            expected.miss_bytes += u64::from(request.size);
+        }
+    }
+    let mut batched = make();
+    let mut counters = SimCounters::default();
+    let mut warmup_left = warmup as u64;
+    for batch in requests.chunks(777) {
+        batched.simulate(batch, &mut warmup_left, &mut counters);
+    }
+    assert!(expected.misses > 0 && expected.misses < expected.requests);
+    assert_eq!(counters, expected, "{}", plain.name());
+    assert_eq!(
+        (batched.len(), batched.used_bytes()),
+        (plain.len(), plain.used_bytes())
+    );
+}
