@@ -17,7 +17,11 @@ pub const AUTO_FRACTIONS: [f64; 8] = [0.001, 0.003, 0.01, 0.03, 0.1, 0.2, 0.4, 0
 /// Parses a comma-separated size list.
 pub fn parse_sizes(list: &str) -> Result<Vec<SizeSpec>, String> {
     let mut sizes = Vec::new();
-    for item in list.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+    for item in list
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+    {
         if item.eq_ignore_ascii_case("auto") {
             sizes.extend(AUTO_FRACTIONS.iter().map(|&f| SizeSpec::Fraction(f)));
         } else {
@@ -25,7 +29,9 @@ pub fn parse_sizes(list: &str) -> Result<Vec<SizeSpec>, String> {
         }
     }
     if sizes.is_empty() {
-        return Err(format!("no cache size in \"{list}\"; expected e.g. 64mb,0.01,auto"));
+        return Err(format!(
+            "no cache size in \"{list}\"; expected e.g. 64mb,0.01,auto"
+        ));
     }
     Ok(sizes)
 }
@@ -58,11 +64,15 @@ pub fn parse_bytes(item: &str) -> Result<u64, String> {
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
         "t" | "tb" | "tib" => 40,
-        _ => return Err(format!("bad size \"{item}\": expected a number with an optional unit (kb, mb, gb, tb)")),
+        _ => {
+            return Err(format!(
+                "bad size \"{item}\": expected a number with an optional unit (kb, mb, gb, tb)"
+            ))
+        }
     };
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("bad size \"{item}\": expected a number with an optional unit (kb, mb, gb, tb)"))?;
+    let value: u64 = digits.parse().map_err(|_| {
+        format!("bad size \"{item}\": expected a number with an optional unit (kb, mb, gb, tb)")
+    })?;
     value
         .checked_mul(1u64 << shift)
         .ok_or_else(|| format!("bad size \"{item}\": too large"))
@@ -114,7 +124,9 @@ mod tests {
         assert!(parse_size("12qb").unwrap_err().contains("unit"));
         assert!(parse_size("mb").is_err());
         assert!(parse_sizes(",").is_err());
-        assert!(parse_size("99999999999999tb").unwrap_err().contains("too large"));
+        assert!(parse_size("99999999999999tb")
+            .unwrap_err()
+            .contains("too large"));
     }
 
     #[test]

@@ -44,21 +44,23 @@ impl TraceArgs {
     pub fn reader_options(&self) -> Result<ReaderOptions> {
         let format = match &self.trace_format {
             None => None,
-            Some(name) => Some(
-                TraceFormat::from_name(name)
-                    .ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "unknown --trace-format \"{name}\"; expected one of {}",
-                            TraceFormat::names()
-                        )
-                    })?,
-            ),
+            Some(name) => Some(TraceFormat::from_name(name).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown --trace-format \"{name}\"; expected one of {}",
+                    TraceFormat::names()
+                )
+            })?),
         };
         let block_size = parse_bytes(&self.block_size).map_err(anyhow::Error::msg)?;
         let block_size = u32::try_from(block_size)
             .ok()
             .filter(|&b| b > 0)
-            .ok_or_else(|| anyhow::anyhow!("bad --block-size {}: expected 1 byte to 4 GiB", self.block_size))?;
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "bad --block-size {}: expected 1 byte to 4 GiB",
+                    self.block_size
+                )
+            })?;
         let csv = match &self.csv_spec {
             None => None,
             Some(spec) => Some(

@@ -5,5 +5,5 @@ pub mod eviction;
 pub mod registry;
 pub mod util;
 
-pub use eviction::{EvictionPolicy, Evicted, SimCounters};
+pub use eviction::{Evicted, EvictionPolicy, SimCounters};
 pub use registry::{create, PolicyError, POLICY_NAMES};

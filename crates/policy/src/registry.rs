@@ -3,7 +3,9 @@
 use crate::eviction::{lru::Lru, EvictionPolicy};
 
 /// Names accepted by [`create`], in the order `--policy all` runs them.
-pub const POLICY_NAMES: &[&str] = &["lru", "arc", "fifo", "clock", "sieve", "s3fifo", "belady", "lfu", "twoq", "lirs"];
+pub const POLICY_NAMES: &[&str] = &[
+    "lru", "arc", "fifo", "clock", "sieve", "s3fifo", "belady", "lfu", "twoq", "lirs",
+];
 
 /// A policy name or parameter that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -132,7 +132,10 @@ impl LineChart {
                 .points
                 .iter()
                 .filter(|(_, y)| y.is_finite())
-                .filter_map(|&(x, y)| self.x_value(x).map(|x| format!("{:.1},{:.1}", sx(x), sy(y))))
+                .filter_map(|&(x, y)| {
+                    self.x_value(x)
+                        .map(|x| format!("{:.1},{:.1}", sx(x), sy(y)))
+                })
                 .collect();
             let _ = write!(
                 svg,

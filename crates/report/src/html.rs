@@ -40,7 +40,11 @@ impl Report {
         for row in rows {
             self.body.push_str("<tr>");
             for cell in row {
-                let class = if cell.parse::<f64>().is_ok() { " class=\"num\"" } else { "" };
+                let class = if cell.parse::<f64>().is_ok() {
+                    " class=\"num\""
+                } else {
+                    ""
+                };
                 self.body
                     .push_str(&format!("<td{class}>{}</td>", escape(cell)));
             }
@@ -68,7 +72,8 @@ impl Report {
     }
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222}\n\
+const STYLE: &str =
+    "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:60em;color:#222}\n\
 table{border-collapse:collapse;margin:1em 0}\n\
 th,td{border:1px solid #ccc;padding:.25em .6em}\n\
 th{background:#f3f3f3}\n\

@@ -57,7 +57,9 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         .collect();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let bar = requests_bar(Some(base.requests * jobs.len() as u64), "simulating");
-    let results = run_jobs(&source, &SimSettings::default(), &jobs, threads, &|n| bar.inc(n))?;
+    let results = run_jobs(&source, &SimSettings::default(), &jobs, threads, &|n| {
+        bar.inc(n)
+    })?;
     bar.finish_and_clear();
     let exact = compute(&source, Method::Exact, None, None, false)?;
     let sampled = compute(&source, Method::Shards, Some(0.01), None, false)?;

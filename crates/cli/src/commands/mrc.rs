@@ -62,7 +62,13 @@ struct MrcOutput {
 /// Computes the curve and prints it.
 pub fn run(args: &MrcArgs) -> Result<()> {
     let source = args.trace.source()?;
-    let result = compute(&source, args.method, args.rate, args.max_keys, args.ignore_obj_size)?;
+    let result = compute(
+        &source,
+        args.method,
+        args.rate,
+        args.max_keys,
+        args.ignore_obj_size,
+    )?;
     let extra_sizes = match &args.size {
         None => Vec::new(),
         Some(list) => parse_sizes(list)
@@ -130,7 +136,11 @@ pub fn compute(
         Method::Exact => exact_mrc(reader.as_mut(), ignore_obj_size, &progress)?,
         Method::Shards => {
             let config = ShardsConfig {
-                rate: if max_keys.is_some() { rate } else { rate.or(Some(0.01)) },
+                rate: if max_keys.is_some() {
+                    rate
+                } else {
+                    rate.or(Some(0.01))
+                },
                 max_keys,
                 ignore_obj_size,
                 salt: 0,

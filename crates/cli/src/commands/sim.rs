@@ -106,10 +106,7 @@ pub fn simulate(args: &SimArgs) -> Result<Vec<SimResult>> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let bar = requests_bar(
-        base.map(|ws| ws.requests * jobs.len() as u64),
-        "simulating",
-    );
+    let bar = requests_bar(base.map(|ws| ws.requests * jobs.len() as u64), "simulating");
     let results = run_jobs(&source, &settings, &jobs, threads, &|n| bar.inc(n))?;
     bar.finish_and_clear();
     Ok(results)

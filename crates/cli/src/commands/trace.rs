@@ -1,7 +1,7 @@
 //! `heterarchy trace stats|convert|generate`: what a trace holds, turning one format into
 //! another, and writing a synthetic workload to a file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -67,7 +67,9 @@ pub struct GenerateArgs {
 pub fn run(command: &TraceCommand) -> Result<()> {
     match command {
         TraceCommand::Stats(args) => stats(args),
-        TraceCommand::Convert(args) => copy(&args.trace.source()?, &args.output, &args.output_format),
+        TraceCommand::Convert(args) => {
+            copy(&args.trace.source()?, &args.output, &args.output_format)
+        }
         TraceCommand::Generate(args) => {
             let spec = WorkloadSpec::parse(&args.spec).map_err(|e| anyhow::anyhow!(e.0))?;
             copy(&GeneratedTrace(spec), &args.output, &args.output_format)
@@ -90,7 +92,7 @@ fn stats(args: &StatsArgs) -> Result<()> {
 }
 
 /// Streams every request of `source` into a new trace file.
-fn copy(source: &dyn TraceSource, output: &PathBuf, format_name: &str) -> Result<()> {
+fn copy(source: &dyn TraceSource, output: &Path, format_name: &str) -> Result<()> {
     let format = TraceFormat::from_name(format_name)
         .filter(|format| WRITABLE_FORMATS.contains(format))
         .ok_or_else(|| {

@@ -3,13 +3,15 @@
 
 use heterarchy_trace::Request;
 
-use super::{EvictionPolicy, Evicted};
-use crate::util::{KeyMap, List, Slab};
+use super::{Evicted, EvictionPolicy, SimCounters};
+use crate::util::key_table::KeyTable;
+use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::{List, Slab, NIL};
 
 /// LRU over a byte capacity.
 pub struct Lru {
     capacity: u64,
-    map: KeyMap,
+    map: KeyTable,
     slab: Slab<()>,
     /// Front: most recently used.
     queue: List,
@@ -20,7 +22,7 @@ impl Lru {
     pub fn new(capacity: u64) -> Lru {
         Lru {
             capacity,
-            map: KeyMap::default(),
+            map: KeyTable::default(),
             slab: Slab::default(),
             queue: List::default(),
         }
@@ -46,8 +48,8 @@ impl EvictionPolicy for Lru {
 
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        match self.map.get(&request.key) {
-            Some(&index) => {
+        match self.map.get(request.key) {
+            Some(index) => {
                 self.queue.move_to_front(&mut self.slab, index);
                 true
             }
@@ -62,13 +64,16 @@ impl EvictionPolicy for Lru {
             return;
         }
         while self.queue.bytes + size > self.capacity {
-            let victim = self.queue.pop_back(&mut self.slab).expect("non-empty while over capacity");
+            let victim = self
+                .queue
+                .pop_back(&mut self.slab)
+                .expect("non-empty while over capacity");
             let node = self.slab.get(victim);
             evicted.push(Evicted {
                 key: node.key,
                 size: node.size,
             });
-            self.map.remove(&node.key);
+            self.map.remove(node.key);
             self.slab.release(victim);
         }
         let index = self.slab.alloc(request.key, request.size, ());
@@ -76,14 +81,47 @@ impl EvictionPolicy for Lru {
         self.map.insert(request.key, index);
     }
 
+    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
+        simulate_prefetching(self, batch, warmup_left, counters);
+    }
+
     fn remove(&mut self, key: u64) -> bool {
-        match self.map.remove(&key) {
+        match self.map.remove(key) {
             Some(index) => {
                 self.queue.unlink(&mut self.slab, index);
                 self.slab.release(index);
                 true
             }
             None => false,
+        }
+    }
+}
+
+impl Prefetch for Lru {
+    #[inline]
+    fn prefetch_slot(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
+    #[inline]
+    fn prefetch_node(&self, key: u64) {
+        if let Some(index) = self.map.get(key) {
+            prefetch_read(self.slab.get(index));
+        }
+    }
+
+    /// The tail is the next victim; its neighbour becomes the tail, and the victim's table
+    /// slot is cleared.
+    #[inline]
+    fn prefetch_victims(&self) {
+        let tail = self.queue.tail;
+        if tail != NIL {
+            let node = self.slab.get(tail);
+            self.map.prefetch(node.key);
+            let before = self.slab.prev(tail);
+            if before != NIL {
+                prefetch_read(self.slab.get(before));
+            }
         }
     }
 }
@@ -102,7 +140,10 @@ mod tests {
         assert!(lru.get(&Request::new(1, 1), &mut evicted));
         assert!(!lru.get(&Request::new(4, 1), &mut evicted));
         assert_eq!(evicted, vec![Evicted { key: 2, size: 1 }]);
-        assert!(!lru.get(&Request::new(5, 4), &mut evicted), "larger than cache");
+        assert!(
+            !lru.get(&Request::new(5, 4), &mut evicted),
+            "larger than cache"
+        );
         assert_eq!(lru.len(), 3);
         assert!(lru.remove(1));
         assert_eq!(lru.used_bytes(), 2);

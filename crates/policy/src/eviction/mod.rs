@@ -1,15 +1,15 @@
 //! The eviction trait and one module per algorithm.
 
 pub mod arc;
-pub mod lfu;
-pub mod lirs;
-pub mod twoq;
 pub mod belady;
 pub mod clock;
 pub mod fifo;
+pub mod lfu;
+pub mod lirs;
 pub mod lru;
 pub mod s3fifo;
 pub mod sieve;
+pub mod twoq;
 
 use heterarchy_trace::Request;
 

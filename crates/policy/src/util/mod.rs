@@ -8,6 +8,3 @@ pub(crate) mod model_check;
 pub mod prefetch;
 
 pub use list::{List, Slab, NIL};
-
-/// Key → slab index map with a fast non-cryptographic hash: trace keys are not adversarial.
-pub type KeyMap = rustc_hash::FxHashMap<u64, u32>;
