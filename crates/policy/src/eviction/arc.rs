@@ -21,9 +21,9 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy, SimCounters};
+use super::{Evicted, EvictionPolicy};
 use crate::util::key_table::KeyTable;
-use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
 
 /// Which of the four lists a node is on.
@@ -246,10 +246,6 @@ impl EvictionPolicy for Arc {
         self.map.insert(request.key, index);
     }
 
-    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
-        simulate_prefetching(self, batch, warmup_left, counters);
-    }
-
     /// Drops `key`; a ghost of it is forgotten too (as libCacheSim's `ARC_remove` does), but
     /// only a resident object makes this return true.
     fn remove(&mut self, key: u64) -> bool {
@@ -262,9 +258,7 @@ impl EvictionPolicy for Arc {
         self.slab.release(index);
         matches!(place, Place::T1 | Place::T2)
     }
-}
 
-impl Prefetch for Arc {
     #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.map.prefetch(key);

@@ -15,10 +15,9 @@
 use heterarchy_trace::request::{NEXT_ACCESS_NEVER, NEXT_ACCESS_UNKNOWN};
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy, SimCounters};
+use super::{Evicted, EvictionPolicy};
 use crate::util::heap::IndexedHeap;
 use crate::util::key_table::KeyTable;
-use crate::util::prefetch::{simulate_prefetching, Prefetch};
 use crate::util::Slab;
 
 /// Belady's MIN over a byte capacity.
@@ -135,10 +134,6 @@ impl EvictionPolicy for Belady {
         false
     }
 
-    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
-        simulate_prefetching(self, batch, warmup_left, counters);
-    }
-
     fn remove(&mut self, key: u64) -> bool {
         match self.map.remove(key) {
             Some(index) => {
@@ -150,9 +145,7 @@ impl EvictionPolicy for Belady {
             None => false,
         }
     }
-}
 
-impl Prefetch for Belady {
     #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.map.prefetch(key);
@@ -170,9 +163,7 @@ impl Prefetch for Belady {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{
-        check_against_model, check_simulate_matches_get, steps, with_next_access, Step,
-    };
+    use crate::util::model_check::{check_against_model, steps, with_next_access, Step};
     use proptest::prelude::*;
 
     /// Plays `keys` (unit size) with next accesses computed from the sequence itself; returns
@@ -275,11 +266,6 @@ mod tests {
         belady.get(&Request::new(3, 2), &mut evicted);
         assert!(evicted.is_empty());
         assert!(belady.needs_next_access());
-    }
-
-    #[test]
-    fn simulate_counts_like_plain_gets() {
-        check_simulate_matches_get(&|| Box::new(Belady::new(500)));
     }
 
     proptest! {

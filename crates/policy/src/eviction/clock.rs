@@ -7,10 +7,10 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy, SimCounters};
+use super::{Evicted, EvictionPolicy};
 use crate::registry::PolicyError;
 use crate::util::key_table::KeyTable;
-use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
 
 /// CLOCK over a byte capacity.
@@ -155,10 +155,6 @@ impl EvictionPolicy for Clock {
         false
     }
 
-    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
-        simulate_prefetching(self, batch, warmup_left, counters);
-    }
-
     fn remove(&mut self, key: u64) -> bool {
         match self.map.remove(key) {
             Some(index) => {
@@ -169,9 +165,7 @@ impl EvictionPolicy for Clock {
             None => false,
         }
     }
-}
 
-impl Prefetch for Clock {
     #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.map.prefetch(key);
@@ -203,7 +197,7 @@ impl Prefetch for Clock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, check_simulate_matches_get, steps};
+    use crate::util::model_check::{check_against_model, steps};
     use proptest::prelude::*;
 
     fn keys(evicted: &[Evicted]) -> Vec<u64> {
@@ -292,11 +286,6 @@ mod tests {
         assert_eq!((clock.len(), clock.used_bytes()), (1, 2));
         clock.get(&Request::new(4, 2), &mut evicted);
         assert!(evicted.is_empty());
-    }
-
-    #[test]
-    fn simulate_counts_like_plain_gets() {
-        check_simulate_matches_get(&|| Box::new(Clock::new(500)));
     }
 
     proptest! {

@@ -3,9 +3,9 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy, SimCounters};
+use super::{Evicted, EvictionPolicy};
 use crate::util::key_table::KeyTable;
-use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
 
 /// FIFO over a byte capacity.
@@ -97,10 +97,6 @@ impl EvictionPolicy for Fifo {
         false
     }
 
-    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
-        simulate_prefetching(self, batch, warmup_left, counters);
-    }
-
     fn remove(&mut self, key: u64) -> bool {
         match self.map.remove(key) {
             Some(index) => {
@@ -111,9 +107,7 @@ impl EvictionPolicy for Fifo {
             None => false,
         }
     }
-}
 
-impl Prefetch for Fifo {
     #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.map.prefetch(key);
@@ -140,7 +134,7 @@ impl Prefetch for Fifo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, check_simulate_matches_get, steps};
+    use crate::util::model_check::{check_against_model, steps};
     use proptest::prelude::*;
 
     fn request(key: u64, size: u32) -> Request {
@@ -199,11 +193,6 @@ mod tests {
         fifo.get(&request(3, 6), &mut evicted);
         assert!(evicted.is_empty());
         assert!(fifo.lookup(&request(2, 4)));
-    }
-
-    #[test]
-    fn simulate_counts_like_plain_gets() {
-        check_simulate_matches_get(&|| Box::new(Fifo::new(500)));
     }
 
     proptest! {

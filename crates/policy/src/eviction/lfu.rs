@@ -13,9 +13,9 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy, SimCounters};
+use super::{Evicted, EvictionPolicy};
 use crate::util::key_table::KeyTable;
-use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
 
 /// A set of objects with the same frequency, linked in ascending frequency order.
@@ -208,10 +208,6 @@ impl EvictionPolicy for Lfu {
         self.len += 1;
     }
 
-    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
-        simulate_prefetching(self, batch, warmup_left, counters);
-    }
-
     fn remove(&mut self, key: u64) -> bool {
         let Some(index) = self.map.remove(key) else {
             return false;
@@ -222,9 +218,7 @@ impl EvictionPolicy for Lfu {
         self.slab.release(index);
         true
     }
-}
 
-impl Prefetch for Lfu {
     #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.map.prefetch(key);

@@ -44,9 +44,9 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy, SimCounters};
+use super::{Evicted, EvictionPolicy};
 use crate::util::key_table::{KeyTable, TableValue};
-use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
 
 /// Which stack a node is on.
@@ -522,10 +522,6 @@ impl EvictionPolicy for Lirs {
         hit
     }
 
-    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
-        simulate_prefetching(self, batch, warmup_left, counters);
-    }
-
     /// Also reports the blocks that hits since the last `admit` evicted.
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
         evicted.append(&mut self.evicted_on_hits);
@@ -568,9 +564,7 @@ impl EvictionPolicy for Lirs {
         self.remove_from(Stack::Nh, key);
         was_resident
     }
-}
 
-impl Prefetch for Lirs {
     #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.map.prefetch(key);

@@ -3,9 +3,9 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy, SimCounters};
+use super::{Evicted, EvictionPolicy};
 use crate::util::key_table::KeyTable;
-use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
 
 /// LRU over a byte capacity.
@@ -81,10 +81,6 @@ impl EvictionPolicy for Lru {
         self.map.insert(request.key, index);
     }
 
-    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
-        simulate_prefetching(self, batch, warmup_left, counters);
-    }
-
     fn remove(&mut self, key: u64) -> bool {
         match self.map.remove(key) {
             Some(index) => {
@@ -95,9 +91,7 @@ impl EvictionPolicy for Lru {
             None => false,
         }
     }
-}
 
-impl Prefetch for Lru {
     #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.map.prefetch(key);

@@ -25,10 +25,10 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy, SimCounters};
+use super::{Evicted, EvictionPolicy};
 use crate::registry::PolicyError;
 use crate::util::key_table::KeyTable;
-use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
 
 /// Which queue a node is linked into.
@@ -304,10 +304,6 @@ impl EvictionPolicy for S3Fifo {
         false
     }
 
-    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
-        simulate_prefetching(self, batch, warmup_left, counters);
-    }
-
     /// Drops a resident object; a ghost entry for `key` is forgotten too (the object's history
     /// goes with it) but does not count as resident.
     fn remove(&mut self, key: u64) -> bool {
@@ -327,9 +323,7 @@ impl EvictionPolicy for S3Fifo {
         self.slab.release(index);
         queue != Queue::Ghost
     }
-}
 
-impl Prefetch for S3Fifo {
     #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.map.prefetch(key);
@@ -371,7 +365,7 @@ impl Prefetch for S3Fifo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, check_simulate_matches_get, steps};
+    use crate::util::model_check::{check_against_model, steps};
     use proptest::prelude::*;
 
     fn play(cache: &mut S3Fifo, keys: &[u64], size: u32) -> (Vec<bool>, Vec<u64>) {
@@ -577,11 +571,6 @@ mod tests {
                 queue_keys(&fused, Queue::Ghost)
             );
         }
-    }
-
-    #[test]
-    fn simulate_counts_like_plain_gets() {
-        check_simulate_matches_get(&|| Box::new(S3Fifo::new(500)));
     }
 
     proptest! {

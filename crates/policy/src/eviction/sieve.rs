@@ -7,9 +7,9 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy, SimCounters};
+use super::{Evicted, EvictionPolicy};
 use crate::util::key_table::KeyTable;
-use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
 
 /// SIEVE over a byte capacity.
@@ -130,10 +130,6 @@ impl EvictionPolicy for Sieve {
         false
     }
 
-    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
-        simulate_prefetching(self, batch, warmup_left, counters);
-    }
-
     fn remove(&mut self, key: u64) -> bool {
         match self.map.remove(key) {
             Some(index) => {
@@ -147,9 +143,7 @@ impl EvictionPolicy for Sieve {
             None => false,
         }
     }
-}
 
-impl Prefetch for Sieve {
     #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.map.prefetch(key);
@@ -186,7 +180,7 @@ impl Prefetch for Sieve {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, check_simulate_matches_get, steps};
+    use crate::util::model_check::{check_against_model, steps};
     use proptest::prelude::*;
 
     fn get_all(sieve: &mut Sieve, keys: &[u64]) -> Vec<u64> {
@@ -245,11 +239,6 @@ mod tests {
         assert!(evicted.is_empty());
         assert!(!sieve.get(&Request::new(2, 5), &mut evicted));
         assert_eq!(sieve.len(), 1);
-    }
-
-    #[test]
-    fn simulate_counts_like_plain_gets() {
-        check_simulate_matches_get(&|| Box::new(Sieve::new(500)));
     }
 
     proptest! {

@@ -16,9 +16,9 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy, SimCounters};
+use super::{Evicted, EvictionPolicy};
 use crate::util::key_table::KeyTable;
-use crate::util::prefetch::{prefetch_read, simulate_prefetching, Prefetch};
+use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
 
 /// Which queue a node is on.
@@ -196,10 +196,6 @@ impl EvictionPolicy for TwoQ {
         self.map.insert(request.key, index);
     }
 
-    fn simulate(&mut self, batch: &[Request], warmup_left: &mut u64, counters: &mut SimCounters) {
-        simulate_prefetching(self, batch, warmup_left, counters);
-    }
-
     /// Drops `key`; a ghost of it is forgotten too, but only a resident object makes this
     /// return true.
     fn remove(&mut self, key: u64) -> bool {
@@ -216,9 +212,7 @@ impl EvictionPolicy for TwoQ {
         self.slab.release(index);
         queue != Queue::Out
     }
-}
 
-impl Prefetch for TwoQ {
     #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.map.prefetch(key);
