@@ -1,6 +1,8 @@
 //! Cache sizes as libCacheSim's `cachesim` writes them: absolute (`4096`, `64kb`, `64mb`,
 //! `1gb`, `2GiB`), fractions of the working set (`0.01`), or `auto`.
 
+pub use heterarchy_trace::units::parse_bytes;
+
 /// One requested cache size, before the working set is known.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SizeSpec {
@@ -47,35 +49,9 @@ pub fn parse_size(item: &str) -> Result<SizeSpec, String> {
             )),
         };
     }
-    parse_bytes(item).map(SizeSpec::Absolute)
-}
-
-/// Parses a byte count with an optional unit (`k`, `kb`, `kib`, `m`, ... `t`; all powers of
-/// 1024, as libCacheSim reads them).
-pub fn parse_bytes(item: &str) -> Result<u64, String> {
-    let lower = item.trim().to_ascii_lowercase();
-    let digits_end = lower
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(lower.len());
-    let (digits, unit) = lower.split_at(digits_end);
-    let shift = match unit.trim() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => {
-            return Err(format!(
-                "bad size \"{item}\": expected a number with an optional unit (kb, mb, gb, tb)"
-            ))
-        }
-    };
-    let value: u64 = digits.parse().map_err(|_| {
-        format!("bad size \"{item}\": expected a number with an optional unit (kb, mb, gb, tb)")
-    })?;
-    value
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("bad size \"{item}\": too large"))
+    parse_bytes(item)
+        .map(SizeSpec::Absolute)
+        .map_err(|e| format!("bad cache size: {e}"))
 }
 
 /// Resolves a size against the working set (bytes, or objects with `--ignore-obj-size`),
@@ -121,7 +97,7 @@ mod tests {
     #[test]
     fn rejects_bad_sizes_with_a_reason() {
         assert!(parse_size("1.5").unwrap_err().contains("(0, 1]"));
-        assert!(parse_size("12qb").unwrap_err().contains("unit"));
+        assert!(parse_size("12qb").unwrap_err().contains("such as 4096"));
         assert!(parse_size("mb").is_err());
         assert!(parse_sizes(",").is_err());
         assert!(parse_size("99999999999999tb")

@@ -7,6 +7,7 @@ pub mod generate;
 pub mod read;
 pub mod request;
 pub mod stats;
+pub mod units;
 pub mod write;
 
 pub use error::{Location, TraceError};

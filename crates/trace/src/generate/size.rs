@@ -132,33 +132,10 @@ impl fmt::Display for SizeDistribution {
     }
 }
 
-/// Parses a byte count: digits with an optional binary suffix `b`, `k`/`kb`/`kib`, `m`/`mb`/`mib`
-/// or `g`/`gb`/`gib` (as libCacheSim reads sizes), at most 4 GiB - 1.
+/// Parses an object size (see [`crate::units::parse_bytes`]), at most 4 GiB - 1.
 pub(crate) fn parse_bytes(text: &str) -> Result<u32, String> {
-    let lower = text.trim().to_ascii_lowercase();
-    let digits_end = lower
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(lower.len());
-    let (digits, suffix) = lower.split_at(digits_end);
-    let multiplier: u64 = match suffix {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => 0,
-    };
-    let bytes = digits
-        .parse::<u64>()
-        .ok()
-        .filter(|_| multiplier != 0)
-        .and_then(|count| count.checked_mul(multiplier));
-    match bytes {
-        Some(bytes) => u32::try_from(bytes)
-            .map_err(|_| format!("expected a size below 4 GiB, found \"{text}\"")),
-        None => Err(format!(
-            "expected a size in bytes such as 4096 or 4kb, found \"{text}\""
-        )),
-    }
+    let bytes = crate::units::parse_bytes(text)?;
+    u32::try_from(bytes).map_err(|_| format!("expected a size below 4 GiB, found \"{text}\""))
 }
 
 /// Parses a finite real number.
