@@ -1,10 +1,13 @@
 //! Builds eviction policies by name, one line per policy.
 
-use crate::eviction::{lru::Lru, EvictionPolicy};
+use crate::eviction::{
+    arc::Arc, belady::Belady, clock::Clock, fifo::Fifo, lfu::Lfu, lirs::Lirs, lru::Lru,
+    s3fifo::S3Fifo, sieve::Sieve, twoq::TwoQ, EvictionPolicy,
+};
 
 /// Names accepted by [`create`], in the order `--policy all` runs them.
 pub const POLICY_NAMES: &[&str] = &[
-    "lru", "arc", "fifo", "clock", "sieve", "s3fifo", "belady", "lfu", "twoq", "lirs",
+    "lru", "fifo", "clock", "sieve", "s3fifo", "lfu", "arc", "twoq", "lirs", "belady",
 ];
 
 /// A policy name or parameter that cannot be used.
@@ -24,15 +27,15 @@ impl std::error::Error for PolicyError {}
 pub fn create(name: &str, capacity: u64) -> Result<Box<dyn EvictionPolicy>, PolicyError> {
     let policy: Box<dyn EvictionPolicy> = match name.to_ascii_lowercase().as_str() {
         "lru" => Box::new(Lru::new(capacity)),
-        "arc" => Box::new(crate::eviction::arc::Arc::new(capacity)),
-        "lfu" => Box::new(crate::eviction::lfu::Lfu::new(capacity)),
-        "twoq" | "2q" => Box::new(crate::eviction::twoq::TwoQ::new(capacity)),
-        "lirs" => Box::new(crate::eviction::lirs::Lirs::new(capacity)),
-        "fifo" => Box::new(crate::eviction::fifo::Fifo::new(capacity)),
-        "clock" => Box::new(crate::eviction::clock::Clock::new(capacity)),
-        "sieve" => Box::new(crate::eviction::sieve::Sieve::new(capacity)),
-        "s3fifo" | "s3-fifo" => Box::new(crate::eviction::s3fifo::S3Fifo::new(capacity)),
-        "belady" | "opt" => Box::new(crate::eviction::belady::Belady::new(capacity)),
+        "fifo" => Box::new(Fifo::new(capacity)),
+        "clock" => Box::new(Clock::new(capacity)),
+        "sieve" => Box::new(Sieve::new(capacity)),
+        "s3fifo" | "s3-fifo" => Box::new(S3Fifo::new(capacity)),
+        "lfu" => Box::new(Lfu::new(capacity)),
+        "arc" => Box::new(Arc::new(capacity)),
+        "twoq" | "2q" => Box::new(TwoQ::new(capacity)),
+        "lirs" => Box::new(Lirs::new(capacity)),
+        "belady" | "opt" => Box::new(Belady::new(capacity)),
         _ => {
             return Err(PolicyError(format!(
                 "unknown policy \"{name}\"; expected one of: {}",

@@ -31,9 +31,11 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 170.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 55.0;
-/// Colour-blind-safe palette (Okabe–Ito).
-const COLOURS: [&str; 8] = [
+/// Colour-blind-safe palette (Okabe–Ito, then two of Tol's muted colours), one per series of a
+/// ten-policy comparison; further series reuse it dashed.
+const COLOURS: [&str; 10] = [
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000",
+    "#882255", "#999999",
 ];
 
 impl LineChart {
@@ -128,6 +130,11 @@ impl LineChart {
         );
         for (index, series) in self.series.iter().enumerate() {
             let colour = COLOURS[index % COLOURS.len()];
+            let dash = if index >= COLOURS.len() {
+                " stroke-dasharray=\"6 3\""
+            } else {
+                ""
+            };
             let points: Vec<String> = series
                 .points
                 .iter()
@@ -139,7 +146,7 @@ impl LineChart {
                 .collect();
             let _ = write!(
                 svg,
-                "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"><title>{}</title></polyline>",
+                "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash} points=\"{}\"><title>{}</title></polyline>",
                 points.join(" "),
                 escape(&series.name)
             );
@@ -147,7 +154,7 @@ impl LineChart {
             let lx = LEFT + plot_w + 12.0;
             let _ = write!(
                 svg,
-                "<line x1=\"{lx}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{colour}\" stroke-width=\"3\"/><text x=\"{}\" y=\"{}\">{}</text>",
+                "<line x1=\"{lx}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{colour}\" stroke-width=\"3\"{dash}/><text x=\"{}\" y=\"{}\">{}</text>",
                 lx + 20.0,
                 lx + 26.0,
                 ly + 4.0,

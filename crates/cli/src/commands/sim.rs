@@ -14,7 +14,7 @@ use crate::trace_args::TraceArgs;
 pub struct SimArgs {
     #[command(flatten)]
     pub trace: TraceArgs,
-    /// Eviction policies, comma-separated (lru, fifo, clock, lfu, arc, 2q, lirs, s3fifo, sieve,
+    /// Eviction policies, comma-separated (lru, fifo, clock, sieve, s3fifo, lfu, arc, twoq, lirs,
     /// belady), or `all`.
     #[arg(long, default_value = "lru")]
     pub policy: String,
