@@ -9,22 +9,20 @@ use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy};
 use crate::registry::PolicyError;
-use crate::util::key_table::KeyTable;
+use crate::util::keyed_queue::KeyedQueue;
 use crate::util::prefetch::prefetch_read;
-use crate::util::{List, Slab, NIL};
+use crate::util::store_at;
 
 /// CLOCK over a byte capacity.
 pub struct Clock {
     capacity: u64,
     init_freq: u8,
     max_freq: u8,
-    map: KeyTable,
-    slab: Slab<()>,
-    /// Per slab slot: the object's access counter. Kept apart from the nodes so that a hit
+    /// Front: most recently inserted or re-inserted; the hand sits at the back.
+    queue: KeyedQueue,
+    /// Per queue slot: the object's access counter. Kept apart from the nodes so that a hit
     /// writes to this small dense array instead of pulling its node into cache.
     counters: Vec<u8>,
-    /// Front: most recently inserted or re-inserted; the hand sits at the back.
-    queue: List,
 }
 
 impl Clock {
@@ -35,10 +33,8 @@ impl Clock {
             capacity,
             init_freq: 0,
             max_freq: 1,
-            map: KeyTable::default(),
-            slab: Slab::default(),
+            queue: KeyedQueue::default(),
             counters: Vec::new(),
-            queue: List::default(),
         }
     }
 
@@ -60,55 +56,6 @@ impl Clock {
             ..Clock::new(capacity)
         })
     }
-
-    /// Evicts until `size` more bytes fit, giving referenced objects another round.
-    #[inline]
-    fn make_room(&mut self, size: u64, evicted: &mut Vec<Evicted>) {
-        while self.queue.bytes + size > self.capacity {
-            let Some(victim) = self.queue.pop_back(&mut self.slab) else {
-                break;
-            };
-            let counter = &mut self.counters[victim as usize];
-            if *counter > 0 {
-                *counter -= 1;
-                self.queue.push_front(&mut self.slab, victim);
-                continue;
-            }
-            let node = self.slab.get(victim);
-            evicted.push(Evicted {
-                key: node.key,
-                size: node.size,
-            });
-            self.map.remove(node.key);
-            self.slab.release(victim);
-        }
-    }
-
-    /// Admits the object of a request that missed, unless it is larger than the cache.
-    #[inline]
-    fn insert(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        let size = u64::from(request.size);
-        if size > self.capacity {
-            return;
-        }
-        self.make_room(size, evicted);
-        let index = self.slab.alloc(request.key, request.size, ());
-        // Slots are handed out in order, so a new slot is always the next counter.
-        match self.counters.get_mut(index as usize) {
-            Some(counter) => *counter = self.init_freq,
-            None => self.counters.push(self.init_freq),
-        }
-        self.queue.push_front(&mut self.slab, index);
-        self.map.insert(request.key, index);
-    }
-
-    #[inline]
-    fn touch(&mut self, index: u32) {
-        let counter = &mut self.counters[index as usize];
-        if *counter < self.max_freq {
-            *counter += 1;
-        }
-    }
 }
 
 impl EvictionPolicy for Clock {
@@ -121,76 +68,69 @@ impl EvictionPolicy for Clock {
     }
 
     fn used_bytes(&self) -> u64 {
-        self.queue.bytes
+        self.queue.bytes()
     }
 
     fn len(&self) -> usize {
-        self.queue.len
+        self.queue.len()
     }
 
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        match self.map.get(request.key) {
+        match self.queue.find(request.key) {
             Some(index) => {
-                self.touch(index);
+                let counter = &mut self.counters[index as usize];
+                if *counter < self.max_freq {
+                    *counter += 1;
+                }
                 true
             }
             None => false,
         }
     }
 
+    /// Evicts until the object fits, giving referenced objects another round at the front.
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        if self.map.get(request.key).is_none() {
-            self.insert(request, evicted);
+        let size = u64::from(request.size);
+        if size > self.capacity || self.queue.find(request.key).is_some() {
+            return;
         }
-    }
-
-    #[inline]
-    fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
-        if self.lookup(request) {
-            return true;
+        while self.queue.bytes() + size > self.capacity {
+            let victim = self.queue.tail();
+            let counter = &mut self.counters[victim as usize];
+            if *counter > 0 {
+                *counter -= 1;
+                self.queue.move_to_front(victim);
+            } else {
+                evicted.push(self.queue.evict(victim));
+            }
         }
-        self.insert(request, evicted);
-        false
+        let index = self.queue.insert_front(request.key, request.size);
+        store_at(&mut self.counters, index, self.init_freq);
     }
 
     fn remove(&mut self, key: u64) -> bool {
-        match self.map.remove(key) {
-            Some(index) => {
-                self.queue.unlink(&mut self.slab, index);
-                self.slab.release(index);
-                true
-            }
-            None => false,
-        }
+        self.queue.remove(key).is_some()
     }
 
     #[inline]
     fn prefetch_slot(&self, key: u64) {
-        self.map.prefetch(key);
+        self.queue.prefetch_slot(key);
     }
 
     /// A hit touches only the counter.
     #[inline]
     fn prefetch_node(&self, key: u64) {
-        if let Some(index) = self.map.get(key) {
+        if let Some(index) = self.queue.find(key) {
             prefetch_read(&self.counters[index as usize]);
         }
     }
 
-    /// The hand's next stop is the tail: load its newer neighbour (the stop after) and the
-    /// tail's table slot in case it is evicted.
+    /// The hand's next stop is the tail.
     #[inline]
     fn prefetch_victims(&self) {
-        let tail = self.queue.tail;
-        if tail != NIL {
-            self.map.prefetch(self.slab.get(tail).key);
-            let newer = self.slab.prev(tail);
-            if newer != NIL {
-                prefetch_read(self.slab.get(newer));
-            }
-        }
+        self.queue.prefetch_eviction(self.queue.tail());
     }
 }
 

@@ -4,17 +4,13 @@
 use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy};
-use crate::util::key_table::KeyTable;
-use crate::util::prefetch::prefetch_read;
-use crate::util::{List, Slab, NIL};
+use crate::util::keyed_queue::KeyedQueue;
 
 /// FIFO over a byte capacity.
 pub struct Fifo {
     capacity: u64,
-    map: KeyTable,
-    slab: Slab<()>,
     /// Front: most recently inserted.
-    queue: List,
+    queue: KeyedQueue,
 }
 
 impl Fifo {
@@ -22,40 +18,8 @@ impl Fifo {
     pub fn new(capacity: u64) -> Fifo {
         Fifo {
             capacity,
-            map: KeyTable::default(),
-            slab: Slab::default(),
-            queue: List::default(),
+            queue: KeyedQueue::default(),
         }
-    }
-
-    /// Evicts from the back until `size` more bytes fit.
-    #[inline]
-    fn make_room(&mut self, size: u64, evicted: &mut Vec<Evicted>) {
-        while self.queue.bytes + size > self.capacity {
-            let Some(victim) = self.queue.pop_back(&mut self.slab) else {
-                break;
-            };
-            let node = self.slab.get(victim);
-            evicted.push(Evicted {
-                key: node.key,
-                size: node.size,
-            });
-            self.map.remove(node.key);
-            self.slab.release(victim);
-        }
-    }
-
-    /// Admits the object of a request that missed, unless it is larger than the cache.
-    #[inline]
-    fn insert(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        let size = u64::from(request.size);
-        if size > self.capacity {
-            return;
-        }
-        self.make_room(size, evicted);
-        let index = self.slab.alloc(request.key, request.size, ());
-        self.queue.push_front(&mut self.slab, index);
-        self.map.insert(request.key, index);
     }
 }
 
@@ -69,65 +33,43 @@ impl EvictionPolicy for Fifo {
     }
 
     fn used_bytes(&self) -> u64 {
-        self.queue.bytes
+        self.queue.bytes()
     }
 
     fn len(&self) -> usize {
-        self.queue.len
+        self.queue.len()
     }
 
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        self.map.get(request.key).is_some()
+        self.queue.find(request.key).is_some()
     }
 
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        if self.map.get(request.key).is_none() {
-            self.insert(request, evicted);
+        let size = u64::from(request.size);
+        if size > self.capacity || self.queue.find(request.key).is_some() {
+            return;
         }
-    }
-
-    #[inline]
-    fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
-        if self.lookup(request) {
-            return true;
+        while self.queue.bytes() + size > self.capacity {
+            evicted.push(self.queue.evict(self.queue.tail()));
         }
-        self.insert(request, evicted);
-        false
+        self.queue.insert_front(request.key, request.size);
     }
 
     fn remove(&mut self, key: u64) -> bool {
-        match self.map.remove(key) {
-            Some(index) => {
-                self.queue.unlink(&mut self.slab, index);
-                self.slab.release(index);
-                true
-            }
-            None => false,
-        }
+        self.queue.remove(key).is_some()
     }
 
     #[inline]
     fn prefetch_slot(&self, key: u64) {
-        self.map.prefetch(key);
+        self.queue.prefetch_slot(key);
     }
 
-    /// A hit touches nothing beyond the table slot.
-    #[inline]
-    fn prefetch_node(&self, _key: u64) {}
-
-    /// The next victim is the tail: load its newer neighbour (the next tail) and its slot.
+    /// The tail is the next victim (a hit touches nothing beyond the table slot).
     #[inline]
     fn prefetch_victims(&self) {
-        let tail = self.queue.tail;
-        if tail != NIL {
-            self.map.prefetch(self.slab.get(tail).key);
-            let newer = self.slab.prev(tail);
-            if newer != NIL {
-                prefetch_read(self.slab.get(newer));
-            }
-        }
+        self.queue.prefetch_eviction(self.queue.tail());
     }
 }
 

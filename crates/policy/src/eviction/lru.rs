@@ -4,17 +4,13 @@
 use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy};
-use crate::util::key_table::KeyTable;
-use crate::util::prefetch::prefetch_read;
-use crate::util::{List, Slab, NIL};
+use crate::util::keyed_queue::KeyedQueue;
 
 /// LRU over a byte capacity.
 pub struct Lru {
     capacity: u64,
-    map: KeyTable,
-    slab: Slab<()>,
     /// Front: most recently used.
-    queue: List,
+    queue: KeyedQueue,
 }
 
 impl Lru {
@@ -22,9 +18,7 @@ impl Lru {
     pub fn new(capacity: u64) -> Lru {
         Lru {
             capacity,
-            map: KeyTable::default(),
-            slab: Slab::default(),
-            queue: List::default(),
+            queue: KeyedQueue::default(),
         }
     }
 }
@@ -39,18 +33,18 @@ impl EvictionPolicy for Lru {
     }
 
     fn used_bytes(&self) -> u64 {
-        self.queue.bytes
+        self.queue.bytes()
     }
 
     fn len(&self) -> usize {
-        self.queue.len
+        self.queue.len()
     }
 
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        match self.map.get(request.key) {
+        match self.queue.find(request.key) {
             Some(index) => {
-                self.queue.move_to_front(&mut self.slab, index);
+                self.queue.move_to_front(index);
                 true
             }
             None => false,
@@ -60,63 +54,33 @@ impl EvictionPolicy for Lru {
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
         let size = u64::from(request.size);
-        if size > self.capacity {
+        if size > self.capacity || self.queue.find(request.key).is_some() {
             return;
         }
-        while self.queue.bytes + size > self.capacity {
-            let victim = self
-                .queue
-                .pop_back(&mut self.slab)
-                .expect("non-empty while over capacity");
-            let node = self.slab.get(victim);
-            evicted.push(Evicted {
-                key: node.key,
-                size: node.size,
-            });
-            self.map.remove(node.key);
-            self.slab.release(victim);
+        while self.queue.bytes() + size > self.capacity {
+            evicted.push(self.queue.evict(self.queue.tail()));
         }
-        let index = self.slab.alloc(request.key, request.size, ());
-        self.queue.push_front(&mut self.slab, index);
-        self.map.insert(request.key, index);
+        self.queue.insert_front(request.key, request.size);
     }
 
     fn remove(&mut self, key: u64) -> bool {
-        match self.map.remove(key) {
-            Some(index) => {
-                self.queue.unlink(&mut self.slab, index);
-                self.slab.release(index);
-                true
-            }
-            None => false,
-        }
+        self.queue.remove(key).is_some()
     }
 
     #[inline]
     fn prefetch_slot(&self, key: u64) {
-        self.map.prefetch(key);
+        self.queue.prefetch_slot(key);
     }
 
     #[inline]
     fn prefetch_node(&self, key: u64) {
-        if let Some(index) = self.map.get(key) {
-            prefetch_read(self.slab.get(index));
-        }
+        self.queue.prefetch_node(key);
     }
 
-    /// The tail is the next victim; its neighbour becomes the tail, and the victim's table
-    /// slot is cleared.
+    /// The tail is the next victim.
     #[inline]
     fn prefetch_victims(&self) {
-        let tail = self.queue.tail;
-        if tail != NIL {
-            let node = self.slab.get(tail);
-            self.map.prefetch(node.key);
-            let before = self.slab.prev(tail);
-            if before != NIL {
-                prefetch_read(self.slab.get(before));
-            }
-        }
+        self.queue.prefetch_eviction(self.queue.tail());
     }
 }
 

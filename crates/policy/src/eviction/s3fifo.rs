@@ -29,7 +29,7 @@ use super::{Evicted, EvictionPolicy};
 use crate::registry::PolicyError;
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
-use crate::util::{List, Slab, NIL};
+use crate::util::{store_at, List, Slab, NIL};
 
 /// Which queue a node is linked into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,11 +225,7 @@ impl S3Fifo {
         };
         let index = self.slab.alloc(request.key, request.size, ());
         let meta = Meta { queue, freq: 0 };
-        // Slots are handed out in order, so a new slot is always the next entry.
-        match self.meta.get_mut(index as usize) {
-            Some(slot) => *slot = meta,
-            None => self.meta.push(meta),
-        }
+        store_at(&mut self.meta, index, meta);
         let list = match queue {
             Queue::Main => &mut self.main,
             _ => &mut self.small,

@@ -8,20 +8,18 @@
 use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy};
-use crate::util::key_table::KeyTable;
+use crate::util::keyed_queue::KeyedQueue;
 use crate::util::prefetch::prefetch_read;
-use crate::util::{List, Slab, NIL};
+use crate::util::{store_at, NIL};
 
 /// SIEVE over a byte capacity.
 pub struct Sieve {
     capacity: u64,
-    map: KeyTable,
-    slab: Slab<()>,
-    /// Per slab slot: visited since the hand last passed. Kept apart from the nodes so that a
+    /// Front: most recently inserted.
+    queue: KeyedQueue,
+    /// Per queue slot: visited since the hand last passed. Kept apart from the nodes so that a
     /// hit writes to this small dense array instead of pulling its node into cache.
     visited: Vec<bool>,
-    /// Front: most recently inserted.
-    queue: List,
     /// Next object the hand examines, or [`NIL`] to start again from the tail.
     hand: u32,
 }
@@ -31,58 +29,20 @@ impl Sieve {
     pub fn new(capacity: u64) -> Sieve {
         Sieve {
             capacity,
-            map: KeyTable::default(),
-            slab: Slab::default(),
+            queue: KeyedQueue::default(),
             visited: Vec::new(),
-            queue: List::default(),
             hand: NIL,
         }
     }
 
-    /// Evicts until `size` more bytes fit.
+    /// Where the hand starts its next sweep.
     #[inline]
-    fn make_room(&mut self, size: u64, evicted: &mut Vec<Evicted>) {
-        while self.queue.bytes + size > self.capacity && !self.queue.is_empty() {
-            let mut victim = if self.hand == NIL {
-                self.queue.tail
-            } else {
-                self.hand
-            };
-            while self.visited[victim as usize] {
-                self.visited[victim as usize] = false;
-                victim = match self.slab.prev(victim) {
-                    NIL => self.queue.tail,
-                    newer => newer,
-                };
-            }
-            self.hand = self.slab.prev(victim);
-            self.queue.unlink(&mut self.slab, victim);
-            let node = self.slab.get(victim);
-            evicted.push(Evicted {
-                key: node.key,
-                size: node.size,
-            });
-            self.map.remove(node.key);
-            self.slab.release(victim);
+    fn hand_or_tail(&self) -> u32 {
+        if self.hand == NIL {
+            self.queue.tail()
+        } else {
+            self.hand
         }
-    }
-
-    /// Admits the object of a request that missed, unless it is larger than the cache.
-    #[inline]
-    fn insert(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        let size = u64::from(request.size);
-        if size > self.capacity {
-            return;
-        }
-        self.make_room(size, evicted);
-        let index = self.slab.alloc(request.key, request.size, ());
-        // Slots are handed out in order, so a new slot is always the next bit.
-        match self.visited.get_mut(index as usize) {
-            Some(bit) => *bit = false,
-            None => self.visited.push(false),
-        }
-        self.queue.push_front(&mut self.slab, index);
-        self.map.insert(request.key, index);
     }
 }
 
@@ -96,16 +56,16 @@ impl EvictionPolicy for Sieve {
     }
 
     fn used_bytes(&self) -> u64 {
-        self.queue.bytes
+        self.queue.bytes()
     }
 
     fn len(&self) -> usize {
-        self.queue.len
+        self.queue.len()
     }
 
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        match self.map.get(request.key) {
+        match self.queue.find(request.key) {
             Some(index) => {
                 self.visited[index as usize] = true;
                 true
@@ -114,66 +74,58 @@ impl EvictionPolicy for Sieve {
         }
     }
 
+    /// Evicts until the object fits: the hand clears visited bits on its way from the tail
+    /// towards the head (wrapping) and evicts the first unvisited object.
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        if self.map.get(request.key).is_none() {
-            self.insert(request, evicted);
+        let size = u64::from(request.size);
+        if size > self.capacity || self.queue.find(request.key).is_some() {
+            return;
         }
-    }
-
-    #[inline]
-    fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
-        if self.lookup(request) {
-            return true;
+        while self.queue.bytes() + size > self.capacity {
+            let mut victim = self.hand_or_tail();
+            while self.visited[victim as usize] {
+                self.visited[victim as usize] = false;
+                victim = match self.queue.newer(victim) {
+                    NIL => self.queue.tail(),
+                    newer => newer,
+                };
+            }
+            self.hand = self.queue.newer(victim);
+            evicted.push(self.queue.evict(victim));
         }
-        self.insert(request, evicted);
-        false
+        let index = self.queue.insert_front(request.key, request.size);
+        store_at(&mut self.visited, index, false);
     }
 
     fn remove(&mut self, key: u64) -> bool {
-        match self.map.remove(key) {
-            Some(index) => {
-                if self.hand == index {
-                    self.hand = self.slab.prev(index);
-                }
-                self.queue.unlink(&mut self.slab, index);
-                self.slab.release(index);
-                true
-            }
-            None => false,
+        let Some(index) = self.queue.find(key) else {
+            return false;
+        };
+        if self.hand == index {
+            self.hand = self.queue.newer(index);
         }
+        self.queue.evict(index);
+        true
     }
 
     #[inline]
     fn prefetch_slot(&self, key: u64) {
-        self.map.prefetch(key);
+        self.queue.prefetch_slot(key);
     }
 
     /// A hit touches only the visited bit.
     #[inline]
     fn prefetch_node(&self, key: u64) {
-        if let Some(index) = self.map.get(key) {
+        if let Some(index) = self.queue.find(key) {
             prefetch_read(&self.visited[index as usize]);
         }
     }
 
-    /// The next victim is usually the object under the hand: load it, its newer neighbour
-    /// (the hand's next stop) and its table slot.
+    /// The next victim is usually the object under the hand.
     #[inline]
     fn prefetch_victims(&self) {
-        let hand = if self.hand == NIL {
-            self.queue.tail
-        } else {
-            self.hand
-        };
-        if hand != NIL {
-            let node = self.slab.get(hand);
-            self.map.prefetch(node.key);
-            let newer = self.slab.prev(hand);
-            if newer != NIL {
-                prefetch_read(self.slab.get(newer));
-            }
-        }
+        self.queue.prefetch_eviction(self.hand_or_tail());
     }
 }
 

@@ -2,9 +2,23 @@
 
 pub mod heap;
 pub mod key_table;
+pub mod keyed_queue;
 pub mod list;
 #[cfg(test)]
 pub(crate) mod model_check;
 pub mod prefetch;
 
 pub use list::{List, Slab, NIL};
+
+/// Writes `value` as the per-slot datum of slab slot `index`. Slabs hand out fresh slots in
+/// order, so a slot is either already covered or exactly the next one.
+#[inline]
+pub fn store_at<T>(values: &mut Vec<T>, index: u32, value: T) {
+    match values.get_mut(index as usize) {
+        Some(slot) => *slot = value,
+        None => {
+            debug_assert_eq!(values.len(), index as usize);
+            values.push(value);
+        }
+    }
+}

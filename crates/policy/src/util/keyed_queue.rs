@@ -1,0 +1,118 @@
+//! One queue of resident objects with the key table that finds them: the whole state of the
+//! single-queue policies (LRU, FIFO, CLOCK, SIEVE), which differ only in how a hit reorders
+//! the queue and which object the eviction scan picks.
+
+use super::key_table::KeyTable;
+use super::prefetch::prefetch_read;
+use super::{List, Slab, NIL};
+use crate::eviction::Evicted;
+
+/// Resident objects in one list (front: most recently inserted), found by key.
+#[derive(Clone, Debug, Default)]
+pub struct KeyedQueue {
+    map: KeyTable,
+    slab: Slab<()>,
+    list: List,
+}
+
+impl KeyedQueue {
+    /// The slot of `key`, if resident.
+    #[inline]
+    pub fn find(&self, key: u64) -> Option<u32> {
+        self.map.get(key)
+    }
+
+    /// Bytes of the resident objects.
+    #[inline]
+    pub fn bytes(&self) -> u64 {
+        self.list.bytes
+    }
+
+    /// Number of resident objects.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.list.len
+    }
+
+    /// True when nothing is resident.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The oldest end of the queue, or [`NIL`].
+    #[inline]
+    pub fn tail(&self) -> u32 {
+        self.list.tail
+    }
+
+    /// The object inserted right after `index` (towards the front), or [`NIL`].
+    #[inline]
+    pub fn newer(&self, index: u32) -> u32 {
+        self.slab.prev(index)
+    }
+
+    /// Inserts a new object at the front and returns its slot. Slots are reused, so a policy's
+    /// per-slot side array can be written with [`store_at`](super::store_at).
+    #[inline]
+    pub fn insert_front(&mut self, key: u64, size: u32) -> u32 {
+        let index = self.slab.alloc(key, size, ());
+        self.list.push_front(&mut self.slab, index);
+        self.map.insert(key, index);
+        index
+    }
+
+    /// Moves a resident object to the front.
+    #[inline]
+    pub fn move_to_front(&mut self, index: u32) {
+        self.list.move_to_front(&mut self.slab, index);
+    }
+
+    /// Drops the resident object at `index` and says what left.
+    #[inline]
+    pub fn evict(&mut self, index: u32) -> Evicted {
+        self.list.unlink(&mut self.slab, index);
+        let node = self.slab.get(index);
+        let gone = Evicted {
+            key: node.key,
+            size: node.size,
+        };
+        self.map.remove(gone.key);
+        self.slab.release(index);
+        gone
+    }
+
+    /// Drops `key` if resident and returns the slot it had.
+    pub fn remove(&mut self, key: u64) -> Option<u32> {
+        let index = self.map.get(key)?;
+        self.evict(index);
+        Some(index)
+    }
+
+    /// Starts loading the table slot of `key`.
+    #[inline]
+    pub fn prefetch_slot(&self, key: u64) {
+        self.map.prefetch(key);
+    }
+
+    /// Starts loading the node of `key`, if resident.
+    #[inline]
+    pub fn prefetch_node(&self, key: u64) {
+        if let Some(index) = self.map.get(key) {
+            prefetch_read(self.slab.get(index));
+        }
+    }
+
+    /// Starts loading what evicting `index` touches: its table slot and its newer neighbour,
+    /// which the eviction relinks (and a scan visits next).
+    #[inline]
+    pub fn prefetch_eviction(&self, index: u32) {
+        if index != NIL {
+            self.map.prefetch(self.slab.get(index).key);
+            let newer = self.slab.prev(index);
+            if newer != NIL {
+                prefetch_read(self.slab.get(newer));
+            }
+        }
+    }
+}
