@@ -47,14 +47,8 @@ impl EvictionPolicy for Fifo {
 
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        let size = u64::from(request.size);
-        if size > self.capacity || self.queue.find(request.key).is_some() {
-            return;
-        }
-        while self.queue.bytes() + size > self.capacity {
-            evicted.push(self.queue.evict(self.queue.tail()));
-        }
-        self.queue.insert_front(request.key, request.size);
+        self.queue
+            .admit_evicting_tail(request.key, request.size, self.capacity, evicted);
     }
 
     fn remove(&mut self, key: u64) -> bool {

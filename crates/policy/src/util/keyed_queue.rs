@@ -62,6 +62,26 @@ impl KeyedQueue {
         index
     }
 
+    /// Admits a missed object at the front, first evicting from the tail until it fits in
+    /// `capacity` bytes (LRU's and FIFO's admission); an object larger than the capacity, or
+    /// one already resident, is left alone.
+    #[inline]
+    pub fn admit_evicting_tail(
+        &mut self,
+        key: u64,
+        size: u32,
+        capacity: u64,
+        evicted: &mut Vec<Evicted>,
+    ) {
+        if u64::from(size) > capacity || self.find(key).is_some() {
+            return;
+        }
+        while self.bytes() + u64::from(size) > capacity {
+            evicted.push(self.evict(self.tail()));
+        }
+        self.insert_front(key, size);
+    }
+
     /// Moves a resident object to the front.
     #[inline]
     pub fn move_to_front(&mut self, index: u32) {
