@@ -15,7 +15,8 @@ use crate::size::parse_bytes;
 pub struct TraceArgs {
     /// Trace file (gz, bz2, xz and zst are decompressed transparently).
     pub path: PathBuf,
-    /// Trace format; detected from the name and content when not given.
+    /// Trace format (oracleGeneral, native, vscsi, csv, txt, msr, tencent, systor, twitter,
+    /// meta-kv, meta-block, arc, lirs); detected from the name and content when not given.
     #[arg(long = "trace-format")]
     pub trace_format: Option<String>,
     /// Cache-line size that block requests are split into.

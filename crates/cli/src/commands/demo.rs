@@ -30,6 +30,7 @@ pub struct DemoArgs {
     /// The workload to run instead of the built-in one (see `trace generate`).
     #[arg(long, default_value = DEMO_WORKLOAD)]
     pub workload: String,
+    /// How to print the results: a table for people, CSV or JSON for programs.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
 }

@@ -44,6 +44,7 @@ pub struct MrcArgs {
     /// Absolute cache sizes to include on the curve, comma-separated (e.g. 64mb,1gb).
     #[arg(long)]
     pub size: Option<String>,
+    /// How to print the results: a table for people, CSV or JSON for programs.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
 }
