@@ -30,14 +30,6 @@ pub struct SimCounters {
 }
 
 impl SimCounters {
-    /// Adds another run's counts (a later part of the same trace).
-    pub fn add(&mut self, other: &SimCounters) {
-        self.requests += other.requests;
-        self.misses += other.misses;
-        self.bytes += other.bytes;
-        self.miss_bytes += other.miss_bytes;
-    }
-
     /// Fraction of requests that missed (0 for an empty run).
     pub fn miss_ratio(&self) -> f64 {
         ratio(self.misses, self.requests)
