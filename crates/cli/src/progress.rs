@@ -8,13 +8,13 @@ pub fn requests_bar(total: Option<u64>, message: &str) -> ProgressBar {
     let bar = match total {
         Some(total) => ProgressBar::new(total).with_style(
             ProgressStyle::with_template(
-                "{msg} [{bar:40}] {human_pos}/{human_len} requests ({per_sec}, eta {eta})",
+                "{msg} [{bar:40}] {human_pos}/{human_len} requests ({elapsed}, eta {eta})",
             )
             .expect("valid template")
             .progress_chars("=> "),
         ),
         None => ProgressBar::new_spinner().with_style(
-            ProgressStyle::with_template("{spinner} {msg} {human_pos} requests ({per_sec})")
+            ProgressStyle::with_template("{spinner} {msg} {human_pos} requests ({elapsed})")
                 .expect("valid template"),
         ),
     };
