@@ -5,8 +5,47 @@
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use super::open_source;
-use crate::{Location, TraceError};
+use super::{open_source, TraceReader};
+use crate::{Location, Request, TraceError};
+
+/// A fixed-size record format whose every record is one request.
+pub trait RequestRecord {
+    /// Decodes one record; the slice holds exactly one record.
+    fn decode(record: &[u8]) -> Request;
+}
+
+/// Streams a binary trace of [`RequestRecord`]s `R` (oracleGeneral, native), decoding a
+/// buffer at a time.
+pub struct RequestRecords<R> {
+    stream: RecordStream,
+    /// Holds the one request of [`TraceReader::next_request`] without allocating per call.
+    single: Vec<Request>,
+    format: std::marker::PhantomData<R>,
+}
+
+impl<R: RequestRecord> RequestRecords<R> {
+    /// Reads the records of `stream` (positioned after any header).
+    pub(crate) fn new(stream: RecordStream) -> RequestRecords<R> {
+        RequestRecords {
+            stream,
+            single: Vec::with_capacity(1),
+            format: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<R: RequestRecord + Send> TraceReader for RequestRecords<R> {
+    fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
+        self.single.clear();
+        self.stream.decode_batch(&mut self.single, 1, R::decode)?;
+        Ok(self.single.pop())
+    }
+
+    fn read_batch(&mut self, batch: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
+        batch.clear();
+        self.stream.decode_batch(batch, max, R::decode)
+    }
+}
 
 /// Streams the fixed-size records of a (possibly compressed) binary trace.
 pub(crate) struct RecordStream {

@@ -23,8 +23,7 @@
 
 use std::path::Path;
 
-use super::binary::RecordStream;
-use super::TraceReader;
+use super::binary::{RecordStream, RequestRecord, RequestRecords};
 use crate::request::{NEXT_ACCESS_NEVER, NEXT_ACCESS_UNKNOWN};
 use crate::{Location, Op, Request, TraceError};
 
@@ -72,51 +71,53 @@ pub fn encode_native_record(request: &Request) -> Option<[u8; NATIVE_RECORD_BYTE
     Some(record)
 }
 
-/// Decodes one record; the slice holds exactly [`NATIVE_RECORD_BYTES`].
-#[inline(always)]
-fn decode(record: &[u8]) -> Request {
-    // One length check up front lets every field below compile to a plain load.
-    let record: &[u8; NATIVE_RECORD_BYTES] = record.try_into().expect("callers pass whole records");
-    let word = |at: usize| {
-        u64::from_le_bytes([
-            record[at],
-            record[at + 1],
-            record[at + 2],
-            record[at + 3],
-            record[at + 4],
-            record[at + 5],
-            record[at + 6],
-            record[at + 7],
-        ])
-    };
-    let size_and_tenant = word(16);
-    let packed = word(24);
-    let next_access = match packed & NEXT_ACCESS_MASK {
-        NEXT_NEVER_CODE => NEXT_ACCESS_NEVER,
-        NEXT_UNKNOWN_CODE => NEXT_ACCESS_UNKNOWN,
-        index => index as i64,
-    };
-    let op_code = (packed >> NEXT_ACCESS_BITS) as usize;
-    Request {
-        time_ns: word(0),
-        key: word(8),
-        size: size_and_tenant as u32,
-        tenant: (size_and_tenant >> 32) as u32,
-        op: if op_code < Op::ALL.len() {
-            Op::ALL[op_code]
-        } else {
-            Op::Other
-        },
-        next_access,
+/// One native record.
+pub struct NativeRecord;
+
+impl RequestRecord for NativeRecord {
+    /// Decodes one record; the slice holds exactly [`NATIVE_RECORD_BYTES`].
+    #[inline(always)]
+    fn decode(record: &[u8]) -> Request {
+        // One length check up front lets every field below compile to a plain load.
+        let record: &[u8; NATIVE_RECORD_BYTES] =
+            record.try_into().expect("callers pass whole records");
+        let word = |at: usize| {
+            u64::from_le_bytes([
+                record[at],
+                record[at + 1],
+                record[at + 2],
+                record[at + 3],
+                record[at + 4],
+                record[at + 5],
+                record[at + 6],
+                record[at + 7],
+            ])
+        };
+        let size_and_tenant = word(16);
+        let packed = word(24);
+        let next_access = match packed & NEXT_ACCESS_MASK {
+            NEXT_NEVER_CODE => NEXT_ACCESS_NEVER,
+            NEXT_UNKNOWN_CODE => NEXT_ACCESS_UNKNOWN,
+            index => index as i64,
+        };
+        let op_code = (packed >> NEXT_ACCESS_BITS) as usize;
+        Request {
+            time_ns: word(0),
+            key: word(8),
+            size: size_and_tenant as u32,
+            tenant: (size_and_tenant >> 32) as u32,
+            op: if op_code < Op::ALL.len() {
+                Op::ALL[op_code]
+            } else {
+                Op::Other
+            },
+            next_access,
+        }
     }
 }
 
 /// Streams a native trace.
-pub struct NativeReader {
-    stream: RecordStream,
-    /// Holds the one request of [`TraceReader::next_request`] without allocating per call.
-    single: Vec<Request>,
-}
+pub type NativeReader = RequestRecords<NativeRecord>;
 
 impl NativeReader {
     /// Opens `path` (optionally compressed) and checks its header.
@@ -125,10 +126,7 @@ impl NativeReader {
         let mut header = [0; NATIVE_HEADER_BYTES];
         stream.read_header(&mut header, "native trace header")?;
         check_header(path, &header)?;
-        Ok(NativeReader {
-            stream,
-            single: Vec::with_capacity(1),
-        })
+        Ok(RequestRecords::new(stream))
     }
 }
 
@@ -164,19 +162,6 @@ fn check_header(path: &Path, header: &[u8; NATIVE_HEADER_BYTES]) -> Result<(), T
     Ok(())
 }
 
-impl TraceReader for NativeReader {
-    fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
-        self.single.clear();
-        self.stream.decode_batch(&mut self.single, 1, decode)?;
-        Ok(self.single.pop())
-    }
-
-    fn read_batch(&mut self, batch: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
-        batch.clear();
-        self.stream.decode_batch(batch, max, decode)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,7 +184,7 @@ mod tests {
                 next_access,
             };
             let record = encode_native_record(&request).unwrap();
-            assert_eq!(decode(&record), request);
+            assert_eq!(NativeRecord::decode(&record), request);
         }
     }
 
@@ -221,6 +206,6 @@ mod tests {
     fn unknown_op_codes_read_as_other() {
         let mut record = encode_native_record(&Request::default()).unwrap();
         record[31] = 200;
-        assert_eq!(decode(&record).op, Op::Other);
+        assert_eq!(NativeRecord::decode(&record).op, Op::Other);
     }
 }

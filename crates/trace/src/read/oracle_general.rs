@@ -9,73 +9,61 @@
 
 use std::path::Path;
 
-use super::binary::RecordStream;
-use super::TraceReader;
+use super::binary::{RecordStream, RequestRecord, RequestRecords};
 use crate::request::NEXT_ACCESS_NEVER;
 use crate::{Op, Request, TraceError};
 
 /// Bytes per oracleGeneral record.
 pub const RECORD_BYTES: usize = 24;
 
+/// One oracleGeneral record.
+pub struct OracleGeneralRecord;
+
 /// Streams an oracleGeneral trace.
-pub struct OracleGeneralReader {
-    stream: RecordStream,
-    /// Holds the one request of [`TraceReader::next_request`] without allocating per call.
-    single: Vec<Request>,
-}
+pub type OracleGeneralReader = RequestRecords<OracleGeneralRecord>;
 
 impl OracleGeneralReader {
     /// Opens `path` (optionally compressed).
     pub fn open(path: &Path) -> Result<OracleGeneralReader, TraceError> {
-        Ok(OracleGeneralReader {
-            stream: RecordStream::open(path, RECORD_BYTES, "oracleGeneral")?,
-            single: Vec::with_capacity(1),
-        })
+        Ok(RequestRecords::new(RecordStream::open(
+            path,
+            RECORD_BYTES,
+            "oracleGeneral",
+        )?))
     }
 }
 
-/// Decodes one record; the slice holds exactly [`RECORD_BYTES`].
-#[inline(always)]
-fn decode(record: &[u8]) -> Request {
-    let record: &[u8; RECORD_BYTES] = record.try_into().expect("callers pass whole records");
-    let [t0, t1, t2, t3, k0, k1, k2, k3, k4, k5, k6, k7, s0, s1, s2, s3, n0, n1, n2, n3, n4, n5, n6, n7] =
-        *record;
-    let time_s = u32::from_le_bytes([t0, t1, t2, t3]);
-    let key = u64::from_le_bytes([k0, k1, k2, k3, k4, k5, k6, k7]);
-    let size = u32::from_le_bytes([s0, s1, s2, s3]);
-    let next_vtime = i64::from_le_bytes([n0, n1, n2, n3, n4, n5, n6, n7]);
-    Request {
-        time_ns: u64::from(time_s) * 1_000_000_000,
-        key,
-        size,
-        tenant: 0,
-        op: Op::Unknown,
-        // 0 cannot be a 1-based next access; like a negative value it means none is known.
-        next_access: if next_vtime <= 0 {
-            NEXT_ACCESS_NEVER
-        } else {
-            next_vtime - 1
-        },
-    }
-}
-
-impl TraceReader for OracleGeneralReader {
-    fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
-        self.single.clear();
-        self.stream.decode_batch(&mut self.single, 1, decode)?;
-        Ok(self.single.pop())
-    }
-
-    fn read_batch(&mut self, batch: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
-        batch.clear();
-        self.stream.decode_batch(batch, max, decode)
+impl RequestRecord for OracleGeneralRecord {
+    /// Decodes one record; the slice holds exactly [`RECORD_BYTES`].
+    #[inline(always)]
+    fn decode(record: &[u8]) -> Request {
+        let record: &[u8; RECORD_BYTES] = record.try_into().expect("callers pass whole records");
+        let [t0, t1, t2, t3, k0, k1, k2, k3, k4, k5, k6, k7, s0, s1, s2, s3, n0, n1, n2, n3, n4, n5, n6, n7] =
+            *record;
+        let time_s = u32::from_le_bytes([t0, t1, t2, t3]);
+        let key = u64::from_le_bytes([k0, k1, k2, k3, k4, k5, k6, k7]);
+        let size = u32::from_le_bytes([s0, s1, s2, s3]);
+        let next_vtime = i64::from_le_bytes([n0, n1, n2, n3, n4, n5, n6, n7]);
+        Request {
+            time_ns: u64::from(time_s) * 1_000_000_000,
+            key,
+            size,
+            tenant: 0,
+            op: Op::Unknown,
+            // 0 cannot be a 1-based next access; like a negative value it means none is known.
+            next_access: if next_vtime <= 0 {
+                NEXT_ACCESS_NEVER
+            } else {
+                next_vtime - 1
+            },
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Location;
+    use crate::{Location, TraceReader};
     use std::io::Write;
 
     fn record(time: u32, key: u64, size: u32, next: i64) -> Vec<u8> {
