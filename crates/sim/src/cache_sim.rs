@@ -7,14 +7,13 @@ use std::sync::Mutex;
 
 use heterarchy_policy::{create, EvictionPolicy, SimCounters};
 use heterarchy_trace::generate::{generator, WorkloadSpec};
+use heterarchy_trace::read::for_each_batch;
 use heterarchy_trace::request::NEXT_ACCESS_UNKNOWN;
 use heterarchy_trace::write::annotate_next_access;
 use heterarchy_trace::{open, ReaderOptions, Request, TraceError, TraceReader};
 use serde::Serialize;
 
-/// Requests decoded per call into a policy: large enough to amortise the dynamic call, small
-/// enough to stay in L1/L2.
-pub const BATCH: usize = 4096;
+pub use heterarchy_trace::read::BATCH;
 
 /// One simulation to run.
 #[derive(Clone, Debug, PartialEq)]
@@ -130,24 +129,20 @@ pub fn working_set(
     source: &dyn TraceSource,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<WorkingSet, TraceError> {
-    let mut reader = source.open()?;
     let mut seen = rustc_hash::FxHashSet::default();
-    let mut batch = Vec::with_capacity(BATCH);
     let mut working_set = WorkingSet::default();
-    loop {
-        reader.read_batch(&mut batch, BATCH)?;
-        if batch.is_empty() {
-            return Ok(working_set);
-        }
+    for_each_batch(source.open()?.as_mut(), |batch| {
         working_set.requests += batch.len() as u64;
-        for request in &batch {
+        for request in batch.iter() {
             if seen.insert(request.key) {
                 working_set.objects += 1;
                 working_set.bytes += u64::from(request.size);
             }
         }
         progress(batch.len() as u64);
-    }
+        Ok::<(), TraceError>(())
+    })?;
+    Ok(working_set)
 }
 
 /// Runs one job on the trace, streaming it. `progress` is called with the number of requests

@@ -11,10 +11,8 @@ use std::fmt::Write as _;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
+use crate::read::for_each_batch;
 use crate::{Op, TraceError, TraceReader};
-
-/// Requests read per batch.
-const BATCH: usize = 4096;
 
 /// Buckets of a [`Log2Histogram`] while counting: one for zero and one per bit of a u64.
 const BUCKETS: usize = 65;
@@ -169,13 +167,8 @@ pub fn trace_stats_with_progress(
     let mut requested_bytes = 0u64;
     let (mut start_time_ns, mut end_time_ns) = (u64::MAX, 0u64);
     let mut index = 0u64;
-    let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        reader.read_batch(&mut batch, BATCH)?;
-        if batch.is_empty() {
-            break;
-        }
-        for request in &batch {
+    for_each_batch(reader, |batch| {
+        for request in batch.iter() {
             op_counts[request.op as usize] += 1;
             requested_bytes += u64::from(request.size);
             start_time_ns = start_time_ns.min(request.time_ns);
@@ -200,7 +193,8 @@ pub fn trace_stats_with_progress(
             index += 1;
         }
         progress(batch.len() as u64);
-    }
+        Ok::<(), TraceError>(())
+    })?;
 
     let mut sizes: Vec<u32> = keys.values().map(|state| state.last_size).collect();
     let one_hit_wonders = keys.values().filter(|state| !state.seen_again).count() as u64;

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use heterarchy_sim::cache_sim::{GeneratedTrace, TraceSource, BATCH};
+use heterarchy_sim::cache_sim::{GeneratedTrace, TraceSource};
 use heterarchy_trace::generate::WorkloadSpec;
+use heterarchy_trace::read::for_each_batch;
 use heterarchy_trace::stats::trace_stats_with_progress;
 use heterarchy_trace::write::{create_writer, WRITABLE_FORMATS};
 use heterarchy_trace::TraceFormat;
@@ -105,19 +106,15 @@ fn copy(source: &dyn TraceSource, output: &Path, format_name: &str) -> Result<()
     let mut writer = create_writer(output, format)
         .with_context(|| format!("cannot create {}", output.display()))?;
     let bar = requests_bar(None, "converting");
-    let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        reader.read_batch(&mut batch, BATCH)?;
-        if batch.is_empty() {
-            break;
-        }
-        for request in &batch {
+    for_each_batch(reader.as_mut(), |batch| {
+        for request in batch.iter() {
             writer
                 .write(request)
                 .with_context(|| format!("cannot write {}", output.display()))?;
         }
         bar.inc(batch.len() as u64);
-    }
+        anyhow::Ok(())
+    })?;
     writer
         .finish()
         .with_context(|| format!("cannot write {}", output.display()))?;

@@ -56,6 +56,25 @@ pub trait TraceReader: Send {
     }
 }
 
+/// Requests per batch in the loops that stream a whole trace: large enough to amortise a
+/// dynamic call per batch, small enough to stay in L1/L2.
+pub const BATCH: usize = 4096;
+
+/// Streams the whole trace through `each`, one batch of up to [`BATCH`] requests at a time.
+pub fn for_each_batch<E: From<TraceError>>(
+    reader: &mut dyn TraceReader,
+    mut each: impl FnMut(&mut [Request]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        reader.read_batch(&mut batch, BATCH)?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        each(&mut batch)?;
+    }
+}
+
 /// The trace formats heterarchy reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TraceFormat {
