@@ -27,6 +27,13 @@ enum Command {
     Trace(commands::trace::TraceCommand),
     /// Simulate a built-in workload, print a comparison and write report.html.
     Demo(commands::demo::DemoArgs),
+    /// Device models: list the presets, probe what a device does at each queue depth.
+    #[command(subcommand)]
+    Device(commands::device::DeviceCommand),
+    /// The analytic caching-vs-splitting model of seed 000 §4.2.1 (Eqs 4.1–4.9).
+    Model(commands::model::ModelArgs),
+    /// Timed simulation of a multi-tier hierarchy on device models.
+    Simulate(commands::simulate::SimulateArgs),
 }
 
 fn main() {
@@ -36,6 +43,9 @@ fn main() {
         Command::Mrc(args) => commands::mrc::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::Trace(command) => commands::trace::run(command),
+        Command::Device(command) => commands::device::run(command),
+        Command::Model(args) => commands::model::run(args),
+        Command::Simulate(args) => commands::simulate::run(args),
     };
     if let Err(error) = outcome {
         // One line: the whole cause chain, joined.

@@ -2,3 +2,4 @@
 
 pub mod cache_sim;
 pub mod mrc;
+pub mod analytic;

@@ -1,6 +1,9 @@
 //! One module per subcommand.
 
 pub mod demo;
+pub mod device;
+pub mod model;
 pub mod mrc;
 pub mod sim;
+pub mod simulate;
 pub mod trace;

@@ -1,0 +1,65 @@
+//! The small trait between the engine and its executors.
+
+use heterarchy_trace::Request;
+
+use crate::plan::Plan;
+
+/// What a controller decided for one request, besides its plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// The cache tier that held the request's line or object (a hit), or `None` (a miss: only
+    /// the backing store had it).
+    pub hit_tier: Option<u8>,
+}
+
+/// Counters a controller keeps over its life; executors difference them to measure intervals.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControllerStats {
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Requests whose line was in some cache tier.
+    pub hits: u64,
+    /// Hits per cache tier (index 0 is the top tier).
+    pub hits_per_tier: Vec<u64>,
+    /// Lines installed into each cache tier (misses admitted, promotions, demotions).
+    pub installs_per_tier: Vec<u64>,
+    /// Lines evicted from each cache tier.
+    pub evictions_per_tier: Vec<u64>,
+    /// Dirty lines written back to the tier below (by eviction or by the cleaner).
+    pub writebacks: u64,
+    /// Dirty lines right now, over all cache tiers.
+    pub dirty_lines: u64,
+}
+
+impl ControllerStats {
+    /// Fraction of requests that hit (0 for none).
+    pub fn hit_ratio(&self) -> f64 {
+        if self.requests == 0 {
+            0.0
+        } else {
+            self.hits as f64 / self.requests as f64
+        }
+    }
+}
+
+/// A hierarchy's decision maker: caching with Open CAS modes, static splitting, and later NHC.
+///
+/// Devices are numbered from the top: 0 .. `device_count() - 1`, the last being the backing
+/// store. Controllers keep no clock of their own; the executor passes virtual or real time.
+pub trait Controller: Send {
+    /// Number of devices, cache tiers and backing store.
+    fn device_count(&self) -> usize;
+
+    /// Decides how to serve `request` arriving at `now_ns`, writing the device operations into
+    /// `plan` (which the caller has cleared). Cache metadata changes at once, at decision time.
+    fn plan(&mut self, request: &Request, now_ns: u64, plan: &mut Plan) -> Decision;
+
+    /// Background work (cleaning dirty lines) due at `now_ns`, written into `plan`; returns when
+    /// to call again (`None`: not until the next request). Executors call it at the time it
+    /// asked for, or after requests when it asked for nothing.
+    fn background(&mut self, now_ns: u64, plan: &mut Plan) -> Option<u64>;
+
+    /// Counters since creation.
+    fn stats(&self) -> &ControllerStats;
+}

@@ -1,0 +1,11 @@
+//! The engine decides; an executor does (DESIGN.md, "One policy code, two executors").
+//!
+//! A [`Controller`] turns each request into a [`Plan`] of device operations. The timed simulator
+//! completes the plan on device models and a virtual clock; the live servers complete it on real
+//! storage.
+
+pub mod controller;
+pub mod plan;
+
+pub use controller::{Controller, ControllerStats, Decision};
+pub use plan::{DeviceOp, IoKind, Plan};

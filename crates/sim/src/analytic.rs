@@ -1,0 +1,1 @@
+//! The analytic caching-vs-splitting model (being built for issue 3).
