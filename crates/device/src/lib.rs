@@ -4,3 +4,12 @@
 //! discrete-event simulator runs it on a virtual clock, and the live emulated-PM throttle will run
 //! it on the real one. Devices are described by [`DeviceSpec`]s, loaded from TOML; the presets of
 //! the seed papers' devices are embedded ([`presets`]).
+
+pub mod model;
+pub mod presets;
+pub mod probe;
+pub mod spec;
+
+pub use model::{DeviceModel, IoKind};
+pub use probe::{run_probe, BackgroundLoad, Probe, ProbeResult};
+pub use spec::{DeviceError, DeviceKind, DeviceSpec, DirectionSpec, GcSpec};

@@ -1,11 +1,6 @@
 //! Device-operation plans: what a cache decision asks the devices to do, in order.
 
-/// Direction of one device operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum IoKind {
-    Read,
-    Write,
-}
+pub use heterarchy_device::IoKind;
 
 /// One operation on one device of the hierarchy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

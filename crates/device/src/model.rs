@@ -1,0 +1,254 @@
+//! The timing model: when does an operation issued now complete?
+//!
+//! Each channel of each queue (one queue shared by reads and writes, or one per direction) is a
+//! FIFO server. An access occupies its channel for its *service time* — the slower of the IOPS
+//! and bandwidth limits for the granules it covers — and then spends the rest of the device's
+//! unloaded latency in flight without holding the channel. So a device holds about
+//! latency ÷ service accesses in flight before requests queue, and beyond that latency grows
+//! linearly with the number outstanding: exactly Rule 1 of seed 000 §3.1.1 (Optane SSD 4 KiB
+//! reads at QD 64 take 8× QD 8 and 11× QD 1 with a 10 µs latency and a 575K IOPS cap).
+
+use crate::spec::{DeviceSpec, DirectionSpec, GcSpec};
+
+
+/// Direction of one device operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IoKind {
+    Read,
+    Write,
+}
+
+/// Per-direction constants derived from the spec once.
+#[derive(Clone, Copy, Debug)]
+struct DirectionTiming {
+    /// Channel time per granule moved, ns (the bandwidth limit).
+    per_granule_ns: f64,
+    /// Least channel time of any access, ns (the IOPS limit).
+    per_access_ns: f64,
+    /// Latency not spent holding the channel, ns.
+    in_flight_ns: f64,
+}
+
+impl DirectionTiming {
+    fn new(spec: &DeviceSpec, direction: &DirectionSpec) -> DirectionTiming {
+        let (per_granule_ns, per_access_ns) = spec.channel_costs_ns(direction);
+        DirectionTiming {
+            per_granule_ns,
+            per_access_ns,
+            in_flight_ns: (direction.latency_ns - spec.channel_service_ns(direction, 1)).max(0.0),
+        }
+    }
+}
+
+/// A device's state under load: when each channel frees up, and how much has been written (for
+/// garbage collection). Operations must be submitted in non-decreasing time order.
+#[derive(Clone, Debug)]
+pub struct DeviceModel {
+    spec: DeviceSpec,
+    read: DirectionTiming,
+    write: DirectionTiming,
+    /// Channel time a written granule takes from readers, ns (0 without interference).
+    interference_ns_per_granule: f64,
+    /// When each channel of each queue is next free, ns: the read (or shared) queue's channels
+    /// first, then the write queue's.
+    busy_until_ns: Vec<f64>,
+    written_bytes: f64,
+    /// Offset just past the last write, to tell sequential writes from random ones.
+    next_sequential_write: u64,
+}
+
+impl DeviceModel {
+    /// An idle device, nothing written yet.
+    pub fn new(spec: &DeviceSpec) -> DeviceModel {
+        let queues = if spec.shared_queue { 1 } else { 2 };
+        let interference_ns_per_granule = if spec.shared_queue {
+            0.0
+        } else {
+            spec.write_interference * f64::from(spec.granularity_bytes)
+                / spec.read.bandwidth_gb_s
+                * f64::from(spec.channels)
+        };
+        DeviceModel {
+            read: DirectionTiming::new(spec, &spec.read),
+            write: DirectionTiming::new(spec, &spec.write),
+            interference_ns_per_granule,
+            busy_until_ns: vec![0.0; queues * spec.channels as usize],
+            written_bytes: 0.0,
+            next_sequential_write: u64::MAX,
+            spec: spec.clone(),
+        }
+    }
+
+    /// The spec this model runs.
+    pub fn spec(&self) -> &DeviceSpec {
+        &self.spec
+    }
+
+    /// Pretends `bytes` have already been written, as a long-running device would have (for
+    /// garbage collection).
+    pub fn precondition(&mut self, bytes: u64) {
+        self.written_bytes = bytes as f64;
+    }
+
+    /// Issues an access of `bytes` at byte `offset` at time `now_ns`; returns when it completes,
+    /// in ns. Calls must come in non-decreasing `now_ns` order.
+    pub fn submit(&mut self, now_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64 {
+        let granularity = u64::from(self.spec.granularity_bytes);
+        let bytes = u64::from(bytes.max(1));
+        let granules = bytes.div_ceil(granularity);
+        let first_granule = offset / granularity;
+        let end = offset + bytes;
+        let touched = (end - 1) / granularity - first_granule + 1;
+        // Seed 000 §3.1.6: a request crossing a boundary it need not cross costs more, linearly
+        // in the part it issues past the boundary.
+        let misalign_factor = if touched > granules {
+            let past_boundary = match end % granularity {
+                0 => granularity,
+                part => part,
+            };
+            1.0 + self.spec.misalign_penalty * past_boundary as f64 / granularity as f64
+        } else {
+            1.0
+        };
+        let timing = match kind {
+            IoKind::Read => self.read,
+            IoKind::Write => self.write,
+        };
+        let mut service_ns =
+            (granules as f64 * timing.per_granule_ns).max(timing.per_access_ns) * misalign_factor;
+        let channels = self.spec.channels as usize;
+        let channel = (first_granule % channels as u64) as usize;
+        let now = now_ns as f64;
+        if kind == IoKind::Write {
+            if let Some(gc) = &self.spec.gc {
+                let sequential = offset == self.next_sequential_write;
+                service_ns /= gc_efficiency(gc, self.written_bytes, sequential);
+            }
+            self.written_bytes += bytes as f64;
+            self.next_sequential_write = end;
+            if self.interference_ns_per_granule > 0.0 {
+                let read_queue = &mut self.busy_until_ns[channel];
+                *read_queue =
+                    read_queue.max(now) + granules as f64 * self.interference_ns_per_granule;
+            }
+        }
+        let queue = match kind {
+            IoKind::Write if !self.spec.shared_queue => channels + channel,
+            _ => channel,
+        };
+        let busy_until = &mut self.busy_until_ns[queue];
+        let start = busy_until.max(now);
+        *busy_until = start + service_ns;
+        let done = start + service_ns + timing.in_flight_ns * misalign_factor;
+        done.ceil() as u64
+    }
+}
+
+/// Fraction of peak write throughput left after `written_bytes` (seed 000 §3.1.7: after the
+/// device fills, sustained writes decline to 7% of the peak for random writes).
+fn gc_efficiency(gc: &GcSpec, written_bytes: f64, sequential: bool) -> f64 {
+    let floor = if sequential {
+        gc.sequential_floor
+    } else {
+        gc.random_floor
+    };
+    let progress = ((written_bytes / 1e9 - gc.start_after_gb) / gc.decline_over_gb).clamp(0.0, 1.0);
+    1.0 - (1.0 - floor) * progress
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ssd() -> DeviceSpec {
+        DeviceSpec::from_toml(
+            r#"
+name = "ssd"
+granularity_bytes = 4096
+shared_queue = true
+misalign_penalty = 0.24
+[read]
+latency_ns = 10000
+bandwidth_gb_s = 2.5
+max_iops = 575000
+[write]
+latency_ns = 10000
+bandwidth_gb_s = 2.3
+max_iops = 575000
+"#,
+            "ssd",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn unloaded_access_takes_the_latency() {
+        let mut model = DeviceModel::new(&ssd());
+        assert_eq!(model.submit(0, IoKind::Read, 0, 4096), 10_000);
+        // Idle again long after: same latency.
+        assert_eq!(model.submit(1_000_000, IoKind::Read, 8192, 4096), 1_010_000);
+    }
+
+    #[test]
+    fn back_to_back_accesses_queue_for_service() {
+        let mut model = DeviceModel::new(&ssd());
+        let service: f64 = 1e9 / 575_000.0;
+        let first = model.submit(0, IoKind::Read, 0, 4096);
+        let second = model.submit(0, IoKind::Read, 4096, 4096);
+        assert_eq!(first, 10_000);
+        assert_eq!(second, (10_000.0 + service).ceil() as u64);
+    }
+
+    #[test]
+    fn small_access_costs_a_whole_granule() {
+        let mut small = DeviceModel::new(&ssd());
+        let mut whole = DeviceModel::new(&ssd());
+        for i in 0..100 {
+            assert_eq!(
+                small.submit(0, IoKind::Read, i * 4096, 512),
+                whole.submit(0, IoKind::Read, i * 4096, 4096)
+            );
+        }
+    }
+
+    #[test]
+    fn misaligned_access_pays_for_its_overhang() {
+        let mut model = DeviceModel::new(&ssd());
+        let aligned = model.submit(0, IoKind::Read, 0, 4096) as f64;
+        let half = model.submit(1_000_000, IoKind::Read, 2048, 4096) as f64 - 1_000_000.0;
+        assert!((half / aligned - 1.12).abs() < 1e-3, "{half} vs {aligned}");
+        // A one-sector read never crosses a boundary.
+        let sector = model.submit(2_000_000, IoKind::Read, 3584, 512) as f64 - 2_000_000.0;
+        assert_eq!(sector, aligned);
+    }
+
+    #[test]
+    fn separate_queues_do_not_delay_each_other_without_interference() {
+        let mut spec = ssd();
+        spec.shared_queue = false;
+        let mut model = DeviceModel::new(&spec);
+        for i in 0..10 {
+            model.submit(0, IoKind::Write, i * 4096, 4096);
+        }
+        assert_eq!(model.submit(0, IoKind::Read, 0, 4096), 10_000);
+        spec.write_interference = 8.0;
+        let mut model = DeviceModel::new(&spec);
+        model.submit(0, IoKind::Write, 0, 4096);
+        let charge: f64 = 8.0 * 4096.0 / 2.5;
+        assert_eq!(model.submit(0, IoKind::Read, 0, 4096), (charge + 10_000.0).ceil() as u64);
+    }
+
+    #[test]
+    fn gc_slows_writes_after_the_device_fills() {
+        let gc = GcSpec {
+            start_after_gb: 1.0,
+            decline_over_gb: 2.0,
+            random_floor: 0.1,
+            sequential_floor: 0.5,
+        };
+        assert_eq!(gc_efficiency(&gc, 0.5e9, false), 1.0);
+        assert!((gc_efficiency(&gc, 2e9, false) - 0.55).abs() < 1e-12);
+        assert!((gc_efficiency(&gc, 9e9, false) - 0.1).abs() < 1e-12);
+        assert!((gc_efficiency(&gc, 9e9, true) - 0.5).abs() < 1e-12);
+    }
+}
