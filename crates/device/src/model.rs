@@ -10,7 +10,6 @@
 
 use crate::spec::{DeviceSpec, DirectionSpec, GcSpec};
 
-
 /// Direction of one device operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IoKind {
@@ -64,8 +63,7 @@ impl DeviceModel {
         let interference_ns_per_granule = if spec.shared_queue {
             0.0
         } else {
-            spec.write_interference * f64::from(spec.granularity_bytes)
-                / spec.read.bandwidth_gb_s
+            spec.write_interference * f64::from(spec.granularity_bytes) / spec.read.bandwidth_gb_s
                 * f64::from(spec.channels)
         };
         DeviceModel {
@@ -235,7 +233,10 @@ max_iops = 575000
         let mut model = DeviceModel::new(&spec);
         model.submit(0, IoKind::Write, 0, 4096);
         let charge: f64 = 8.0 * 4096.0 / 2.5;
-        assert_eq!(model.submit(0, IoKind::Read, 0, 4096), (charge + 10_000.0).ceil() as u64);
+        assert_eq!(
+            model.submit(0, IoKind::Read, 0, 4096),
+            (charge + 10_000.0).ceil() as u64
+        );
     }
 
     #[test]

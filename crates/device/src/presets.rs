@@ -43,7 +43,10 @@ pub fn preset_toml(name: &str) -> Option<&'static str> {
 
 /// A device named in a config or on the command line: a preset name, or the path of a device
 /// TOML file (relative paths resolve against `base_dir`, the directory of the config naming it).
-pub fn resolve_device(name_or_path: &str, base_dir: Option<&Path>) -> Result<DeviceSpec, DeviceError> {
+pub fn resolve_device(
+    name_or_path: &str,
+    base_dir: Option<&Path>,
+) -> Result<DeviceSpec, DeviceError> {
     if let Some(spec) = preset(name_or_path) {
         return Ok(spec);
     }
@@ -90,7 +93,9 @@ mod tests {
     #[test]
     fn device_files_resolve_relative_to_the_config() {
         let dir = tempfile::tempdir().unwrap();
-        let text = preset_toml("optane-ssd").unwrap().replace("\"optane-ssd\"", "\"mine\"");
+        let text = preset_toml("optane-ssd")
+            .unwrap()
+            .replace("\"optane-ssd\"", "\"mine\"");
         std::fs::write(dir.path().join("mine.toml"), text).unwrap();
         let spec = resolve_device("mine.toml", Some(dir.path())).unwrap();
         assert_eq!(spec.name, "mine");

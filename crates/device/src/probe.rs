@@ -98,7 +98,10 @@ pub fn run_probe(spec: &DeviceSpec, probe: &Probe) -> ProbeResult {
     for client in 0..queue_depth {
         let kind = pick_kind(probe.write_fraction, &mut random);
         let address = next_address(client as usize, &mut random);
-        pending.push(Reverse((model.submit(0, kind, address, probe.bytes), client)));
+        pending.push(Reverse((
+            model.submit(0, kind, address, probe.bytes),
+            client,
+        )));
     }
     let background_interval_ns = probe
         .background
@@ -135,7 +138,10 @@ pub fn run_probe(spec: &DeviceSpec, probe: &Probe) -> ProbeResult {
         let kind = pick_kind(probe.write_fraction, &mut random);
         let address = next_address(client as usize, &mut random);
         issued_at[client as usize] = done_ns;
-        pending.push(Reverse((model.submit(done_ns, kind, address, probe.bytes), client)));
+        pending.push(Reverse((
+            model.submit(done_ns, kind, address, probe.bytes),
+            client,
+        )));
     }
     let measured = completed.saturating_sub(probe.warmup_accesses).max(1);
     let elapsed_s = (last_completion_ns.saturating_sub(measure_start_ns)).max(1) as f64 / 1e9;

@@ -278,7 +278,10 @@ bandwidth_gb_s = 2.3
         let error = DeviceSpec::from_toml(&text, "toy.toml").unwrap_err();
         assert_eq!(error.key, "write.bandwidth_gb_s");
         let line = error.to_string();
-        assert!(line.starts_with("toy.toml: key `write.bandwidth_gb_s`: -1"), "{line}");
+        assert!(
+            line.starts_with("toy.toml: key `write.bandwidth_gb_s`: -1"),
+            "{line}"
+        );
         assert!(!line.contains('\n'));
     }
 
@@ -296,7 +299,10 @@ bandwidth_gb_s = 2.3
 
     #[test]
     fn latency_shorter_than_service_is_rejected() {
-        let text = MINIMAL.replace("latency_ns = 10000\nbandwidth_gb_s = 2.5", "latency_ns = 100\nbandwidth_gb_s = 2.5");
+        let text = MINIMAL.replace(
+            "latency_ns = 10000\nbandwidth_gb_s = 2.5",
+            "latency_ns = 100\nbandwidth_gb_s = 2.5",
+        );
         let error = DeviceSpec::from_toml(&text, "toy.toml").unwrap_err();
         assert_eq!(error.key, "read.latency_ns");
     }

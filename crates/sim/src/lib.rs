@@ -1,5 +1,6 @@
 //! The simulation layer: the fast hit-ratio simulator and miss-ratio curves.
 
+pub mod analytic;
 pub mod cache_sim;
 pub mod mrc;
-pub mod analytic;
+pub mod timed;
