@@ -54,6 +54,56 @@ pub struct DeviceModel {
     written_bytes: f64,
     /// Offset just past the last write, to tell sequential writes from random ones.
     next_sequential_write: u64,
+    /// Byte offsets split into granules, by shifts when the granularity is a power of two
+    /// (every preset's is): this runs once per simulated operation.
+    granules: GranuleMath,
+}
+
+/// Division by the granularity, by shift and mask when it is a power of two.
+#[derive(Clone, Copy, Debug)]
+enum GranuleMath {
+    Shift(u32),
+    Divide(u64),
+}
+
+impl GranuleMath {
+    fn new(granularity: u32) -> GranuleMath {
+        if granularity.is_power_of_two() {
+            GranuleMath::Shift(granularity.trailing_zeros())
+        } else {
+            GranuleMath::Divide(u64::from(granularity))
+        }
+    }
+
+    #[inline]
+    fn index(self, offset: u64) -> u64 {
+        match self {
+            GranuleMath::Shift(shift) => offset >> shift,
+            GranuleMath::Divide(granularity) => offset / granularity,
+        }
+    }
+
+    #[inline]
+    fn remainder(self, offset: u64) -> u64 {
+        match self {
+            GranuleMath::Shift(shift) => offset & ((1 << shift) - 1),
+            GranuleMath::Divide(granularity) => offset % granularity,
+        }
+    }
+
+    /// Granules needed to hold `bytes` (at least one).
+    #[inline]
+    fn count(self, bytes: u64) -> u64 {
+        self.index(bytes + self.size() - 1).max(1)
+    }
+
+    #[inline]
+    fn size(self) -> u64 {
+        match self {
+            GranuleMath::Shift(shift) => 1 << shift,
+            GranuleMath::Divide(granularity) => granularity,
+        }
+    }
 }
 
 impl DeviceModel {
@@ -73,6 +123,7 @@ impl DeviceModel {
             busy_until_ns: vec![0.0; queues * spec.channels as usize],
             written_bytes: 0.0,
             next_sequential_write: u64::MAX,
+            granules: GranuleMath::new(spec.granularity_bytes),
             spec: spec.clone(),
         }
     }
@@ -91,20 +142,20 @@ impl DeviceModel {
     /// Issues an access of `bytes` at byte `offset` at time `now_ns`; returns when it completes,
     /// in ns. Calls must come in non-decreasing `now_ns` order.
     pub fn submit(&mut self, now_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64 {
-        let granularity = u64::from(self.spec.granularity_bytes);
+        let math = self.granules;
         let bytes = u64::from(bytes.max(1));
-        let granules = bytes.div_ceil(granularity);
-        let first_granule = offset / granularity;
+        let granules = math.count(bytes);
+        let first_granule = math.index(offset);
         let end = offset + bytes;
-        let touched = (end - 1) / granularity - first_granule + 1;
+        let touched = math.index(end - 1) - first_granule + 1;
         // Seed 000 §3.1.6: a request crossing a boundary it need not cross costs more, linearly
         // in the part it issues past the boundary.
         let misalign_factor = if touched > granules {
-            let past_boundary = match end % granularity {
-                0 => granularity,
+            let past_boundary = match math.remainder(end) {
+                0 => math.size(),
                 part => part,
             };
-            1.0 + self.spec.misalign_penalty * past_boundary as f64 / granularity as f64
+            1.0 + self.spec.misalign_penalty * past_boundary as f64 / math.size() as f64
         } else {
             1.0
         };
@@ -115,7 +166,11 @@ impl DeviceModel {
         let mut service_ns =
             (granules as f64 * timing.per_granule_ns).max(timing.per_access_ns) * misalign_factor;
         let channels = self.spec.channels as usize;
-        let channel = (first_granule % channels as u64) as usize;
+        let channel = if channels == 1 {
+            0
+        } else {
+            (first_granule % channels as u64) as usize
+        };
         let now = now_ns as f64;
         if kind == IoKind::Write {
             if let Some(gc) = &self.spec.gc {
@@ -138,7 +193,19 @@ impl DeviceModel {
         let start = busy_until.max(now);
         *busy_until = start + service_ns;
         let done = start + service_ns + timing.in_flight_ns * misalign_factor;
-        done.ceil() as u64
+        ceil_ns(done)
+    }
+}
+
+/// Rounds a completion time up to whole nanoseconds (`f64::ceil` is a library call on baseline
+/// x86-64, and this runs once per operation).
+#[inline]
+fn ceil_ns(time_ns: f64) -> u64 {
+    let whole = time_ns as u64;
+    if (whole as f64) < time_ns {
+        whole + 1
+    } else {
+        whole
     }
 }
 

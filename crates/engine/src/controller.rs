@@ -62,4 +62,9 @@ pub trait Controller: Send {
 
     /// Counters since creation.
     fn stats(&self) -> &ControllerStats;
+
+    /// A hint that `key` will be planned in about `distance` requests, so its metadata can start
+    /// loading into the CPU cache (the policies' prefetch methods). Results never depend on it.
+    #[inline]
+    fn prefetch(&self, _key: u64, _distance: usize) {}
 }

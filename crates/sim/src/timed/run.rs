@@ -11,6 +11,7 @@ use std::collections::BinaryHeap;
 use hdrhistogram::Histogram;
 use heterarchy_device::{DeviceModel, DeviceSpec, IoKind};
 use heterarchy_engine::{Controller, Plan};
+use heterarchy_policy::eviction::{PREFETCH_NODE_DISTANCE, PREFETCH_SLOT_DISTANCE};
 use heterarchy_trace::read::TraceReader;
 use heterarchy_trace::request::BLOCK_NUMBER_BITS;
 use heterarchy_trace::{Request, TraceError};
@@ -96,6 +97,12 @@ struct Feed<'a> {
 }
 
 impl Feed<'_> {
+    /// The request `distance` ahead of the next one, when it is in the current batch.
+    #[inline]
+    fn peek(&self, distance: usize) -> Option<&Request> {
+        self.batch.get(self.next + distance)
+    }
+
     fn next(&mut self) -> Result<Option<Request>, TraceError> {
         if self.taken >= self.max {
             return Ok(None);
@@ -191,7 +198,7 @@ pub fn run_timed(
             let mut now_ns = 0;
             loop {
                 while let Some(client) = executor.ready_clients.pop() {
-                    if let Some(request) = feed.next()? {
+                    if let Some(request) = executor.take(&mut feed)? {
                         executor.issue(&request, now_ns, Some(client));
                     }
                 }
@@ -206,7 +213,7 @@ pub fn run_timed(
         }
         Arrivals::Open { speedup } => {
             let speedup = if speedup > 0.0 { speedup } else { 1.0 };
-            let mut pending = feed.next()?;
+            let mut pending = executor.take(&mut feed)?;
             let epoch_ns = pending.map_or(0, |request| request.time_ns);
             let arrival = |request: &Request| {
                 ((request.time_ns.saturating_sub(epoch_ns)) as f64 / speedup) as u64
@@ -219,7 +226,7 @@ pub fn run_timed(
                         Some(request) => {
                             let now_ns = arrival(&request);
                             executor.issue(&request, now_ns, None);
-                            pending = feed.next()?;
+                            pending = executor.take(&mut feed)?;
                         }
                         None => break,
                     },
@@ -234,6 +241,18 @@ pub fn run_timed(
 }
 
 impl Executor<'_> {
+    /// The next request, hinting the controller about the ones coming (as the hit-ratio
+    /// simulator does) so their metadata is in the CPU cache when they are planned.
+    #[inline]
+    fn take(&mut self, feed: &mut Feed) -> Result<Option<Request>, TraceError> {
+        for distance in [PREFETCH_SLOT_DISTANCE, PREFETCH_NODE_DISTANCE] {
+            if let Some(ahead) = feed.peek(distance) {
+                self.controller.prefetch(ahead.key, distance);
+            }
+        }
+        feed.next()
+    }
+
     /// Processes the next event due before `deadline_ns` (background wake-ups included);
     /// returns its time, or `None` when nothing is due before the deadline.
     fn step(&mut self, deadline_ns: Option<u64>) -> Option<u64> {
@@ -488,7 +507,7 @@ mod tests {
             let mut reader = uniform_reads(50_000, 4096);
             let result = run_timed(
                 &mut controller,
-                &[ssd.clone()],
+                std::slice::from_ref(&ssd),
                 &mut *reader,
                 &closed(outstanding, 50_000),
             )
@@ -550,7 +569,7 @@ mod tests {
                 max_requests: u64::MAX,
                 warmup_requests: 0,
             };
-            run_timed(&mut controller, &[ssd.clone()], &mut *reader, &load).unwrap()
+            run_timed(&mut controller, std::slice::from_ref(&ssd), &mut *reader, &load).unwrap()
         };
         let slow = run(0.1);
         assert!(
@@ -589,7 +608,7 @@ mod tests {
             let mut reader = generator(&spec).unwrap();
             run_timed(
                 &mut controller,
-                &[flash.clone()],
+                std::slice::from_ref(&flash),
                 &mut *reader,
                 &closed(16, u64::MAX),
             )

@@ -15,6 +15,9 @@ const FIRST_WIDTH_NS: u64 = 10_000;
 pub struct Series {
     width_ns: u64,
     start_ns: u64,
+    /// The bucket last used and where it ends: calls come in time order, so most land in it.
+    current: usize,
+    current_end_ns: u64,
     devices: usize,
     /// Requests answered, per bucket.
     replies: Vec<u64>,
@@ -31,6 +34,8 @@ impl Series {
         Series {
             width_ns: FIRST_WIDTH_NS,
             start_ns,
+            current: 0,
+            current_end_ns: 0,
             devices,
             replies: Vec::new(),
             hits: Vec::new(),
@@ -63,6 +68,14 @@ impl Series {
 
     #[inline]
     fn bucket(&mut self, now_ns: u64) -> usize {
+        if now_ns < self.current_end_ns && now_ns >= self.current_end_ns - self.width_ns {
+            return self.current;
+        }
+        self.locate(now_ns)
+    }
+
+    #[cold]
+    fn locate(&mut self, now_ns: u64) -> usize {
         let mut bucket = (now_ns.saturating_sub(self.start_ns) / self.width_ns) as usize;
         while bucket >= MAX_BUCKETS {
             self.merge_pairs();
@@ -75,6 +88,8 @@ impl Series {
             self.read_bytes.resize((bucket + 1) * self.devices, 0);
             self.write_bytes.resize((bucket + 1) * self.devices, 0);
         }
+        self.current = bucket;
+        self.current_end_ns = self.start_ns + (bucket as u64 + 1) * self.width_ns;
         bucket
     }
 
