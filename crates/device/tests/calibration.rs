@@ -1,0 +1,538 @@
+//! Calibration: each preset reproduces the measurements of seed 000 (Kan Wu, *Evolving System
+//! Stack for Persistent Memory*; notes in `../shared/notes/nhc-orthus-optane.md` §1–§2) that its
+//! TOML cites. Every test states the seed's figure, the tolerance and why that tolerance, and
+//! prints the model's value beside the seed's (`cargo test -p heterarchy-device --test
+//! calibration -- --nocapture`) for the issue's closing note.
+
+use heterarchy_device::presets::{preset, preset_names, resolve_device};
+use heterarchy_device::{run_probe, BackgroundLoad, DeviceSpec, IoKind, Probe, ProbeResult};
+
+const KIB: u32 = 1024;
+const GB: f64 = 1e9;
+
+fn device(name: &str) -> DeviceSpec {
+    preset(name).unwrap_or_else(|| panic!("preset {name} exists"))
+}
+
+/// A closed loop of random accesses of `bytes` at `queue_depth`, `write_fraction` of them writes.
+fn probe(spec: &DeviceSpec, bytes: u32, queue_depth: u32, write_fraction: f64) -> ProbeResult {
+    run_probe(
+        spec,
+        &Probe {
+            bytes,
+            queue_depth,
+            write_fraction,
+            ..Probe::default()
+        },
+    )
+}
+
+fn report(what: &str, model: f64, seed: &str) {
+    println!("{what}: model {model:.4} vs seed {seed}");
+}
+
+/// Seed 000 §3.1.1 (Rule 1): "the latency of a 4KB random read with QD = 64 is 8x slower than
+/// QD = 8 and is 11x slower than QD = 1". The thesis gives whole multiples, so anything that
+/// rounds to them (±0.5) reproduces it.
+#[test]
+fn optane_ssd_read_latency_at_qd64_is_11x_qd1_and_8x_qd8() {
+    let ssd = device("optane-ssd");
+    let latency_ns = |qd| probe(&ssd, 4 * KIB, qd, 0.0).mean_latency_ns;
+    let (qd1, qd8, qd64) = (latency_ns(1), latency_ns(8), latency_ns(64));
+    report("optane-ssd 4K read latency QD64/QD1", qd64 / qd1, "11x");
+    report("optane-ssd 4K read latency QD64/QD8", qd64 / qd8, "8x");
+    assert!(
+        (qd64 / qd1 - 11.0).abs() <= 0.5,
+        "QD64/QD1 = {}",
+        qd64 / qd1
+    );
+    assert!((qd64 / qd8 - 8.0).abs() <= 0.5, "QD64/QD8 = {}", qd64 / qd8);
+}
+
+/// Seed 000 §3.1.5 (Rule 5): throughput of small requests "is limited by the maximum IOPS
+/// supported by Optane SSD (575K)". The thesis quotes it to three digits: ±1%.
+#[test]
+fn optane_ssd_iops_cap_is_575k() {
+    let ssd = device("optane-ssd");
+    for bytes in [KIB, 4 * KIB] {
+        let iops = probe(&ssd, bytes, 64, 0.0).iops;
+        report(
+            &format!("optane-ssd {bytes} B read IOPS at QD64"),
+            iops,
+            "575K",
+        );
+        assert!((iops / 575e3 - 1.0).abs() <= 0.01, "{bytes} B: {iops} IOPS");
+    }
+}
+
+/// Seed 000 §3.1.5: "for 1KB requests, throughput is only 20% of the full bandwidth of the
+/// device" (Table 3.1: tiny accesses cost 5× in throughput). A 575K-IOPS cap on 1 KiB requests
+/// against the 2.5 GB/s that large requests reach is 23.6%; the thesis's 20% is read off a figure
+/// and rounded, and 1 KiB at 575K over the 2.36 GB/s of capped 4 KiB requests would be 25%, so
+/// the tolerance is ±5 percentage points (a fifth to a quarter of the bandwidth).
+#[test]
+fn optane_ssd_1k_requests_reach_a_fifth_of_its_bandwidth() {
+    let ssd = device("optane-ssd");
+    let tiny = probe(&ssd, KIB, 64, 0.0).bandwidth_bytes_per_s;
+    let full = probe(&ssd, 256 * KIB, 64, 0.0).bandwidth_bytes_per_s;
+    let share = tiny / full;
+    report("optane-ssd 1K read bandwidth / peak", share, "20%");
+    assert!(
+        (share - 0.20).abs() <= 0.05,
+        "{tiny} of {full} B/s = {share}"
+    );
+}
+
+/// Seed 000 §3.1.6 (Rule 6), QD 1: a 4 KiB read crossing the 4 KiB boundary takes longer
+/// "linearly correlated to the part it issues to the second chunk", and "the difference between
+/// the high and low latencies of 4KB requests is 21%"; "requests of one sector have the same
+/// latency no matter the offset". The 21% is given to the percent: ±1 point.
+#[test]
+fn optane_ssd_misaligned_4k_reads_cost_up_to_21_percent_more() {
+    let ssd = device("optane-ssd");
+    let latency_ns = |bytes, offset| {
+        run_probe(
+            &ssd,
+            &Probe {
+                bytes,
+                misalignment_bytes: offset,
+                ..Probe::default()
+            },
+        )
+        .mean_latency_ns
+    };
+    let aligned = latency_ns(4 * KIB, 0);
+    let sector_aligned = latency_ns(512, 0);
+    let offsets: Vec<u32> = (1..8).map(|sector| sector * 512).collect();
+    let penalties: Vec<f64> = offsets
+        .iter()
+        .map(|&offset| latency_ns(4 * KIB, offset) / aligned - 1.0)
+        .collect();
+    let worst = penalties.iter().cloned().fold(f64::MIN, f64::max);
+    report(
+        "optane-ssd misaligned 4K read, worst extra latency",
+        worst,
+        "21%",
+    );
+    assert!((worst - 0.21).abs() <= 0.01, "penalties {penalties:?}");
+    // Linear in the bytes past the boundary (the offset itself, for a 4 KiB read).
+    for (&offset, &penalty) in offsets.iter().zip(&penalties) {
+        let linear = worst * f64::from(offset) / 3584.0;
+        assert!(
+            (penalty - linear).abs() <= 1e-3,
+            "offset {offset}: {penalty} vs {linear}"
+        );
+    }
+    for offset in offsets {
+        assert_eq!(
+            latency_ns(512, offset),
+            sector_aligned,
+            "one sector at {offset}"
+        );
+    }
+}
+
+/// Seed 000 §3.1.4 (Rule 4): at QD 64, "reads and writes are treated equally ... the latency is
+/// related to the overall load, not to the percentage of writes". The 905P's write bandwidth is
+/// 8% below its read bandwidth (2.3 vs 2.5 GB/s, Table 4.1), which may show once 4 KiB writes
+/// become bandwidth-bound: within 5% counts as alike.
+#[test]
+fn optane_ssd_treats_reads_and_writes_alike_at_qd64() {
+    let ssd = device("optane-ssd");
+    let latency_us =
+        |write_fraction| probe(&ssd, 4 * KIB, 64, write_fraction).mean_latency_ns / 1e3;
+    let (reads, mix, writes) = (latency_us(0.0), latency_us(0.5), latency_us(1.0));
+    println!("optane-ssd 4K QD64 latency: read {reads:.1} us, 50/50 mix {mix:.1} us, write {writes:.1} us (seed: equal)");
+    for (name, other) in [("50/50 mix", mix), ("write-only", writes)] {
+        assert!(
+            (other / reads - 1.0).abs() <= 0.05,
+            "{name} {other} vs read-only {reads}"
+        );
+    }
+}
+
+/// Seed 000 §3.1.7 (Rule 7): "Optane SSD maintains maximum throughput for sustained writes"
+/// (3 hours at QD 32 in the thesis). After 5 TB written (over 5 full drives) random 4 KiB
+/// writes keep their fresh throughput to 1%.
+#[test]
+fn optane_ssd_keeps_its_write_throughput_after_5tb_written() {
+    let ssd = device("optane-ssd");
+    let writes = |preconditioned_bytes| {
+        run_probe(
+            &ssd,
+            &Probe {
+                write_fraction: 1.0,
+                queue_depth: 32,
+                preconditioned_bytes,
+                ..Probe::default()
+            },
+        )
+        .bandwidth_bytes_per_s
+    };
+    let (fresh, worn) = (writes(0), writes(5_000_000_000_000));
+    report(
+        "optane-ssd write throughput after 5 TB / fresh",
+        worn / fresh,
+        "1 (no GC)",
+    );
+    assert!((worn / fresh - 1.0).abs() <= 0.01, "{worn} vs {fresh} B/s");
+}
+
+/// Random 4 KiB write throughput of nvme-flash at QD 32 (the thesis's setting) after
+/// `written_gb` of writes.
+fn nvme_random_write_bytes_per_s(nvme: &DeviceSpec, written_gb: f64) -> f64 {
+    run_probe(
+        nvme,
+        &Probe {
+            write_fraction: 1.0,
+            queue_depth: 32,
+            preconditioned_bytes: (written_gb * GB) as u64,
+            accesses: 5_000,
+            warmup_accesses: 500,
+            ..Probe::default()
+        },
+    )
+    .bandwidth_bytes_per_s
+}
+
+/// Seed 000 §3.1.7: after the Samsung 970 Pro fills, sustained random writes decline until
+/// "random throughput is 170MB/s (only 7% of the maximum throughput)". The steady share is
+/// given to the percent: ±1 point. The decline is monotonic: more written never writes faster.
+#[test]
+fn nvme_flash_random_writes_decline_to_7_percent() {
+    let nvme = device("nvme-flash");
+    let written_gb: Vec<f64> = (0..=12).map(|step| f64::from(step) * 500.0).collect();
+    let throughput: Vec<f64> = written_gb
+        .iter()
+        .map(|&gb| nvme_random_write_bytes_per_s(&nvme, gb))
+        .collect();
+    let share = throughput.last().unwrap() / throughput[0];
+    report(
+        "nvme-flash random-write throughput after 6 TB / fresh",
+        share,
+        "7%",
+    );
+    println!(
+        "nvme-flash random-write MB/s by TB written: {:?}",
+        written_gb
+            .iter()
+            .zip(&throughput)
+            .map(|(gb, bytes)| (gb / 1e3, (bytes / 1e6).round()))
+            .collect::<Vec<_>>()
+    );
+    assert!((share - 0.07).abs() <= 0.01, "{throughput:?}");
+    for pair in throughput.windows(2) {
+        assert!(pair[1] <= pair[0], "throughput rose: {throughput:?}");
+    }
+    assert!(
+        throughput[3] < throughput[2] && throughput[9] < throughput[8],
+        "no decline while the device garbage-collects: {throughput:?}"
+    );
+}
+
+/// Seed 000 §3.1.7: writing at QD 32 from a trimmed device, "after about 6000 seconds, write
+/// throughput stabilizes". The time to write until the throughput is within 1% of its floor,
+/// integrated over bytes written (time = ∫ dbytes / throughput), should be about 6000 s; "about"
+/// gets ±10%.
+#[test]
+fn nvme_flash_random_writes_stabilise_after_about_6000_seconds() {
+    let nvme = device("nvme-flash");
+    let floor = nvme_random_write_bytes_per_s(&nvme, 20_000.0);
+    let step_gb = 50.0;
+    let mut elapsed_s = 0.0;
+    let mut written_gb = 0.0;
+    let mut throughput = nvme_random_write_bytes_per_s(&nvme, 0.0);
+    while throughput > floor * 1.01 {
+        let next = nvme_random_write_bytes_per_s(&nvme, written_gb + step_gb);
+        // 1/throughput is convex in bytes written: the midpoint of the harmonic mean is close.
+        elapsed_s += step_gb * GB * (1.0 / throughput + 1.0 / next) / 2.0;
+        written_gb += step_gb;
+        throughput = next;
+    }
+    report(
+        "nvme-flash seconds of QD32 random writes until steady",
+        elapsed_s,
+        "about 6000 s",
+    );
+    assert!(
+        (elapsed_s / 6000.0 - 1.0).abs() <= 0.10,
+        "{elapsed_s} s, {written_gb} GB"
+    );
+}
+
+/// Seed 000 §1.3 ("for a single DC PM, max read bandwidth is 6.6GB/s whereas max write bandwidth
+/// is 2.3GB/s") and Table 4.1 (6.8 and 2.3 GB/s): one DIMM, 4 KiB accesses (which "obtain the
+/// device's maximum bandwidth", §5.2.3) at QD 64. Reads within the two sources' 6.6–6.8; writes
+/// to 1% of the one value both give.
+#[test]
+fn optane_pm_dimm_reads_6_8_and_writes_2_3_gb_per_s() {
+    let pm = device("optane-pm");
+    let read_gb_s = probe(&pm, 4 * KIB, 64, 0.0).bandwidth_bytes_per_s / GB;
+    let write_gb_s = probe(&pm, 4 * KIB, 64, 1.0).bandwidth_bytes_per_s / GB;
+    report("optane-pm read GB/s", read_gb_s, "6.6-6.8");
+    report("optane-pm write GB/s", write_gb_s, "2.3");
+    assert!((6.6..=6.8 * 1.001).contains(&read_gb_s), "{read_gb_s}");
+    assert!((write_gb_s / 2.3 - 1.0).abs() <= 0.01, "{write_gb_s}");
+}
+
+/// Seed 000 §5.1.2.3: "Because PM has a 256B minimum access granularity, a 64B load ... utilizes
+/// the same amount of PM resources as a 256B load", and §5.2.3, "a 64B random store has a
+/// similar maximum IOPS as 256B". Same IOPS and latency, alone and saturated, reads and writes:
+/// within 1%.
+#[test]
+fn optane_pm_64b_access_costs_like_256b() {
+    let pm = device("optane-pm");
+    for (write_fraction, direction) in [(0.0, "read"), (1.0, "write")] {
+        for queue_depth in [1, 64] {
+            let small = probe(&pm, 64, queue_depth, write_fraction);
+            let unit = probe(&pm, 256, queue_depth, write_fraction);
+            println!(
+                "optane-pm {direction} QD{queue_depth}: 64 B {:.0} IOPS {:.0} ns, 256 B {:.0} IOPS {:.0} ns (seed: alike)",
+                small.iops, small.mean_latency_ns, unit.iops, unit.mean_latency_ns
+            );
+            assert!(
+                (small.iops / unit.iops - 1.0).abs() <= 0.01,
+                "{small:?} {unit:?}"
+            );
+            assert!(
+                (small.mean_latency_ns / unit.mean_latency_ns - 1.0).abs() <= 0.01,
+                "{small:?} {unit:?}"
+            );
+        }
+    }
+}
+
+/// Seed 000 §1.3 and §5.1.2.4: "on a read-intensive client, a competing 1GB/s write causes the
+/// same throughput and tail latency interference as a competing 8GB/s read". On six interleaved
+/// DIMMs (one DIMM cannot read at 8 GB/s), a reader saturating the set at QD 256 loses about as
+/// much beside 1 GB/s of writes as beside 8 GB/s of reads: throughput and mean latency within
+/// 5% of each other (the thesis reads both off a figure), and each co-runner costs the reader at
+/// least 10% (8 GB/s of the set's 40.8).
+#[test]
+fn optane_pm_1_gb_per_s_of_writes_slows_readers_like_8_gb_per_s_of_reads() {
+    let pm = device("optane-pm-x6");
+    let reader = |background| {
+        run_probe(
+            &pm,
+            &Probe {
+                bytes: 4 * KIB,
+                queue_depth: 256,
+                background,
+                ..Probe::default()
+            },
+        )
+    };
+    let alone = reader(None);
+    let beside_writes = reader(Some(BackgroundLoad {
+        kind: IoKind::Write,
+        bytes: 4 * KIB,
+        rate_bytes_per_s: GB,
+    }));
+    let beside_reads = reader(Some(BackgroundLoad {
+        kind: IoKind::Read,
+        bytes: 4 * KIB,
+        rate_bytes_per_s: 8.0 * GB,
+    }));
+    for (name, run) in [
+        ("alone", alone),
+        ("beside 1 GB/s writes", beside_writes),
+        ("beside 8 GB/s reads", beside_reads),
+    ] {
+        println!(
+            "optane-pm-x6 reader {name}: {:.2} GB/s, {:.0} ns mean latency",
+            run.bandwidth_bytes_per_s / GB,
+            run.mean_latency_ns
+        );
+    }
+    let throughput_ratio = beside_writes.bandwidth_bytes_per_s / beside_reads.bandwidth_bytes_per_s;
+    let latency_ratio = beside_writes.mean_latency_ns / beside_reads.mean_latency_ns;
+    report(
+        "optane-pm-x6 reader throughput, 1 GB/s writes / 8 GB/s reads",
+        throughput_ratio,
+        "1",
+    );
+    report(
+        "optane-pm-x6 reader latency, 1 GB/s writes / 8 GB/s reads",
+        latency_ratio,
+        "1",
+    );
+    assert!((throughput_ratio - 1.0).abs() <= 0.05, "{throughput_ratio}");
+    assert!((latency_ratio - 1.0).abs() <= 0.05, "{latency_ratio}");
+    for slowed in [beside_writes, beside_reads] {
+        assert!(
+            slowed.bandwidth_bytes_per_s <= 0.9 * alone.bandwidth_bytes_per_s,
+            "{slowed:?} vs {alone:?}"
+        );
+    }
+}
+
+/// Seed 000 Table 4.1 ("Diversified Storage Devices"): latency, read and write GB/s of each
+/// device class. Latency is that of one granule at QD 1; bandwidth that of 256 KiB random
+/// accesses at QD 64 (the Optane SSD's 4 KiB peak is IOPS-bound at 2.36 GB/s). Both to 1%.
+/// Exception: the 970 Pro's writes land in its buffer, so its preset writes in 20 µs (seed 000
+/// §3.1.4: flash write latency at QD 64 is "only 19% of that on Optane SSD"), not Table 4.1's
+/// 80 µs.
+#[test]
+fn presets_match_table_4_1() {
+    // (preset, read latency ns, write latency ns and its source, read GB/s, write GB/s)
+    let table_4_1 = [
+        ("dram", 80.0, (80.0, "Table 4.1"), 15.0, 15.0),
+        ("optane-pm", 300.0, (300.0, "Table 4.1"), 6.8, 2.3),
+        ("optane-ssd", 10_000.0, (10_000.0, "Table 4.1"), 2.5, 2.3),
+        (
+            "nvme-flash",
+            80_000.0,
+            (20_000.0, "§3.1.4, not Table 4.1's 80000"),
+            3.0,
+            2.0,
+        ),
+        ("sata-flash", 180_000.0, (180_000.0, "Table 4.1"), 0.5, 0.5),
+    ];
+    for (name, read_ns, (write_ns, write_source), read_gb_s, write_gb_s) in table_4_1 {
+        let spec = device(name);
+        let granule = spec.granularity_bytes;
+        let bandwidth_gb_s =
+            |write_fraction| probe(&spec, 256 * KIB, 64, write_fraction).bandwidth_bytes_per_s / GB;
+        let measured = [
+            (
+                "read latency ns",
+                probe(&spec, granule, 1, 0.0).mean_latency_ns,
+                read_ns,
+                "Table 4.1",
+            ),
+            (
+                "write latency ns",
+                probe(&spec, granule, 1, 1.0).mean_latency_ns,
+                write_ns,
+                write_source,
+            ),
+            ("read GB/s", bandwidth_gb_s(0.0), read_gb_s, "Table 4.1"),
+            ("write GB/s", bandwidth_gb_s(1.0), write_gb_s, "Table 4.1"),
+        ];
+        for (what, model, seed, source) in measured {
+            report(
+                &format!("{name} {what}"),
+                model,
+                &format!("{seed} ({source})"),
+            );
+            assert!(
+                (model / seed - 1.0).abs() <= 0.01,
+                "{name} {what}: {model} vs {seed}"
+            );
+        }
+    }
+}
+
+/// Seed 000 §5.1.2.4: "smaller accesses (64B) can cause more interference than larger accesses
+/// (256B) ... a 64B access is amplified into 256B on the device; thus, at the same bandwidth, 64B
+/// accesses generate significantly more interference". The thesis gives no factor (Figure 5.1.b
+/// is not in the text); "significantly" is taken as at least twice the reader's loss. The
+/// saturating reader of the test above runs beside 0.5 GB/s of 64 B or of 256 B writes.
+#[test]
+fn optane_pm_64b_writes_interfere_more_than_256b_writes() {
+    let pm = device("optane-pm-x6");
+    let reader_gb_s = |background| {
+        run_probe(
+            &pm,
+            &Probe {
+                bytes: 4 * KIB,
+                queue_depth: 256,
+                background,
+                ..Probe::default()
+            },
+        )
+        .bandwidth_bytes_per_s
+            / GB
+    };
+    let alone = reader_gb_s(None);
+    let loss_gb_s = |bytes| {
+        alone
+            - reader_gb_s(Some(BackgroundLoad {
+                kind: IoKind::Write,
+                bytes,
+                rate_bytes_per_s: 0.5 * GB,
+            }))
+    };
+    let (small, unit) = (loss_gb_s(64), loss_gb_s(256));
+    println!(
+        "optane-pm-x6 reader ({alone:.2} GB/s alone) loses {small:.2} GB/s beside 0.5 GB/s of 64 B \
+         writes, {unit:.2} GB/s beside 256 B writes"
+    );
+    report(
+        "optane-pm-x6 reader loss, 64 B / 256 B writes",
+        small / unit,
+        "significantly > 1",
+    );
+    assert!(unit > 0.0 && small >= 2.0 * unit, "{small} vs {unit} GB/s");
+}
+
+/// Seed 000 §4.5.1.1: FlashSim devices "with maximum speeds of 50MB/s, 25MB/s, and 10MB/s" are
+/// pure rate caps: at any queue depth, reads or writes, they move exactly that many MB/s (to
+/// 0.01%, the rounding of completion times to whole nanoseconds).
+#[test]
+fn flashsim_presets_deliver_exactly_their_rate() {
+    for (name, mb_s) in [
+        ("flashsim-50", 50.0),
+        ("flashsim-25", 25.0),
+        ("flashsim-10", 10.0),
+    ] {
+        let spec = device(name);
+        for queue_depth in [1, 16] {
+            for write_fraction in [0.0, 0.5, 1.0] {
+                let rate = probe(&spec, 4 * KIB, queue_depth, write_fraction).bandwidth_bytes_per_s;
+                assert!(
+                    (rate / (mb_s * 1e6) - 1.0).abs() <= 1e-4,
+                    "{name} QD{queue_depth} writes {write_fraction}: {rate} B/s"
+                );
+            }
+        }
+        println!("{name}: {mb_s} MB/s at QD 1 and 16, reads, writes and mixes");
+    }
+}
+
+/// Every preset means what its TOML says: an unloaded access of one granule takes the stated
+/// `latency_ns` (to the nanosecond the model rounds up to), or, for a pure rate cap
+/// (`latency_ns = 0`), one granule's time at the stated bandwidth.
+#[test]
+fn every_preset_takes_its_stated_latency_at_qd1() {
+    for name in preset_names() {
+        let spec = device(name);
+        let granule = spec.granularity_bytes;
+        for (write_fraction, direction) in [(0.0, &spec.read), (1.0, &spec.write)] {
+            let expected_ns = if direction.latency_ns > 0.0 {
+                direction.latency_ns
+            } else {
+                f64::from(granule) / direction.bandwidth_gb_s
+            };
+            let model_ns = probe(&spec, granule, 1, write_fraction).mean_latency_ns;
+            assert!(
+                (model_ns - expected_ns).abs() <= 1.0,
+                "{name} writes {write_fraction}: {model_ns} ns vs {expected_ns} ns"
+            );
+        }
+    }
+}
+
+/// DESIGN.md "Bad input": a user's device file with a bad value is rejected with the file, the
+/// key and the reason, on one line.
+#[test]
+fn bad_user_device_file_names_file_key_and_reason() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("slow.toml");
+    let text = heterarchy_device::presets::preset_toml("optane-ssd")
+        .expect("optane-ssd preset")
+        .replace("\"optane-ssd\"", "\"slow\"")
+        .replace("bandwidth_gb_s = 2.3 ", "bandwidth_gb_s = -2.3 ");
+    assert!(
+        text.contains("-2.3"),
+        "the preset's write bandwidth line moved"
+    );
+    std::fs::write(&path, text).expect("write device file");
+    let error = resolve_device(path.to_str().expect("UTF-8 path"), None)
+        .expect_err("negative bandwidth is rejected")
+        .to_string();
+    assert!(error.starts_with(&path.display().to_string()), "{error}");
+    assert!(error.contains("`write.bandwidth_gb_s`"), "{error}");
+    assert!(error.contains("must be a finite number > 0"), "{error}");
+    assert!(!error.contains('\n'), "{error}");
+}
