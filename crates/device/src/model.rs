@@ -17,6 +17,9 @@ pub enum IoKind {
     Write,
 }
 
+/// Sequential write streams told apart at once (fio-style runs use up to 32 jobs or QD 32).
+const WRITE_STREAMS: usize = 32;
+
 /// Per-direction constants derived from the spec once.
 #[derive(Clone, Copy, Debug)]
 struct DirectionTiming {
@@ -52,8 +55,12 @@ pub struct DeviceModel {
     /// first, then the write queue's.
     busy_until_ns: Vec<f64>,
     written_bytes: f64,
-    /// Offset just past the last write, to tell sequential writes from random ones.
-    next_sequential_write: u64,
+    /// Offsets just past recent writes, one per write stream, to tell sequential writes from
+    /// random ones when several writers interleave (a flash controller keeps one open block per
+    /// stream).
+    write_stream_ends: [u64; WRITE_STREAMS],
+    /// The stream slot the next new stream takes (round robin).
+    next_stream_slot: usize,
     /// Byte offsets split into granules, by shifts when the granularity is a power of two
     /// (every preset's is): this runs once per simulated operation.
     granules: GranuleMath,
@@ -122,7 +129,8 @@ impl DeviceModel {
             interference_ns_per_granule,
             busy_until_ns: vec![0.0; queues * spec.channels as usize],
             written_bytes: 0.0,
-            next_sequential_write: u64::MAX,
+            write_stream_ends: [u64::MAX; WRITE_STREAMS],
+            next_stream_slot: 0,
             granules: GranuleMath::new(spec.granularity_bytes),
             spec: spec.clone(),
         }
@@ -174,11 +182,21 @@ impl DeviceModel {
         let now = now_ns as f64;
         if kind == IoKind::Write {
             if let Some(gc) = &self.spec.gc {
-                let sequential = offset == self.next_sequential_write;
+                let sequential = self.write_stream_ends.contains(&offset);
                 service_ns /= gc_efficiency(gc, self.written_bytes, sequential);
             }
             self.written_bytes += bytes as f64;
-            self.next_sequential_write = end;
+            match self
+                .write_stream_ends
+                .iter()
+                .position(|&stream_end| stream_end == offset)
+            {
+                Some(stream) => self.write_stream_ends[stream] = end,
+                None => {
+                    self.write_stream_ends[self.next_stream_slot] = end;
+                    self.next_stream_slot = (self.next_stream_slot + 1) % WRITE_STREAMS;
+                }
+            }
             if self.interference_ns_per_granule > 0.0 {
                 let read_queue = &mut self.busy_until_ns[channel];
                 *read_queue =
@@ -318,5 +336,33 @@ max_iops = 575000
         assert!((gc_efficiency(&gc, 2e9, false) - 0.55).abs() < 1e-12);
         assert!((gc_efficiency(&gc, 9e9, false) - 0.1).abs() < 1e-12);
         assert!((gc_efficiency(&gc, 9e9, true) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn interleaved_sequential_writers_are_each_sequential() {
+        let mut spec = ssd();
+        spec.gc = Some(GcSpec {
+            start_after_gb: 0.0,
+            decline_over_gb: 1e-9,
+            random_floor: 0.1,
+            sequential_floor: 0.5,
+        });
+        let mut model = DeviceModel::new(&spec);
+        // Four writers at distant regions, each walking forward; after each one's first write,
+        // every write continues a stream and pays the sequential floor.
+        let mut now = 0;
+        let mut latencies = Vec::new();
+        for step in 0..10u64 {
+            for writer in 0..4u64 {
+                now += 1_000_000;
+                let offset = writer << 30 | step * 4096;
+                latencies.push(model.submit(now, IoKind::Write, offset, 4096) - now);
+            }
+        }
+        let random = latencies[1];
+        assert!(
+            latencies[4..].iter().all(|&latency| latency < random),
+            "{latencies:?}"
+        );
     }
 }
