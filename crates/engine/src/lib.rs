@@ -4,8 +4,16 @@
 //! completes the plan on device models and a virtual clock; the live servers complete it on real
 //! storage.
 
+pub mod cache;
 pub mod controller;
 pub mod plan;
+pub mod split;
 
+pub use cache::config::{
+    AcpConfig, AlruConfig, CacheConfig, CleaningPolicy, ConfigError, NhitConfig, PromotionPolicy,
+    TierLayout, WriteMode,
+};
+pub use cache::CacheController;
 pub use controller::{Controller, ControllerStats, Decision};
 pub use plan::{DeviceOp, IoKind, Plan};
+pub use split::SplitController;

@@ -1,0 +1,205 @@
+//! Per-line metadata (which tiers hold a line, which of their copies are dirty) and the dirty
+//! bookkeeping every transition goes through, so counts, the dirty-line set and the cleaner's
+//! indexes never disagree.
+//!
+//! A copy is *dirty* when it is newer than the copy one level down: the next cache tier that
+//! holds the line, or else the backing store. In an inclusive pair a dirty tier-0 copy is newer
+//! than tier 1's (which may never have been written); in an exclusive pair, or with one cache
+//! tier, the level below is always the backing store.
+
+use heterarchy_policy::util::key_table::TableValue;
+use rustc_hash::FxHashSet;
+
+use super::cleaning::Cleaner;
+
+/// Most cache tiers a controller manages (a hierarchy has at most three devices).
+pub(crate) const MAX_CACHE_TIERS: usize = 2;
+
+/// What the controller knows about one cached line; stored in a prefetching key table, so a
+/// line with no resident copy is the table's empty value and is never stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Line {
+    /// Bytes of the line, as installed.
+    pub size: u32,
+    /// Bit `t` set: cache tier `t` holds a copy.
+    pub resident: u8,
+    /// Bit `t` set: tier `t`'s copy is newer than the level below it.
+    pub dirty: u8,
+    /// Per tier, which dirtying of that copy is the latest, so the ALRU queue can tell its
+    /// current entry from stale ones.
+    pub dirty_generation: [u32; MAX_CACHE_TIERS],
+}
+
+impl TableValue for Line {
+    const EMPTY: Line = Line {
+        size: 0,
+        resident: 0,
+        dirty: 0,
+        dirty_generation: [0; MAX_CACHE_TIERS],
+    };
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.resident == 0
+    }
+}
+
+impl Line {
+    /// A line no tier holds yet.
+    #[inline]
+    pub fn absent(size: u32) -> Line {
+        Line {
+            size,
+            ..Line::EMPTY
+        }
+    }
+
+    #[inline]
+    pub fn holds(&self, tier: usize) -> bool {
+        self.resident & (1 << tier) != 0
+    }
+
+    #[inline]
+    pub fn is_dirty(&self, tier: usize) -> bool {
+        self.dirty & (1 << tier) != 0
+    }
+
+    #[inline]
+    pub fn any_dirty(&self) -> bool {
+        self.dirty != 0
+    }
+
+    /// The highest (fastest) tier holding a copy: the one whose copy is the newest.
+    #[inline]
+    pub fn top_tier(&self) -> Option<usize> {
+        (self.resident != 0).then(|| self.resident.trailing_zeros() as usize)
+    }
+
+    /// The highest tier whose copy is dirty: the newest data not yet everywhere below.
+    #[inline]
+    pub fn top_dirty_tier(&self) -> Option<usize> {
+        (self.dirty != 0).then(|| self.dirty.trailing_zeros() as usize)
+    }
+
+    #[inline]
+    pub fn set_resident(&mut self, tier: usize) {
+        self.resident |= 1 << tier;
+    }
+
+    /// Drops tier `tier`'s copy from the residency bits; its dirty bit must already be clear.
+    #[inline]
+    pub fn clear_resident(&mut self, tier: usize) {
+        debug_assert!(!self.is_dirty(tier));
+        self.resident &= !(1 << tier);
+    }
+}
+
+/// Counts dirty copies, keeps the set of lines holding any, and tells the cleaner of every
+/// change, all in O(1) per transition.
+pub(crate) struct DirtyTracker {
+    copies: u64,
+    /// Lines with at least one dirty copy: what a full flush must write back.
+    lines: FxHashSet<u64>,
+    next_generation: u32,
+    pub cleaner: Cleaner,
+}
+
+impl DirtyTracker {
+    pub fn new(cleaner: Cleaner) -> DirtyTracker {
+        DirtyTracker {
+            copies: 0,
+            lines: FxHashSet::default(),
+            next_generation: 0,
+            cleaner,
+        }
+    }
+
+    /// Dirty copies over all tiers.
+    pub fn copies(&self) -> u64 {
+        self.copies
+    }
+
+    /// Lines holding at least one dirty copy, in no particular order.
+    pub fn dirty_lines(&self) -> impl Iterator<Item = u64> + '_ {
+        self.lines.iter().copied()
+    }
+
+    /// Records that tier `tier`'s copy of `key` was written at `now_ns` and is now newer than
+    /// the level below; a copy already dirty is re-dated (Open CAS moves it to the head of the
+    /// ALRU list with a fresh timestamp).
+    pub fn mark_dirty(&mut self, key: u64, line: &mut Line, tier: usize, now_ns: u64) {
+        debug_assert!(line.holds(tier));
+        if !line.any_dirty() {
+            self.lines.insert(key);
+            self.cleaner.line_dirtied(key, line.size);
+        }
+        if !line.is_dirty(tier) {
+            self.copies += 1;
+            line.dirty |= 1 << tier;
+        }
+        self.next_generation = self.next_generation.wrapping_add(1);
+        line.dirty_generation[tier] = self.next_generation;
+        self.cleaner
+            .copy_written(key, tier, self.next_generation, now_ns);
+    }
+
+    /// Records that tier `tier`'s copy of `key` is no longer dirty (written back, overwritten
+    /// below, or dropped).
+    pub fn mark_clean(&mut self, key: u64, line: &mut Line, tier: usize) {
+        if !line.is_dirty(tier) {
+            return;
+        }
+        line.dirty &= !(1 << tier);
+        self.copies -= 1;
+        if !line.any_dirty() {
+            self.lines.remove(&key);
+            self.cleaner.line_cleaned(key, line.size);
+        }
+    }
+
+    /// Marks every copy of `key` clean.
+    pub fn mark_all_clean(&mut self, key: u64, line: &mut Line) {
+        for tier in 0..MAX_CACHE_TIERS {
+            self.mark_clean(key, line, tier);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_copies_and_lines() {
+        let mut tracker = DirtyTracker::new(Cleaner::Nop);
+        let mut line = Line::absent(4096);
+        line.set_resident(0);
+        line.set_resident(1);
+        tracker.mark_dirty(7, &mut line, 0, 10);
+        tracker.mark_dirty(7, &mut line, 0, 20);
+        assert_eq!(tracker.copies(), 1);
+        tracker.mark_dirty(7, &mut line, 1, 30);
+        assert_eq!(tracker.copies(), 2);
+        assert_eq!(tracker.dirty_lines().collect::<Vec<_>>(), vec![7]);
+        assert_eq!(line.top_dirty_tier(), Some(0));
+        tracker.mark_clean(7, &mut line, 0);
+        assert_eq!(line.top_dirty_tier(), Some(1));
+        assert_eq!(tracker.copies(), 1);
+        tracker.mark_all_clean(7, &mut line);
+        assert_eq!(tracker.copies(), 0);
+        assert_eq!(tracker.dirty_lines().count(), 0);
+        assert!(!line.any_dirty());
+        assert_eq!(line.top_tier(), Some(0));
+    }
+
+    #[test]
+    fn redirtying_moves_the_generation_on() {
+        let mut tracker = DirtyTracker::new(Cleaner::Nop);
+        let mut line = Line::absent(1);
+        line.set_resident(0);
+        tracker.mark_dirty(1, &mut line, 0, 0);
+        let first = line.dirty_generation[0];
+        tracker.mark_dirty(1, &mut line, 0, 5);
+        assert_ne!(line.dirty_generation[0], first);
+    }
+}

@@ -1,0 +1,343 @@
+//! The cache controller: one or two cache tiers over a backing store, with Open CAS's cache
+//! modes, dirty tracking, cleaning and promotion policies (issue 3, item 6; seed 000 §4.1–4.2,
+//! whose caching model, Eqs 4.1 and 4.4, puts a miss's install on the request's path as a
+//! write to the fast device).
+//!
+//! Devices are numbered from the top: cache tiers `0..n`, then the backing store `n`. Each
+//! request becomes a [`Plan`] in up to four stages, any of which may be empty:
+//!
+//! 1. reads: where the client's data comes from, and every line that must move;
+//! 2. write-backs of dirty victims to the backing store;
+//! 3. moves into tier 1 (exclusive demotions, dirty tier-0 victims of an inclusive pair);
+//! 4. the request's own writes: installs and the client's data.
+//!
+//! so a victim's slot is reused only after its data is safe below, and the client is answered
+//! when all four are done. Metadata changes at decision time.
+
+mod cleaning;
+pub mod config;
+mod dirty;
+mod paths;
+mod promotion;
+mod tiers;
+
+use heterarchy_policy::eviction::{Evicted, EvictionPolicy, PREFETCH_NODE_DISTANCE};
+use heterarchy_policy::registry;
+use heterarchy_policy::util::key_table::KeyTable;
+use heterarchy_trace::{Op, Request};
+
+use crate::controller::{Controller, ControllerStats, Decision};
+use crate::plan::{DeviceOp, IoKind, Plan};
+use cleaning::Cleaner;
+use config::{CacheConfig, ConfigError, TierLayout, WriteMode};
+use dirty::{DirtyTracker, Line, MAX_CACHE_TIERS};
+use promotion::Promoter;
+
+/// A line's data moving between devices: read from `from`, written to every device in `to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Move {
+    key: u64,
+    bytes: u32,
+    from: u8,
+    /// Bit `d` set: written to device `d`.
+    to: u8,
+    /// The data is newer than the backing store's.
+    dirty: bool,
+    /// Counts as a write-back (dirty data written to the level below it); an exclusive
+    /// demotion moves dirty data without cleaning it.
+    writeback: bool,
+}
+
+/// How a request treats its line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+    /// Delete or trim: the data is gone, cached copies are dropped unwritten.
+    Discard,
+}
+
+fn access_of(op: Op) -> Access {
+    match op {
+        Op::Delete | Op::Trim => Access::Discard,
+        op if op.is_write() => Access::Write,
+        _ => Access::Read,
+    }
+}
+
+/// Caching over one or two cache tiers with Open CAS's semantics; see the module docs.
+pub struct CacheController {
+    mode: WriteMode,
+    layout: TierLayout,
+    /// One eviction policy per cache tier, top first.
+    tiers: Vec<Box<dyn EvictionPolicy>>,
+    /// Device index of the backing store.
+    backing: u8,
+    lines: KeyTable<Line>,
+    dirty: DirtyTracker,
+    promoter: Promoter,
+    stats: ControllerStats,
+    last_request_ns: u64,
+    /// Per tier, a reused buffer for the policy's victims.
+    evicted: [Vec<Evicted>; MAX_CACHE_TIERS],
+    /// The request's source read, if any.
+    source: Option<DeviceOp>,
+    moves: Vec<Move>,
+    /// The request's own writes (stage 4).
+    writes: Vec<DeviceOp>,
+    /// Lines a cleaning pass writes back.
+    clean_keys: Vec<u64>,
+}
+
+impl CacheController {
+    /// A controller for cache tiers of `tier_capacity_bytes` (top first; one or two) over a
+    /// backing store. `seed` is for random choices; classic caching makes none (NHC's
+    /// `load_admit` draws will).
+    pub fn new(
+        config: &CacheConfig,
+        tier_capacity_bytes: &[u64],
+        _seed: u64,
+    ) -> Result<CacheController, ConfigError> {
+        config.validate()?;
+        if !(1..=MAX_CACHE_TIERS).contains(&tier_capacity_bytes.len()) {
+            return Err(ConfigError::new(
+                "tier",
+                format!(
+                    "{} cache tiers given; expected 1 or {MAX_CACHE_TIERS}",
+                    tier_capacity_bytes.len()
+                ),
+            ));
+        }
+        let mut tiers = Vec::with_capacity(tier_capacity_bytes.len());
+        for (index, &capacity) in tier_capacity_bytes.iter().enumerate() {
+            if capacity == 0 {
+                return Err(ConfigError::new(
+                    &format!("tier[{index}]"),
+                    "a cache tier of 0 bytes holds nothing".to_string(),
+                ));
+            }
+            let policy = registry::create(&config.policy, capacity)
+                .map_err(|error| ConfigError::new("policy", error.to_string()))?;
+            tiers.push(policy);
+        }
+        let count = tiers.len();
+        Ok(CacheController {
+            mode: config.mode,
+            layout: config.layout,
+            backing: count as u8,
+            lines: KeyTable::default(),
+            dirty: DirtyTracker::new(Cleaner::new(config)),
+            promoter: Promoter::new(config, tier_capacity_bytes[0]),
+            stats: ControllerStats {
+                hits_per_tier: vec![0; count],
+                installs_per_tier: vec![0; count],
+                evictions_per_tier: vec![0; count],
+                ..ControllerStats::default()
+            },
+            last_request_ns: 0,
+            evicted: Default::default(),
+            source: None,
+            moves: Vec::new(),
+            writes: Vec::new(),
+            clean_keys: Vec::new(),
+            tiers,
+        })
+    }
+
+    /// Number of cache tiers (devices minus the backing store).
+    pub fn cache_tiers(&self) -> usize {
+        self.tiers.len()
+    }
+
+    /// True when cache tier `tier` holds a copy of `key`.
+    pub fn holds(&self, tier: usize, key: u64) -> bool {
+        self.lines.get(key).is_some_and(|line| line.holds(tier))
+    }
+
+    /// True when tier `tier`'s copy of `key` is newer than the level below it (the next tier
+    /// holding the line, or the backing store).
+    pub fn is_dirty(&self, tier: usize, key: u64) -> bool {
+        self.lines.get(key).is_some_and(|line| line.is_dirty(tier))
+    }
+
+    /// Bytes resident in cache tier `tier`, as its eviction policy counts them.
+    pub fn tier_used_bytes(&self, tier: usize) -> u64 {
+        self.tiers[tier].used_bytes()
+    }
+
+    /// Capacity of cache tier `tier` in bytes.
+    pub fn tier_capacity_bytes(&self, tier: usize) -> u64 {
+        self.tiers[tier].capacity_bytes()
+    }
+
+    /// Lines resident in cache tier `tier`, as its eviction policy counts them.
+    pub fn tier_lines(&self, tier: usize) -> usize {
+        self.tiers[tier].len()
+    }
+
+    /// Writes every dirty line back (as a graceful shutdown must), into `plan`: stage 1 reads
+    /// each line's newest copy, stage 2 writes it to every level below. Returns the number of
+    /// lines, cleaned in key order.
+    pub fn flush(&mut self, plan: &mut Plan) -> usize {
+        self.moves.clear();
+        self.clean_keys.clear();
+        self.clean_keys.extend(self.dirty.dirty_lines());
+        self.clean_keys.sort_unstable();
+        let keys = std::mem::take(&mut self.clean_keys);
+        for &key in &keys {
+            self.clean_line(key);
+        }
+        self.clean_keys = keys;
+        self.emit_cleaning_plan(plan);
+        self.clean_keys.len()
+    }
+
+    #[inline]
+    fn line_or_absent(&self, key: u64, size: u32) -> Line {
+        self.lines.get(key).unwrap_or_else(|| Line::absent(size))
+    }
+
+    /// Writes `line` back to the table, or drops it when no tier holds it any more.
+    #[inline]
+    fn store(&mut self, key: u64, line: Line) {
+        if line.resident == 0 {
+            self.lines.remove(key);
+        } else {
+            self.lines.insert(key, line);
+        }
+    }
+
+    #[inline]
+    fn op(device: u8, kind: IoKind, key: u64, bytes: u32) -> DeviceOp {
+        DeviceOp {
+            device,
+            kind,
+            key,
+            bytes,
+        }
+    }
+
+    /// Lays the request's source read, moves and writes out in the four stages of the module
+    /// docs.
+    fn emit_request_plan(&mut self, plan: &mut Plan) {
+        let backing_bit = 1u8 << self.backing;
+        if let Some(read) = self.source {
+            plan.push(read);
+        }
+        for m in &self.moves {
+            plan.push(Self::op(m.from, IoKind::Read, m.key, m.bytes));
+        }
+        plan.end_stage();
+        for m in self.moves.iter().filter(|m| m.to & backing_bit != 0) {
+            plan.push(Self::op(self.backing, IoKind::Write, m.key, m.bytes));
+        }
+        plan.end_stage();
+        for m in &self.moves {
+            for tier in 0..self.backing {
+                if m.to & (1 << tier) != 0 {
+                    plan.push(Self::op(tier, IoKind::Write, m.key, m.bytes));
+                }
+            }
+        }
+        plan.end_stage();
+        for &write in &self.writes {
+            plan.push(write);
+        }
+        plan.end_stage();
+        self.count_writebacks();
+    }
+
+    /// Lays cleaning moves out in two stages: read the newest copies, then write them below.
+    fn emit_cleaning_plan(&mut self, plan: &mut Plan) {
+        for m in &self.moves {
+            plan.push(Self::op(m.from, IoKind::Read, m.key, m.bytes));
+        }
+        plan.end_stage();
+        for m in &self.moves {
+            for device in 0..=self.backing {
+                if m.to & (1 << device) != 0 {
+                    plan.push(Self::op(device, IoKind::Write, m.key, m.bytes));
+                }
+            }
+        }
+        plan.end_stage();
+        self.count_writebacks();
+        self.stats.dirty_lines = self.dirty.copies();
+    }
+
+    fn count_writebacks(&mut self) {
+        self.stats.writebacks += self.moves.iter().filter(|m| m.writeback).count() as u64;
+    }
+}
+
+impl Controller for CacheController {
+    fn device_count(&self) -> usize {
+        self.tiers.len() + 1
+    }
+
+    fn plan(&mut self, request: &Request, now_ns: u64, plan: &mut Plan) -> Decision {
+        self.last_request_ns = now_ns;
+        self.source = None;
+        self.moves.clear();
+        self.writes.clear();
+        let held = self.lines.get(request.key).and_then(|line| line.top_tier());
+        self.stats.requests += 1;
+        if let Some(tier) = held {
+            self.stats.hits += 1;
+            self.stats.hits_per_tier[tier] += 1;
+        }
+        match access_of(request.op) {
+            Access::Read => {
+                self.stats.reads += 1;
+                self.read(request, held, now_ns);
+            }
+            Access::Write => {
+                self.stats.writes += 1;
+                self.write(request, held, now_ns);
+            }
+            Access::Discard => self.discard(request.key),
+        }
+        self.emit_request_plan(plan);
+        self.dirty.cleaner.compact(&self.lines, self.dirty.copies());
+        self.stats.dirty_lines = self.dirty.copies();
+        Decision {
+            hit_tier: held.map(|tier| tier as u8),
+        }
+    }
+
+    fn background(&mut self, now_ns: u64, plan: &mut Plan) -> Option<u64> {
+        if !self.mode.writes_back() {
+            return None;
+        }
+        self.moves.clear();
+        self.clean_keys.clear();
+        let next = self.dirty.cleaner.due(
+            now_ns,
+            self.last_request_ns,
+            &self.lines,
+            &mut self.clean_keys,
+        );
+        let keys = std::mem::take(&mut self.clean_keys);
+        for &key in &keys {
+            self.clean_line(key);
+        }
+        self.clean_keys = keys;
+        self.emit_cleaning_plan(plan);
+        next
+    }
+
+    fn stats(&self) -> &ControllerStats {
+        &self.stats
+    }
+
+    #[inline]
+    fn prefetch(&self, key: u64, distance: usize) {
+        if distance > PREFETCH_NODE_DISTANCE {
+            self.lines.prefetch(key);
+            self.tiers[0].prefetch_slot(key);
+        } else {
+            self.tiers[0].prefetch_node(key);
+            self.tiers[0].prefetch_victims();
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! What each Open CAS cache mode does with a read, a write and a discard ("Cache
+//! configuration", open-cas.github.io; OCF `src/engine/`: `engine_rd.c` serves wt, wb, wa and
+//! wi reads, `engine_wo.c` and `engine_pt.c` the other reads, and `cache_engine.c` maps pt
+//! writes to the write-invalidate engine).
+//!
+//! | mode | read hit | read miss | write hit | write miss |
+//! |------|----------|-----------|-----------|------------|
+//! | wt   | cache    | backing, installed | cache + backing | installed, cache + backing |
+//! | wb   | cache    | backing, installed | cache, dirty | installed, cache, dirty |
+//! | wa   | cache    | backing, installed | cache + backing | backing only |
+//! | wi   | cache    | backing, installed | backing, cached copies dropped | backing only |
+//! | wo   | cache if dirty, else backing | backing, not installed | cache, dirty | installed, cache, dirty |
+//! | pt   | cache if dirty, else backing | backing | backing, cached copies dropped | backing only |
+//!
+//! "Cache" is the highest tier holding the line, which always has its newest data. A hit in
+//! tier 1 first brings the line up into tier 0 (wt, wb, wa and wi reads; wt, wb and wo
+//! writes), as a miss in tier 0 would. Installs pass the promotion policy first; wa and wi
+//! never install on writes, wo and pt never on reads. Reads in wo and pt change nothing.
+
+use heterarchy_trace::Request;
+
+use super::config::WriteMode;
+use super::CacheController;
+use crate::plan::IoKind;
+
+impl CacheController {
+    /// Asks the promotion policy whether to install a line no tier holds.
+    fn may_install(&mut self, request: &Request) -> bool {
+        let top = &self.tiers[0];
+        let (used, capacity) = (top.used_bytes(), top.capacity_bytes());
+        self.promoter
+            .should_promote(request.key, request.size, used, capacity)
+    }
+
+    /// Plans a read; `held` is the highest tier holding the line on arrival.
+    pub(super) fn read(&mut self, request: &Request, held: Option<usize>, now_ns: u64) {
+        let key = request.key;
+        let bytes = request.size;
+        if matches!(self.mode, WriteMode::Wo | WriteMode::Pt) {
+            let dirty = self.lines.get(key).is_some_and(|line| line.any_dirty());
+            let device = match held {
+                Some(tier) if dirty => tier as u8,
+                _ => self.backing,
+            };
+            self.source = Some(Self::op(device, IoKind::Read, key, bytes));
+            return;
+        }
+        match held {
+            Some(0) => {
+                self.tiers[0].lookup(request);
+                self.source = Some(Self::op(0, IoKind::Read, key, bytes));
+            }
+            Some(tier) => {
+                self.source = Some(Self::op(tier as u8, IoKind::Read, key, bytes));
+                if self.promote_to_top(request, now_ns) {
+                    self.writes.push(Self::op(0, IoKind::Write, key, bytes));
+                }
+            }
+            None => {
+                self.source = Some(Self::op(self.backing, IoKind::Read, key, bytes));
+                if self.may_install(request) {
+                    let installed = self.install(request, now_ns);
+                    self.write_to_tiers(installed, key, bytes);
+                }
+            }
+        }
+    }
+
+    /// Plans a write; `held` is the highest tier holding the line on arrival.
+    pub(super) fn write(&mut self, request: &Request, held: Option<usize>, now_ns: u64) {
+        let key = request.key;
+        let bytes = request.size;
+        match self.mode {
+            WriteMode::Wb | WriteMode::Wo => {
+                self.bring_to_top(request, held, now_ns);
+                let mut line = self.line_or_absent(key, bytes);
+                match line.top_tier() {
+                    Some(tier) => {
+                        self.writes
+                            .push(Self::op(tier as u8, IoKind::Write, key, bytes));
+                        self.dirty.mark_dirty(key, &mut line, tier, now_ns);
+                        self.store(key, line);
+                    }
+                    None => self.write_backing(key, bytes),
+                }
+            }
+            WriteMode::Wt => {
+                self.bring_to_top(request, held, now_ns);
+                let resident = self.lines.get(key).map_or(0, |line| line.resident);
+                self.write_to_tiers(resident, key, bytes);
+                self.write_backing(key, bytes);
+            }
+            WriteMode::Wa => {
+                if let Some(tier) = held {
+                    self.tiers[tier].lookup(request);
+                }
+                let resident = self.lines.get(key).map_or(0, |line| line.resident);
+                self.write_to_tiers(resident, key, bytes);
+                self.write_backing(key, bytes);
+            }
+            WriteMode::Wi | WriteMode::Pt => {
+                self.invalidate(key);
+                self.write_backing(key, bytes);
+            }
+        }
+    }
+
+    /// A delete or trim: every cached copy is dropped unwritten and nhit forgets the count.
+    pub(super) fn discard(&mut self, key: u64) {
+        self.invalidate(key);
+        self.promoter.purge(key);
+    }
+
+    /// Makes tier 0 hold the line if it can, for a write that allocates: a tier-0 hit is
+    /// touched, a tier-1 hit moves or copies up, a miss is installed if promoted.
+    fn bring_to_top(&mut self, request: &Request, held: Option<usize>, now_ns: u64) {
+        match held {
+            Some(0) => {
+                self.tiers[0].lookup(request);
+            }
+            Some(_) => {
+                self.promote_to_top(request, now_ns);
+            }
+            None => {
+                if self.may_install(request) {
+                    self.install(request, now_ns);
+                }
+            }
+        }
+    }
+
+    /// Drops every cached copy of `key` (its data is being replaced or discarded).
+    fn invalidate(&mut self, key: u64) {
+        let Some(mut line) = self.lines.get(key) else {
+            return;
+        };
+        self.dirty.mark_all_clean(key, &mut line);
+        for tier in 0..self.tiers.len() {
+            if line.holds(tier) {
+                self.tiers[tier].remove(key);
+                line.clear_resident(tier);
+            }
+        }
+        self.store(key, line);
+    }
+
+    fn write_to_tiers(&mut self, tiers: u8, key: u64, bytes: u32) {
+        for tier in 0..self.backing {
+            if tiers & (1 << tier) != 0 {
+                self.writes.push(Self::op(tier, IoKind::Write, key, bytes));
+            }
+        }
+    }
+
+    fn write_backing(&mut self, key: u64, bytes: u32) {
+        self.writes
+            .push(Self::op(self.backing, IoKind::Write, key, bytes));
+    }
+}
