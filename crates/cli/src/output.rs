@@ -33,6 +33,16 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// The column headers.
+    pub fn headers(&self) -> Vec<&str> {
+        self.headers.iter().map(String::as_str).collect()
+    }
+
+    /// The rows added so far.
+    pub fn rows(&self) -> &[Vec<String>] {
+        &self.rows
+    }
+
     /// Columns padded to their widest cell; numbers right-aligned.
     pub fn to_text(&self) -> String {
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.len()).collect();

@@ -1,8 +1,13 @@
 //! The timed discrete-event simulator (issue 3): multi-tier hierarchies on device models, on a
 //! virtual clock, deterministic.
 
+pub mod config;
+pub mod hfio;
 pub mod run;
 pub mod series;
+pub mod split_search;
 
+pub use config::{ConfigError, Hierarchy, Scheme};
 pub use run::{run_timed, Arrivals, DeviceResult, Load, TimedResult};
 pub use series::{DeviceSeries, TimeSeries};
+pub use split_search::{run_splits, search_split, SplitPoint, SplitSearch};

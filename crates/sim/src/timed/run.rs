@@ -569,7 +569,13 @@ mod tests {
                 max_requests: u64::MAX,
                 warmup_requests: 0,
             };
-            run_timed(&mut controller, std::slice::from_ref(&ssd), &mut *reader, &load).unwrap()
+            run_timed(
+                &mut controller,
+                std::slice::from_ref(&ssd),
+                &mut *reader,
+                &load,
+            )
+            .unwrap()
         };
         let slow = run(0.1);
         assert!(
