@@ -9,11 +9,12 @@ use clap::Args;
 use heterarchy_report::{LineChart, Report, Series};
 use heterarchy_sim::cache_sim::{GeneratedTrace, TraceFile, TraceSource};
 use heterarchy_sim::timed::{
-    run_timed, search_split, Arrivals, Hierarchy, Scheme, SplitSearch, TimedResult,
+    run_timed_with_progress, search_split, Arrivals, Hierarchy, Scheme, SplitSearch, TimedResult,
 };
 use heterarchy_trace::generate::WorkloadSpec;
 
 use crate::output::{render, Format, Table};
+use crate::progress::requests_bar;
 use crate::trace_args::TraceArgs;
 
 /// Arguments of `heterarchy simulate`.
@@ -79,12 +80,16 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         .controller()
         .map_err(|e| anyhow!("{}: {e}", args.config.display()))?;
     let mut reader = source.open()?;
-    let result = run_timed(
+    let limit = hierarchy.load.max_requests;
+    let bar = requests_bar((limit != u64::MAX).then_some(limit), "simulating");
+    let result = run_timed_with_progress(
         &mut *controller,
         &hierarchy.devices,
         &mut *reader,
         &hierarchy.load,
+        &mut |taken| bar.set_position(taken),
     )?;
+    bar.finish_and_clear();
     print!("{}", render_result(args.format, &result));
     if let Some(path) = &args.report {
         let mut report = Report::new("heterarchy simulate");

@@ -344,7 +344,9 @@ device = "optane-ssd"
         assert_eq!(hierarchy.scheme, Scheme::Caching);
         assert_eq!(
             hierarchy.load.arrivals,
-            Arrivals::Closed { outstanding: DEFAULT_OUTSTANDING }
+            Arrivals::Closed {
+                outstanding: DEFAULT_OUTSTANDING
+            }
         );
         assert_eq!(hierarchy.load.max_requests, u64::MAX);
         assert!(hierarchy.controller().is_ok());
@@ -354,7 +356,9 @@ device = "optane-ssd"
     fn unknown_device_is_named_with_its_key() {
         let error = error_of(&TWO_TIERS.replace("\"optane-ssd\"", "\"floppy\""));
         assert_eq!(error.key, "tier[1].device");
-        assert!(error.to_string().starts_with("h.toml: key `tier[1].device`: floppy: unknown device"));
+        assert!(error
+            .to_string()
+            .starts_with("h.toml: key `tier[1].device`: floppy: unknown device"));
     }
 
     #[test]
@@ -366,12 +370,18 @@ device = "optane-ssd"
 
     #[test]
     fn missing_size_wrong_tier_count_and_unknown_keys_are_rejected() {
-        assert_eq!(error_of(&TWO_TIERS.replace("size = \"64MiB\"\n", "")).key, "tier[0].size");
+        assert_eq!(
+            error_of(&TWO_TIERS.replace("size = \"64MiB\"\n", "")).key,
+            "tier[0].size"
+        );
         let one_tier = "[[tier]]\ndevice = \"dram\"\n";
         assert_eq!(error_of(one_tier).key, "tier");
         let typo = TWO_TIERS.replace("[cache]", "[cache]\nmodee = \"wt\"");
         let error = error_of(&typo);
-        assert!(error.to_string().contains("line 3") && error.message.contains("modee"), "{error}");
+        assert!(
+            error.to_string().contains("line 3") && error.message.contains("modee"),
+            "{error}"
+        );
         assert!(!error.to_string().contains('\n'));
         let bad_mode = error_of(&TWO_TIERS.replace("\"wb\"", "\"wx\""));
         assert!(bad_mode.message.contains("wx"), "{bad_mode}");
@@ -391,7 +401,10 @@ device = "optane-ssd"
         let open = format!("{TWO_TIERS}[load]\nspeedup = 10.0\nrequests = 5\nwarmup = 1\n");
         let hierarchy = Hierarchy::from_toml(&open, "h.toml", None).unwrap();
         assert_eq!(hierarchy.load.arrivals, Arrivals::Open { speedup: 10.0 });
-        assert_eq!((hierarchy.load.max_requests, hierarchy.load.warmup_requests), (5, 1));
+        assert_eq!(
+            (hierarchy.load.max_requests, hierarchy.load.warmup_requests),
+            (5, 1)
+        );
     }
 
     #[test]

@@ -90,6 +90,8 @@ struct InFlight {
 /// Requests pulled from a reader a batch at a time.
 struct Feed<'a> {
     reader: &'a mut dyn TraceReader,
+    /// Told how many requests have been taken, once per batch.
+    progress: &'a mut dyn FnMut(u64),
     batch: Vec<Request>,
     next: usize,
     taken: u64,
@@ -108,6 +110,7 @@ impl Feed<'_> {
             return Ok(None);
         }
         if self.next == self.batch.len() {
+            (self.progress)(self.taken);
             self.reader
                 .read_batch(&mut self.batch, heterarchy_trace::read::BATCH)?;
             self.next = 0;
@@ -156,6 +159,17 @@ pub fn run_timed(
     reader: &mut dyn TraceReader,
     load: &Load,
 ) -> Result<TimedResult, TraceError> {
+    run_timed_with_progress(controller, devices, reader, load, &mut |_| {})
+}
+
+/// [`run_timed`], telling `progress` the number of requests taken so far every few thousand.
+pub fn run_timed_with_progress(
+    controller: &mut dyn Controller,
+    devices: &[DeviceSpec],
+    reader: &mut dyn TraceReader,
+    load: &Load,
+    progress: &mut dyn FnMut(u64),
+) -> Result<TimedResult, TraceError> {
     assert_eq!(
         controller.device_count(),
         devices.len(),
@@ -163,6 +177,7 @@ pub fn run_timed(
     );
     let mut feed = Feed {
         reader,
+        progress,
         batch: Vec::new(),
         next: 0,
         taken: 0,
