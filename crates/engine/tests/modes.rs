@@ -248,6 +248,34 @@ fn inclusive_dirty_tier_0_victims_go_down_to_tier_1() {
 }
 
 #[test]
+fn inclusive_back_invalidation_writes_back_the_newest_of_two_dirty_copies() {
+    // FIFO in tier 1, so key 1 leaves tier 1 first however often it is used.
+    let config = CacheConfig {
+        mode: WriteMode::Wb,
+        policy: "fifo".to_string(),
+        cleaning: CleaningPolicy::Nop,
+        ..CacheConfig::default()
+    };
+    let mut c = CacheController::new(&config, &[LINE_BYTES, 2 * LINE_BYTES], 1).unwrap();
+    write(&mut c, 1);
+    read(&mut c, 2);
+    assert!(c.is_dirty(1, 1) && !c.holds(0, 1));
+    assert_plan(&read(&mut c, 1), &[&[(1, 'r', 1)], &[(0, 'w', 1)]]);
+    write(&mut c, 1);
+    assert!(c.is_dirty(0, 1) && c.is_dirty(1, 1));
+    // Tier 1 drops key 1 from both tiers; tier 0's copy is the newer one.
+    assert_plan(
+        &read(&mut c, 3),
+        &[
+            &[(0, 'r', 1), (2, 'r', 3)],
+            &[(2, 'w', 1)],
+            &[(0, 'w', 3), (1, 'w', 3)],
+        ],
+    );
+    assert_eq!(c.stats().dirty_lines, 0);
+}
+
+#[test]
 fn exclusive_tiers() {
     let mut c = controller(WriteMode::Wt, TierLayout::Exclusive, &[1, 2]);
     assert_plan(&read(&mut c, 1), &[&[(2, 'r', 1)], &[(0, 'w', 1)]]);

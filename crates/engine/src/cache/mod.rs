@@ -87,6 +87,12 @@ pub struct CacheController {
     writes: Vec<DeviceOp>,
     /// Lines a cleaning pass writes back.
     clean_keys: Vec<u64>,
+    /// True when victims need nothing but forgetting (one tier, no dirty data): their table
+    /// entries are then dropped at the start of the next call, once prefetched, instead of
+    /// waiting on a cold slot now.
+    defer_victims: bool,
+    /// Victims of the last call whose table entries are still to be dropped.
+    deferred_victims: Vec<u64>,
 }
 
 impl CacheController {
@@ -140,6 +146,8 @@ impl CacheController {
             moves: Vec::new(),
             writes: Vec::new(),
             clean_keys: Vec::new(),
+            defer_victims: count == 1 && !config.mode.writes_back(),
+            deferred_victims: Vec::new(),
             tiers,
         })
     }
@@ -149,15 +157,32 @@ impl CacheController {
         self.tiers.len()
     }
 
+    /// The table's line for `key`, minus victims whose entries are still to be dropped.
+    #[inline]
+    fn current_line(&self, key: u64) -> Option<Line> {
+        self.lines
+            .get(key)
+            .filter(|_| !self.deferred_victims.contains(&key))
+    }
+
     /// True when cache tier `tier` holds a copy of `key`.
     pub fn holds(&self, tier: usize, key: u64) -> bool {
-        self.lines.get(key).is_some_and(|line| line.holds(tier))
+        self.current_line(key).is_some_and(|line| line.holds(tier))
     }
 
     /// True when tier `tier`'s copy of `key` is newer than the level below it (the next tier
     /// holding the line, or the backing store).
     pub fn is_dirty(&self, tier: usize, key: u64) -> bool {
-        self.lines.get(key).is_some_and(|line| line.is_dirty(tier))
+        self.current_line(key)
+            .is_some_and(|line| line.is_dirty(tier))
+    }
+
+    /// Drops the table entries of the last call's deferred victims.
+    #[inline]
+    fn forget_deferred_victims(&mut self) {
+        for key in self.deferred_victims.drain(..) {
+            self.lines.remove(key);
+        }
     }
 
     /// Bytes resident in cache tier `tier`, as its eviction policy counts them.
@@ -179,6 +204,7 @@ impl CacheController {
     /// each line's newest copy, stage 2 writes it to every level below. Returns the number of
     /// lines, cleaned in key order.
     pub fn flush(&mut self, plan: &mut Plan) -> usize {
+        self.forget_deferred_victims();
         self.moves.clear();
         self.clean_keys.clear();
         self.clean_keys.extend(self.dirty.dirty_lines());
@@ -276,6 +302,7 @@ impl Controller for CacheController {
     }
 
     fn plan(&mut self, request: &Request, now_ns: u64, plan: &mut Plan) -> Decision {
+        self.forget_deferred_victims();
         self.last_request_ns = now_ns;
         self.source = None;
         self.moves.clear();
@@ -309,6 +336,7 @@ impl Controller for CacheController {
         if !self.mode.writes_back() {
             return None;
         }
+        self.forget_deferred_victims();
         self.moves.clear();
         self.clean_keys.clear();
         let next = self.dirty.cleaner.due(

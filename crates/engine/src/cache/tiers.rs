@@ -8,6 +8,7 @@
 use heterarchy_trace::Request;
 
 use super::config::TierLayout;
+use super::dirty::Line;
 use super::{CacheController, Move};
 
 impl CacheController {
@@ -17,53 +18,78 @@ impl CacheController {
     }
 
     /// Admits `request`'s line into tier `tier` (which does not hold it), handling the
-    /// victims; returns whether the policy took it.
+    /// victims; returns whether the tier holds it afterwards.
     pub(super) fn admit(&mut self, tier: usize, request: &Request, now_ns: u64) -> bool {
+        let key = request.key;
         let policy = &mut self.tiers[tier];
         if u64::from(request.size) > policy.capacity_bytes() {
             return false;
         }
         // The lookup lets policies with ghost lists (ARC, LIRS, 2Q, S3-FIFO) learn from the
         // miss before admitting, as their contract asks.
-        let admitted = if policy.lookup(request) {
-            debug_assert!(
-                false,
-                "tier {tier} holds key {} unknown to the table",
-                request.key
-            );
-            let mut line = self.line_or_absent(request.key, request.size);
+        if policy.lookup(request) {
+            debug_assert!(false, "tier {tier} holds key {key} unknown to the table");
+            let mut line = self.line_or_absent(key, request.size);
             line.set_resident(tier);
-            self.lines.insert(request.key, line);
-            true
+            self.lines.insert(key, line);
+            return true;
+        }
+        let mut evicted = std::mem::take(&mut self.evicted[tier]);
+        let before = policy.len();
+        policy.admit(request, &mut evicted);
+        let admitted = policy.len() + evicted.len() == before + 1;
+        // The victims' table slots are cold: start loading them while the new line is noted.
+        for victim in &evicted {
+            self.lines.prefetch(victim.key);
+        }
+        if admitted {
+            let mut line = self.line_or_absent(key, request.size);
+            line.set_resident(tier);
+            self.lines.insert(key, line);
+            self.stats.installs_per_tier[tier] += 1;
+        }
+        let mut kept = admitted;
+        for victim in evicted.drain(..) {
+            self.stats.evictions_per_tier[tier] += 1;
+            kept &= victim.key != key;
+            if self.defer_victims && victim.key != key {
+                self.deferred_victims.push(victim.key);
+                continue;
+            }
+            match tier {
+                0 => self.leave_top(victim.key, now_ns),
+                _ => self.leave_lower(victim.key),
+            }
+        }
+        self.evicted[tier] = evicted;
+        kept
+    }
+
+    /// Returns a victim's line to the table if some tier still holds it.
+    #[inline]
+    fn put_back(&mut self, key: u64, line: Line) {
+        if line.resident != 0 {
+            self.lines.insert(key, line);
+        }
+    }
+
+    /// Takes a victim's line out of the table (the caller puts it back if a tier still holds
+    /// it), checking that `tier` held it.
+    fn take_victim(&mut self, key: u64, tier: usize) -> Option<Line> {
+        let line = self.lines.remove(key)?;
+        if line.holds(tier) {
+            Some(line)
         } else {
-            let mut evicted = std::mem::take(&mut self.evicted[tier]);
-            let before = policy.len();
-            policy.admit(request, &mut evicted);
-            let admitted = policy.len() + evicted.len() == before + 1;
-            if admitted {
-                let mut line = self.line_or_absent(request.key, request.size);
-                line.set_resident(tier);
-                self.lines.insert(request.key, line);
-                self.stats.installs_per_tier[tier] += 1;
-            }
-            for victim in evicted.drain(..) {
-                self.stats.evictions_per_tier[tier] += 1;
-                match tier {
-                    0 => self.leave_top(victim.key, now_ns),
-                    _ => self.leave_lower(victim.key),
-                }
-            }
-            self.evicted[tier] = evicted;
-            admitted
-        };
-        admitted && self.holds(tier, request.key)
+            debug_assert!(false, "tier {tier} evicted key {key} it does not hold");
+            self.lines.insert(key, line);
+            None
+        }
     }
 
     /// A tier-0 victim: written back if dirty, and with two exclusive tiers demoted into
     /// tier 1.
     fn leave_top(&mut self, key: u64, now_ns: u64) {
-        let Some(mut line) = self.lines.get(key).filter(|line| line.holds(0)) else {
-            debug_assert!(false, "tier 0 evicted key {key} it does not hold");
+        let Some(mut line) = self.take_victim(key, 0) else {
             return;
         };
         let was_dirty = line.is_dirty(0);
@@ -81,7 +107,7 @@ impl CacheController {
                     writeback: true,
                 });
             }
-            self.store(key, line);
+            self.put_back(key, line);
             return;
         }
         match self.layout {
@@ -108,10 +134,10 @@ impl CacheController {
                     });
                     self.dirty.mark_dirty(key, &mut line, 1, now_ns);
                 }
-                self.store(key, line);
+                self.put_back(key, line);
             }
             TierLayout::Exclusive => {
-                self.store(key, line);
+                self.put_back(key, line);
                 // Pending first, so a cascade that evicts this very line from tier 1 finds it.
                 self.moves.push(Move {
                     key,
@@ -126,7 +152,7 @@ impl CacheController {
                     (true, true) => {
                         let mut line = self.line_or_absent(key, bytes);
                         self.dirty.mark_dirty(key, &mut line, 1, now_ns);
-                        self.store(key, line);
+                        self.lines.insert(key, line);
                     }
                     (true, false) => {}
                     (false, _) => {
@@ -159,15 +185,14 @@ impl CacheController {
     /// A tier-1 victim. Inclusive: the line leaves tier 0 too, its newest dirty copy written
     /// back first. Exclusive: written back if dirty.
     fn leave_lower(&mut self, key: u64) {
-        let Some(mut line) = self.lines.get(key).filter(|line| line.holds(1)) else {
-            debug_assert!(false, "tier 1 evicted key {key} it does not hold");
+        let Some(mut line) = self.take_victim(key, 1) else {
             return;
         };
         if self.divert_pending(key) {
             // Its data was still on its way from tier 0 and has been sent elsewhere.
             self.dirty.mark_clean(key, &mut line, 1);
             line.clear_resident(1);
-            self.store(key, line);
+            self.put_back(key, line);
             return;
         }
         debug_assert!(
@@ -195,8 +220,6 @@ impl CacheController {
             });
         }
         self.dirty.mark_all_clean(key, &mut line);
-        line.resident = 0;
-        self.store(key, line);
     }
 
     /// Installs a missing line: into both tiers of an inclusive pair (tier 1 first, so tier 0

@@ -1,15 +1,19 @@
 //! ALRU, Open CAS's default cleaning policy ("Cleaner: ALRU - Approximately Least Recently
 //! Used", open-cas.github.io/ocf/design/cleaner; OCF `src/cleaning/alru.c`).
 //!
-//! Every write of a dirty copy puts it at the head of a list with the time of the write. A
+//! Every write that dirties a line puts it at the head of a list with the time of the write
+//! (with two cache tiers, a line's latest write to either tier dates it, and cleaning it
+//! cleans both copies). A
 //! wake-up cleans nothing while the cache saw a request within the activity threshold, or
 //! within a wake-up period of a wake-up that found nothing to clean; otherwise it takes up to
 //! `flush_max_buffers` lines from the tail whose last write is at least the staleness time old.
 //! After cleaning something it asks to run again at once; otherwise after the wake-up time.
 //!
-//! The list is a queue in write order with lazy deletion: a re-written copy gets a new entry
+//! The list is a queue in write order with lazy deletion: a re-written line gets a new entry
 //! and its old one goes stale (its generation no longer matches the line's), to be skipped at
 //! the tail or dropped when the queue is compacted. Everything is O(1) amortized per write.
+//! Generations are 16 bits: a stale entry could pass for current only if its line were
+//! re-written 65536 times between two compactions, and would then clean the line early.
 
 use std::collections::VecDeque;
 
@@ -29,8 +33,7 @@ const COMPACTION_SLACK: usize = 1024;
 struct Entry {
     written_ns: u64,
     key: u64,
-    generation: u32,
-    tier: u8,
+    generation: u16,
 }
 
 pub(crate) struct Alru {
@@ -57,21 +60,19 @@ impl Alru {
     }
 
     #[inline]
-    pub fn copy_written(&mut self, key: u64, tier: usize, generation: u32, now_ns: u64) {
+    pub fn line_written(&mut self, key: u64, generation: u16, now_ns: u64) {
         self.queue.push_back(Entry {
             written_ns: now_ns,
             key,
             generation,
-            tier: tier as u8,
         });
     }
 
     #[inline]
     fn is_current(entry: &Entry, lines: &KeyTable<Line>) -> bool {
-        let tier = entry.tier as usize;
-        lines.get(entry.key).is_some_and(|line| {
-            line.is_dirty(tier) && line.dirty_generation[tier] == entry.generation
-        })
+        lines
+            .get(entry.key)
+            .is_some_and(|line| line.any_dirty() && line.dirty_generation == entry.generation)
     }
 
     fn idle_wait_ns(&self) -> u64 {
@@ -107,10 +108,7 @@ impl Alru {
                 break;
             }
             self.queue.pop_front();
-            // Both tiers' copies of one line may be due; the line is cleaned once.
-            if !out[start..].contains(&entry.key) {
-                out.push(entry.key);
-            }
+            out.push(entry.key);
         }
         if out.len() > start {
             now_ns
@@ -137,11 +135,11 @@ impl Alru {
 mod tests {
     use super::*;
 
-    fn dirty_line(generation: u32) -> Line {
+    fn dirty_line(generation: u16) -> Line {
         let mut line = Line::absent(4096);
         line.set_resident(0);
         line.dirty = 1;
-        line.dirty_generation[0] = generation;
+        line.dirty_generation = generation;
         line
     }
 
@@ -157,8 +155,8 @@ mod tests {
         let mut lines = KeyTable::default();
         for (generation, (key, written_s)) in [(10u64, 0u64), (11, 5), (12, 50)].iter().enumerate()
         {
-            lines.insert(*key, dirty_line(generation as u32));
-            alru.copy_written(*key, 0, generation as u32, written_s * NS_PER_S);
+            lines.insert(*key, dirty_line(generation as u16));
+            alru.line_written(*key, generation as u16, written_s * NS_PER_S);
         }
         let mut out = Vec::new();
         // A request 5 s ago: the cache is active, nothing is cleaned.
@@ -182,8 +180,8 @@ mod tests {
     fn rewritten_copies_are_cleaned_by_their_last_write() {
         let mut alru = Alru::new(&AlruConfig::default());
         let mut lines = KeyTable::default();
-        alru.copy_written(1, 0, 1, 0);
-        alru.copy_written(1, 0, 2, 100 * NS_PER_S);
+        alru.line_written(1, 1, 0);
+        alru.line_written(1, 2, 100 * NS_PER_S);
         lines.insert(1, dirty_line(2));
         let mut out = Vec::new();
         alru.due(150 * NS_PER_S, 0, &lines, &mut out);
@@ -202,7 +200,7 @@ mod tests {
         let mut alru = Alru::new(&AlruConfig::default());
         let mut lines = KeyTable::default();
         for generation in 0..5000 {
-            alru.copy_written(3, 0, generation, u64::from(generation));
+            alru.line_written(3, generation, u64::from(generation));
         }
         lines.insert(3, dirty_line(4999));
         alru.compact(&lines, 1);

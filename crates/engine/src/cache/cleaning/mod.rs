@@ -52,11 +52,12 @@ impl Cleaner {
         }
     }
 
-    /// Tier `tier`'s copy of `key` was written (dirtied) at `now_ns`.
+    /// A copy of `key` was written (dirtied) at `now_ns`; `generation` tells this write from
+    /// the line's earlier ones.
     #[inline]
-    pub fn copy_written(&mut self, key: u64, tier: usize, generation: u32, now_ns: u64) {
+    pub fn line_written(&mut self, key: u64, generation: u16, now_ns: u64) {
         if let Cleaner::Alru(alru) = self {
-            alru.copy_written(key, tier, generation, now_ns);
+            alru.line_written(key, generation, now_ns);
         }
     }
 
