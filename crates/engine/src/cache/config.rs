@@ -197,14 +197,21 @@ impl Default for NhitConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CacheConfig {
+    /// Open CAS cache mode.
     pub mode: WriteMode,
     /// Eviction policy of every cache tier, by registry name (`heterarchy_policy::create`).
     pub policy: String,
+    /// How two cache tiers share lines (ignored with one).
     pub layout: TierLayout,
+    /// Background cleaner for the modes that leave dirty data (wb, wo).
     pub cleaning: CleaningPolicy,
+    /// ALRU's parameters, used when `cleaning` is `alru`.
     pub alru: AlruConfig,
+    /// ACP's parameters, used when `cleaning` is `acp`.
     pub acp: AcpConfig,
+    /// Which misses may be installed.
     pub promotion: PromotionPolicy,
+    /// nhit's parameters, used when `promotion` is `nhit`.
     pub nhit: NhitConfig,
 }
 
@@ -228,6 +235,7 @@ impl Default for CacheConfig {
 pub struct ConfigError {
     /// The offending key, e.g. `nhit.threshold` or `tier[1]`.
     pub key: String,
+    /// What is wrong with it.
     pub message: String,
 }
 

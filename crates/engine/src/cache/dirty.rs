@@ -25,9 +25,9 @@ pub(crate) struct Line {
     pub resident: u8,
     /// Bit `t` set: tier `t`'s copy is newer than the level below it.
     pub dirty: u8,
-    /// Counts the line's writes that dirtied a copy (wrapping), so the ALRU queue can tell the
-    /// entry of the latest from stale ones. Eight bytes per line keep table slots at 16 bytes,
-    /// four to a cache line, so a prefetched slot is whole.
+    /// Which dirtying write was the line's latest (a wrapping count over all lines), so the
+    /// ALRU queue can tell its entry from stale ones. Eight bytes per line keep table slots at
+    /// 16 bytes, four to a cache line, so a prefetched slot is whole.
     pub dirty_generation: u16,
 }
 
@@ -101,6 +101,8 @@ pub(crate) struct DirtyTracker {
     copies: u64,
     /// Lines with at least one dirty copy: what a full flush must write back.
     lines: FxHashSet<u64>,
+    /// Generation of the latest dirtying write.
+    generation: u16,
     pub cleaner: Cleaner,
 }
 
@@ -109,6 +111,7 @@ impl DirtyTracker {
         DirtyTracker {
             copies: 0,
             lines: FxHashSet::default(),
+            generation: 0,
             cleaner,
         }
     }
@@ -136,9 +139,11 @@ impl DirtyTracker {
             self.copies += 1;
             line.dirty |= 1 << tier;
         }
-        line.dirty_generation = line.dirty_generation.wrapping_add(1);
-        self.cleaner
-            .line_written(key, line.dirty_generation, now_ns);
+        // One count over all lines, so a line dirtied again after leaving the cache does not
+        // revive the queue entry of its earlier life.
+        self.generation = self.generation.wrapping_add(1);
+        line.dirty_generation = self.generation;
+        self.cleaner.line_written(key, self.generation, now_ns);
     }
 
     /// Records that tier `tier`'s copy of `key` is no longer dirty (written back, overwritten

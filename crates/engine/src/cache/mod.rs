@@ -13,6 +13,12 @@
 //!
 //! so a victim's slot is reused only after its data is safe below, and the client is answered
 //! when all four are done. Metadata changes at decision time.
+//!
+//! [`Decision::hit_tier`] is the highest tier holding the line when the request arrives, even
+//! where the mode serves it from the backing store (clean lines read in wo) or drops it (wi
+//! and pt writes, discards). A cleaner that has just written lines back asks to be called again
+//! at once (`Some(now_ns)`, Open CAS's interval 0); an executor that can should call it when
+//! that background plan completes.
 
 mod cleaning;
 pub mod config;
@@ -167,14 +173,16 @@ impl CacheController {
 
     /// True when cache tier `tier` holds a copy of `key`.
     pub fn holds(&self, tier: usize, key: u64) -> bool {
-        self.current_line(key).is_some_and(|line| line.holds(tier))
+        tier < self.tiers.len() && self.current_line(key).is_some_and(|line| line.holds(tier))
     }
 
     /// True when tier `tier`'s copy of `key` is newer than the level below it (the next tier
     /// holding the line, or the backing store).
     pub fn is_dirty(&self, tier: usize, key: u64) -> bool {
-        self.current_line(key)
-            .is_some_and(|line| line.is_dirty(tier))
+        tier < self.tiers.len()
+            && self
+                .current_line(key)
+                .is_some_and(|line| line.is_dirty(tier))
     }
 
     /// Drops the table entries of the last call's deferred victims.
@@ -185,19 +193,23 @@ impl CacheController {
         }
     }
 
-    /// Bytes resident in cache tier `tier`, as its eviction policy counts them.
+    /// Bytes resident in cache tier `tier`, as its eviction policy counts them (0 for a tier
+    /// that does not exist).
     pub fn tier_used_bytes(&self, tier: usize) -> u64 {
-        self.tiers[tier].used_bytes()
+        self.tiers.get(tier).map_or(0, |policy| policy.used_bytes())
     }
 
-    /// Capacity of cache tier `tier` in bytes.
+    /// Capacity of cache tier `tier` in bytes (0 for a tier that does not exist).
     pub fn tier_capacity_bytes(&self, tier: usize) -> u64 {
-        self.tiers[tier].capacity_bytes()
+        self.tiers
+            .get(tier)
+            .map_or(0, |policy| policy.capacity_bytes())
     }
 
-    /// Lines resident in cache tier `tier`, as its eviction policy counts them.
+    /// Lines resident in cache tier `tier`, as its eviction policy counts them (0 for a tier
+    /// that does not exist).
     pub fn tier_lines(&self, tier: usize) -> usize {
-        self.tiers[tier].len()
+        self.tiers.get(tier).map_or(0, |policy| policy.len())
     }
 
     /// Writes every dirty line back (as a graceful shutdown must), into `plan`: stage 1 reads

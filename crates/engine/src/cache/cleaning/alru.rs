@@ -12,8 +12,8 @@
 //! The list is a queue in write order with lazy deletion: a re-written line gets a new entry
 //! and its old one goes stale (its generation no longer matches the line's), to be skipped at
 //! the tail or dropped when the queue is compacted. Everything is O(1) amortized per write.
-//! Generations are 16 bits: a stale entry could pass for current only if its line were
-//! re-written 65536 times between two compactions, and would then clean the line early.
+//! Generations are 16 bits: a stale entry passes for current only if its line's latest write
+//! drew the same generation (one chance in 65536), and then only cleans the line early.
 
 use std::collections::VecDeque;
 
