@@ -70,7 +70,11 @@ impl Plan {
 
     /// The operations of stage `index`.
     pub fn stage(&self, index: usize) -> &[DeviceOp] {
-        let start = if index == 0 { 0 } else { self.stage_ends[index - 1] as usize };
+        let start = if index == 0 {
+            0
+        } else {
+            self.stage_ends[index - 1] as usize
+        };
         let end = self
             .stage_ends
             .get(index)
@@ -101,7 +105,12 @@ mod tests {
     use super::*;
 
     fn op(device: u8, kind: IoKind) -> DeviceOp {
-        DeviceOp { device, kind, key: 7, bytes: 4096 }
+        DeviceOp {
+            device,
+            kind,
+            key: 7,
+            bytes: 4096,
+        }
     }
 
     #[test]
