@@ -355,7 +355,7 @@ max_iops = 575000
         for step in 0..10u64 {
             for writer in 0..4u64 {
                 now += 1_000_000;
-                let offset = writer << 30 | step * 4096;
+                let offset = (writer << 30) | (step * 4096);
                 latencies.push(model.submit(now, IoKind::Write, offset, 4096) - now);
             }
         }

@@ -98,7 +98,7 @@ fn one() -> u32 {
     1
 }
 
-/// A device file or preset that cannot be used: where, which key, and why.
+/// A device file, preset or hierarchy file that cannot be used: where, which key, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceError {
     /// The file, or `preset NAME`.

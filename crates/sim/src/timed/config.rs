@@ -18,7 +18,6 @@
 //! warmup = 100000
 //! ```
 
-use std::fmt;
 use std::path::Path;
 
 use heterarchy_device::presets::resolve_device;
@@ -127,25 +126,9 @@ pub struct Hierarchy {
     pub scheme: Scheme,
 }
 
-/// A hierarchy file that cannot be used: where, which key, and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    pub source: String,
-    pub key: String,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            write!(f, "{}: {}", self.source, self.message)
-        } else {
-            write!(f, "{}: key `{}`: {}", self.source, self.key, self.message)
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
+/// A hierarchy file that cannot be used: where, which key, and why (the same shape as a bad
+/// device file's error).
+pub use heterarchy_device::DeviceError as ConfigError;
 
 impl Hierarchy {
     /// Reads and validates a hierarchy file; device files it names resolve against its folder.
