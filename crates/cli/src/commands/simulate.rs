@@ -90,6 +90,12 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         &mut |taken| bar.set_position(taken),
     )?;
     bar.finish_and_clear();
+    if result.requests == 0 {
+        return Err(anyhow!(
+            "no request was measured: the warm-up ({} requests) used up the workload",
+            hierarchy.load.warmup_requests
+        ));
+    }
     print!("{}", render_result(args.format, &result));
     if let Some(path) = &args.report {
         let mut report = Report::new("heterarchy simulate");
@@ -175,7 +181,17 @@ fn describe(hierarchy: &Hierarchy) -> String {
         })
         .collect();
     let scheme = match hierarchy.scheme {
-        Scheme::Caching => format!("caching {:?}", hierarchy.cache),
+        Scheme::Caching => {
+            let cache = &hierarchy.cache;
+            format!(
+                "caching: mode {}, policy {}, {} tiers, cleaning {}, promotion {}",
+                cache.mode.name(),
+                cache.policy,
+                format!("{:?}", cache.layout).to_lowercase(),
+                format!("{:?}", cache.cleaning).to_lowercase(),
+                format!("{:?}", cache.promotion).to_lowercase(),
+            )
+        }
         Scheme::Split(rate) => format!("splitting at {rate}"),
         Scheme::SplitSearch => "splitting, best rate".to_string(),
     };
