@@ -2,8 +2,6 @@
 //! Plays the role of libCacheSim's `cachesim`.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use heterarchy_policy::{create, EvictionPolicy, SimCounters};
 use heterarchy_trace::generate::{generator, WorkloadSpec};
@@ -12,6 +10,8 @@ use heterarchy_trace::request::NEXT_ACCESS_UNKNOWN;
 use heterarchy_trace::write::annotate_next_access;
 use heterarchy_trace::{open, ReaderOptions, Request, TraceError, TraceReader};
 use serde::Serialize;
+
+use crate::parallel::map_parallel;
 
 pub use heterarchy_trace::read::BATCH;
 
@@ -201,23 +201,9 @@ pub fn run_jobs(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<SimResult>, SimError> {
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<SimResult, SimError>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads.max(1).min(jobs.len().max(1)) {
-            scope.spawn(|| loop {
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                let Some(job) = jobs.get(index) else { break };
-                let result = run_job(source, settings, job, progress);
-                results.lock().unwrap()[index] = Some(result);
-            });
-        }
-    });
-    results
-        .into_inner()
-        .unwrap()
-        .into_iter()
-        .map(|result| result.expect("every job ran"))
-        .collect()
+    map_parallel(jobs, threads, |job| {
+        run_job(source, settings, job, progress)
+    })
+    .into_iter()
+    .collect()
 }

@@ -3,4 +3,5 @@
 pub mod analytic;
 pub mod cache_sim;
 pub mod mrc;
+pub mod parallel;
 pub mod timed;

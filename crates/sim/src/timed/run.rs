@@ -455,17 +455,24 @@ mod tests {
 
     use super::*;
 
-    /// Sends every request to one device, in `stages` sequential operations.
+    /// Sends every request to the one device, in `stages` sequential operations.
     struct Direct {
-        devices: usize,
-        target: u8,
         stages: usize,
         stats: ControllerStats,
     }
 
+    impl Direct {
+        fn new(stages: usize) -> Direct {
+            Direct {
+                stages,
+                stats: ControllerStats::default(),
+            }
+        }
+    }
+
     impl Controller for Direct {
         fn device_count(&self) -> usize {
-            self.devices
+            1
         }
         fn plan(&mut self, request: &Request, _now_ns: u64, plan: &mut Plan) -> Decision {
             let kind = if request.op.is_write() {
@@ -475,7 +482,7 @@ mod tests {
             };
             for _ in 0..self.stages {
                 plan.push(DeviceOp {
-                    device: self.target,
+                    device: 0,
                     kind,
                     key: request.key,
                     bytes: request.size,
@@ -513,12 +520,7 @@ mod tests {
     fn closed_loop_on_one_device_matches_its_probe() {
         let ssd = preset("optane-ssd").unwrap();
         for (outstanding, latency_us) in [(1u32, 10.0), (8, 8.0 / 0.575), (64, 64.0 / 0.575)] {
-            let mut controller = Direct {
-                devices: 1,
-                target: 0,
-                stages: 1,
-                stats: Default::default(),
-            };
+            let mut controller = Direct::new(1);
             let mut reader = uniform_reads(50_000, 4096);
             let result = run_timed(
                 &mut controller,
@@ -546,12 +548,7 @@ mod tests {
     #[test]
     fn stages_run_one_after_another() {
         let ssd = preset("optane-ssd").unwrap();
-        let mut controller = Direct {
-            devices: 1,
-            target: 0,
-            stages: 3,
-            stats: Default::default(),
-        };
+        let mut controller = Direct::new(3);
         let mut reader = uniform_reads(5_000, 4096);
         let result = run_timed(&mut controller, &[ssd], &mut *reader, &closed(1, 5_000)).unwrap();
         assert!(
@@ -568,12 +565,7 @@ mod tests {
         // at a 10x slow-down (speedup 0.1) it keeps up and latency stays the unloaded 10 us.
         let ssd = preset("optane-ssd").unwrap();
         let run = |speedup: f64| {
-            let mut controller = Direct {
-                devices: 1,
-                target: 0,
-                stages: 1,
-                stats: Default::default(),
-            };
+            let mut controller = Direct::new(1);
             let spec = WorkloadSpec::parse(
                 "uniform:keys=100000,requests=20000,size=4096,kind=block,rate=1000000,seed=4",
             )
@@ -616,12 +608,7 @@ mod tests {
     fn runs_are_deterministic_and_count_writes() {
         let flash = preset("nvme-flash").unwrap();
         let run = || {
-            let mut controller = Direct {
-                devices: 1,
-                target: 0,
-                stages: 1,
-                stats: Default::default(),
-            };
+            let mut controller = Direct::new(1);
             let spec = WorkloadSpec::parse(
                 "zipf:theta=0.9,keys=10000,requests=20000,size=4096,kind=block,write=0.3,seed=5",
             )

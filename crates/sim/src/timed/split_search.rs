@@ -1,14 +1,13 @@
 //! The best static split (seed 000 §4.2, Figures 4.3–4.5): throughput of the splitting baseline
 //! over split rates, searched coarse then fine.
 
-use std::sync::Mutex;
-
 use heterarchy_trace::TraceError;
 use serde::Serialize;
 
 use super::config::Hierarchy;
 use super::run::{run_timed, TimedResult};
 use crate::cache_sim::TraceSource;
+use crate::parallel::map_parallel;
 
 /// Spacing of the first pass over [0, 1].
 const COARSE_STEP: f64 = 0.1;
@@ -45,39 +44,24 @@ pub fn run_splits(
     rates: &[f64],
     threads: usize,
 ) -> Result<Vec<SplitPoint>, TraceError> {
-    let next = Mutex::new(0usize);
-    let results: Mutex<Vec<Option<Result<TimedResult, TraceError>>>> =
-        Mutex::new((0..rates.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, rates.len().max(1)) {
-            scope.spawn(|| loop {
-                let index = {
-                    let mut next = next.lock().expect("no worker panics");
-                    let index = *next;
-                    *next += 1;
-                    index
-                };
-                let Some(&rate) = rates.get(index) else { break };
-                let outcome = source.open().and_then(|mut reader| {
-                    let mut controller = hierarchy.split_controller(rate);
-                    run_timed(
-                        &mut controller,
-                        &hierarchy.devices,
-                        &mut *reader,
-                        &hierarchy.load,
-                    )
-                });
-                results.lock().expect("no worker panics")[index] = Some(outcome);
-            });
-        }
+    let outcomes = map_parallel(rates, threads, |&rate| {
+        let mut reader = source.open()?;
+        let mut controller = hierarchy.split_controller(rate);
+        run_timed(
+            &mut controller,
+            &hierarchy.devices,
+            &mut *reader,
+            &hierarchy.load,
+        )
     });
-    let results = results.into_inner().expect("no worker panics");
     rates
         .iter()
-        .zip(results)
+        .zip(outcomes)
         .map(|(&rate, outcome)| {
-            let result = outcome.expect("every rate was run")?;
-            Ok(SplitPoint { rate, result })
+            Ok(SplitPoint {
+                rate,
+                result: outcome?,
+            })
         })
         .collect()
 }
