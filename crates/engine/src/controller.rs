@@ -2,14 +2,32 @@
 
 use heterarchy_trace::Request;
 
+use crate::admission::TuningHistory;
 use crate::plan::Plan;
 
 /// What a controller decided for one request, besides its plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Decision {
     /// The cache tier that held the request's line or object (a hit), or `None` (a miss: only
     /// the backing store had it).
     pub hit_tier: Option<u8>,
+    /// The device a read's data comes from (`None` for writes and discards): where NHC's
+    /// `load_admit` sent a hit, for instance.
+    pub source: Option<u8>,
+}
+
+/// A client's request answered: the feedback admission tuners measure (seed 000 §4.3.3, "f is
+/// a function that measures the target metric").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// When the answer went out.
+    pub now_ns: u64,
+    /// From the request's arrival to its answer.
+    pub latency_ns: u64,
+    /// The request's size.
+    pub bytes: u32,
+    /// What [`Controller::plan`] decided for it.
+    pub decision: Decision,
 }
 
 /// Counters a controller keeps over its life; executors difference them to measure intervals.
@@ -43,7 +61,8 @@ impl ControllerStats {
     }
 }
 
-/// A hierarchy's decision maker: caching with Open CAS modes, static splitting, and later NHC.
+/// A hierarchy's decision maker: caching with Open CAS modes and admission tuning (NHC and the
+/// prior approaches), or static splitting.
 ///
 /// Devices are numbered from the top: 0 .. `device_count() - 1`, the last being the backing
 /// store. Controllers keep no clock of their own; the executor passes virtual or real time.
@@ -62,6 +81,16 @@ pub trait Controller: Send {
 
     /// Counters since creation.
     fn stats(&self) -> &ControllerStats;
+
+    /// Tells the controller a client's request was answered. Executors call it for every
+    /// request, warm-up included, in the order the answers go out.
+    #[inline]
+    fn on_reply(&mut self, _reply: &Reply) {}
+
+    /// The admission tuner's course so far, for controllers that tune.
+    fn tuning_history(&self) -> Option<&TuningHistory> {
+        None
+    }
 
     /// A hint that `key` will be planned in about `distance` requests, so its metadata can start
     /// loading into the CPU cache (the policies' prefetch methods). Results never depend on it.

@@ -4,6 +4,7 @@
 //! completes the plan on device models and a virtual clock; the live servers complete it on real
 //! storage.
 
+pub mod admission;
 pub mod cache;
 pub mod controller;
 pub mod plan;
@@ -14,6 +15,10 @@ pub use cache::config::{
     TierLayout, WriteMode,
 };
 pub use cache::CacheController;
-pub use controller::{Controller, ControllerStats, Decision};
+pub use admission::{
+    AdmissionConfig, AdmissionScheme, AdmitSettings, LbicaConfig, NhcConfig, SibConfig,
+    TargetMetric, TuningHistory, TuningPoint,
+};
+pub use controller::{Controller, ControllerStats, Decision, Reply};
 pub use plan::{DeviceOp, IoKind, Plan};
 pub use split::SplitController;

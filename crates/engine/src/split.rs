@@ -61,7 +61,12 @@ impl Controller for SplitController {
         self.stats.requests += 1;
         let kind = match request.op {
             // Nothing is cached, so a discard has nothing to drop.
-            Op::Delete | Op::Trim => return Decision { hit_tier: None },
+            Op::Delete | Op::Trim => {
+                return Decision {
+                    hit_tier: None,
+                    source: None,
+                }
+            }
             op if op.is_write() => {
                 self.stats.writes += 1;
                 IoKind::Write
@@ -85,6 +90,7 @@ impl Controller for SplitController {
         }
         Decision {
             hit_tier: served_fast.then_some(0),
+            source: (kind == IoKind::Read).then_some(device),
         }
     }
 

@@ -24,10 +24,15 @@
 //! threshold = 3
 //! trigger_percent = 80
 //! ```
+//!
+//! and the admission tuning of seed 000 chapter 4 (`admission`, `tuning_time_scale`,
+//! `[cache.nhc]`, `[cache.sib]`, `[cache.lbica]`; see [`crate::admission::config`]).
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+use crate::admission::{AdmissionConfig, AdmissionScheme, LbicaConfig, NhcConfig, SibConfig};
 
 /// How writes (and reads) use the cache: Open CAS's cache modes, as the Open CAS Framework
 /// documents them ("Cache configuration", open-cas.github.io) and as OCF's engines implement
@@ -193,8 +198,8 @@ impl Default for NhitConfig {
 
 /// Everything the cache controller needs besides tier capacities: the `[cache]` table of a
 /// hierarchy file. Missing keys take Open CAS's defaults (mode wt, cleaning alru, promotion
-/// always) and LRU eviction with inclusive tiers.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// always), LRU eviction with inclusive tiers, and classic caching (no admission tuning).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CacheConfig {
     /// Open CAS cache mode.
@@ -213,6 +218,16 @@ pub struct CacheConfig {
     pub promotion: PromotionPolicy,
     /// nhit's parameters, used when `promotion` is `nhit`.
     pub nhit: NhitConfig,
+    /// Who sets the read decision points: classic caching, NHC, SIB+, SIB++ or LBICA.
+    pub admission: AdmissionScheme,
+    /// Multiplies every tuning interval (see [`AdmissionConfig::time_scale`]).
+    pub tuning_time_scale: f64,
+    /// NHC's parameters, used when `admission` is `nhc`.
+    pub nhc: NhcConfig,
+    /// SIB's parameters, used when `admission` is `sib+` or `sib++`.
+    pub sib: SibConfig,
+    /// LBICA's parameters, used when `admission` is `lbica`.
+    pub lbica: LbicaConfig,
 }
 
 impl Default for CacheConfig {
@@ -226,6 +241,11 @@ impl Default for CacheConfig {
             acp: AcpConfig::default(),
             promotion: PromotionPolicy::default(),
             nhit: NhitConfig::default(),
+            admission: AdmissionScheme::default(),
+            tuning_time_scale: 1.0,
+            nhc: NhcConfig::default(),
+            sib: SibConfig::default(),
+            lbica: LbicaConfig::default(),
         }
     }
 }
@@ -268,6 +288,17 @@ fn check_range(key: &str, value: u64, low: u64, high: u64) -> Result<(), ConfigE
 }
 
 impl CacheConfig {
+    /// The admission tuning these settings select.
+    pub fn admission_config(&self) -> AdmissionConfig {
+        AdmissionConfig {
+            scheme: self.admission,
+            time_scale: self.tuning_time_scale,
+            nhc: self.nhc,
+            sib: self.sib,
+            lbica: self.lbica,
+        }
+    }
+
     /// Checks every parameter against Open CAS's ranges (those of the selected cleaning and
     /// promotion policies and of the unselected ones alike, so a typo never waits to bite).
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -299,7 +330,7 @@ impl CacheConfig {
             0,
             100,
         )?;
-        Ok(())
+        self.admission_config().validate()
     }
 }
 

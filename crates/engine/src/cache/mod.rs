@@ -14,6 +14,13 @@
 //! so a victim's slot is reused only after its data is safe below, and the client is answered
 //! when all four are done. Metadata changes at decision time.
 //!
+//! Reads pass the decision points of non-hierarchical caching (seed 000 §4.3.2), which an
+//! admission tuner sets when one is configured ([`crate::admission`]): a clean read hit in
+//! tier i stays there with probability `load_admit` of pair i, else goes to the next level
+//! holding the line (never past a dirty copy); a read miss in tier i is installed there only
+//! when `data_admit` of pair i is on. Writes follow the cache mode alone. Without a tuner the
+//! settings stay classic and no random number is drawn.
+//!
 //! [`Decision::hit_tier`] is the highest tier holding the line when the request arrives, even
 //! where the mode serves it from the backing store (clean lines read in wo) or drops it (wi
 //! and pt writes, discards). A cleaner that has just written lines back asks to be called again
@@ -32,7 +39,8 @@ use heterarchy_policy::registry;
 use heterarchy_policy::util::key_table::KeyTable;
 use heterarchy_trace::{Op, Request};
 
-use crate::controller::{Controller, ControllerStats, Decision};
+use crate::admission::{Tuning, TuningHistory};
+use crate::controller::{Controller, ControllerStats, Decision, Reply};
 use crate::plan::{DeviceOp, IoKind, Plan};
 use cleaning::Cleaner;
 use config::{CacheConfig, ConfigError, TierLayout, WriteMode};
@@ -99,16 +107,18 @@ pub struct CacheController {
     defer_victims: bool,
     /// Victims of the last call whose table entries are still to be dropped.
     deferred_victims: Vec<u64>,
+    /// The admission tuner and its measurements; `None` for classic caching.
+    tuning: Option<Tuning>,
 }
 
 impl CacheController {
     /// A controller for cache tiers of `tier_capacity_bytes` (top first; one or two) over a
-    /// backing store. `seed` is for random choices; classic caching makes none (NHC's
-    /// `load_admit` draws will).
+    /// backing store. `seed` is for random choices; classic caching makes none, tuned
+    /// admission draws `load_admit`'s.
     pub fn new(
         config: &CacheConfig,
         tier_capacity_bytes: &[u64],
-        _seed: u64,
+        seed: u64,
     ) -> Result<CacheController, ConfigError> {
         config.validate()?;
         if !(1..=MAX_CACHE_TIERS).contains(&tier_capacity_bytes.len()) {
@@ -154,6 +164,7 @@ impl CacheController {
             clean_keys: Vec::new(),
             defer_victims: count == 1 && !config.mode.writes_back(),
             deferred_victims: Vec::new(),
+            tuning: Tuning::new(&config.admission_config(), count, seed),
             tiers,
         })
     }
@@ -325,7 +336,11 @@ impl Controller for CacheController {
             self.stats.hits += 1;
             self.stats.hits_per_tier[tier] += 1;
         }
-        match access_of(request.op) {
+        let access = access_of(request.op);
+        if let Some(tuning) = &mut self.tuning {
+            tuning.on_request(now_ns, held, access != Access::Read);
+        }
+        match access {
             Access::Read => {
                 self.stats.reads += 1;
                 self.read(request, held, now_ns);
@@ -337,10 +352,14 @@ impl Controller for CacheController {
             Access::Discard => self.discard(request.key),
         }
         self.emit_request_plan(plan);
+        if let Some(tuning) = &mut self.tuning {
+            tuning.on_planned(plan);
+        }
         self.dirty.cleaner.compact(&self.lines, self.dirty.copies());
         self.stats.dirty_lines = self.dirty.copies();
         Decision {
             hit_tier: held.map(|tier| tier as u8),
+            source: self.source.map(|read| read.device),
         }
     }
 
@@ -363,11 +382,25 @@ impl Controller for CacheController {
         }
         self.clean_keys = keys;
         self.emit_cleaning_plan(plan);
+        if let Some(tuning) = &mut self.tuning {
+            tuning.on_planned(plan);
+        }
         next
     }
 
     fn stats(&self) -> &ControllerStats {
         &self.stats
+    }
+
+    #[inline]
+    fn on_reply(&mut self, reply: &Reply) {
+        if let Some(tuning) = &mut self.tuning {
+            tuning.on_reply(reply);
+        }
+    }
+
+    fn tuning_history(&self) -> Option<&TuningHistory> {
+        self.tuning.as_ref().map(Tuning::history)
     }
 
     #[inline]

@@ -16,6 +16,10 @@
 //! tier 1 first brings the line up into tier 0 (wt, wb, wa and wi reads; wt, wb and wo
 //! writes), as a miss in tier 0 would. Installs pass the promotion policy first; wa and wi
 //! never install on writes, wo and pt never on reads. Reads in wo and pt change nothing.
+//!
+//! Reads in wt, wb, wa and wi also pass NHC's decision points (seed 000 §4.3.2): a clean hit
+//! may be served by the next level holding the line (`load_admit`), and an install into tier i
+//! on a read — a miss, or tier 1's hit brought up — needs pair i's `data_admit`.
 
 use heterarchy_trace::Request;
 
@@ -24,6 +28,41 @@ use super::CacheController;
 use crate::plan::IoKind;
 
 impl CacheController {
+    /// Pair `pair`'s `data_admit`: whether a read may install into tier `pair`.
+    #[inline]
+    fn data_admit(&self, pair: usize) -> bool {
+        self.tuning
+            .as_ref()
+            .is_none_or(|tuning| tuning.settings(pair).data_admit)
+    }
+
+    /// The tiers a read miss may be installed in, as bits.
+    fn read_installs(&self) -> u8 {
+        (0..self.tiers.len())
+            .filter(|&tier| self.data_admit(tier))
+            .fold(0, |bits, tier| bits | 1 << tier)
+    }
+
+    /// The device that serves a read hit whose highest copy is in tier `top`: `load_admit`
+    /// may send it to the next level holding the line, unless the copy is dirty (newer than
+    /// the levels below).
+    fn read_hit_source(&mut self, key: u64, top: usize) -> u8 {
+        let Some(tuning) = &mut self.tuning else {
+            return top as u8;
+        };
+        let line = self.lines.get(key).expect("a hit has a line");
+        let mut level = top;
+        loop {
+            if line.is_dirty(level) || tuning.serve_in_tier(level) {
+                return level as u8;
+            }
+            match (level + 1..self.tiers.len()).find(|&tier| line.holds(tier)) {
+                Some(next) => level = next,
+                None => return self.backing,
+            }
+        }
+    }
+
     /// Asks the promotion policy whether to install a line no tier holds.
     fn may_install(&mut self, request: &Request) -> bool {
         let top = &self.tiers[0];
@@ -48,18 +87,23 @@ impl CacheController {
         match held {
             Some(0) => {
                 self.tiers[0].lookup(request);
-                self.source = Some(Self::op(0, IoKind::Read, key, bytes));
+                let device = self.read_hit_source(key, 0);
+                self.source = Some(Self::op(device, IoKind::Read, key, bytes));
             }
             Some(tier) => {
-                self.source = Some(Self::op(tier as u8, IoKind::Read, key, bytes));
-                if self.promote_to_top(request, now_ns) {
+                let device = self.read_hit_source(key, tier);
+                self.source = Some(Self::op(device, IoKind::Read, key, bytes));
+                if !self.data_admit(0) {
+                    self.tiers[tier].lookup(request);
+                } else if self.promote_to_top(request, now_ns) {
                     self.writes.push(Self::op(0, IoKind::Write, key, bytes));
                 }
             }
             None => {
                 self.source = Some(Self::op(self.backing, IoKind::Read, key, bytes));
-                if self.may_install(request) {
-                    let installed = self.install(request, now_ns);
+                let allowed = self.read_installs();
+                if allowed != 0 && self.may_install(request) {
+                    let installed = self.install(request, now_ns, allowed);
                     self.write_to_tiers(installed, key, bytes);
                 }
             }
@@ -123,7 +167,7 @@ impl CacheController {
             }
             None => {
                 if self.may_install(request) {
-                    self.install(request, now_ns);
+                    self.install(request, now_ns, u8::MAX);
                 }
             }
         }

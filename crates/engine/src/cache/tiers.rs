@@ -222,15 +222,15 @@ impl CacheController {
         self.dirty.mark_all_clean(key, &mut line);
     }
 
-    /// Installs a missing line: into both tiers of an inclusive pair (tier 1 first, so tier 0
-    /// only ever holds what tier 1 holds), else into tier 0. Returns the tiers now holding it,
-    /// as bits.
-    pub(super) fn install(&mut self, request: &Request, now_ns: u64) -> u8 {
+    /// Installs a missing line into the tiers of `allowed` (bits) that may take it: both tiers
+    /// of an inclusive pair (tier 1 first, so tier 0 only ever holds what tier 1 holds), else
+    /// tier 0. Returns the tiers now holding it, as bits.
+    pub(super) fn install(&mut self, request: &Request, now_ns: u64, allowed: u8) -> u8 {
         if self.tiers.len() > 1 && self.layout == TierLayout::Inclusive {
-            if self.admit(1, request, now_ns) {
+            if allowed & 0b10 != 0 && self.admit(1, request, now_ns) && allowed & 0b01 != 0 {
                 self.admit(0, request, now_ns);
             }
-        } else {
+        } else if allowed & 0b01 != 0 {
             self.admit(0, request, now_ns);
         }
         let held = self.lines.get(request.key).map_or(0, |line| line.resident);

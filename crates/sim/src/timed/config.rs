@@ -296,6 +296,8 @@ fn load_of(file: &LoadFile) -> Result<Load, (&'static str, String)> {
         arrivals,
         max_requests: file.requests.unwrap_or(u64::MAX),
         warmup_requests: file.warmup.unwrap_or(0),
+        warmup_ns: 0,
+        max_time_ns: None,
     })
 }
 

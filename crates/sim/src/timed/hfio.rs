@@ -9,7 +9,7 @@ use heterarchy_trace::generate::{generator, WorkloadSpec};
 use heterarchy_trace::TraceError;
 use serde::Serialize;
 
-use super::run::{run_timed, Arrivals, Load, TimedResult};
+use super::run::{run_timed, Load, TimedResult};
 
 /// One HFIO setting: the hierarchy, the request mix and the load.
 #[derive(Clone, Debug)]
@@ -45,13 +45,7 @@ pub struct HfioPoint {
 
 impl Hfio {
     fn load(&self) -> Load {
-        Load {
-            arrivals: Arrivals::Closed {
-                outstanding: self.concurrency,
-            },
-            max_requests: self.warmup_requests + self.requests,
-            warmup_requests: self.warmup_requests,
-        }
+        Load::closed(self.concurrency, self.requests, self.warmup_requests)
     }
 
     /// Uniform random requests over `keys` lines.

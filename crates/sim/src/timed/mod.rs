@@ -8,6 +8,9 @@ pub mod series;
 pub mod split_search;
 
 pub use config::{ConfigError, Hierarchy, Scheme};
-pub use run::{run_timed, run_timed_with_progress, Arrivals, DeviceResult, Load, TimedResult};
+pub use run::{
+    run_timed, run_timed_phases, run_timed_with_progress, Arrivals, ClientStep, DeviceResult, Load,
+    Phase, TimedResult,
+};
 pub use series::{DeviceSeries, TimeSeries};
 pub use split_search::{run_splits, search_split, SplitPoint, SplitSearch};

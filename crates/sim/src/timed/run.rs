@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 
 use hdrhistogram::Histogram;
 use heterarchy_device::{DeviceModel, DeviceSpec, IoKind};
-use heterarchy_engine::{Controller, Plan};
+use heterarchy_engine::{Controller, Decision, Plan, Reply, TuningHistory};
 use heterarchy_policy::eviction::{PREFETCH_NODE_DISTANCE, PREFETCH_SLOT_DISTANCE};
 use heterarchy_trace::read::TraceReader;
 use heterarchy_trace::request::BLOCK_NUMBER_BITS;
@@ -23,23 +23,58 @@ use super::series::{Series, TimeSeries};
 const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
 
 /// How requests arrive.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "lowercase", tag = "kind")]
 pub enum Arrivals {
     /// `outstanding` clients, each issuing its next request when the last is answered.
     Closed { outstanding: u32 },
+    /// A closed loop whose number of clients changes over time (a diurnal load, say): each
+    /// step's count holds from its time until the next step's. Clients beyond the count
+    /// leave when their request is answered; new ones start at once.
+    Varying { steps: Vec<ClientStep> },
     /// Requests arrive at their trace timestamps divided by `speedup`, whatever is in flight.
     Open { speedup: f64 },
 }
 
-/// What to run and what to measure.
+/// From `from_ns` on, `outstanding` clients.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ClientStep {
+    pub from_ns: u64,
+    pub outstanding: u32,
+}
+
+/// What to run and what to measure.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Load {
     pub arrivals: Arrivals,
     /// Requests taken from the source at most (the source may end sooner).
     pub max_requests: u64,
     /// Requests at the start that warm the caches but are not measured.
     pub warmup_requests: u64,
+    /// Requests issued before this virtual time are not measured either, ns.
+    pub warmup_ns: u64,
+    /// No request is issued at or after this virtual time, ns (`None`: no limit).
+    pub max_time_ns: Option<u64>,
+}
+
+impl Load {
+    /// A closed loop of `outstanding` clients over `warmup_requests` + `requests` requests.
+    pub fn closed(outstanding: u32, requests: u64, warmup_requests: u64) -> Load {
+        Load {
+            arrivals: Arrivals::Closed { outstanding },
+            max_requests: warmup_requests.saturating_add(requests),
+            warmup_requests,
+            warmup_ns: 0,
+            max_time_ns: None,
+        }
+    }
+}
+
+/// One part of a workload: requests from `reader`, from virtual time `from_ns` on (the first
+/// phase's time is ignored). A new phase drops what is left of the last.
+pub struct Phase<'a> {
+    pub from_ns: u64,
+    pub reader: &'a mut dyn TraceReader,
 }
 
 /// One device's share of a run.
@@ -72,6 +107,8 @@ pub struct TimedResult {
     pub hit_ratio: f64,
     pub devices: Vec<DeviceResult>,
     pub series: TimeSeries,
+    /// What the admission tuner did, over the whole run (warm-up included), if it tunes.
+    pub tuning: Option<TuningHistory>,
 }
 
 /// A request in flight: its plan and how far it has got.
@@ -84,34 +121,59 @@ struct InFlight {
     client: Option<u32>,
     replied: bool,
     measured: bool,
-    hit: bool,
+    bytes: u32,
+    decision: Decision,
 }
 
-/// Requests pulled from a reader a batch at a time.
-struct Feed<'a> {
-    reader: &'a mut dyn TraceReader,
+/// Requests pulled from the phases' readers a batch at a time.
+struct Feed<'a, 'r> {
+    phases: &'a mut [Phase<'r>],
+    phase: usize,
     /// Told how many requests have been taken, once per batch.
     progress: &'a mut dyn FnMut(u64),
     batch: Vec<Request>,
     next: usize,
     taken: u64,
     max: u64,
+    max_time_ns: u64,
 }
 
-impl Feed<'_> {
+impl Feed<'_, '_> {
     /// The request `distance` ahead of the next one, when it is in the current batch.
     #[inline]
     fn peek(&self, distance: usize) -> Option<&Request> {
         self.batch.get(self.next + distance)
     }
 
-    fn next(&mut self) -> Result<Option<Request>, TraceError> {
+    /// True when no request will be taken any more.
+    fn done(&self) -> bool {
+        self.taken >= self.max
+    }
+
+    /// The request to issue at `now_ns`, if any is left.
+    fn next(&mut self, now_ns: u64) -> Result<Option<Request>, TraceError> {
+        if now_ns >= self.max_time_ns {
+            self.max = self.taken;
+        }
         if self.taken >= self.max {
             return Ok(None);
         }
+        let phase = self.phase;
+        while self
+            .phases
+            .get(self.phase + 1)
+            .is_some_and(|next| next.from_ns <= now_ns)
+        {
+            self.phase += 1;
+        }
+        if self.phase != phase {
+            self.batch.clear();
+            self.next = 0;
+        }
         if self.next == self.batch.len() {
             (self.progress)(self.taken);
-            self.reader
+            self.phases[self.phase]
+                .reader
                 .read_batch(&mut self.batch, heterarchy_trace::read::BATCH)?;
             self.next = 0;
             if self.batch.is_empty() {
@@ -134,6 +196,7 @@ struct Executor<'a> {
     /// Stage completions: (time, slot).
     events: BinaryHeap<Reverse<(u64, u32)>>,
     warmup_left: u64,
+    warmup_until_ns: u64,
     measure_start_ns: Option<u64>,
     last_reply_ns: u64,
     unreplied: u64,
@@ -170,18 +233,34 @@ pub fn run_timed_with_progress(
     load: &Load,
     progress: &mut dyn FnMut(u64),
 ) -> Result<TimedResult, TraceError> {
+    let mut phases = [Phase { from_ns: 0, reader }];
+    run_timed_phases(controller, devices, &mut phases, load, progress)
+}
+
+/// [`run_timed_with_progress`] over a workload that changes at given times: the requests of
+/// `phases[i]` are issued from its time until the next phase's.
+pub fn run_timed_phases(
+    controller: &mut dyn Controller,
+    devices: &[DeviceSpec],
+    phases: &mut [Phase<'_>],
+    load: &Load,
+    progress: &mut dyn FnMut(u64),
+) -> Result<TimedResult, TraceError> {
     assert_eq!(
         controller.device_count(),
         devices.len(),
         "one model per device"
     );
+    assert!(!phases.is_empty(), "a workload has a phase");
     let mut feed = Feed {
-        reader,
+        phases,
+        phase: 0,
         progress,
         batch: Vec::new(),
         next: 0,
         taken: 0,
         max: load.max_requests,
+        max_time_ns: load.max_time_ns.unwrap_or(u64::MAX),
     };
     let mut executor = Executor {
         controller,
@@ -190,6 +269,7 @@ pub fn run_timed_with_progress(
         free_slots: Vec::new(),
         events: BinaryHeap::new(),
         warmup_left: load.warmup_requests,
+        warmup_until_ns: load.warmup_ns,
         measure_start_ns: None,
         last_reply_ns: 0,
         unreplied: 0,
@@ -207,28 +287,27 @@ pub fn run_timed_with_progress(
     };
     executor.run_background(0);
 
-    match load.arrivals {
+    match &load.arrivals {
         Arrivals::Closed { outstanding } => {
-            executor.ready_clients = (0..outstanding.max(1)).rev().collect();
-            let mut now_ns = 0;
-            loop {
-                while let Some(client) = executor.ready_clients.pop() {
-                    if let Some(request) = executor.take(&mut feed)? {
-                        executor.issue(&request, now_ns, Some(client));
-                    }
-                }
-                if feed.taken >= feed.max && executor.unreplied == 0 {
-                    break;
-                }
-                match executor.step(None) {
-                    Some(time) => now_ns = time,
-                    None => break,
-                }
-            }
+            let steps = [ClientStep {
+                from_ns: 0,
+                outstanding: (*outstanding).max(1),
+            }];
+            executor.closed_loop(&mut feed, &steps)?;
+        }
+        Arrivals::Varying { steps } if !steps.is_empty() => {
+            executor.closed_loop(&mut feed, steps)?
+        }
+        Arrivals::Varying { .. } => {
+            let one = [ClientStep {
+                from_ns: 0,
+                outstanding: 1,
+            }];
+            executor.closed_loop(&mut feed, &one)?
         }
         Arrivals::Open { speedup } => {
-            let speedup = if speedup > 0.0 { speedup } else { 1.0 };
-            let mut pending = executor.take(&mut feed)?;
+            let speedup = if *speedup > 0.0 { *speedup } else { 1.0 };
+            let mut pending = executor.take(&mut feed, 0)?;
             let epoch_ns = pending.map_or(0, |request| request.time_ns);
             let arrival = |request: &Request| {
                 ((request.time_ns.saturating_sub(epoch_ns)) as f64 / speedup) as u64
@@ -241,7 +320,7 @@ pub fn run_timed_with_progress(
                         Some(request) => {
                             let now_ns = arrival(&request);
                             executor.issue(&request, now_ns, None);
-                            pending = executor.take(&mut feed)?;
+                            pending = executor.take(&mut feed, now_ns)?;
                         }
                         None => break,
                     },
@@ -259,13 +338,54 @@ impl Executor<'_> {
     /// The next request, hinting the controller about the ones coming (as the hit-ratio
     /// simulator does) so their metadata is in the CPU cache when they are planned.
     #[inline]
-    fn take(&mut self, feed: &mut Feed) -> Result<Option<Request>, TraceError> {
+    fn take(&mut self, feed: &mut Feed, now_ns: u64) -> Result<Option<Request>, TraceError> {
         for distance in [PREFETCH_SLOT_DISTANCE, PREFETCH_NODE_DISTANCE] {
             if let Some(ahead) = feed.peek(distance) {
                 self.controller.prefetch(ahead.key, distance);
             }
         }
-        feed.next()
+        feed.next(now_ns)
+    }
+
+    /// Closed-loop clients, as many as the step in force says (`steps` is not empty): each
+    /// issues a request, waits for its answer, and issues the next, until the feed runs dry.
+    fn closed_loop(&mut self, feed: &mut Feed, steps: &[ClientStep]) -> Result<(), TraceError> {
+        let mut step = 0;
+        let mut clients = steps[0].outstanding;
+        self.ready_clients = (0..clients).rev().collect();
+        let mut next_id = clients;
+        let mut now_ns = 0;
+        loop {
+            while let Some(client) = self.ready_clients.pop() {
+                if clients > steps[step].outstanding {
+                    clients -= 1;
+                    continue;
+                }
+                match self.take(feed, now_ns)? {
+                    Some(request) => self.issue(&request, now_ns, Some(client)),
+                    None => clients -= 1,
+                }
+            }
+            if feed.done() && self.unreplied == 0 {
+                return Ok(());
+            }
+            let change_ns = steps.get(step + 1).map(|next| next.from_ns);
+            match self.step(change_ns) {
+                Some(time) => now_ns = time,
+                None => match change_ns {
+                    Some(change_ns) => {
+                        now_ns = now_ns.max(change_ns);
+                        step += 1;
+                        while clients < steps[step].outstanding {
+                            self.ready_clients.push(next_id);
+                            next_id += 1;
+                            clients += 1;
+                        }
+                    }
+                    None => return Ok(()),
+                },
+            }
+        }
     }
 
     /// Processes the next event due before `deadline_ns` (background wake-ups included);
@@ -308,6 +428,8 @@ impl Executor<'_> {
         let measured = if self.warmup_left > 0 {
             self.warmup_left -= 1;
             false
+        } else if now_ns < self.warmup_until_ns {
+            false
         } else {
             if self.measure_start_ns.is_none() {
                 self.measure_start_ns = Some(now_ns);
@@ -319,7 +441,9 @@ impl Executor<'_> {
         let mut plan = self.spare_plans.pop().unwrap_or_default();
         let decision = self.controller.plan(request, now_ns, &mut plan);
         let slot = self.start(plan, now_ns, client, measured, false);
-        self.slots[slot as usize].hit = decision.hit_tier.is_some();
+        let in_flight = &mut self.slots[slot as usize];
+        in_flight.decision = decision;
+        in_flight.bytes = request.size;
         self.unreplied += 1;
         if self.background_due_ns.is_none() {
             self.run_background(now_ns);
@@ -351,7 +475,8 @@ impl Executor<'_> {
             // Background work has nobody to answer.
             replied: background,
             measured,
-            hit: false,
+            bytes: 0,
+            decision: Decision::default(),
         };
         slot
     }
@@ -363,7 +488,15 @@ impl Executor<'_> {
         if !in_flight.replied && in_flight.completed_stages >= in_flight.plan.reply_after() {
             in_flight.replied = true;
             let latency_ns = now_ns - in_flight.arrival_ns;
-            let (measured, hit, client) = (in_flight.measured, in_flight.hit, in_flight.client);
+            let (measured, decision, client) =
+                (in_flight.measured, in_flight.decision, in_flight.client);
+            let hit = decision.hit_tier.is_some();
+            self.controller.on_reply(&Reply {
+                now_ns,
+                latency_ns,
+                bytes: in_flight.bytes,
+                decision,
+            });
             self.unreplied -= 1;
             if measured {
                 self.measured_requests += 1;
@@ -443,6 +576,7 @@ impl Executor<'_> {
                 })
                 .collect(),
             series: self.series.finish(self.last_reply_ns + 1, &names),
+            tuning: self.controller.tuning_history().cloned(),
         }
     }
 }
@@ -490,7 +624,7 @@ mod tests {
                 plan.end_stage();
             }
             self.stats.requests += 1;
-            Decision { hit_tier: None }
+            Decision::default()
         }
         fn background(&mut self, _now_ns: u64, _plan: &mut Plan) -> Option<u64> {
             None
@@ -509,11 +643,7 @@ mod tests {
     }
 
     fn closed(outstanding: u32, requests: u64) -> Load {
-        Load {
-            arrivals: Arrivals::Closed { outstanding },
-            max_requests: requests,
-            warmup_requests: 1_000,
-        }
+        Load::closed(outstanding, requests.saturating_sub(1_000), 1_000)
     }
 
     #[test]
@@ -575,6 +705,8 @@ mod tests {
                 arrivals: Arrivals::Open { speedup },
                 max_requests: u64::MAX,
                 warmup_requests: 0,
+                warmup_ns: 0,
+                max_time_ns: None,
             };
             run_timed(
                 &mut controller,

@@ -9,22 +9,22 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 const UNIT_SPACING: f64 = 1.0 / (1u64 << 53) as f64;
 
 /// A seeded random stream that yields the same values on every platform.
-pub(crate) struct Random(Xoshiro256PlusPlus);
+pub struct Random(Xoshiro256PlusPlus);
 
 impl Random {
     /// The stream of `seed`.
-    pub(crate) fn new(seed: u64) -> Random {
+    pub fn new(seed: u64) -> Random {
         Random(Xoshiro256PlusPlus::seed_from_u64(seed))
     }
 
     /// A real uniformly distributed in [0, 1), with 53 random bits.
-    pub(crate) fn unit(&mut self) -> f64 {
+    pub fn unit(&mut self) -> f64 {
         unit_from_bits(self.0.next_u64())
     }
 
     /// An integer uniformly distributed in [0, bound) (0 when `bound` is 0), by Lemire's
     /// multiply-high; its bias is below bound / 2^64, far under anything a test can see.
-    pub(crate) fn below(&mut self, bound: u64) -> u64 {
+    pub fn below(&mut self, bound: u64) -> u64 {
         ((u128::from(self.0.next_u64()) * u128::from(bound)) >> 64) as u64
     }
 }
@@ -37,7 +37,7 @@ pub(crate) fn unit_from_bits(bits: u64) -> f64 {
 /// The SplitMix64 finaliser (Steele, Lea and Flood, OOPSLA 2014): a bijective mix of 64 bits
 /// in which every input bit affects every output bit. Derives per-key values (sizes) and
 /// per-seed constants without keeping any state.
-pub(crate) fn mix64(value: u64) -> u64 {
+pub fn mix64(value: u64) -> u64 {
     let mut z = value.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
