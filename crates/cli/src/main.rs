@@ -34,6 +34,8 @@ enum Command {
     Model(commands::model::ModelArgs),
     /// Timed simulation of a multi-tier hierarchy on device models.
     Simulate(commands::simulate::SimulateArgs),
+    /// The seed papers' figures reproduced on device models (`experiment list` names them).
+    Experiment(commands::experiment::ExperimentArgs),
 }
 
 fn main() {
@@ -46,6 +48,7 @@ fn main() {
         Command::Device(command) => commands::device::run(command),
         Command::Model(args) => commands::model::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
+        Command::Experiment(args) => commands::experiment::run(args),
     };
     if let Err(error) = outcome {
         // One line: the whole cause chain, joined.

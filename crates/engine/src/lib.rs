@@ -16,7 +16,7 @@ pub use cache::config::{
 };
 pub use cache::CacheController;
 pub use admission::{
-    AdmissionConfig, AdmissionScheme, AdmitSettings, LbicaConfig, NhcConfig, SibConfig,
+    AdmissionConfig, AdmissionScheme, AdmitSettings, FixedConfig, LbicaConfig, NhcConfig, SibConfig,
     TargetMetric, TuningHistory, TuningPoint,
 };
 pub use controller::{Controller, ControllerStats, Decision, Reply};

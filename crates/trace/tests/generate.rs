@@ -416,3 +416,29 @@ fn specs_built_in_code_are_checked_too() {
     let message = generator(&spec).err().unwrap().to_string();
     assert!(message.starts_with("keys: "), "{message}");
 }
+
+#[test]
+fn write_keys_confine_writes_to_a_fraction_of_the_keys() {
+    let spec = WorkloadSpec::parse(
+        "uniform:keys=1000,requests=20000,write=0.5,write_keys=0.25,kind=block,seed=3",
+    )
+    .unwrap();
+    assert_eq!(WorkloadSpec::parse(&spec.to_string()).unwrap(), spec);
+    let requests = requests_of(&spec);
+    let writes: Vec<u64> = requests
+        .iter()
+        .filter(|r| r.op == Op::Write)
+        .map(|r| r.key)
+        .collect();
+    assert!((writes.len() as f64 / 20_000.0 - 0.5).abs() < 0.02);
+    assert!(writes.iter().all(|&key| key < 250));
+    assert!(writes.iter().any(|&key| key == 249));
+    assert!(requests.iter().any(|r| r.op == Op::Read && r.key >= 750));
+    for bad in ["write_keys=0", "write_keys=1.5"] {
+        let message = WorkloadSpec::parse(&format!("uniform:{bad}"))
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("write_keys"), "{message}");
+    }
+    assert!(WorkloadSpec::parse("ycsb-a:write_keys=0.5").is_err());
+}

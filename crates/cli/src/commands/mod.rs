@@ -2,6 +2,7 @@
 
 pub mod demo;
 pub mod device;
+pub mod experiment;
 pub mod model;
 pub mod mrc;
 pub mod sim;

@@ -2,7 +2,7 @@
 //!
 //! ```toml
 //! [cache]
-//! admission = "nhc"          # classic | nhc | sib+ | sib++ | lbica
+//! admission = "nhc"          # classic | nhc | sib+ | sib++ | lbica | fixed
 //! tuning_time_scale = 1.0    # multiplies every interval below (see `tuning_time_scale`)
 //! [cache.nhc]                # seed 000 §4.3.3 and §4.4
 //! step = 0.02
@@ -16,6 +16,10 @@
 //! training_ms = 1000.0
 //! [cache.lbica]
 //! interval_ms = 5.0
+//! [cache.fixed]
+//! data_admit = false
+//! load_admit = 0.6
+//! from_ms = 2000.0
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -41,16 +45,21 @@ pub enum AdmissionScheme {
     /// LBICA (seed 000 §4.5.4): no installs while the cache is under burst load.
     #[serde(rename = "lbica")]
     Lbica,
+    /// The decision points pinned at `[cache.fixed]`'s values: the best fixed setting, found
+    /// by sweeping, is the oracle NHC's tuning is measured against.
+    #[serde(rename = "fixed")]
+    Fixed,
 }
 
 impl AdmissionScheme {
     /// Every scheme, classic first.
-    pub const ALL: [AdmissionScheme; 5] = [
+    pub const ALL: [AdmissionScheme; 6] = [
         AdmissionScheme::Classic,
         AdmissionScheme::Nhc,
         AdmissionScheme::SibPlus,
         AdmissionScheme::SibPlusPlus,
         AdmissionScheme::Lbica,
+        AdmissionScheme::Fixed,
     ];
 
     /// The name a hierarchy file uses.
@@ -61,6 +70,7 @@ impl AdmissionScheme {
             AdmissionScheme::SibPlus => "sib+",
             AdmissionScheme::SibPlusPlus => "sib++",
             AdmissionScheme::Lbica => "lbica",
+            AdmissionScheme::Fixed => "fixed",
         }
     }
 }
@@ -165,6 +175,27 @@ impl Default for LbicaConfig {
     }
 }
 
+/// The pinned decision points of the `fixed` scheme, the same for every pair.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FixedConfig {
+    pub data_admit: bool,
+    pub load_admit: f64,
+    /// Classic caching until this time on the controller's clock (not scaled), so that the
+    /// cache fills before admission is pinned off.
+    pub from_ms: f64,
+}
+
+impl Default for FixedConfig {
+    fn default() -> Self {
+        FixedConfig {
+            data_admit: true,
+            load_admit: 1.0,
+            from_ms: 0.0,
+        }
+    }
+}
+
 /// Everything the tuners need: the scheme, each tuner's parameters, and the time scale.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct AdmissionConfig {
@@ -177,6 +208,7 @@ pub struct AdmissionConfig {
     pub nhc: NhcConfig,
     pub sib: SibConfig,
     pub lbica: LbicaConfig,
+    pub fixed: FixedConfig,
 }
 
 /// Nanoseconds of `ms` milliseconds scaled by `scale`, at least 1.
@@ -252,7 +284,11 @@ impl AdmissionConfig {
             format!("{} must be a fraction in (0, 1]", sib.step)
         })?;
         check_fraction("sib.retrain_write_change", sib.retrain_write_change)?;
-        check_positive_ms("lbica.interval_ms", self.lbica.interval_ms)
+        check_positive_ms("lbica.interval_ms", self.lbica.interval_ms)?;
+        check_fraction("fixed.load_admit", self.fixed.load_admit)?;
+        check("fixed.from_ms", self.fixed.from_ms >= 0.0, || {
+            format!("{} must be a number of milliseconds >= 0", self.fixed.from_ms)
+        })
     }
 }
 

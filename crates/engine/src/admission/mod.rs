@@ -13,6 +13,7 @@
 //! simulator (virtual clock) and a live server (real clock) run the same code.
 
 pub mod config;
+mod fixed;
 mod history;
 mod lbica;
 mod nhc;
@@ -20,7 +21,9 @@ mod sib;
 mod tuning;
 mod window;
 
-pub use config::{AdmissionConfig, AdmissionScheme, LbicaConfig, NhcConfig, SibConfig, TargetMetric};
+pub use config::{
+    AdmissionConfig, AdmissionScheme, FixedConfig, LbicaConfig, NhcConfig, SibConfig, TargetMetric,
+};
 pub use history::{TuningHistory, TuningPoint};
 pub use tuning::Tuning;
 
@@ -121,6 +124,11 @@ impl Interval {
 pub trait Tuner: Send {
     /// Length of a measurement interval, ns.
     fn interval_ns(&self) -> u64;
+
+    /// The settings before the first interval ends.
+    fn initial_settings(&self) -> AdmitSettings {
+        AdmitSettings::CLASSIC
+    }
 
     /// True when [`Interval::latencies_ns`] must be filled (a tail-latency target).
     fn wants_latencies(&self) -> bool {

@@ -4,6 +4,7 @@
 use heterarchy_trace::generate::Random;
 
 use super::config::{AdmissionConfig, AdmissionScheme};
+use super::fixed::Fixed;
 use super::lbica::Lbica;
 use super::nhc::Nhc;
 use super::sib::Sib;
@@ -39,14 +40,15 @@ impl Tuning {
             AdmissionScheme::SibPlus => Box::new(Sib::new(config, false)),
             AdmissionScheme::SibPlusPlus => Box::new(Sib::new(config, true)),
             AdmissionScheme::Lbica => Box::new(Lbica::new(config)),
+            AdmissionScheme::Fixed => Box::new(Fixed::new(config)),
         };
         Some(Tuning {
             interval_ns: tuner.interval_ns(),
             collect_latencies: tuner.wants_latencies(),
+            settings: [tuner.initial_settings(); MAX_PAIRS],
             tuner,
             interval: Interval::default(),
             started: false,
-            settings: [AdmitSettings::CLASSIC; MAX_PAIRS],
             pairs,
             random: Random::new(seed ^ DECISION_SALT),
             history: TuningHistory::default(),

@@ -26,13 +26,15 @@
 //! ```
 //!
 //! and the admission tuning of seed 000 chapter 4 (`admission`, `tuning_time_scale`,
-//! `[cache.nhc]`, `[cache.sib]`, `[cache.lbica]`; see [`crate::admission::config`]).
+//! `[cache.nhc]`, `[cache.sib]`, `[cache.lbica]`, `[cache.fixed]`; see [`crate::admission::config`]).
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::admission::{AdmissionConfig, AdmissionScheme, LbicaConfig, NhcConfig, SibConfig};
+use crate::admission::{
+    AdmissionConfig, AdmissionScheme, FixedConfig, LbicaConfig, NhcConfig, SibConfig,
+};
 
 /// How writes (and reads) use the cache: Open CAS's cache modes, as the Open CAS Framework
 /// documents them ("Cache configuration", open-cas.github.io) and as OCF's engines implement
@@ -228,6 +230,8 @@ pub struct CacheConfig {
     pub sib: SibConfig,
     /// LBICA's parameters, used when `admission` is `lbica`.
     pub lbica: LbicaConfig,
+    /// The pinned settings, used when `admission` is `fixed`.
+    pub fixed: FixedConfig,
 }
 
 impl Default for CacheConfig {
@@ -246,6 +250,7 @@ impl Default for CacheConfig {
             nhc: NhcConfig::default(),
             sib: SibConfig::default(),
             lbica: LbicaConfig::default(),
+            fixed: FixedConfig::default(),
         }
     }
 }
@@ -296,6 +301,7 @@ impl CacheConfig {
             nhc: self.nhc,
             sib: self.sib,
             lbica: self.lbica,
+            fixed: self.fixed,
         }
     }
 

@@ -129,6 +129,10 @@ pub struct WorkloadSpec {
     pub kind: RequestKind,
     /// Probability that a request writes (`write=`; not for YCSB, whose mixes are fixed).
     pub write_ratio: f64,
+    /// Writes go to this fraction of the keys only, uniformly (`write_keys=`; not for YCSB):
+    /// the dirty-read ratio of seed 000 §4.5.1.2, "if writes go to 80% of the working set,
+    /// then 80% of the reads will be dirty".
+    pub write_keys: f64,
     /// Probability that an operation is a sequential scan instead (`scan=`; not for YCSB).
     /// Scans start at a uniformly chosen key, as backups and table scans do.
     pub scan_probability: f64,
@@ -149,6 +153,7 @@ impl Default for WorkloadSpec {
             size: SizeDistribution::default(),
             kind: RequestKind::default(),
             write_ratio: 0.0,
+            write_keys: 1.0,
             scan_probability: 0.0,
             scan_length: 64,
             rate_per_s: 1e6,
@@ -158,8 +163,8 @@ impl Default for WorkloadSpec {
 }
 
 /// The spec-string fields, in the order [`WorkloadSpec`]'s `Display` writes them.
-const FIELDS: &str =
-    "keys, requests, theta, hot_data, hot_ops, write, scan, scan_len, size, kind, rate, seed";
+const FIELDS: &str = "keys, requests, theta, hot_data, hot_ops, write, write_keys, scan, scan_len, \
+     size, kind, rate, seed";
 
 impl WorkloadSpec {
     /// Parses `PATTERN[:FIELD=VALUE,...]`, where PATTERN is `uniform`, `zipf`, `hotspot` or
@@ -219,6 +224,7 @@ impl WorkloadSpec {
             ("hot_data", Pattern::Hotspot { hot_data, .. }) => *hot_data = parse_real(value)?,
             ("hot_ops", Pattern::Hotspot { hot_ops, .. }) => *hot_ops = parse_real(value)?,
             ("write", _) if !is_ycsb => self.write_ratio = parse_real(value)?,
+            ("write_keys", _) if !is_ycsb => self.write_keys = parse_real(value)?,
             ("scan", _) if !is_ycsb => self.scan_probability = parse_real(value)?,
             (
                 "scan_len",
@@ -239,7 +245,7 @@ impl WorkloadSpec {
             }
             ("rate", _) => self.rate_per_s = parse_real(value)?,
             ("seed", _) => self.seed = parse_count(value)?,
-            ("theta" | "hot_data" | "hot_ops" | "write" | "scan" | "scan_len", _) => {
+            ("theta" | "hot_data" | "hot_ops" | "write" | "write_keys" | "scan" | "scan_len", _) => {
                 return Err(format!("does not apply to {}", self.pattern_name()))
             }
             _ => return Err(format!("unknown field; expected one of {FIELDS}")),
@@ -283,11 +289,15 @@ impl WorkloadSpec {
                 )
             }
             Pattern::Ycsb { workload, .. }
-                if self.write_ratio != 0.0 || self.scan_probability != 0.0 =>
+                if self.write_ratio != 0.0
+                    || self.scan_probability != 0.0
+                    || self.write_keys != 1.0 =>
             {
                 return fail(
                     if self.write_ratio != 0.0 {
                         "write"
+                    } else if self.write_keys != 1.0 {
+                        "write_keys"
                     } else {
                         "scan"
                     },
@@ -303,6 +313,12 @@ impl WorkloadSpec {
             return fail(
                 "write",
                 format!("expected a fraction in [0, 1], found {}", self.write_ratio),
+            );
+        }
+        if !(self.write_keys > 0.0 && self.write_keys <= 1.0) {
+            return fail(
+                "write_keys",
+                format!("expected a fraction in (0, 1], found {}", self.write_keys),
             );
         }
         if !(0.0..=1.0).contains(&self.scan_probability) {
@@ -416,10 +432,14 @@ impl fmt::Display for WorkloadSpec {
             }
         }
         if !matches!(self.pattern, Pattern::Ycsb { .. }) {
+            write!(f, ",write={}", self.write_ratio)?;
+            if self.write_keys != 1.0 {
+                write!(f, ",write_keys={}", self.write_keys)?;
+            }
             write!(
                 f,
-                ",write={},scan={},scan_len={}",
-                self.write_ratio, self.scan_probability, self.scan_length
+                ",scan={},scan_len={}",
+                self.scan_probability, self.scan_length
             )?;
         }
         let kind = match self.kind {

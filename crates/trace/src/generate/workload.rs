@@ -53,6 +53,8 @@ enum KeyChooser {
 enum Mix {
     Simple {
         write_ratio: f64,
+        /// Writes pick uniformly among the first this many keys (`None`: as reads do).
+        write_key_limit: Option<u64>,
         scan_probability: f64,
         scan_length: u32,
     },
@@ -125,6 +127,8 @@ impl Generator {
                 };
                 let mix = Mix::Simple {
                     write_ratio: spec.write_ratio,
+                    write_key_limit: (spec.write_keys < 1.0)
+                        .then(|| ((spec.keys as f64 * spec.write_keys).ceil() as u64).max(1)),
                     scan_probability: spec.scan_probability,
                     scan_length: spec.scan_length,
                 };
@@ -176,6 +180,7 @@ impl Generator {
         match self.mix {
             Mix::Simple {
                 write_ratio,
+                write_key_limit,
                 scan_probability,
                 scan_length,
             } => {
@@ -186,7 +191,10 @@ impl Generator {
                 }
                 let key = self.choose_key();
                 if self.random.unit() < write_ratio {
-                    (key, Action::Update)
+                    match write_key_limit {
+                        Some(limit) => (self.random.below(limit), Action::Update),
+                        None => (key, Action::Update),
+                    }
                 } else {
                     (key, Action::Read)
                 }

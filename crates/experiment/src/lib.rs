@@ -1,0 +1,127 @@
+//! The seed papers' experiments, reproduced on the device models (DESIGN.md: "The seeds'
+//! figures reproduced as experiments whose tests assert the shape of the result").
+//!
+//! Each experiment is one module: it runs the timed simulator over the hierarchies and
+//! workloads of one figure or table and returns its [`Output`] — one JSON object per row, the
+//! charts, and the thesis' numbers beside ours. `heterarchy experiment NAME` prints and draws
+//! them; the shape tests call the modules' typed functions.
+
+pub mod micro;
+pub mod nhc_orthus_cas;
+pub mod output;
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use heterarchy_sim::parallel::map_parallel;
+
+pub use output::{Comparison, Output};
+
+/// How far an experiment has got, in simulation runs; another thread may watch it.
+#[derive(Debug, Default)]
+pub struct Progress {
+    done: AtomicUsize,
+    total: AtomicUsize,
+}
+
+impl Progress {
+    /// Runs finished and runs known so far.
+    pub fn get(&self) -> (usize, usize) {
+        (
+            self.done.load(Ordering::Relaxed),
+            self.total.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// How big a run to make.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Multiplies every experiment's measured run lengths (1 is the figure's own; tests use
+    /// less).
+    pub scale: f64,
+    /// Worker threads for independent runs.
+    pub threads: usize,
+    pub progress: Arc<Progress>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            scale: 1.0,
+            threads: std::thread::available_parallelism().map_or(1, |cores| cores.get()),
+            progress: Arc::default(),
+        }
+    }
+}
+
+impl Options {
+    /// `run` over every job on the worker threads, results in job order, counting progress.
+    pub fn run_all<T: Sync, R: Send>(&self, jobs: &[T], run: impl Fn(&T) -> R + Sync) -> Vec<R> {
+        self.progress.total.fetch_add(jobs.len(), Ordering::Relaxed);
+        map_parallel(jobs, self.threads, |job| {
+            let result = run(job);
+            self.progress.done.fetch_add(1, Ordering::Relaxed);
+            result
+        })
+    }
+}
+
+/// Why an experiment could not run (a bad preset or workload: a bug, since both are built in).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExperimentError(pub String);
+
+impl fmt::Display for ExperimentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ExperimentError {}
+
+macro_rules! from_error {
+    ($($source:ty),*) => {$(
+        impl From<$source> for ExperimentError {
+            fn from(error: $source) -> Self {
+                ExperimentError(error.to_string())
+            }
+        }
+    )*};
+}
+
+from_error!(
+    heterarchy_trace::TraceError,
+    heterarchy_trace::generate::SpecError,
+    heterarchy_engine::ConfigError
+);
+
+/// One experiment of the registry.
+pub struct Experiment {
+    /// The name `heterarchy experiment` takes.
+    pub name: &'static str,
+    /// The figure or table it reproduces.
+    pub reproduces: &'static str,
+    pub description: &'static str,
+    pub run: fn(&Options) -> Result<Output, ExperimentError>,
+}
+
+/// Every experiment, in the thesis' order.
+pub const EXPERIMENTS: &[Experiment] = &[Experiment {
+    name: "nhc-orthus-cas",
+    reproduces: "seed 000 Figure 4.7",
+    description: "NHC against classic caching on five hierarchies, 95% and 80% hits, \
+                  Load-0.5 to Load-2.0 (Orthus-CAS microbenchmark)",
+    run: nhc_orthus_cas::run,
+}];
+
+/// The experiment called `name`.
+pub fn find(name: &str) -> Option<&'static Experiment> {
+    EXPERIMENTS.iter().find(|experiment| experiment.name == name)
+}
+
+/// A device preset by name; the names used here are built in.
+pub(crate) fn preset(name: &str) -> Result<heterarchy_device::DeviceSpec, ExperimentError> {
+    heterarchy_device::presets::preset(name)
+        .ok_or_else(|| ExperimentError(format!("{name}: no such device preset")))
+}

@@ -1,0 +1,171 @@
+//! The Orthus-CAS microbenchmark (seed 000 §4.5.1): uniformly random block requests of one
+//! 64 KiB cache line against a 1 GiB cache, the hit ratio set by the working set against the
+//! cache, a closed loop of clients; the write ratio and the dirty-read ratio as knobs.
+//!
+//! "We report the stable performance of classic caching; for NHC, we report when its tuning
+//! stabilizes": each run first fills the cache, then lets the tuner settle, then measures. The
+//! fill takes about keys · ln(1 / (1 − hit ratio)) requests (every key drawn uniformly; the
+//! cache never evicts until full), at a rate bounded by the miss path's devices; the settling
+//! and measuring times are in tuning time (scaled with the tuner's intervals).
+
+use heterarchy_device::{DeviceSpec, IoKind, Probe};
+use heterarchy_engine::{AdmissionScheme, CacheConfig, CacheController, WriteMode};
+use heterarchy_sim::timed::{run_timed, Load, TimedResult};
+use heterarchy_trace::generate::{generator, WorkloadSpec};
+
+use crate::ExperimentError;
+
+/// One microbenchmark setting.
+#[derive(Clone, Debug)]
+pub struct Micro {
+    /// The cache device, then the capacity device.
+    pub devices: [DeviceSpec; 2],
+    pub line_bytes: u32,
+    pub cache_bytes: u64,
+    /// The hit ratio the working set gives once the cache is full.
+    pub hit_ratio: f64,
+    pub outstanding: u32,
+    pub write_ratio: f64,
+    /// Fraction of the working set writes touch (the dirty-read ratio under write-back).
+    pub write_keys: f64,
+    pub mode: WriteMode,
+    /// Tuning time scale (`tuning_time_scale`): 1 on the real devices' presets.
+    pub time_scale: f64,
+    /// Tuning time allowed to settle after the fill, seconds (before scaling).
+    pub settle_s: f64,
+    /// Tuning time measured, seconds (before scaling).
+    pub measure_s: f64,
+    pub seed: u64,
+}
+
+/// Load-1.0 of §4.5.1.1, "the minimum read load to achieve the maximum read bandwidth of the
+/// cache device": the fewest outstanding reads of `bytes` at which `device` delivers 95% of
+/// what it does with 256.
+pub fn saturating_queue_depth(device: &DeviceSpec, bytes: u32) -> u32 {
+    let bandwidth = |queue_depth: u32| {
+        let probe = Probe {
+            bytes,
+            queue_depth,
+            accesses: 4_000,
+            warmup_accesses: 400,
+            ..Probe::default()
+        };
+        heterarchy_device::run_probe(device, &probe).bandwidth_bytes_per_s
+    };
+    let peak = bandwidth(256);
+    (1..=256)
+        .find(|&depth| bandwidth(depth) >= 0.95 * peak)
+        .unwrap_or(256)
+}
+
+/// Outstanding requests of Load-`load`: `load` times Load-1.0, at least one.
+pub fn outstanding_for_load(device: &DeviceSpec, bytes: u32, load: f64) -> u32 {
+    let full = f64::from(saturating_queue_depth(device, bytes));
+    ((full * load).round() as u32).max(1)
+}
+
+impl Micro {
+    /// §4.5.1's setting on `cache` over `capacity` (device presets or specs): 64 KiB random
+    /// reads, a 1 GiB cache, 95% hits, write-through, `outstanding` clients.
+    pub fn orthus_cas(devices: [DeviceSpec; 2], outstanding: u32) -> Micro {
+        Micro {
+            devices,
+            line_bytes: 64 * 1024,
+            cache_bytes: 1 << 30,
+            hit_ratio: 0.95,
+            outstanding,
+            write_ratio: 0.0,
+            write_keys: 1.0,
+            mode: WriteMode::Wt,
+            time_scale: 1.0,
+            settle_s: 1.0,
+            measure_s: 2.0,
+            seed: 1,
+        }
+    }
+
+    fn cache_lines(&self) -> u64 {
+        self.cache_bytes / u64::from(self.line_bytes)
+    }
+
+    /// Keys of the working set: the cache's lines over the hit ratio.
+    pub fn keys(&self) -> u64 {
+        ((self.cache_lines() as f64 / self.hit_ratio).round() as u64).max(1)
+    }
+
+    /// The workload, long enough for any run (runs end by time).
+    pub fn workload(&self) -> WorkloadSpec {
+        WorkloadSpec {
+            pattern: heterarchy_trace::generate::Pattern::Uniform,
+            keys: self.keys(),
+            requests: 1 << 40,
+            size: heterarchy_trace::generate::SizeDistribution::Fixed {
+                bytes: self.line_bytes,
+            },
+            kind: heterarchy_trace::generate::RequestKind::Block,
+            write_ratio: self.write_ratio,
+            write_keys: self.write_keys,
+            seed: self.seed,
+            ..WorkloadSpec::default()
+        }
+    }
+
+    /// The cache settings of `scheme` in this setting's mode, with Open CAS's other defaults.
+    pub fn cache_config(&self, scheme: AdmissionScheme) -> CacheConfig {
+        CacheConfig {
+            mode: self.mode,
+            admission: scheme,
+            tuning_time_scale: self.time_scale,
+            ..CacheConfig::default()
+        }
+    }
+
+    /// Seconds the fill takes at most: every miss reads the capacity device and writes the
+    /// cache device, one stage after the other, with `outstanding` misses at once and neither
+    /// device faster than its bandwidth.
+    pub fn fill_seconds(&self) -> f64 {
+        let [cache, capacity] = &self.devices;
+        let bytes = f64::from(self.line_bytes);
+        let stage = |device: &DeviceSpec, kind: IoKind| {
+            let direction = match kind {
+                IoKind::Read => &device.read,
+                IoKind::Write => &device.write,
+            };
+            direction.latency_ns * 1e-9 + bytes / (direction.bandwidth_gb_s * 1e9)
+        };
+        let miss_s = stage(capacity, IoKind::Read) + stage(cache, IoKind::Write);
+        let rate = (f64::from(self.outstanding) / miss_s)
+            .min(capacity.read.bandwidth_gb_s * 1e9 / bytes)
+            .min(cache.write.bandwidth_gb_s * 1e9 / bytes);
+        let requests = self.keys() as f64 * (1.0 / (1.0 - self.hit_ratio.min(0.999))).ln();
+        1.2 * requests / rate
+    }
+
+    /// The load: fill, settle, then measure, all by virtual time.
+    pub fn load(&self) -> Load {
+        let warmup_s = self.fill_seconds() + self.settle_s * self.time_scale;
+        let end_s = warmup_s + self.measure_s * self.time_scale;
+        Load {
+            warmup_ns: (warmup_s * 1e9) as u64,
+            max_time_ns: Some((end_s * 1e9) as u64),
+            ..Load::closed(self.outstanding, u64::MAX, 0)
+        }
+    }
+
+    /// Runs `config` on this setting.
+    pub fn run(&self, config: &CacheConfig) -> Result<TimedResult, ExperimentError> {
+        let mut controller = CacheController::new(config, &[self.cache_bytes], self.seed)?;
+        let mut reader = generator(&self.workload())?;
+        Ok(run_timed(
+            &mut controller,
+            &self.devices,
+            &mut *reader,
+            &self.load(),
+        )?)
+    }
+
+    /// Runs `scheme` with this setting's cache settings.
+    pub fn run_scheme(&self, scheme: AdmissionScheme) -> Result<TimedResult, ExperimentError> {
+        self.run(&self.cache_config(scheme))
+    }
+}
