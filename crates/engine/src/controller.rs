@@ -87,6 +87,17 @@ pub trait Controller: Send {
     #[inline]
     fn on_reply(&mut self, _reply: &Reply) {}
 
+    /// True when the controller wants [`on_device_op`](Self::on_device_op) calls; asked once,
+    /// before a run.
+    fn wants_device_ops(&self) -> bool {
+        false
+    }
+
+    /// A device operation of some plan took `latency_ns` from its submission to its
+    /// completion, queueing included (the block layer's view of that device).
+    #[inline]
+    fn on_device_op(&mut self, _device: u8, _latency_ns: u64) {}
+
     /// The admission tuner's course so far, for controllers that tune.
     fn tuning_history(&self) -> Option<&TuningHistory> {
         None

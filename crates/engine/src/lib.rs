@@ -10,15 +10,15 @@ pub mod controller;
 pub mod plan;
 pub mod split;
 
+pub use admission::{
+    AdmissionConfig, AdmissionScheme, AdmitSettings, FixedConfig, LbicaConfig, NhcConfig,
+    SibConfig, TargetMetric, TuningHistory, TuningPoint,
+};
 pub use cache::config::{
     AcpConfig, AlruConfig, CacheConfig, CleaningPolicy, ConfigError, NhitConfig, PromotionPolicy,
     TierLayout, WriteMode,
 };
 pub use cache::CacheController;
-pub use admission::{
-    AdmissionConfig, AdmissionScheme, AdmitSettings, FixedConfig, LbicaConfig, NhcConfig, SibConfig,
-    TargetMetric, TuningHistory, TuningPoint,
-};
 pub use controller::{Controller, ControllerStats, Decision, Reply};
 pub use plan::{DeviceOp, IoKind, Plan};
 pub use split::SplitController;

@@ -8,6 +8,9 @@
 
 pub mod micro;
 pub mod nhc_orthus_cas;
+pub mod nhc_prior_work;
+pub mod nhc_targets;
+pub mod nhc_write_modes;
 pub mod output;
 
 use std::fmt;
@@ -107,17 +110,41 @@ pub struct Experiment {
 }
 
 /// Every experiment, in the thesis' order.
-pub const EXPERIMENTS: &[Experiment] = &[Experiment {
-    name: "nhc-orthus-cas",
-    reproduces: "seed 000 Figure 4.7",
-    description: "NHC against classic caching on five hierarchies, 95% and 80% hits, \
+pub const EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "nhc-orthus-cas",
+        reproduces: "seed 000 Figure 4.7",
+        description: "NHC against classic caching on five hierarchies, 95% and 80% hits, \
                   Load-0.5 to Load-2.0 (Orthus-CAS microbenchmark)",
-    run: nhc_orthus_cas::run,
-}];
+        run: nhc_orthus_cas::run,
+    },
+    Experiment {
+        name: "nhc-write-modes",
+        reproduces: "seed 000 Figure 4.8",
+        description: "NHC's speedup under write-around, write-back and write-through over write \
+                  and dirty-read ratios (concurrency 16, 95% hits)",
+        run: nhc_write_modes::run,
+    },
+    Experiment {
+        name: "nhc-targets",
+        reproduces: "seed 000 Table 4.2",
+        description: "NHC tuned for throughput, mean or p99 latency against classic caching",
+        run: nhc_targets::run,
+    },
+    Experiment {
+        name: "nhc-prior-work",
+        reproduces: "seed 000 Figure 4.15",
+        description: "NHC against SIB+, SIB++ and LBICA, static and with the write ratio \
+                  redrawn every 10 s down to 0.5 s",
+        run: nhc_prior_work::run,
+    },
+];
 
 /// The experiment called `name`.
 pub fn find(name: &str) -> Option<&'static Experiment> {
-    EXPERIMENTS.iter().find(|experiment| experiment.name == name)
+    EXPERIMENTS
+        .iter()
+        .find(|experiment| experiment.name == name)
 }
 
 /// A device preset by name; the names used here are built in.

@@ -10,8 +10,8 @@
 
 use heterarchy_device::{DeviceSpec, IoKind, Probe};
 use heterarchy_engine::{AdmissionScheme, CacheConfig, CacheController, WriteMode};
-use heterarchy_sim::timed::{run_timed, Load, TimedResult};
-use heterarchy_trace::generate::{generator, WorkloadSpec};
+use heterarchy_sim::timed::{run_timed_phases, Arrivals, ClientStep, Load, Phase, TimedResult};
+use heterarchy_trace::generate::{generator, mix64, WorkloadSpec};
 
 use crate::ExperimentError;
 
@@ -25,9 +25,16 @@ pub struct Micro {
     /// The hit ratio the working set gives once the cache is full.
     pub hit_ratio: f64,
     pub outstanding: u32,
+    /// Clients while the cache fills, when fewer than `outstanding`: the cache warms under
+    /// light load and the measured load then arrives as a burst.
+    pub warm_outstanding: Option<u32>,
     pub write_ratio: f64,
     /// Fraction of the working set writes touch (the dirty-read ratio under write-back).
     pub write_keys: f64,
+    /// Figure 4.15(b)'s dynamic workload: every `period_s` seconds (of virtual time, not
+    /// scaled) a new write ratio, drawn uniformly from [0, `write_ratio`]; `None`: a fixed
+    /// write ratio.
+    pub write_ratio_period_s: Option<f64>,
     pub mode: WriteMode,
     /// Tuning time scale (`tuning_time_scale`): 1 on the real devices' presets.
     pub time_scale: f64,
@@ -74,8 +81,10 @@ impl Micro {
             cache_bytes: 1 << 30,
             hit_ratio: 0.95,
             outstanding,
+            warm_outstanding: None,
             write_ratio: 0.0,
             write_keys: 1.0,
+            write_ratio_period_s: None,
             mode: WriteMode::Wt,
             time_scale: 1.0,
             settle_s: 1.0,
@@ -121,9 +130,10 @@ impl Micro {
     }
 
     /// Seconds the fill takes at most: every miss reads the capacity device and writes the
-    /// cache device, one stage after the other, with `outstanding` misses at once and neither
-    /// device faster than its bandwidth.
+    /// cache device, one stage after the other, with as many misses at once as clients and
+    /// neither device faster than its bandwidth.
     pub fn fill_seconds(&self) -> f64 {
+        let clients = self.warm_outstanding.unwrap_or(self.outstanding);
         let [cache, capacity] = &self.devices;
         let bytes = f64::from(self.line_bytes);
         let stage = |device: &DeviceSpec, kind: IoKind| {
@@ -134,7 +144,7 @@ impl Micro {
             direction.latency_ns * 1e-9 + bytes / (direction.bandwidth_gb_s * 1e9)
         };
         let miss_s = stage(capacity, IoKind::Read) + stage(cache, IoKind::Write);
-        let rate = (f64::from(self.outstanding) / miss_s)
+        let rate = (f64::from(clients) / miss_s)
             .min(capacity.read.bandwidth_gb_s * 1e9 / bytes)
             .min(cache.write.bandwidth_gb_s * 1e9 / bytes);
         let requests = self.keys() as f64 * (1.0 / (1.0 - self.hit_ratio.min(0.999))).ln();
@@ -143,24 +153,73 @@ impl Micro {
 
     /// The load: fill, settle, then measure, all by virtual time.
     pub fn load(&self) -> Load {
-        let warmup_s = self.fill_seconds() + self.settle_s * self.time_scale;
+        let fill_s = self.fill_seconds();
+        let warmup_s = fill_s + self.settle_s * self.time_scale;
         let end_s = warmup_s + self.measure_s * self.time_scale;
-        Load {
+        let mut load = Load {
             warmup_ns: (warmup_s * 1e9) as u64,
             max_time_ns: Some((end_s * 1e9) as u64),
             ..Load::closed(self.outstanding, u64::MAX, 0)
+        };
+        if let Some(clients) = self.warm_outstanding {
+            load.arrivals = Arrivals::Varying {
+                steps: vec![
+                    ClientStep {
+                        from_ns: 0,
+                        outstanding: clients,
+                    },
+                    ClientStep {
+                        from_ns: (fill_s * 1e9) as u64,
+                        outstanding: self.outstanding,
+                    },
+                ],
+            };
         }
+        load
+    }
+
+    /// The workload's phases: one, or a new write ratio every period until the run ends.
+    pub fn phases(&self) -> Vec<(u64, WorkloadSpec)> {
+        let Some(period_s) = self.write_ratio_period_s else {
+            return vec![(0, self.workload())];
+        };
+        let end_ns = self.load().max_time_ns.unwrap_or(0);
+        let period_ns = ((period_s * 1e9) as u64).max(1);
+        (0..=end_ns / period_ns)
+            .map(|period| {
+                let draw = mix64(self.seed ^ mix64(period)) >> 11;
+                let unit = draw as f64 / (1u64 << 53) as f64;
+                let spec = WorkloadSpec {
+                    write_ratio: unit * self.write_ratio,
+                    seed: mix64(self.seed.wrapping_add(period)),
+                    ..self.workload()
+                };
+                (period * period_ns, spec)
+            })
+            .collect()
     }
 
     /// Runs `config` on this setting.
     pub fn run(&self, config: &CacheConfig) -> Result<TimedResult, ExperimentError> {
         let mut controller = CacheController::new(config, &[self.cache_bytes], self.seed)?;
-        let mut reader = generator(&self.workload())?;
-        Ok(run_timed(
+        let mut readers = self
+            .phases()
+            .into_iter()
+            .map(|(from_ns, spec)| Ok((from_ns, generator(&spec)?)))
+            .collect::<Result<Vec<_>, ExperimentError>>()?;
+        let mut phases: Vec<Phase> = readers
+            .iter_mut()
+            .map(|(from_ns, reader)| Phase {
+                from_ns: *from_ns,
+                reader: &mut **reader,
+            })
+            .collect();
+        Ok(run_timed_phases(
             &mut controller,
             &self.devices,
-            &mut *reader,
+            &mut phases,
             &self.load(),
+            &mut |_| {},
         )?)
     }
 

@@ -94,7 +94,10 @@ fn peak_read_bandwidth(device: &DeviceSpec) -> f64 {
 }
 
 /// Every row of the figure, or those of `hierarchies` only.
-pub fn rows(options: &Options, hierarchies: &[(&str, &str, f64)]) -> Result<Vec<Row>, ExperimentError> {
+pub fn rows(
+    options: &Options,
+    hierarchies: &[(&str, &str, f64)],
+) -> Result<Vec<Row>, ExperimentError> {
     struct Setting {
         hierarchy: String,
         micro: Micro,
@@ -123,7 +126,12 @@ pub fn rows(options: &Options, hierarchies: &[(&str, &str, f64)]) -> Result<Vec<
         }
     }
     let jobs: Vec<(usize, AdmissionScheme)> = (0..settings.len())
-        .flat_map(|index| [(index, AdmissionScheme::Classic), (index, AdmissionScheme::Nhc)])
+        .flat_map(|index| {
+            [
+                (index, AdmissionScheme::Classic),
+                (index, AdmissionScheme::Nhc),
+            ]
+        })
         .collect();
     let results = options.run_all(&jobs, |&(index, scheme)| {
         settings[index].micro.run_scheme(scheme)
@@ -163,7 +171,10 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
     );
     for hit_ratio in HIT_RATIOS {
         let mut chart = LineChart::new(
-            &format!("{:.0}% hits: throughput over the cache device's peak read bandwidth", hit_ratio * 100.0),
+            &format!(
+                "{:.0}% hits: throughput over the cache device's peak read bandwidth",
+                hit_ratio * 100.0
+            ),
             "load (x Load-1.0)",
             "normalized throughput",
         );
@@ -172,11 +183,26 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
             let of = |nhc: bool| -> Vec<(f64, f64)> {
                 rows.iter()
                     .filter(|row| row.hierarchy == name && row.hit_ratio == hit_ratio)
-                    .map(|row| (row.load, if nhc { row.nhc_throughput } else { row.classic_throughput }))
+                    .map(|row| {
+                        (
+                            row.load,
+                            if nhc {
+                                row.nhc_throughput
+                            } else {
+                                row.classic_throughput
+                            },
+                        )
+                    })
                     .collect()
             };
-            chart.series.push(Series { name: format!("{name} classic"), points: of(false) });
-            chart.series.push(Series { name: format!("{name} NHC"), points: of(true) });
+            chart.series.push(Series {
+                name: format!("{name} classic"),
+                points: of(false),
+            });
+            chart.series.push(Series {
+                name: format!("{name} NHC"),
+                points: of(true),
+            });
         }
         output.charts.push(chart);
     }

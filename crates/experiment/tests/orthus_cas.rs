@@ -38,7 +38,11 @@ fn nhc_is_never_worse_than_classic_caching() {
 
 #[test]
 fn at_light_load_nhc_keeps_caching_classically() {
-    for hierarchy in ["dram+optane-pm", "optane-pm+optane-ssd", "optane-ssd+nvme-flash"] {
+    for hierarchy in [
+        "dram+optane-pm",
+        "optane-pm+optane-ssd",
+        "optane-ssd+nvme-flash",
+    ] {
         let r = row(hierarchy, 0.95, 0.5);
         // Brief probes of 0.98 between stability checks, nothing more.
         assert!(r.nhc_load_admit >= 0.99, "{r:?}");
@@ -61,11 +65,17 @@ fn at_load_2_gains_grow_as_the_devices_get_closer() {
     .collect();
     assert!(gains[0] < gains[1] && gains[1] < gains[2], "{gains:?}");
     for (gain, thesis) in gains.iter().zip([21.0, 32.0, 54.0]) {
-        assert!((gain - thesis).abs() <= 15.0, "{gain:.1}% against the thesis' {thesis}%");
+        assert!(
+            (gain - thesis).abs() <= 15.0,
+            "{gain:.1}% against the thesis' {thesis}%"
+        );
     }
     // Above Load-1.0 NHC stops admitting read misses and offloads hits.
     let r = row("optane-ssd+nvme-flash", 0.95, 2.0);
     assert!(r.nhc_data_admit < 0.1 && r.nhc_load_admit < 0.8, "{r:?}");
     // A throughput above the cache device's peak: the capacity device serves too.
-    assert!(r.nhc_throughput > 1.2 && r.classic_throughput <= 1.0, "{r:?}");
+    assert!(
+        r.nhc_throughput > 1.2 && r.classic_throughput <= 1.0,
+        "{r:?}"
+    );
 }

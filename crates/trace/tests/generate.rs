@@ -432,7 +432,7 @@ fn write_keys_confine_writes_to_a_fraction_of_the_keys() {
         .collect();
     assert!((writes.len() as f64 / 20_000.0 - 0.5).abs() < 0.02);
     assert!(writes.iter().all(|&key| key < 250));
-    assert!(writes.iter().any(|&key| key == 249));
+    assert!(writes.contains(&249));
     assert!(requests.iter().any(|r| r.op == Op::Read && r.key >= 750));
     for bad in ["write_keys=0", "write_keys=1.5"] {
         let message = WorkloadSpec::parse(&format!("uniform:{bad}"))

@@ -287,7 +287,10 @@ impl AdmissionConfig {
         check_positive_ms("lbica.interval_ms", self.lbica.interval_ms)?;
         check_fraction("fixed.load_admit", self.fixed.load_admit)?;
         check("fixed.from_ms", self.fixed.from_ms >= 0.0, || {
-            format!("{} must be a number of milliseconds >= 0", self.fixed.from_ms)
+            format!(
+                "{} must be a number of milliseconds >= 0",
+                self.fixed.from_ms
+            )
         })
     }
 }

@@ -43,14 +43,19 @@ pub struct TuningHistory {
 
 impl TuningHistory {
     /// Notes the interval that just ended and the settings and state it led to.
-    pub(crate) fn record(&mut self, interval: &Interval, settings: &[AdmitSettings], state: &'static str) {
+    pub(crate) fn record(
+        &mut self,
+        interval: &Interval,
+        settings: &[AdmitSettings],
+        state: &'static str,
+    ) {
         if self.last_state != Some(state) {
             *self.state_entries.entry(state).or_default() += 1;
             self.last_state = Some(state);
         }
         *self.state_seconds.entry(state).or_default() += interval.seconds();
         self.stride = self.stride.max(1);
-        if self.intervals % self.stride == 0 {
+        if self.intervals.is_multiple_of(self.stride) {
             if self.points.len() == MAX_POINTS {
                 let mut index = 0;
                 self.points.retain(|_| {
@@ -59,7 +64,7 @@ impl TuningHistory {
                 });
                 self.stride *= 2;
             }
-            if self.intervals % self.stride == 0 {
+            if self.intervals.is_multiple_of(self.stride) {
                 self.points.push(TuningPoint {
                     time_s: interval.end_ns as f64 / 1e9,
                     state,

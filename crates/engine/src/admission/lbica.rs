@@ -4,10 +4,10 @@
 //! NHC, LBICA does not redirect any read hits".
 //!
 //! LBICA judges burst load by the cache's queue: it is the bottleneck when its accesses wait
-//! longer than the disk's. Ours compares, each interval, the mean latency of reads the cache
-//! device served with that of reads the levels below served (the last one measured, when none
-//! came back in the interval): burst while the cache's is longer. Burst turns off read-miss
-//! installs of the top pair; hits always stay on the cache.
+//! longer than the disk's. Ours compares, each interval, the mean latency of the cache
+//! device's operations, queueing included, with that of the devices below (the last one
+//! measured, when they completed none in the interval): burst while the cache's is longer.
+//! Burst turns off read-miss installs of the top pair; hits always stay on the cache.
 
 use super::config::{scaled_ns, AdmissionConfig};
 use super::{AdmitSettings, Interval, Tuner, MAX_DEVICES};
@@ -36,18 +36,16 @@ impl Tuner for Lbica {
         self.interval_ns
     }
 
+    fn wants_device_ops(&self) -> bool {
+        true
+    }
+
     fn end_interval(&mut self, interval: &Interval, settings: &mut [AdmitSettings]) {
-        let (reads, latency_ns) = (1..MAX_DEVICES).fold((0, 0), |(r, l), device| {
-            (
-                r + interval.served_reads[device],
-                l + interval.served_latency_sum_ns[device],
-            )
-        });
-        if reads > 0 {
-            self.lower_latency_ns = Some(latency_ns as f64 / reads as f64);
+        if let Some(lower) = interval.device_latency_ns(1..MAX_DEVICES) {
+            self.lower_latency_ns = Some(lower);
         }
         if let (Some(cache), Some(lower)) =
-            (interval.served_latency_ns(0), self.lower_latency_ns)
+            (interval.device_latency_ns(0..1), self.lower_latency_ns)
         {
             self.burst = cache > lower;
         }
@@ -77,12 +75,12 @@ mod tests {
             ..Interval::default()
         };
         if let Some(latency) = cache_latency_us {
-            interval.served_reads[0] = 10;
-            interval.served_latency_sum_ns[0] = 10 * latency * 1000;
+            interval.device_ops[0] = 10;
+            interval.device_latency_sum_ns[0] = 10 * latency * 1000;
         }
         if let Some(latency) = lower_latency_us {
-            interval.served_reads[1] = 2;
-            interval.served_latency_sum_ns[1] = 2 * latency * 1000;
+            interval.device_ops[1] = 2;
+            interval.device_latency_sum_ns[1] = 2 * latency * 1000;
         }
         interval
     }
@@ -96,7 +94,10 @@ mod tests {
         let mut lbica = Lbica::new(&config);
         let mut settings = [AdmitSettings::CLASSIC];
         lbica.end_interval(&interval(Some(30), Some(100)), &mut settings);
-        assert_eq!((settings[0], lbica.state()), (AdmitSettings::CLASSIC, "normal"));
+        assert_eq!(
+            (settings[0], lbica.state()),
+            (AdmitSettings::CLASSIC, "normal")
+        );
         lbica.end_interval(&interval(Some(300), Some(100)), &mut settings);
         assert_eq!(lbica.state(), "burst");
         assert_eq!(
@@ -106,7 +107,7 @@ mod tests {
                 load_admit: 1.0
             }
         );
-        // No read below in this interval: the last measured latency stands.
+        // Nothing completed below in this interval: the last measured latency stands.
         lbica.end_interval(&interval(Some(200), None), &mut settings);
         assert_eq!(lbica.state(), "burst");
         lbica.end_interval(&interval(Some(50), None), &mut settings);

@@ -75,9 +75,10 @@ pub struct Interval {
     pub latencies_ns: Vec<u64>,
     /// Bytes planned for each device, reads and writes together (the block layer's view).
     pub device_bytes: [u64; MAX_DEVICES],
-    /// Replies to reads whose data came from each device, and the sum of their latencies.
-    pub served_reads: [u64; MAX_DEVICES],
-    pub served_latency_sum_ns: [u64; MAX_DEVICES],
+    /// Operations each device completed, and the sum of their latencies from submission,
+    /// queueing included, when the tuner asked for them ([`Tuner::wants_device_ops`]).
+    pub device_ops: [u64; MAX_DEVICES],
+    pub device_latency_sum_ns: [u64; MAX_DEVICES],
 }
 
 impl Interval {
@@ -101,10 +102,11 @@ impl Interval {
         (self.replies > 0).then(|| self.latency_sum_ns as f64 / self.replies as f64)
     }
 
-    /// Mean latency of reads served by `device`, ns; `None` if it served none.
-    pub fn served_latency_ns(&self, device: usize) -> Option<f64> {
-        let reads = self.served_reads[device];
-        (reads > 0).then(|| self.served_latency_sum_ns[device] as f64 / reads as f64)
+    /// Mean latency of the operations of `devices`, ns; `None` if they completed none.
+    pub fn device_latency_ns(&self, devices: std::ops::Range<usize>) -> Option<f64> {
+        let ops: u64 = self.device_ops[devices.clone()].iter().sum();
+        let sum: u64 = self.device_latency_sum_ns[devices].iter().sum();
+        (ops > 0).then(|| sum as f64 / ops as f64)
     }
 
     /// Starts over at `start_ns`, keeping the latency buffer's memory.
@@ -132,6 +134,11 @@ pub trait Tuner: Send {
 
     /// True when [`Interval::latencies_ns`] must be filled (a tail-latency target).
     fn wants_latencies(&self) -> bool {
+        false
+    }
+
+    /// True when [`Interval::device_ops`] must be filled.
+    fn wants_device_ops(&self) -> bool {
         false
     }
 

@@ -335,8 +335,9 @@ mod tests {
         let mut nhc = Nhc::new(&config(), 1);
         let trace = drive(&mut nhc, 45, |_| 1_000_000);
         // 200 ms of stable hits = 40 intervals of 5 ms.
-        assert!(trace[..39].iter().all(|(s, state)| *s == AdmitSettings::CLASSIC
-            && *state == "state 1"));
+        assert!(trace[..39]
+            .iter()
+            .all(|(s, state)| *s == AdmitSettings::CLASSIC && *state == "state 1"));
         let (settings, state) = trace[39];
         assert_eq!(state, "state 2");
         assert!(!settings.data_admit);
@@ -383,7 +384,16 @@ mod tests {
         let trace = drive(&mut nhc, 40 + 2 + 3, |_| 5_000);
         // Equal f everywhere: line 9 picks ratio - step, 0.98, whose iteration starts by
         // probing 0.96; the next picks 0.96 and probes 0.94.
-        assert_eq!(trace[41], (AdmitSettings { data_admit: false, load_admit: 0.96 }, "state 2"));
+        assert_eq!(
+            trace[41],
+            (
+                AdmitSettings {
+                    data_admit: false,
+                    load_admit: 0.96
+                },
+                "state 2"
+            )
+        );
         assert_eq!(trace[44].0.load_admit, 0.94);
     }
 

@@ -3,8 +3,10 @@
 //! §4.5.4 re-implemented it for comparison: bypass per request (SIB+), and optionally install
 //! read misses (SIB++).
 //!
-//! SIB has two phases. Training caches classically and learns the highest throughput the cache
-//! device reaches for the current workload. Inference judges each interval whether the cache
+//! SIB has two phases. Training caches classically and learns the throughput the cache device
+//! reaches for the current workload (its mean over the training phase: the workload's load
+//! saturates it, and a mean is not fooled by one lucky interval). Inference judges each
+//! interval whether the cache
 //! device is saturated — at `saturation` of the learned maximum or more — and if so bypasses
 //! more read hits to the capacity device (a further `step` of them), else fewer. The thesis
 //! observes that "if the workload changes in any way, SIB must either relearn the target
@@ -22,7 +24,8 @@ use super::{AdmitSettings, Interval, Tuner};
 enum Phase {
     Training {
         until_ns: u64,
-        max_bytes_per_s: f64,
+        started_ns: u64,
+        cache_bytes: u64,
         writes: u64,
         requests: u64,
     },
@@ -65,7 +68,8 @@ impl Sib {
     fn train(&mut self, from_ns: u64) -> Phase {
         Phase::Training {
             until_ns: from_ns + self.training_ns,
-            max_bytes_per_s: 0.0,
+            started_ns: from_ns,
+            cache_bytes: 0,
             writes: 0,
             requests: 0,
         }
@@ -89,22 +93,25 @@ impl Tuner for Sib {
         let next = match phase {
             Phase::Training {
                 until_ns,
-                max_bytes_per_s,
+                started_ns,
+                cache_bytes,
                 writes,
                 requests,
             } => {
-                let max_bytes_per_s = max_bytes_per_s.max(cache_bytes_per_s);
+                let cache_bytes = cache_bytes + interval.device_bytes[0];
                 let (writes, requests) = (writes + interval.writes, requests + interval.requests);
                 if now >= until_ns {
+                    let seconds = now.saturating_sub(started_ns).max(1) as f64 / 1e9;
                     Phase::Inference {
-                        max_bytes_per_s,
+                        max_bytes_per_s: cache_bytes as f64 / seconds,
                         write_ratio: writes as f64 / requests.max(1) as f64,
                         bypass: 0.0,
                     }
                 } else {
                     Phase::Training {
                         until_ns,
-                        max_bytes_per_s,
+                        started_ns,
+                        cache_bytes,
                         writes,
                         requests,
                     }

@@ -128,11 +128,19 @@ impl Tuning {
         if self.collect_latencies {
             interval.latencies_ns.push(reply.latency_ns);
         }
-        if let Some(device) = reply.decision.source {
-            let device = usize::from(device);
-            interval.served_reads[device] += 1;
-            interval.served_latency_sum_ns[device] += reply.latency_ns;
-        }
+    }
+
+    /// True when the tuner measures device operations.
+    pub fn wants_device_ops(&self) -> bool {
+        self.tuner.wants_device_ops()
+    }
+
+    /// A device operation completed `latency_ns` after its submission.
+    #[inline]
+    pub fn on_device_op(&mut self, device: u8, latency_ns: u64) {
+        let device = usize::from(device);
+        self.interval.device_ops[device] += 1;
+        self.interval.device_latency_sum_ns[device] += latency_ns;
     }
 
     /// What the tuner did so far.

@@ -399,6 +399,17 @@ impl Controller for CacheController {
         }
     }
 
+    fn wants_device_ops(&self) -> bool {
+        self.tuning.as_ref().is_some_and(Tuning::wants_device_ops)
+    }
+
+    #[inline]
+    fn on_device_op(&mut self, device: u8, latency_ns: u64) {
+        if let Some(tuning) = &mut self.tuning {
+            tuning.on_device_op(device, latency_ns);
+        }
+    }
+
     fn tuning_history(&self) -> Option<&TuningHistory> {
         self.tuning.as_ref().map(Tuning::history)
     }

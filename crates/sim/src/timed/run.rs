@@ -212,6 +212,8 @@ struct Executor<'a> {
     spare_plans: Vec<Plan>,
     /// Closed-loop clients whose request was answered, to issue their next one.
     ready_clients: Vec<u32>,
+    /// The controller measures device operations.
+    report_device_ops: bool,
 }
 
 /// Runs `controller` over `devices` (top tier first, backing store last) with requests from
@@ -284,7 +286,9 @@ pub fn run_timed_phases(
         background_due_ns: None,
         spare_plans: Vec::new(),
         ready_clients: Vec::new(),
+        report_device_ops: false,
     };
+    executor.report_device_ops = executor.controller.wants_device_ops();
     executor.run_background(0);
 
     match &load.arrivals {
@@ -520,6 +524,9 @@ impl Executor<'_> {
                     (op.key & ((1 << BLOCK_NUMBER_BITS) - 1)).wrapping_mul(u64::from(op.bytes));
                 let completes = self.devices[device].submit(now_ns, op.kind, offset, op.bytes);
                 done_ns = done_ns.max(completes);
+                if self.report_device_ops {
+                    self.controller.on_device_op(op.device, completes - now_ns);
+                }
                 if measuring {
                     let write = op.kind == IoKind::Write;
                     self.ops[device][usize::from(write)] += 1;

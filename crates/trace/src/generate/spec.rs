@@ -163,7 +163,8 @@ impl Default for WorkloadSpec {
 }
 
 /// The spec-string fields, in the order [`WorkloadSpec`]'s `Display` writes them.
-const FIELDS: &str = "keys, requests, theta, hot_data, hot_ops, write, write_keys, scan, scan_len, \
+const FIELDS: &str =
+    "keys, requests, theta, hot_data, hot_ops, write, write_keys, scan, scan_len, \
      size, kind, rate, seed";
 
 impl WorkloadSpec {
@@ -245,9 +246,10 @@ impl WorkloadSpec {
             }
             ("rate", _) => self.rate_per_s = parse_real(value)?,
             ("seed", _) => self.seed = parse_count(value)?,
-            ("theta" | "hot_data" | "hot_ops" | "write" | "write_keys" | "scan" | "scan_len", _) => {
-                return Err(format!("does not apply to {}", self.pattern_name()))
-            }
+            (
+                "theta" | "hot_data" | "hot_ops" | "write" | "write_keys" | "scan" | "scan_len",
+                _,
+            ) => return Err(format!("does not apply to {}", self.pattern_name())),
             _ => return Err(format!("unknown field; expected one of {FIELDS}")),
         }
         Ok(())
