@@ -6,12 +6,19 @@
 //! charts, and the thesis' numbers beside ours. `heterarchy experiment NAME` prints and draws
 //! them; the shape tests call the modules' typed functions.
 
+pub mod kv;
 pub mod micro;
+pub mod nhc_alpha;
+pub mod nhc_hotspot;
 pub mod nhc_orthus_cas;
 pub mod nhc_prior_work;
 pub mod nhc_targets;
 pub mod nhc_write_modes;
+pub mod nhc_ycsb;
+pub mod nhc_ycsb_d;
+pub mod nhc_zippydb;
 pub mod output;
+pub mod timeline;
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -132,11 +139,48 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: nhc_targets::run,
     },
     Experiment {
+        name: "nhc-ycsb-c",
+        reproduces: "seed 000 Figures 4.9 and 4.10",
+        description: "YCSB-C on Optane SSD + flash over 1 to 32 threads, and the read bandwidth \
+                  of each device (Orthus-KV)",
+        run: nhc_ycsb::run_ycsb_c,
+    },
+    Experiment {
+        name: "nhc-ycsb",
+        reproduces: "seed 000 Figure 4.11",
+        description: "YCSB A, B, E and F at 32 threads (Orthus-KV)",
+        run: nhc_ycsb::run_ycsb,
+    },
+    Experiment {
+        name: "nhc-zippydb",
+        reproduces: "seed 000 Figure 4.12",
+        description: "A ZippyDB-like diurnal load over two compressed days (Orthus-KV)",
+        run: nhc_zippydb::run,
+    },
+    Experiment {
+        name: "nhc-hotspot",
+        reproduces: "seed 000 Figure 4.13",
+        description: "The hot spot jumps at 10 s (YCSB-C, 16 KiB values, 32 threads)",
+        run: nhc_hotspot::run,
+    },
+    Experiment {
+        name: "nhc-ycsb-d",
+        reproduces: "seed 000 Figure 4.14",
+        description: "YCSB-D: NHC, NHC always admitting, classic caching over time",
+        run: nhc_ycsb_d::run,
+    },
+    Experiment {
         name: "nhc-prior-work",
         reproduces: "seed 000 Figure 4.15",
         description: "NHC against SIB+, SIB++ and LBICA, static and with the write ratio \
                   redrawn every 10 s down to 0.5 s",
         run: nhc_prior_work::run,
+    },
+    Experiment {
+        name: "nhc-alpha",
+        reproduces: "Algorithm 1's α (open in seed 000)",
+        description: "NHC's gain and returns to State 1 over α on changing and static workloads",
+        run: nhc_alpha::run,
     },
 ];
 

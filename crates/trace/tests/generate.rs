@@ -442,3 +442,55 @@ fn write_keys_confine_writes_to_a_fraction_of_the_keys() {
     }
     assert!(WorkloadSpec::parse("ycsb-a:write_keys=0.5").is_err());
 }
+
+#[test]
+fn key_ranges_concentrate_accesses_in_hot_ranges_and_hot_keys() {
+    let text = "ranges:keys=60000,ranges=6,theta=0.9,requests=60000,seed=5";
+    let spec = WorkloadSpec::parse(text).unwrap();
+    assert_eq!(WorkloadSpec::parse(&spec.to_string()).unwrap(), spec);
+    let requests = requests_of(&spec);
+    let mut per_range = [0u64; 6];
+    let mut per_key: HashMap<u64, u64> = HashMap::new();
+    for request in &requests {
+        assert!(request.key < 60_000);
+        per_range[(request.key / 10_000) as usize] += 1;
+        *per_key.entry(request.key).or_default() += 1;
+    }
+    per_range.sort_unstable();
+    // Zipf(0.9) over 6 ranges: the hottest gets 1/H(6, 0.9) ≈ 38% of the accesses, the
+    // coldest 1/6^0.9 of that (≈ 8%).
+    let hottest = per_range[5] as f64 / 60_000.0;
+    let coldest = per_range[0] as f64 / 60_000.0;
+    assert!((hottest - 0.38).abs() < 0.02, "{hottest}");
+    assert!((coldest - 0.38 / 6f64.powf(0.9)).abs() < 0.015, "{coldest}");
+    // Inside a range keys are Zipf too: the hottest key is far above the mean.
+    let top = per_key.values().copied().max().unwrap();
+    assert!(top > 1000, "{top}");
+    for bad in ["ranges:ranges=0", "ranges:keys=3,ranges=4", "zipf:ranges=3"] {
+        let message = WorkloadSpec::parse(bad).unwrap_err().to_string();
+        assert!(message.contains("ranges"), "{bad}: {message}");
+    }
+}
+
+#[test]
+fn mean_sizes_match_the_sizes_drawn() {
+    for size in [
+        "4096",
+        "uniform:100:300",
+        "pareto:1.2:512:1mb",
+        "pareto:1:512:64kb",
+        "lognormal:4096:1",
+    ] {
+        let spec = WorkloadSpec::parse(&format!(
+            "uniform:keys=200000,requests=200000,size={size},seed=9"
+        ))
+        .unwrap();
+        let requests = requests_of(&spec);
+        let mean = requests.iter().map(|r| f64::from(r.size)).sum::<f64>() / requests.len() as f64;
+        let expected = spec.size.mean_bytes();
+        assert!(
+            (mean / expected - 1.0).abs() < 0.03,
+            "{size}: {mean} against {expected}"
+        );
+    }
+}

@@ -297,6 +297,8 @@ fn load_of(file: &LoadFile) -> Result<Load, (&'static str, String)> {
         max_requests: file.requests.unwrap_or(u64::MAX),
         warmup_requests: file.warmup.unwrap_or(0),
         warmup_ns: 0,
+        settle_ns: 0,
+        measure_ns: None,
         max_time_ns: None,
     })
 }

@@ -53,6 +53,12 @@ pub struct Load {
     pub warmup_requests: u64,
     /// Requests issued before this virtual time are not measured either, ns.
     pub warmup_ns: u64,
+    /// After the warm-up requests, this much more virtual time goes unmeasured (a tuner
+    /// settles), ns.
+    pub settle_ns: u64,
+    /// Measure this long, then issue no more requests, ns (`None`: until the source or
+    /// another limit ends the run).
+    pub measure_ns: Option<u64>,
     /// No request is issued at or after this virtual time, ns (`None`: no limit).
     pub max_time_ns: Option<u64>,
 }
@@ -65,6 +71,8 @@ impl Load {
             max_requests: warmup_requests.saturating_add(requests),
             warmup_requests,
             warmup_ns: 0,
+            settle_ns: 0,
+            measure_ns: None,
             max_time_ns: None,
         }
     }
@@ -197,6 +205,8 @@ struct Executor<'a> {
     events: BinaryHeap<Reverse<(u64, u32)>>,
     warmup_left: u64,
     warmup_until_ns: u64,
+    /// `settle_ns` and `measure_ns` of the load, until the warm-up requests are done.
+    pending_settle: Option<(u64, Option<u64>)>,
     measure_start_ns: Option<u64>,
     last_reply_ns: u64,
     unreplied: u64,
@@ -272,6 +282,7 @@ pub fn run_timed_phases(
         events: BinaryHeap::new(),
         warmup_left: load.warmup_requests,
         warmup_until_ns: load.warmup_ns,
+        pending_settle: Some((load.settle_ns, load.measure_ns)),
         measure_start_ns: None,
         last_reply_ns: 0,
         unreplied: 0,
@@ -343,6 +354,14 @@ impl Executor<'_> {
     /// simulator does) so their metadata is in the CPU cache when they are planned.
     #[inline]
     fn take(&mut self, feed: &mut Feed, now_ns: u64) -> Result<Option<Request>, TraceError> {
+        if self.warmup_left == 0 {
+            if let Some((settle_ns, measure_ns)) = self.pending_settle.take() {
+                self.warmup_until_ns = self.warmup_until_ns.max(now_ns + settle_ns);
+                if let Some(measure_ns) = measure_ns {
+                    feed.max_time_ns = feed.max_time_ns.min(self.warmup_until_ns + measure_ns);
+                }
+            }
+        }
         for distance in [PREFETCH_SLOT_DISTANCE, PREFETCH_NODE_DISTANCE] {
             if let Some(ahead) = feed.peek(distance) {
                 self.controller.prefetch(ahead.key, distance);
@@ -713,6 +732,8 @@ mod tests {
                 max_requests: u64::MAX,
                 warmup_requests: 0,
                 warmup_ns: 0,
+                settle_ns: 0,
+                measure_ns: None,
                 max_time_ns: None,
             };
             run_timed(

@@ -87,6 +87,30 @@ impl SizeDistribution {
         }
     }
 
+    /// The mean size, bytes: exact for fixed, uniform and Pareto sizes; for log-normal ones,
+    /// median · e^(σ²/2), which the clamp to [1, 4 GiB) hardly changes.
+    pub fn mean_bytes(&self) -> f64 {
+        match *self {
+            SizeDistribution::Fixed { bytes } => f64::from(bytes),
+            SizeDistribution::Uniform { min, max } => (f64::from(min) + f64::from(max)) / 2.0,
+            SizeDistribution::Pareto { alpha, min, max } => {
+                let (low, high) = (f64::from(min), f64::from(max));
+                if low == high {
+                    return low;
+                }
+                // The mean of the Pareto truncated to [low, high].
+                let scale = 1.0 - (low / high).powf(alpha);
+                if (alpha - 1.0).abs() < 1e-12 {
+                    low * (high / low).ln() / scale
+                } else {
+                    alpha * low.powf(alpha) * (low.powf(1.0 - alpha) - high.powf(1.0 - alpha))
+                        / ((alpha - 1.0) * scale)
+                }
+            }
+            SizeDistribution::Lognormal { median, sigma } => median * (sigma * sigma / 2.0).exp(),
+        }
+    }
+
     /// The size of `key` in the workload whose size salt is `salt`.
     pub(crate) fn size_of(&self, key: u64, salt: u64) -> u32 {
         let bits = mix64(key ^ salt);

@@ -33,6 +33,10 @@ pub enum Pattern {
     /// A fraction `hot_data` of the keys receives a fraction `hot_ops` of the accesses, each
     /// part uniform inside (YCSB's `hotspot` distribution).
     Hotspot { hot_data: f64, hot_ops: f64 },
+    /// Hot key ranges, as the ZippyDB workload of Cao et al. (FAST 2020) models them: the keys
+    /// split into `ranges` contiguous ranges of equal size; an access picks a range by
+    /// Zipf(θ) over the ranges (in a seeded order), then a key inside it by Zipf(θ).
+    Ranges { ranges: u32, theta: f64 },
     /// One of the YCSB core workloads (Cooper et al., SoCC 2010), with its fixed operation mix.
     Ycsb {
         workload: YcsbWorkload,
@@ -168,9 +172,10 @@ const FIELDS: &str =
      size, kind, rate, seed";
 
 impl WorkloadSpec {
-    /// Parses `PATTERN[:FIELD=VALUE,...]`, where PATTERN is `uniform`, `zipf`, `hotspot` or
-    /// `ycsb-a` ... `ycsb-f` and FIELD one of keys, requests, theta, hot_data, hot_ops, write,
-    /// scan, scan_len, size, kind, rate, seed; unnamed fields keep their defaults.
+    /// Parses `PATTERN[:FIELD=VALUE,...]`, where PATTERN is `uniform`, `zipf`, `hotspot`,
+    /// `ranges` or `ycsb-a` ... `ycsb-f` and FIELD one of keys, requests, theta, hot_data,
+    /// hot_ops, ranges, write, write_keys, scan, scan_len, size, kind, rate, seed; unnamed
+    /// fields keep their defaults.
     pub fn parse(text: &str) -> Result<WorkloadSpec, SpecError> {
         let fail = |field: &str, message: String| {
             SpecError(format!("workload spec \"{text}\": {field}: {message}"))
@@ -181,7 +186,8 @@ impl WorkloadSpec {
                 fail(
                     "pattern",
                     format!(
-                        "expected uniform, zipf, hotspot or ycsb-a ... ycsb-f, found \"{name}\""
+                        "expected uniform, zipf, hotspot, ranges or ycsb-a ... ycsb-f, found \
+                         \"{name}\""
                     ),
                 )
             })?,
@@ -219,9 +225,13 @@ impl WorkloadSpec {
         match (field, &mut self.pattern) {
             ("keys", _) => self.keys = parse_count(value)?,
             ("requests", _) => self.requests = parse_count(value)?,
-            ("theta", Pattern::Zipf { theta } | Pattern::Ycsb { theta, .. }) => {
-                *theta = parse_real(value)?
-            }
+            (
+                "theta",
+                Pattern::Zipf { theta }
+                | Pattern::Ycsb { theta, .. }
+                | Pattern::Ranges { theta, .. },
+            ) => *theta = parse_real(value)?,
+            ("ranges", Pattern::Ranges { ranges, .. }) => *ranges = parse_length(value)?,
             ("hot_data", Pattern::Hotspot { hot_data, .. }) => *hot_data = parse_real(value)?,
             ("hot_ops", Pattern::Hotspot { hot_ops, .. }) => *hot_ops = parse_real(value)?,
             ("write", _) if !is_ycsb => self.write_ratio = parse_real(value)?,
@@ -265,10 +275,21 @@ impl WorkloadSpec {
             );
         }
         match self.pattern {
-            Pattern::Zipf { theta } | Pattern::Ycsb { theta, .. }
+            Pattern::Zipf { theta }
+            | Pattern::Ycsb { theta, .. }
+            | Pattern::Ranges { theta, .. }
                 if !(theta.is_finite() && theta > 0.0) =>
             {
                 return fail("theta", format!("expected a number > 0, found {theta}"))
+            }
+            Pattern::Ranges { ranges, .. } if ranges == 0 || u64::from(ranges) > self.keys => {
+                return fail(
+                    "ranges",
+                    format!(
+                        "expected 1 to {} ranges (one key each at least), found {ranges}",
+                        self.keys
+                    ),
+                )
             }
             Pattern::Hotspot { hot_data, .. } if !(hot_data > 0.0 && hot_data < 1.0) => {
                 return fail(
@@ -358,6 +379,7 @@ impl WorkloadSpec {
             Pattern::Uniform => "uniform".into(),
             Pattern::Zipf { .. } => "zipf".into(),
             Pattern::Hotspot { .. } => "hotspot".into(),
+            Pattern::Ranges { .. } => "ranges".into(),
             Pattern::Ycsb { workload, .. } => format!("ycsb-{}", workload.letter()),
         }
     }
@@ -372,6 +394,10 @@ fn pattern_named(name: &str) -> Option<Pattern> {
         "hotspot" => Some(Pattern::Hotspot {
             hot_data: 0.2,
             hot_ops: 0.8,
+        }),
+        "ranges" => Some(Pattern::Ranges {
+            ranges: 6,
+            theta: YCSB_THETA,
         }),
         _ => {
             let letter = name.strip_prefix("ycsb-")?;
@@ -422,6 +448,7 @@ impl fmt::Display for WorkloadSpec {
             Pattern::Hotspot { hot_data, hot_ops } => {
                 write!(f, ",hot_data={hot_data},hot_ops={hot_ops}")?
             }
+            Pattern::Ranges { ranges, theta } => write!(f, ",ranges={ranges},theta={theta}")?,
             Pattern::Ycsb {
                 workload,
                 theta,

@@ -47,6 +47,14 @@ enum KeyChooser {
     Latest {
         sampler: ZipfSampler,
     },
+    /// A hot range, then a hot key inside it.
+    Ranges {
+        ranges: u64,
+        range_sampler: ZipfSampler,
+        range_order: KeyPermutation,
+        key_sampler: ZipfSampler,
+        key_order: KeyPermutation,
+    },
 }
 
 /// Decides what the next operation is.
@@ -123,6 +131,17 @@ impl Generator {
                         hot_ops,
                         permutation: permutation(),
                     },
+                    Pattern::Ranges { ranges, theta } => {
+                        let ranges = u64::from(ranges);
+                        let range_keys = spec.keys / ranges;
+                        KeyChooser::Ranges {
+                            ranges,
+                            range_sampler: ZipfSampler::new(ranges, theta),
+                            range_order: KeyPermutation::new(ranges, spec.seed),
+                            key_sampler: ZipfSampler::new(range_keys, theta),
+                            key_order: KeyPermutation::new(range_keys, spec.seed ^ 1),
+                        }
+                    }
                     _ => KeyChooser::Uniform,
                 };
                 let mix = Mix::Simple {
@@ -172,6 +191,20 @@ impl Generator {
                 permutation.apply(rank)
             }
             KeyChooser::Latest { sampler } => self.records - 1 - sampler.sample(&mut self.random),
+            KeyChooser::Ranges {
+                ranges,
+                range_sampler,
+                range_order,
+                key_sampler,
+                key_order,
+            } => {
+                let range = range_order.apply(range_sampler.sample(&mut self.random));
+                let within = key_order.apply(key_sampler.sample(&mut self.random));
+                // Ranges split the keys evenly; the first `keys % ranges` have one key more,
+                // which only scans reach.
+                let (base, extra) = (self.records / ranges, self.records % ranges);
+                range * base + range.min(extra) + within
+            }
         }
     }
 
