@@ -61,6 +61,15 @@ impl ControllerStats {
     }
 }
 
+/// Which measurements a controller wants from its executor, asked once before a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Feedback {
+    /// [`Controller::on_reply`] for every answered request.
+    pub replies: bool,
+    /// [`Controller::on_device_op`] for every device operation.
+    pub device_ops: bool,
+}
+
 /// A hierarchy's decision maker: caching with Open CAS modes and admission tuning (NHC and the
 /// prior approaches), or static splitting.
 ///
@@ -82,16 +91,17 @@ pub trait Controller: Send {
     /// Counters since creation.
     fn stats(&self) -> &ControllerStats;
 
+    /// What to report to [`on_reply`](Self::on_reply) and
+    /// [`on_device_op`](Self::on_device_op) (nothing, unless the controller tunes).
+    fn feedback(&self) -> Feedback {
+        Feedback::default()
+    }
+
     /// Tells the controller a client's request was answered. Executors call it for every
-    /// request, warm-up included, in the order the answers go out.
+    /// request, warm-up included, in the order the answers go out, when
+    /// [`feedback`](Self::feedback) asks.
     #[inline]
     fn on_reply(&mut self, _reply: &Reply) {}
-
-    /// True when the controller wants [`on_device_op`](Self::on_device_op) calls; asked once,
-    /// before a run.
-    fn wants_device_ops(&self) -> bool {
-        false
-    }
 
     /// A device operation of some plan took `latency_ns` from its submission to its
     /// completion, queueing included (the block layer's view of that device).

@@ -19,6 +19,6 @@ pub use cache::config::{
     TierLayout, WriteMode,
 };
 pub use cache::CacheController;
-pub use controller::{Controller, ControllerStats, Decision, Reply};
+pub use controller::{Controller, ControllerStats, Decision, Feedback, Reply};
 pub use plan::{DeviceOp, IoKind, Plan};
 pub use split::SplitController;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
+use heterarchy_engine::{TuningHistory, TuningPoint};
 use heterarchy_report::{LineChart, Report, Series};
 use heterarchy_sim::cache_sim::{GeneratedTrace, TraceFile, TraceSource};
 use heterarchy_sim::timed::{
@@ -184,12 +185,13 @@ fn describe(hierarchy: &Hierarchy) -> String {
         Scheme::Caching => {
             let cache = &hierarchy.cache;
             format!(
-                "caching: mode {}, policy {}, {} tiers, cleaning {}, promotion {}",
+                "caching: mode {}, policy {}, {} tiers, cleaning {}, promotion {}, admission {}",
                 cache.mode.name(),
                 cache.policy,
                 format!("{:?}", cache.layout).to_lowercase(),
                 format!("{:?}", cache.cleaning).to_lowercase(),
                 format!("{:?}", cache.promotion).to_lowercase(),
+                cache.admission.name(),
             )
         }
         Scheme::Split(rate) => format!("splitting at {rate}"),
@@ -242,13 +244,58 @@ fn device_table(result: &TimedResult) -> Table {
     table
 }
 
+/// Time in each tuner state, and the settings at the end, of each pair of levels.
+fn tuning_table(history: &TuningHistory) -> Table {
+    let mut table = Table::new(&["state", "seconds", "entries"]);
+    for (state, seconds) in &history.state_seconds {
+        table.row(vec![
+            state.to_string(),
+            format!("{seconds:.3}"),
+            history
+                .state_entries
+                .get(state)
+                .copied()
+                .unwrap_or(0)
+                .to_string(),
+        ]);
+    }
+    table
+}
+
+fn tuning_summary(history: &TuningHistory) -> String {
+    let Some(last) = history.points.last() else {
+        return "admission tuning: no interval ended\n".to_string();
+    };
+    let pairs: Vec<String> = last
+        .load_admit
+        .iter()
+        .zip(&last.data_admit)
+        .enumerate()
+        .map(|(pair, (load, data))| format!("pair {pair}: load_admit {load:.2}, data_admit {data}"))
+        .collect();
+    format!(
+        "admission tuning over {} intervals, at the end {} ({})\n{}",
+        history.intervals,
+        last.state,
+        pairs.join("; "),
+        tuning_table(history).to_text()
+    )
+}
+
 fn render_result(format: Format, result: &TimedResult) -> String {
     match format {
-        Format::Table => format!(
-            "{}\n{}",
-            summary_table(result).to_text(),
-            device_table(result).to_text()
-        ),
+        Format::Table => {
+            let mut text = format!(
+                "{}\n{}",
+                summary_table(result).to_text(),
+                device_table(result).to_text()
+            );
+            if let Some(history) = &result.tuning {
+                text.push('\n');
+                text.push_str(&tuning_summary(history));
+            }
+            text
+        }
         _ => render(format, &summary_table(result), result),
     }
 }
@@ -318,6 +365,31 @@ fn add_result(report: &mut Report, result: &TimedResult, title: &str) {
         ));
     }
     report.chart(&bandwidth);
+    if let Some(history) = &result.tuning {
+        let mut chart = LineChart::new(
+            "Admission tuning over time (controller clock)",
+            "time (s)",
+            "fraction",
+        );
+        chart.y_range = Some((0.0, 1.05));
+        let pairs = history.points.first().map_or(0, |p| p.load_admit.len());
+        for pair in 0..pairs {
+            let of = |pick: &dyn Fn(&TuningPoint) -> f64| -> Vec<(f64, f64)> {
+                history.points.iter().map(|p| (p.time_s, pick(p))).collect()
+            };
+            chart.series.push(series(
+                &format!("pair {pair} load_admit"),
+                of(&|p| p.load_admit[pair]),
+            ));
+            chart.series.push(series(
+                &format!("pair {pair} data_admit"),
+                of(&|p| f64::from(u8::from(p.data_admit[pair]))),
+            ));
+        }
+        report.chart(&chart);
+        let table = tuning_table(history);
+        report.table(&table.headers(), table.rows());
+    }
 }
 
 fn search_report(search: &SplitSearch, hierarchy: &Hierarchy) -> Report {

@@ -40,7 +40,7 @@ use heterarchy_policy::util::key_table::KeyTable;
 use heterarchy_trace::{Op, Request};
 
 use crate::admission::{Tuning, TuningHistory};
-use crate::controller::{Controller, ControllerStats, Decision, Reply};
+use crate::controller::{Controller, ControllerStats, Decision, Feedback, Reply};
 use crate::plan::{DeviceOp, IoKind, Plan};
 use cleaning::Cleaner;
 use config::{CacheConfig, ConfigError, TierLayout, WriteMode};
@@ -399,8 +399,11 @@ impl Controller for CacheController {
         }
     }
 
-    fn wants_device_ops(&self) -> bool {
-        self.tuning.as_ref().is_some_and(Tuning::wants_device_ops)
+    fn feedback(&self) -> Feedback {
+        Feedback {
+            replies: self.tuning.is_some(),
+            device_ops: self.tuning.as_ref().is_some_and(Tuning::wants_device_ops),
+        }
     }
 
     #[inline]

@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 
 use hdrhistogram::Histogram;
 use heterarchy_device::{DeviceModel, DeviceSpec, IoKind};
-use heterarchy_engine::{Controller, Decision, Plan, Reply, TuningHistory};
+use heterarchy_engine::{Controller, Decision, Feedback, Plan, Reply, TuningHistory};
 use heterarchy_policy::eviction::{PREFETCH_NODE_DISTANCE, PREFETCH_SLOT_DISTANCE};
 use heterarchy_trace::read::TraceReader;
 use heterarchy_trace::request::BLOCK_NUMBER_BITS;
@@ -144,6 +144,8 @@ struct Feed<'a, 'r> {
     taken: u64,
     max: u64,
     max_time_ns: u64,
+    /// The earlier of the next phase's start and `max_time_ns`: before it, nothing changes.
+    next_change_ns: u64,
 }
 
 impl Feed<'_, '_> {
@@ -158,13 +160,21 @@ impl Feed<'_, '_> {
         self.taken >= self.max
     }
 
-    /// The request to issue at `now_ns`, if any is left.
-    fn next(&mut self, now_ns: u64) -> Result<Option<Request>, TraceError> {
+    /// Sets the time limit and when the feed must next look at the clock.
+    fn limit_time(&mut self, max_time_ns: u64) {
+        self.max_time_ns = max_time_ns;
+        let next_phase_ns = self
+            .phases
+            .get(self.phase + 1)
+            .map_or(u64::MAX, |next| next.from_ns);
+        self.next_change_ns = next_phase_ns.min(max_time_ns);
+    }
+
+    /// Moves to the phase of `now_ns` or ends the feed at its time limit.
+    #[cold]
+    fn change(&mut self, now_ns: u64) {
         if now_ns >= self.max_time_ns {
             self.max = self.taken;
-        }
-        if self.taken >= self.max {
-            return Ok(None);
         }
         let phase = self.phase;
         while self
@@ -177,6 +187,18 @@ impl Feed<'_, '_> {
         if self.phase != phase {
             self.batch.clear();
             self.next = 0;
+        }
+        self.limit_time(self.max_time_ns);
+    }
+
+    /// The request to issue at `now_ns`, if any is left.
+    #[inline(always)]
+    fn next(&mut self, now_ns: u64) -> Result<Option<Request>, TraceError> {
+        if now_ns >= self.next_change_ns {
+            self.change(now_ns);
+        }
+        if self.taken >= self.max {
+            return Ok(None);
         }
         if self.next == self.batch.len() {
             (self.progress)(self.taken);
@@ -222,8 +244,8 @@ struct Executor<'a> {
     spare_plans: Vec<Plan>,
     /// Closed-loop clients whose request was answered, to issue their next one.
     ready_clients: Vec<u32>,
-    /// The controller measures device operations.
-    report_device_ops: bool,
+    /// What the controller wants reported.
+    feedback: Feedback,
 }
 
 /// Runs `controller` over `devices` (top tier first, backing store last) with requests from
@@ -272,8 +294,10 @@ pub fn run_timed_phases(
         next: 0,
         taken: 0,
         max: load.max_requests,
-        max_time_ns: load.max_time_ns.unwrap_or(u64::MAX),
+        max_time_ns: u64::MAX,
+        next_change_ns: u64::MAX,
     };
+    feed.limit_time(load.max_time_ns.unwrap_or(u64::MAX));
     let mut executor = Executor {
         controller,
         devices: devices.iter().map(DeviceModel::new).collect(),
@@ -297,9 +321,9 @@ pub fn run_timed_phases(
         background_due_ns: None,
         spare_plans: Vec::new(),
         ready_clients: Vec::new(),
-        report_device_ops: false,
+        feedback: Feedback::default(),
     };
-    executor.report_device_ops = executor.controller.wants_device_ops();
+    executor.feedback = executor.controller.feedback();
     executor.run_background(0);
 
     match &load.arrivals {
@@ -352,15 +376,10 @@ pub fn run_timed_phases(
 impl Executor<'_> {
     /// The next request, hinting the controller about the ones coming (as the hit-ratio
     /// simulator does) so their metadata is in the CPU cache when they are planned.
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, feed: &mut Feed, now_ns: u64) -> Result<Option<Request>, TraceError> {
-        if self.warmup_left == 0 {
-            if let Some((settle_ns, measure_ns)) = self.pending_settle.take() {
-                self.warmup_until_ns = self.warmup_until_ns.max(now_ns + settle_ns);
-                if let Some(measure_ns) = measure_ns {
-                    feed.max_time_ns = feed.max_time_ns.min(self.warmup_until_ns + measure_ns);
-                }
-            }
+        if self.warmup_left == 0 && self.pending_settle.is_some() {
+            self.start_settling(feed, now_ns);
         }
         for distance in [PREFETCH_SLOT_DISTANCE, PREFETCH_NODE_DISTANCE] {
             if let Some(ahead) = feed.peek(distance) {
@@ -368,6 +387,19 @@ impl Executor<'_> {
             }
         }
         feed.next(now_ns)
+    }
+
+    /// The warm-up requests are done at `now_ns`: measuring starts after the settling time,
+    /// for the measuring window.
+    #[cold]
+    fn start_settling(&mut self, feed: &mut Feed, now_ns: u64) {
+        let Some((settle_ns, measure_ns)) = self.pending_settle.take() else {
+            return;
+        };
+        self.warmup_until_ns = self.warmup_until_ns.max(now_ns + settle_ns);
+        if let Some(measure_ns) = measure_ns {
+            feed.limit_time(feed.max_time_ns.min(self.warmup_until_ns + measure_ns));
+        }
     }
 
     /// Closed-loop clients, as many as the step in force says (`steps` is not empty): each
@@ -514,12 +546,14 @@ impl Executor<'_> {
             let (measured, decision, client) =
                 (in_flight.measured, in_flight.decision, in_flight.client);
             let hit = decision.hit_tier.is_some();
-            self.controller.on_reply(&Reply {
-                now_ns,
-                latency_ns,
-                bytes: in_flight.bytes,
-                decision,
-            });
+            if self.feedback.replies {
+                self.controller.on_reply(&Reply {
+                    now_ns,
+                    latency_ns,
+                    bytes: in_flight.bytes,
+                    decision,
+                });
+            }
             self.unreplied -= 1;
             if measured {
                 self.measured_requests += 1;
@@ -543,7 +577,7 @@ impl Executor<'_> {
                     (op.key & ((1 << BLOCK_NUMBER_BITS) - 1)).wrapping_mul(u64::from(op.bytes));
                 let completes = self.devices[device].submit(now_ns, op.kind, offset, op.bytes);
                 done_ns = done_ns.max(completes);
-                if self.report_device_ops {
+                if self.feedback.device_ops {
                     self.controller.on_device_op(op.device, completes - now_ns);
                 }
                 if measuring {
@@ -789,5 +823,158 @@ mod tests {
         let write_share = device.write_ops as f64 / (device.read_ops + device.write_ops) as f64;
         assert!((write_share - 0.3).abs() < 0.02, "{write_share}");
         assert!(first.series.throughput_ops.len() > 10);
+    }
+}
+
+#[cfg(test)]
+mod load_tests {
+    use heterarchy_device::presets::preset;
+    use heterarchy_engine::{ControllerStats, DeviceOp};
+    use heterarchy_trace::generate::{generator, WorkloadSpec};
+
+    use super::*;
+
+    /// Reads every request from the one device and remembers what it saw.
+    #[derive(Default)]
+    struct Recorder {
+        stats: ControllerStats,
+        /// (time, size) of each request planned.
+        planned: Vec<(u64, u32)>,
+        replies: u64,
+    }
+
+    impl Controller for Recorder {
+        fn device_count(&self) -> usize {
+            1
+        }
+        fn plan(&mut self, request: &Request, now_ns: u64, plan: &mut Plan) -> Decision {
+            plan.push(DeviceOp {
+                device: 0,
+                kind: IoKind::Read,
+                key: request.key,
+                bytes: request.size,
+            });
+            self.planned.push((now_ns, request.size));
+            Decision::default()
+        }
+        fn background(&mut self, _now_ns: u64, _plan: &mut Plan) -> Option<u64> {
+            None
+        }
+        fn stats(&self) -> &ControllerStats {
+            &self.stats
+        }
+        fn feedback(&self) -> Feedback {
+            Feedback {
+                replies: true,
+                device_ops: false,
+            }
+        }
+        fn on_reply(&mut self, _reply: &Reply) {
+            self.replies += 1;
+        }
+    }
+
+    fn reads(size: u32, seed: u64) -> Box<dyn TraceReader> {
+        let spec = WorkloadSpec::parse(&format!(
+            "uniform:keys=100000,requests=10000000,size={size},kind=block,seed={seed}"
+        ))
+        .unwrap();
+        generator(&spec).unwrap()
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn clients_follow_their_steps_and_every_answer_is_reported() {
+        let ssd = preset("optane-ssd").unwrap();
+        let mut recorder = Recorder::default();
+        let mut reader = reads(4096, 1);
+        let load = Load {
+            arrivals: Arrivals::Varying {
+                steps: vec![
+                    ClientStep {
+                        from_ns: 0,
+                        outstanding: 1,
+                    },
+                    ClientStep {
+                        from_ns: 20 * MS,
+                        outstanding: 8,
+                    },
+                    ClientStep {
+                        from_ns: 40 * MS,
+                        outstanding: 2,
+                    },
+                ],
+            },
+            max_time_ns: Some(60 * MS),
+            ..Load::closed(1, u64::MAX, 0)
+        };
+        let result = run_timed(&mut recorder, &[ssd], &mut *reader, &load).unwrap();
+        assert_eq!(recorder.replies, recorder.planned.len() as u64);
+        assert_eq!(result.requests, recorder.planned.len() as u64);
+        let between = |from: u64, to: u64| {
+            recorder
+                .planned
+                .iter()
+                .filter(|(time, _)| (from * MS..to * MS).contains(time))
+                .count() as f64
+        };
+        // 1 client: 10 us each; 8 clients: 8 / 13.9 us (575K IOPS); 2 clients: 100K x 2.
+        assert!((between(5, 20) / 15e-3 - 100_000.0).abs() < 2_000.0);
+        assert!((between(25, 40) / 15e-3 - 575_000.0).abs() < 10_000.0);
+        assert!((between(45, 60) / 15e-3 - 200_000.0).abs() < 4_000.0);
+        assert!(recorder.planned.iter().all(|(time, _)| *time < 60 * MS));
+    }
+
+    #[test]
+    fn phases_replace_each_other_at_their_time() {
+        let ssd = preset("optane-ssd").unwrap();
+        let mut recorder = Recorder::default();
+        let (mut first, mut second) = (reads(4096, 1), reads(8192, 2));
+        let mut phases = [
+            Phase {
+                from_ns: 0,
+                reader: &mut *first,
+            },
+            Phase {
+                from_ns: 10 * MS,
+                reader: &mut *second,
+            },
+        ];
+        let load = Load {
+            max_time_ns: Some(20 * MS),
+            ..Load::closed(4, u64::MAX, 0)
+        };
+        run_timed_phases(&mut recorder, &[ssd], &mut phases, &load, &mut |_| {}).unwrap();
+        for (time, size) in &recorder.planned {
+            assert_eq!(*size, if *time < 10 * MS { 4096 } else { 8192 }, "{time}");
+        }
+        assert!(recorder.planned.iter().any(|(_, size)| *size == 8192));
+    }
+
+    #[test]
+    fn measuring_starts_after_warm_up_and_settling_and_lasts_its_window() {
+        let ssd = preset("optane-ssd").unwrap();
+        let mut recorder = Recorder::default();
+        let mut reader = reads(4096, 1);
+        let load = Load {
+            settle_ns: 5 * MS,
+            measure_ns: Some(10 * MS),
+            ..Load::closed(1, u64::MAX, 100)
+        };
+        let result = run_timed(&mut recorder, &[ssd], &mut *reader, &load).unwrap();
+        // 100 warm-up requests of 10 us end at 1 ms; 5 ms to settle; 10 ms measured.
+        assert!(
+            (result.duration_s - 0.010).abs() < 1e-4,
+            "{}",
+            result.duration_s
+        );
+        assert!(
+            (result.requests as i64 - 1000).abs() <= 1,
+            "{}",
+            result.requests
+        );
+        let last = recorder.planned.last().unwrap().0;
+        assert!((15 * MS..=16 * MS).contains(&last), "{last}");
     }
 }

@@ -1,0 +1,157 @@
+"""`heterarchy experiment` and tuned admission in `heterarchy simulate` (issue 4, items 1, 2
+and 6), as the binary runs them.
+
+What each test compares against, derived independently of the experiment code:
+- the issue's interface: `experiment list`, one JSON row per (hierarchy, hit ratio, load) for
+  nhc-orthus-cas with the named fields, CSV with the same columns, an HTML report with charts;
+- the rows' own arithmetic (gain from the two throughputs, normalization by the device's peak);
+- seed 000 §4.5.1.1's statement that NHC never loses to classic caching;
+- the thesis' Table 4.2, printed beside ours;
+- one-line errors for bad names, scales and settings.
+"""
+
+import csv
+import io
+
+import pytest
+
+from helpers import run, run_json
+
+EXPERIMENTS = [
+    "nhc-orthus-cas",
+    "nhc-write-modes",
+    "nhc-targets",
+    "nhc-ycsb-c",
+    "nhc-ycsb",
+    "nhc-zippydb",
+    "nhc-hotspot",
+    "nhc-ycsb-d",
+    "nhc-prior-work",
+    "nhc-alpha",
+]
+
+
+@pytest.fixture(scope="module")
+def orthus_cas(heterarchy):
+    return run_json(heterarchy, "experiment", "nhc-orthus-cas", "--scale", "0.5")
+
+
+def test_list_names_every_experiment_with_what_it_reproduces(heterarchy):
+    listed = run_json(heterarchy, "experiment", "list")
+    assert [entry["name"] for entry in listed] == EXPERIMENTS
+    assert all(entry["reproduces"] and entry["description"] for entry in listed)
+    text = run(heterarchy, "experiment", "list").stdout
+    assert "seed 000 Figure 4.7" in text
+
+
+def test_orthus_cas_has_one_row_per_hierarchy_hit_ratio_and_load(orthus_cas):
+    keys = {(row["hierarchy"], row["hit_ratio"], row["load"]) for row in orthus_cas}
+    assert len(orthus_cas) == len(keys) == 5 * 2 * 4
+    for row in orthus_cas:
+        for field in ("hierarchy", "hit_ratio", "load", "classic_throughput", "nhc_throughput"):
+            assert field in row
+        assert row["gain"] == pytest.approx(row["nhc_gb_s"] / row["classic_gb_s"] - 1, rel=1e-9)
+        # Both throughputs are normalized by the same peak.
+        assert row["nhc_throughput"] / row["classic_throughput"] == pytest.approx(
+            row["nhc_gb_s"] / row["classic_gb_s"], rel=1e-9
+        )
+        assert row["nhc_gb_s"] >= 0.98 * row["classic_gb_s"], row
+        assert 0 <= row["nhc_load_admit"] <= 1 and 0 <= row["nhc_data_admit"] <= 1
+
+
+def test_orthus_cas_csv_has_the_json_columns(heterarchy, orthus_cas):
+    text = run(heterarchy, "experiment", "nhc-orthus-cas", "--scale", "0.5", "--format", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert list(rows[0].keys()) == list(orthus_cas[0].keys())
+    assert len(rows) == len(orthus_cas)
+    assert float(rows[0]["nhc_gb_s"]) == pytest.approx(orthus_cas[0]["nhc_gb_s"])
+
+
+def test_table_output_prints_the_thesis_beside_ours(heterarchy):
+    text = run(heterarchy, "experiment", "nhc-targets").stdout
+    assert "Table 4.2" in text
+    assert "6.7, 77, 115" in text  # Open CAS on PM + Optane SSD, as the thesis prints it
+    rows = run_json(heterarchy, "experiment", "nhc-targets")
+    targets = {(row["hierarchy"], row["target"]) for row in rows}
+    assert len(targets) == 8
+    classic = next(r for r in rows if r["target"] == "open-cas" and r["hierarchy"] == "optane-ssd+nvme-flash")
+    assert classic["thesis_throughput_gb_s"] == 2.3
+
+
+def test_report_draws_charts(heterarchy, tmp_path):
+    report = tmp_path / "fig.html"
+    run(heterarchy, "experiment", "nhc-hotspot", "--scale", "0.5", "--report", report)
+    html = report.read_text()
+    assert html.count("<svg") >= 2
+    assert "load_admit" in html
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["experiment", "nhc-nope"], "no experiment called \"nhc-nope\""),
+        (["experiment", "nhc-targets", "--scale", "0"], "--scale 0 must be > 0"),
+    ],
+)
+def test_bad_arguments_get_one_line_errors(heterarchy, args, expected):
+    done = run(heterarchy, *args, check=False)
+    assert done.returncode != 0
+    assert expected in done.stderr
+    assert done.stderr.strip().count("\n") == 0
+
+
+HIERARCHY = """\
+seed = 1
+[cache]
+mode = "wt"
+admission = "{admission}"
+[cache.nhc]
+alpha = 0.05
+[[tier]]
+device = "optane-ssd"
+size = "64MiB"
+[[tier]]
+device = "nvme-flash"
+[load]
+outstanding = 16
+"""
+
+
+def test_simulate_runs_nhc_from_a_hierarchy_file(heterarchy, tmp_path):
+    workload = "uniform:keys=1100,requests=200000,size=64k,kind=block,seed=1"
+    results = {}
+    for admission in ("classic", "nhc"):
+        config = tmp_path / f"{admission}.toml"
+        config.write_text(HIERARCHY.format(admission=admission))
+        results[admission] = run_json(heterarchy, "simulate", "--config", config, "--workload", workload)
+    assert results["classic"]["tuning"] is None
+    tuning = results["nhc"]["tuning"]
+    assert tuning["intervals"] > 100
+    assert set(tuning["state_seconds"]) <= {"state 1", "state 2"}
+    assert any(not point["data_admit"][0] for point in tuning["points"])
+    # 16 outstanding 64 KiB reads saturate the Optane SSD: NHC serves more.
+    assert results["nhc"]["throughput_ops"] > 1.2 * results["classic"]["throughput_ops"]
+    table = run(heterarchy, "simulate", "--config", tmp_path / "nhc.toml", "--workload", workload).stdout
+    assert "admission tuning over" in table
+
+
+@pytest.mark.parametrize(
+    "setting, key",
+    [
+        ('admission = "nhcc"', "nhcc"),
+        ("[cache.nhc]\nstep = 0.03", "cache.nhc.step"),
+        ("[cache.nhc]\nalfa = 0.1", "alfa"),
+    ],
+)
+def test_bad_admission_settings_are_one_line_errors(heterarchy, tmp_path, setting, key):
+    text = HIERARCHY.format(admission="nhc").replace("[cache.nhc]\nalpha = 0.05\n", "")
+    text = text.replace('admission = "nhc"\n', "") + ""
+    text = text.replace("[[tier]]", setting + "\n[[tier]]", 1) if setting.startswith("[") else text.replace(
+        "[cache]\n", "[cache]\n" + setting + "\n"
+    )
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    done = run(heterarchy, "simulate", "--config", config, "--workload", "uniform:keys=10", check=False)
+    assert done.returncode == 1
+    assert key in done.stderr, done.stderr
+    assert done.stderr.strip().count("\n") == 0
