@@ -7,11 +7,11 @@
 //! the dataset and the skew, not on its absolute size.
 
 use heterarchy_device::DeviceSpec;
-use heterarchy_engine::{AdmissionScheme, CacheConfig, CacheController, WriteMode};
-use heterarchy_sim::timed::{run_timed_phases, Arrivals, ClientStep, Load, Phase, TimedResult};
-use heterarchy_trace::generate::{generator, WorkloadSpec};
+use heterarchy_engine::{AdmissionScheme, CacheConfig, WriteMode};
+use heterarchy_sim::timed::{Arrivals, ClientStep, Load, TimedResult};
+use heterarchy_trace::generate::WorkloadSpec;
 
-use crate::{preset, ExperimentError};
+use crate::{preset, run_phases, ExperimentError};
 
 /// The cache's share of the dataset.
 pub const CACHE_FRACTION: f64 = 1.0 / 3.0;
@@ -91,26 +91,19 @@ impl Kv {
 
     /// Runs `config`.
     pub fn run(&self, config: &CacheConfig) -> Result<TimedResult, ExperimentError> {
-        let mut controller = CacheController::new(config, &[self.cache_bytes], self.seed)?;
-        let mut readers = self
+        let phases: Vec<(u64, WorkloadSpec)> = self
             .phases
             .iter()
-            .map(|(from_s, spec)| Ok(((from_s * 1e9) as u64, generator(spec)?)))
-            .collect::<Result<Vec<_>, ExperimentError>>()?;
-        let mut phases: Vec<Phase> = readers
-            .iter_mut()
-            .map(|(from_ns, reader)| Phase {
-                from_ns: *from_ns,
-                reader: &mut **reader,
-            })
+            .map(|(from_s, spec)| ((from_s * 1e9) as u64, spec.clone()))
             .collect();
-        Ok(run_timed_phases(
-            &mut controller,
+        run_phases(
+            config,
+            &[self.cache_bytes],
             &self.devices,
-            &mut phases,
+            &phases,
             &self.load,
-            &mut |_| {},
-        )?)
+            self.seed,
+        )
     }
 
     /// Runs `scheme`.

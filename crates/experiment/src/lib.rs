@@ -24,7 +24,11 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use heterarchy_device::DeviceSpec;
+use heterarchy_engine::{AdmissionScheme, CacheConfig, CacheController};
 use heterarchy_sim::parallel::map_parallel;
+use heterarchy_sim::timed::{run_timed_phases, Load, Phase, TimedResult};
+use heterarchy_trace::generate::{generator, WorkloadSpec};
 
 pub use output::{Comparison, Output};
 
@@ -67,6 +71,39 @@ impl Default for Options {
 }
 
 impl Options {
+    /// The default options with measured runs `scale` times as long.
+    pub fn scaled(scale: f64) -> Options {
+        Options {
+            scale,
+            ..Options::default()
+        }
+    }
+
+    /// Every setting under classic caching and under NHC: one (classic, NHC) pair of runs per
+    /// setting, in order.
+    pub fn run_classic_and_nhc<T: Sync>(
+        &self,
+        settings: &[T],
+        run: impl Fn(&T, AdmissionScheme) -> Result<TimedResult, ExperimentError> + Sync,
+    ) -> Result<Vec<(TimedResult, TimedResult)>, ExperimentError> {
+        let jobs: Vec<(usize, AdmissionScheme)> = (0..settings.len())
+            .flat_map(|index| {
+                [
+                    (index, AdmissionScheme::Classic),
+                    (index, AdmissionScheme::Nhc),
+                ]
+            })
+            .collect();
+        let mut results = self
+            .run_all(&jobs, |&(index, scheme)| run(&settings[index], scheme))
+            .into_iter();
+        let mut pairs = Vec::with_capacity(settings.len());
+        while let (Some(classic), Some(nhc)) = (results.next(), results.next()) {
+            pairs.push((classic?, nhc?));
+        }
+        Ok(pairs)
+    }
+
     /// `run` over every job on the worker threads, results in job order, counting progress.
     pub fn run_all<T: Sync, R: Send>(&self, jobs: &[T], run: impl Fn(&T) -> R + Sync) -> Vec<R> {
         self.progress.total.fetch_add(jobs.len(), Ordering::Relaxed);
@@ -189,6 +226,37 @@ pub fn find(name: &str) -> Option<&'static Experiment> {
     EXPERIMENTS
         .iter()
         .find(|experiment| experiment.name == name)
+}
+
+/// Runs `config` with cache tiers of `tier_bytes` over `devices`, on a workload of phases
+/// (start, spec; times in ns of virtual time).
+pub(crate) fn run_phases(
+    config: &CacheConfig,
+    tier_bytes: &[u64],
+    devices: &[DeviceSpec],
+    phases: &[(u64, WorkloadSpec)],
+    load: &Load,
+    seed: u64,
+) -> Result<TimedResult, ExperimentError> {
+    let mut controller = CacheController::new(config, tier_bytes, seed)?;
+    let mut readers = phases
+        .iter()
+        .map(|(from_ns, spec)| Ok((*from_ns, generator(spec)?)))
+        .collect::<Result<Vec<_>, ExperimentError>>()?;
+    let mut phases: Vec<Phase> = readers
+        .iter_mut()
+        .map(|(from_ns, reader)| Phase {
+            from_ns: *from_ns,
+            reader: &mut **reader,
+        })
+        .collect();
+    Ok(run_timed_phases(
+        &mut controller,
+        devices,
+        &mut phases,
+        load,
+        &mut |_| {},
+    )?)
 }
 
 /// A device preset by name; the names used here are built in.

@@ -9,11 +9,11 @@
 //! and measuring times are in tuning time (scaled with the tuner's intervals).
 
 use heterarchy_device::{DeviceSpec, IoKind, Probe};
-use heterarchy_engine::{AdmissionScheme, CacheConfig, CacheController, WriteMode};
-use heterarchy_sim::timed::{run_timed_phases, Arrivals, ClientStep, Load, Phase, TimedResult};
-use heterarchy_trace::generate::{generator, mix64, WorkloadSpec};
+use heterarchy_engine::{AdmissionScheme, CacheConfig, WriteMode};
+use heterarchy_sim::timed::{Arrivals, ClientStep, Load, TimedResult};
+use heterarchy_trace::generate::{mix64, WorkloadSpec};
 
-use crate::ExperimentError;
+use crate::{run_phases, ExperimentError};
 
 /// One microbenchmark setting.
 #[derive(Clone, Debug)]
@@ -201,26 +201,14 @@ impl Micro {
 
     /// Runs `config` on this setting.
     pub fn run(&self, config: &CacheConfig) -> Result<TimedResult, ExperimentError> {
-        let mut controller = CacheController::new(config, &[self.cache_bytes], self.seed)?;
-        let mut readers = self
-            .phases()
-            .into_iter()
-            .map(|(from_ns, spec)| Ok((from_ns, generator(&spec)?)))
-            .collect::<Result<Vec<_>, ExperimentError>>()?;
-        let mut phases: Vec<Phase> = readers
-            .iter_mut()
-            .map(|(from_ns, reader)| Phase {
-                from_ns: *from_ns,
-                reader: &mut **reader,
-            })
-            .collect();
-        Ok(run_timed_phases(
-            &mut controller,
+        run_phases(
+            config,
+            &[self.cache_bytes],
             &self.devices,
-            &mut phases,
+            &self.phases(),
             &self.load(),
-            &mut |_| {},
-        )?)
+            self.seed,
+        )
     }
 
     /// Runs `scheme` with this setting's cache settings.

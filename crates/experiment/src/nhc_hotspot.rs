@@ -7,11 +7,11 @@
 //! The jump is a new seeded rank-to-key permutation: after it the hot keys are others, as
 //! when the hot spot moves from the start of the key space to its end.
 
-use heterarchy_engine::{AdmissionScheme, TuningPoint};
+use heterarchy_engine::TuningPoint;
 use serde::Serialize;
 
 use crate::kv::{ycsb, Kv};
-use crate::timeline::{self, Contender};
+use crate::timeline;
 use crate::{Comparison, ExperimentError, Options, Output};
 
 pub const JUMP_S: f64 = 10.0;
@@ -38,24 +38,6 @@ pub fn setting(end_s: f64) -> Result<Kv, ExperimentError> {
     Ok(kv)
 }
 
-/// NHC and classic caching; with `alpha`, NHC's α.
-pub fn contenders(kv: &Kv, alpha: Option<f64>) -> Vec<Contender> {
-    let mut nhc = kv.cache_config(AdmissionScheme::Nhc);
-    if let Some(alpha) = alpha {
-        nhc.nhc.alpha = alpha;
-    }
-    vec![
-        Contender {
-            name: "classic".into(),
-            config: kv.cache_config(AdmissionScheme::Classic),
-        },
-        Contender {
-            name: "nhc".into(),
-            config: nhc,
-        },
-    ]
-}
-
 /// Seconds after `at_s` until the first tuning point in State 1.
 pub fn state_1_after(points: &[TuningPoint], at_s: f64) -> Option<f64> {
     points
@@ -70,7 +52,7 @@ pub fn rows(
     end_s: f64,
 ) -> Result<(Vec<timeline::Row>, Summary), ExperimentError> {
     let kv = setting(end_s)?;
-    let contenders = contenders(&kv, None);
+    let contenders = timeline::classic_and_nhc(&kv);
     let results = timeline::run_all(options, &kv, &contenders)?;
     let rows = timeline::rows(&contenders, &results);
     let history = results[1].tuning.as_ref().expect("NHC tunes");
@@ -97,7 +79,7 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
     output.charts = timeline::charts(
         "Hot-spot jump at 10 s",
         &rows,
-        &contenders(&setting(end_s)?, None),
+        &timeline::classic_and_nhc(&setting(end_s)?),
     );
     output.comparisons.push(Comparison {
         what: "back to State 1 after the jump".into(),

@@ -10,7 +10,6 @@
 //! them: each interval spans as many requests as 5 ms does on the real devices.
 
 use heterarchy_device::DeviceSpec;
-use heterarchy_engine::AdmissionScheme;
 use heterarchy_report::{LineChart, Series};
 use heterarchy_sim::timed::TimedResult;
 use serde::Serialize;
@@ -125,22 +124,11 @@ pub fn rows(
             }
         }
     }
-    let jobs: Vec<(usize, AdmissionScheme)> = (0..settings.len())
-        .flat_map(|index| {
-            [
-                (index, AdmissionScheme::Classic),
-                (index, AdmissionScheme::Nhc),
-            ]
-        })
-        .collect();
-    let results = options.run_all(&jobs, |&(index, scheme)| {
-        settings[index].micro.run_scheme(scheme)
-    });
-    let mut results = results.into_iter();
+    let results = options.run_classic_and_nhc(&settings, |setting, scheme| {
+        setting.micro.run_scheme(scheme)
+    })?;
     let mut rows = Vec::new();
-    for setting in &settings {
-        let classic = results.next().expect("a classic run per setting")?;
-        let nhc = results.next().expect("an NHC run per setting")?;
+    for (setting, (classic, nhc)) in settings.iter().zip(results) {
         let measured_from_s = setting.micro.load().warmup_ns as f64 / 1e9;
         let (nhc_load_admit, nhc_data_admit) = admission_after(&nhc, measured_from_s);
         rows.push(Row {

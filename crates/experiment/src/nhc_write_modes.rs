@@ -5,7 +5,7 @@
 //! prints no values; its text says the speedup is at least 1 everywhere, larger with fewer
 //! writes, falling with the dirty-read ratio under write-back only.
 
-use heterarchy_engine::{AdmissionScheme, WriteMode};
+use heterarchy_engine::WriteMode;
 use heterarchy_report::{LineChart, Series};
 use serde::Serialize;
 
@@ -54,23 +54,10 @@ pub fn rows(options: &Options, hierarchies: &[(&str, &str)]) -> Result<Vec<Row>,
             }
         }
     }
-    let jobs: Vec<(usize, AdmissionScheme)> = (0..settings.len())
-        .flat_map(|index| {
-            [
-                (index, AdmissionScheme::Classic),
-                (index, AdmissionScheme::Nhc),
-            ]
-        })
-        .collect();
-    let mut results = options
-        .run_all(&jobs, |&(index, scheme)| {
-            settings[index].1.run_scheme(scheme)
-        })
-        .into_iter();
+    let results =
+        options.run_classic_and_nhc(&settings, |(_, micro), scheme| micro.run_scheme(scheme))?;
     let mut rows = Vec::new();
-    for (hierarchy, micro) in &settings {
-        let classic = results.next().expect("a classic run")?;
-        let nhc = results.next().expect("an NHC run")?;
+    for ((hierarchy, micro), (classic, nhc)) in settings.iter().zip(results) {
         rows.push(Row {
             hierarchy: hierarchy.clone(),
             mode: micro.mode.name(),

@@ -6,7 +6,6 @@
 //! The thesis names θ = 0.8 with 1 KiB and 16 KiB values for YCSB-C; the third workload is
 //! not stated — ours is 1 KiB values at θ = 0.6, the θ of Figure 4.11.
 
-use heterarchy_engine::AdmissionScheme;
 use heterarchy_report::{LineChart, Series};
 use heterarchy_sim::timed::TimedResult;
 use serde::Serialize;
@@ -75,35 +74,21 @@ fn row(setting: &Setting, classic: &TimedResult, nhc: &TimedResult) -> Row {
 }
 
 fn run_settings(options: &Options, settings: &[Setting]) -> Result<Vec<Row>, ExperimentError> {
-    let jobs: Vec<(usize, AdmissionScheme)> = (0..settings.len())
-        .flat_map(|index| {
-            [
-                (index, AdmissionScheme::Classic),
-                (index, AdmissionScheme::Nhc),
-            ]
-        })
-        .collect();
-    let mut results = options
-        .run_all(&jobs, |&(index, scheme)| {
-            let s = &settings[index];
-            let spec = ycsb(
-                s.workload,
-                keys_for(s.value_bytes),
-                s.value_bytes,
-                s.theta,
-                1,
-            );
-            Kv::orthus_kv(spec, s.threads, options.scale)?.run_scheme(scheme)
-        })
-        .into_iter();
-    settings
+    let results = options.run_classic_and_nhc(settings, |s, scheme| {
+        let spec = ycsb(
+            s.workload,
+            keys_for(s.value_bytes),
+            s.value_bytes,
+            s.theta,
+            1,
+        );
+        Kv::orthus_kv(spec, s.threads, options.scale)?.run_scheme(scheme)
+    })?;
+    Ok(settings
         .iter()
-        .map(|setting| {
-            let classic = results.next().expect("a classic run")?;
-            let nhc = results.next().expect("an NHC run")?;
-            Ok(row(setting, &classic, &nhc))
-        })
-        .collect()
+        .zip(results)
+        .map(|(setting, (classic, nhc))| row(setting, &classic, &nhc))
+        .collect())
 }
 
 /// Figure 4.9's rows: every YCSB-C workload at every thread count in `threads`.

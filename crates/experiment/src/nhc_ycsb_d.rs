@@ -34,28 +34,16 @@ pub fn setting(end_s: f64) -> Result<Kv, ExperimentError> {
     Ok(Kv::timeline(ycsb('d', KEYS, 1024, 0.99, 1), THREADS)?.until(end_s))
 }
 
-/// Classic caching, NHC (with `alpha`, its α) and NHC always admitting.
-pub fn contenders(kv: &Kv, alpha: Option<f64>) -> Vec<Contender> {
-    let mut nhc = kv.cache_config(AdmissionScheme::Nhc);
-    if let Some(alpha) = alpha {
-        nhc.nhc.alpha = alpha;
-    }
-    let mut always = nhc.clone();
+/// Classic caching, NHC, and NHC always admitting.
+pub fn contenders(kv: &Kv) -> Vec<Contender> {
+    let mut contenders = timeline::classic_and_nhc(kv);
+    let mut always = kv.cache_config(AdmissionScheme::Nhc);
     always.nhc.always_data_admit = true;
-    vec![
-        Contender {
-            name: "classic".into(),
-            config: kv.cache_config(AdmissionScheme::Classic),
-        },
-        Contender {
-            name: "nhc".into(),
-            config: nhc,
-        },
-        Contender {
-            name: "nhc-always-admit".into(),
-            config: always,
-        },
-    ]
+    contenders.push(Contender {
+        name: "nhc-always-admit".into(),
+        config: always,
+    });
+    contenders
 }
 
 /// The rows and the summary of a run ending at `end_s`.
@@ -64,7 +52,7 @@ pub fn rows(
     end_s: f64,
 ) -> Result<(Vec<timeline::Row>, Summary), ExperimentError> {
     let kv = setting(end_s)?;
-    let contenders = contenders(&kv, None);
+    let contenders = contenders(&kv);
     let results = timeline::run_all(options, &kv, &contenders)?;
     let rows = timeline::rows(&contenders, &results);
     let peak = |scheme: &str| {
@@ -96,7 +84,7 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
         "Figure 4.14: YCSB-D (1 KiB values, 32 threads): NHC, NHC always admitting, classic",
         &rows,
     );
-    output.charts = timeline::charts("YCSB-D", &rows, &contenders(&setting(end_s)?, None));
+    output.charts = timeline::charts("YCSB-D", &rows, &contenders(&setting(end_s)?));
     output.comparisons.push(Comparison {
         what: "mean throughput: classic, NHC, always-admit NHC (kops)".into(),
         thesis: "NHC > classic; always-admit > classic".into(),

@@ -11,12 +11,11 @@
 //! matters: with σ 1.5 (median 5.3 KiB, many values of a few hundred bytes, whose reads are
 //! bound by flash latency rather than bandwidth) the daytime gain is 1.78x instead of 1.9x.
 
-use heterarchy_engine::AdmissionScheme;
 use heterarchy_trace::generate::WorkloadSpec;
 use serde::Serialize;
 
 use crate::kv::Kv;
-use crate::timeline::{self, Contender};
+use crate::timeline;
 use crate::{Comparison, ExperimentError, Options, Output};
 
 /// Seconds of one compressed day at scale 1 (86,400 s / 1000).
@@ -66,7 +65,7 @@ pub fn rows(
     let kv = Kv::timeline(workload(), steps[0].1)?
         .with_clients(&steps)
         .until(2.0 * day_s);
-    let contenders = contenders(&kv);
+    let contenders = timeline::classic_and_nhc(&kv);
     let results = timeline::run_all(options, &kv, &contenders)?;
     let rows = timeline::rows(&contenders, &results);
     let mean = |scheme: &str, filter: &dyn Fn(&&timeline::Row) -> bool| {
@@ -94,16 +93,6 @@ pub fn rows(
     Ok((rows, summary))
 }
 
-fn contenders(kv: &Kv) -> Vec<Contender> {
-    [AdmissionScheme::Classic, AdmissionScheme::Nhc]
-        .into_iter()
-        .map(|scheme| Contender {
-            name: scheme.name().to_string(),
-            config: kv.cache_config(scheme),
-        })
-        .collect()
-}
-
 /// The experiment.
 pub fn run(options: &Options) -> Result<Output, ExperimentError> {
     let day_s = DAY_S * options.scale;
@@ -113,7 +102,7 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
         &rows,
     );
     let kv = Kv::timeline(workload(), 1)?;
-    output.charts = timeline::charts("ZippyDB, two days", &rows, &contenders(&kv));
+    output.charts = timeline::charts("ZippyDB, two days", &rows, &timeline::classic_and_nhc(&kv));
     output.comparisons.push(Comparison {
         what: "daytime throughput, NHC over classic".into(),
         thesis: "up to 2x".into(),

@@ -2,7 +2,7 @@
 //! `data_admit` against time): several controllers on the same workload timeline, one row per
 //! controller and time bucket.
 
-use heterarchy_engine::CacheConfig;
+use heterarchy_engine::{AdmissionScheme, CacheConfig};
 use heterarchy_report::{LineChart, Series};
 use heterarchy_sim::timed::TimedResult;
 use serde::Serialize;
@@ -31,6 +31,17 @@ pub struct Row {
 pub struct Contender {
     pub name: String,
     pub config: CacheConfig,
+}
+
+/// Classic caching and NHC, named by their scheme, in `kv`'s cache mode.
+pub fn classic_and_nhc(kv: &Kv) -> Vec<Contender> {
+    [AdmissionScheme::Classic, AdmissionScheme::Nhc]
+        .into_iter()
+        .map(|scheme| Contender {
+            name: scheme.name().to_string(),
+            config: kv.cache_config(scheme),
+        })
+        .collect()
 }
 
 /// Runs every contender on `kv` and returns the runs.
@@ -109,7 +120,7 @@ pub fn charts(title: &str, rows: &[Row], contenders: &[Contender]) -> Vec<LineCh
             name: contender.name.clone(),
             points: of(&|r| r.kops),
         });
-        if contender.config.admission != heterarchy_engine::AdmissionScheme::Classic {
+        if contender.config.admission != AdmissionScheme::Classic {
             admission.series.push(Series {
                 name: format!("{} load_admit", contender.name),
                 points: of(&|r| r.load_admit),

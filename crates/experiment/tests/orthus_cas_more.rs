@@ -4,16 +4,9 @@
 
 use heterarchy_experiment::{nhc_prior_work, nhc_targets, nhc_write_modes, Options};
 
-fn options(scale: f64) -> Options {
-    Options {
-        scale,
-        ..Options::default()
-    }
-}
-
 #[test]
 fn write_modes_nhc_never_loses_and_gains_most_with_few_writes_and_clean_reads() {
-    let rows = nhc_write_modes::rows(&options(0.5), &nhc_write_modes::HIERARCHIES).unwrap();
+    let rows = nhc_write_modes::rows(&Options::scaled(0.5), &nhc_write_modes::HIERARCHIES).unwrap();
     assert_eq!(rows.len(), 3 * 3 * 3 * 3);
     for row in &rows {
         assert!(row.speedup >= 0.98, "{row:?}");
@@ -45,7 +38,7 @@ fn write_modes_nhc_never_loses_and_gains_most_with_few_writes_and_clean_reads() 
 
 #[test]
 fn each_target_metric_wins_on_its_own_metric() {
-    let rows = nhc_targets::rows(&options(1.0)).unwrap();
+    let rows = nhc_targets::rows(&Options::scaled(1.0)).unwrap();
     for hierarchy in ["optane-pm+optane-ssd", "optane-ssd+nvme-flash"] {
         let of = |target: &str| {
             rows.iter()
@@ -78,7 +71,7 @@ fn each_target_metric_wins_on_its_own_metric() {
 
 #[test]
 fn prior_work_nhc_wins_and_sib_fails_on_short_periods() {
-    let rows = nhc_prior_work::rows(&options(0.2), &[None, Some(10.0), Some(0.5)]).unwrap();
+    let rows = nhc_prior_work::rows(&Options::scaled(0.2), &[None, Some(10.0), Some(0.5)]).unwrap();
     let speedup = |period: f64, scheme: &str| {
         rows.iter()
             .find(|r| r.period_s == period && r.scheme == scheme)

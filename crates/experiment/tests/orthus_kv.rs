@@ -3,16 +3,9 @@
 
 use heterarchy_experiment::{nhc_alpha, nhc_hotspot, nhc_ycsb, nhc_ycsb_d, nhc_zippydb, Options};
 
-fn options(scale: f64) -> Options {
-    Options {
-        scale,
-        ..Options::default()
-    }
-}
-
 #[test]
 fn ycsb_c_gains_only_under_load_and_by_offloading_hits() {
-    let rows = nhc_ycsb::ycsb_c_rows(&options(0.5), &[1, 32]).unwrap();
+    let rows = nhc_ycsb::ycsb_c_rows(&Options::scaled(0.5), &[1, 32]).unwrap();
     for row in &rows {
         assert!(row.gain >= -0.02, "{row:?}");
         if row.threads == 1 {
@@ -36,14 +29,15 @@ fn ycsb_c_gains_only_under_load_and_by_offloading_hits() {
 
 #[test]
 fn other_ycsb_workloads_never_lose() {
-    for row in nhc_ycsb::ycsb_rows(&options(0.5)).unwrap() {
+    for row in nhc_ycsb::ycsb_rows(&Options::scaled(0.5)).unwrap() {
         assert!(row.gain >= -0.02, "{row:?}");
     }
 }
 
 #[test]
 fn zippydb_gains_by_day_and_matches_classic_by_night() {
-    let (rows, summary) = nhc_zippydb::rows(&options(1.0), nhc_zippydb::DAY_S * 0.5).unwrap();
+    let (rows, summary) =
+        nhc_zippydb::rows(&Options::scaled(1.0), nhc_zippydb::DAY_S * 0.5).unwrap();
     assert!(!rows.is_empty());
     // Issue 4: daytime gain at least 1.8x (the thesis: "up to 100%").
     assert!(summary.day_gain >= 1.8, "{summary:?}");
@@ -54,7 +48,8 @@ fn zippydb_gains_by_day_and_matches_classic_by_night() {
 
 #[test]
 fn after_the_hot_spot_jumps_nhc_goes_classic_at_once_then_regains_its_lead() {
-    let (_, summary) = nhc_hotspot::rows(&options(1.0), nhc_hotspot::JUMP_S + 20.0).unwrap();
+    let (_, summary) =
+        nhc_hotspot::rows(&Options::scaled(1.0), nhc_hotspot::JUMP_S + 20.0).unwrap();
     let back = summary.back_to_state_1_s.expect("NHC returns to State 1");
     // Within one stability window (100 ms) of the jump.
     assert!(back <= 0.1, "{summary:?}");
@@ -64,7 +59,7 @@ fn after_the_hot_spot_jumps_nhc_goes_classic_at_once_then_regains_its_lead() {
 
 #[test]
 fn ycsb_d_always_admitting_beats_classic_and_nhc_does_not_lose() {
-    let (_, summary) = nhc_ycsb_d::rows(&options(1.0), nhc_ycsb_d::WARM_S + 10.0).unwrap();
+    let (_, summary) = nhc_ycsb_d::rows(&Options::scaled(1.0), nhc_ycsb_d::WARM_S + 10.0).unwrap();
     assert!(
         summary.always_admit_kops > 1.05 * summary.classic_kops,
         "{summary:?}"
@@ -79,7 +74,7 @@ fn ycsb_d_always_admitting_beats_classic_and_nhc_does_not_lose() {
 
 #[test]
 fn a_tiny_alpha_mistakes_noise_for_locality_changes() {
-    let rows = nhc_alpha::rows(&options(0.5), &[0.01, 0.05]).unwrap();
+    let rows = nhc_alpha::rows(&Options::scaled(0.5), &[0.01, 0.05]).unwrap();
     let of = |workload: &str, alpha: f64| {
         rows.iter()
             .find(|r| r.workload == workload && r.alpha == alpha)

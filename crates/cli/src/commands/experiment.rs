@@ -49,10 +49,7 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
     if !(args.scale.is_finite() && args.scale > 0.0) {
         return Err(anyhow!("--scale {} must be > 0", args.scale));
     }
-    let mut options = Options {
-        scale: args.scale,
-        ..Options::default()
-    };
+    let mut options = Options::scaled(args.scale);
     if let Some(threads) = args.threads {
         options.threads = threads.max(1);
     }

@@ -197,7 +197,7 @@ impl Default for FixedConfig {
 }
 
 /// Everything the tuners need: the scheme, each tuner's parameters, and the time scale.
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdmissionConfig {
     pub scheme: AdmissionScheme,
     /// Multiplies every tuning time (intervals, windows, training). The thesis' 5 ms and
@@ -209,6 +209,19 @@ pub struct AdmissionConfig {
     pub sib: SibConfig,
     pub lbica: LbicaConfig,
     pub fixed: FixedConfig,
+}
+
+impl Default for AdmissionConfig {
+    fn default() -> Self {
+        AdmissionConfig {
+            scheme: AdmissionScheme::default(),
+            time_scale: 1.0,
+            nhc: NhcConfig::default(),
+            sib: SibConfig::default(),
+            lbica: LbicaConfig::default(),
+            fixed: FixedConfig::default(),
+        }
+    }
 }
 
 /// Nanoseconds of `ms` milliseconds scaled by `scale`, at least 1.
@@ -311,10 +324,7 @@ mod tests {
 
     #[test]
     fn defaults_are_the_thesis_values_and_valid() {
-        let config = AdmissionConfig {
-            time_scale: 1.0,
-            ..AdmissionConfig::default()
-        };
+        let config = AdmissionConfig::default();
         assert!(config.validate().is_ok());
         assert_eq!(config.nhc.step, 0.02);
         assert_eq!(config.nhc.interval_ms, 5.0);
@@ -327,10 +337,7 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_key() {
-        let base = AdmissionConfig {
-            time_scale: 1.0,
-            ..AdmissionConfig::default()
-        };
+        let base = AdmissionConfig::default();
         let mut config = base;
         config.nhc.step = 0.03;
         assert_eq!(config.validate().unwrap_err().key, "nhc.step");

@@ -87,11 +87,7 @@ mod tests {
 
     #[test]
     fn installs_stop_while_the_cache_is_slower_than_the_disk() {
-        let config = AdmissionConfig {
-            time_scale: 1.0,
-            ..AdmissionConfig::default()
-        };
-        let mut lbica = Lbica::new(&config);
+        let mut lbica = Lbica::new(&AdmissionConfig::default());
         let mut settings = [AdmitSettings::CLASSIC];
         lbica.end_interval(&interval(Some(30), Some(100)), &mut settings);
         assert_eq!(

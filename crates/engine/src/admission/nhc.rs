@@ -291,13 +291,6 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    fn config() -> AdmissionConfig {
-        AdmissionConfig {
-            time_scale: 1.0,
-            ..AdmissionConfig::default()
-        }
-    }
-
     /// A 5 ms interval ending at `end_ms` with `hits` of 1000 requests and `bytes` answered.
     fn interval(end_ms: u64, hits: u64, bytes: u64) -> Interval {
         Interval {
@@ -332,7 +325,7 @@ mod tests {
 
     #[test]
     fn state_1_lasts_two_stability_windows_then_admission_stops() {
-        let mut nhc = Nhc::new(&config(), 1);
+        let mut nhc = Nhc::new(&AdmissionConfig::default(), 1);
         let trace = drive(&mut nhc, 45, |_| 1_000_000);
         // 200 ms of stable hits = 40 intervals of 5 ms.
         assert!(trace[..39]
@@ -347,7 +340,7 @@ mod tests {
 
     #[test]
     fn climbs_to_the_peak_of_a_concave_metric_and_stays_near_it() {
-        let mut nhc = Nhc::new(&config(), 1);
+        let mut nhc = Nhc::new(&AdmissionConfig::default(), 1);
         // Throughput peaks at load_admit 0.6: the fast device saturates above it, the slow one
         // below.
         let peak = |la: f64| (1e9 * (1.0 - (la - 0.6).abs())) as u64;
@@ -366,7 +359,7 @@ mod tests {
 
     #[test]
     fn staying_at_one_returns_to_state_1() {
-        let mut nhc = Nhc::new(&config(), 1);
+        let mut nhc = Nhc::new(&AdmissionConfig::default(), 1);
         // Throughput only grows with load_admit: classic caching is best.
         let trace = drive(&mut nhc, 62, |la| (la * 1e9) as u64);
         // Interval 41 measures 0.98, interval 42 measures 1.0 (1.02 is out of domain and not
@@ -380,7 +373,7 @@ mod tests {
 
     #[test]
     fn ties_move_down_first() {
-        let mut nhc = Nhc::new(&config(), 1);
+        let mut nhc = Nhc::new(&AdmissionConfig::default(), 1);
         let trace = drive(&mut nhc, 40 + 2 + 3, |_| 5_000);
         // Equal f everywhere: line 9 picks ratio - step, 0.98, whose iteration starts by
         // probing 0.96; the next picks 0.96 and probes 0.94.
@@ -399,7 +392,7 @@ mod tests {
 
     #[test]
     fn a_hit_rate_drop_beyond_alpha_returns_to_state_1() {
-        let mut nhc = Nhc::new(&config(), 1);
+        let mut nhc = Nhc::new(&AdmissionConfig::default(), 1);
         let mut settings = [AdmitSettings::CLASSIC];
         let peak = |la: f64| (1e9 * (1.0 - (la - 0.5).abs())) as u64;
         for k in 1..=40 {
@@ -421,7 +414,7 @@ mod tests {
 
     #[test]
     fn a_small_drop_within_alpha_keeps_tuning() {
-        let mut nhc = Nhc::new(&config(), 1);
+        let mut nhc = Nhc::new(&AdmissionConfig::default(), 1);
         let mut settings = [AdmitSettings::CLASSIC];
         let peak = |la: f64| (1e9 * (1.0 - (la - 0.5).abs())) as u64;
         for k in 1..=40 {
@@ -436,7 +429,7 @@ mod tests {
 
     #[test]
     fn idle_intervals_fall_back_to_classic() {
-        let mut nhc = Nhc::new(&config(), 1);
+        let mut nhc = Nhc::new(&AdmissionConfig::default(), 1);
         let mut settings = [AdmitSettings::CLASSIC];
         for k in 1..=40 {
             nhc.end_interval(&interval(5 * k, 950, 1_000), &mut settings);
@@ -456,7 +449,7 @@ mod tests {
 
     #[test]
     fn always_data_admit_keeps_admission_in_state_2() {
-        let mut config = config();
+        let mut config = AdmissionConfig::default();
         config.nhc.always_data_admit = true;
         let mut nhc = Nhc::new(&config, 1);
         let trace = drive(&mut nhc, 60, |la| (1e9 * (1.0 - (la - 0.5).abs())) as u64);
@@ -466,7 +459,7 @@ mod tests {
 
     #[test]
     fn latency_targets_prefer_lower_latency() {
-        let mut config = config();
+        let mut config = AdmissionConfig::default();
         config.nhc.target = TargetMetric::P99Latency;
         let nhc = Nhc::new(&config, 1);
         assert!(nhc.wants_latencies());
@@ -483,7 +476,7 @@ mod tests {
 
     #[test]
     fn pairs_take_turns() {
-        let mut nhc = Nhc::new(&config(), 2);
+        let mut nhc = Nhc::new(&AdmissionConfig::default(), 2);
         let mut settings = [AdmitSettings::CLASSIC; 2];
         // Both pairs see every interval's hits, so both become stable after 40 intervals, but
         // each acts only on its own intervals.

@@ -168,13 +168,6 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    fn config() -> AdmissionConfig {
-        AdmissionConfig {
-            time_scale: 1.0,
-            ..AdmissionConfig::default()
-        }
-    }
-
     /// A 5 ms interval ending at `end_ms` in which the cache device moved `cache_mb` MB and
     /// `writes` of 100 requests wrote.
     fn interval(end_ms: u64, cache_mb: u64, writes: u64) -> Interval {
@@ -192,7 +185,7 @@ mod tests {
 
     #[test]
     fn trains_then_bypasses_while_the_cache_device_is_saturated() {
-        let mut sib = Sib::new(&config(), true);
+        let mut sib = Sib::new(&AdmissionConfig::default(), true);
         let mut settings = [AdmitSettings::CLASSIC];
         // One second of training at 10 MB per 5 ms (2 GB/s).
         for k in 1..=200 {
@@ -213,7 +206,7 @@ mod tests {
 
     #[test]
     fn sib_plus_never_admits_and_a_new_write_ratio_retrains() {
-        let mut sib = Sib::new(&config(), false);
+        let mut sib = Sib::new(&AdmissionConfig::default(), false);
         let mut settings = [AdmitSettings::CLASSIC];
         for k in 1..=210 {
             sib.end_interval(&interval(5 * k, 10, 0), &mut settings);
