@@ -27,7 +27,6 @@ pub struct Kv {
     pub cache_bytes: u64,
     pub load: Load,
     pub mode: WriteMode,
-    pub time_scale: f64,
     pub seed: u64,
 }
 
@@ -54,7 +53,6 @@ impl Kv {
             phases: vec![(0.0, spec)],
             load: Load::closed(threads, u64::MAX, 0),
             mode: WriteMode::Wa,
-            time_scale: 1.0,
             seed: 1,
         })
     }
@@ -79,12 +77,11 @@ impl Kv {
         self
     }
 
-    /// The cache settings of `scheme`, write-around.
+    /// The cache settings of `scheme` in this run's mode.
     pub fn cache_config(&self, scheme: AdmissionScheme) -> CacheConfig {
         CacheConfig {
             mode: self.mode,
             admission: scheme,
-            tuning_time_scale: self.time_scale,
             ..CacheConfig::default()
         }
     }
