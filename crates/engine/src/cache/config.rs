@@ -26,7 +26,8 @@
 //! ```
 //!
 //! and the admission tuning of seed 000 chapter 4 (`admission`, `tuning_time_scale`,
-//! `[cache.nhc]`, `[cache.sib]`, `[cache.lbica]`, `[cache.fixed]`; see [`crate::admission::config`]).
+//! `[cache.nhc]`, `[cache.sib]`, `[cache.lbica]`, `[cache.fixed]`; see
+//! [`crate::admission::config`]).
 
 use std::fmt;
 
@@ -220,7 +221,8 @@ pub struct CacheConfig {
     pub promotion: PromotionPolicy,
     /// nhit's parameters, used when `promotion` is `nhit`.
     pub nhit: NhitConfig,
-    /// Who sets the read decision points: classic caching, NHC, SIB+, SIB++ or LBICA.
+    /// Who sets the read decision points: classic caching, NHC, SIB+, SIB++, LBICA or fixed
+    /// settings.
     pub admission: AdmissionScheme,
     /// Multiplies every tuning interval (see [`AdmissionConfig::time_scale`]).
     pub tuning_time_scale: f64,
