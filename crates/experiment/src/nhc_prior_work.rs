@@ -136,7 +136,7 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
     }
     output.notes.push(
         "SIB trains for 1 s and retrains when the write ratio moves by more than 5 points; \
-         LBICA stops installs while the cache device's reads are slower than the flash's. The \
+         LBICA stops installs while the cache device's operations wait longer than the flash's. The \
          thesis describes both only in words (see crates/engine/src/admission/)."
             .into(),
     );
