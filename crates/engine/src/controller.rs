@@ -26,8 +26,6 @@ pub struct Reply {
     pub latency_ns: u64,
     /// The request's size.
     pub bytes: u32,
-    /// What [`Controller::plan`] decided for it.
-    pub decision: Decision,
 }
 
 /// Counters a controller keeps over its life; executors difference them to measure intervals.
@@ -103,10 +101,10 @@ pub trait Controller: Send {
     #[inline]
     fn on_reply(&mut self, _reply: &Reply) {}
 
-    /// A device operation of some plan took `latency_ns` from its submission to its
-    /// completion, queueing included (the block layer's view of that device).
+    /// A device operation of some plan, of `bytes`, took `latency_ns` from its submission to
+    /// its completion, queueing included (the block layer's view of that device).
     #[inline]
-    fn on_device_op(&mut self, _device: u8, _latency_ns: u64) {}
+    fn on_device_op(&mut self, _device: u8, _bytes: u32, _latency_ns: u64) {}
 
     /// The admission tuner's course so far, for controllers that tune.
     fn tuning_history(&self) -> Option<&TuningHistory> {

@@ -21,9 +21,8 @@ pub const CACHE_FRACTION: f64 = 1.0 / 3.0;
 pub struct Kv {
     /// The cache device, then the capacity device.
     pub devices: [DeviceSpec; 2],
-    /// (start, spec) of each phase of the workload, seconds of virtual time; the first starts
-    /// at 0.
-    pub phases: Vec<(f64, WorkloadSpec)>,
+    /// (start, spec) of each phase of the workload, ns of virtual time; the first starts at 0.
+    pub phases: Vec<(u64, WorkloadSpec)>,
     pub cache_bytes: u64,
     pub load: Load,
     pub mode: WriteMode,
@@ -50,7 +49,7 @@ impl Kv {
         Ok(Kv {
             devices: [preset("optane-ssd")?, preset("nvme-flash")?],
             cache_bytes: (dataset_bytes * CACHE_FRACTION) as u64,
-            phases: vec![(0.0, spec)],
+            phases: vec![(0, spec)],
             load: Load::closed(threads, u64::MAX, 0),
             mode: WriteMode::Wa,
             seed: 1,
@@ -88,16 +87,11 @@ impl Kv {
 
     /// Runs `config`.
     pub fn run(&self, config: &CacheConfig) -> Result<TimedResult, ExperimentError> {
-        let phases: Vec<(u64, WorkloadSpec)> = self
-            .phases
-            .iter()
-            .map(|(from_s, spec)| ((from_s * 1e9) as u64, spec.clone()))
-            .collect();
         run_phases(
             config,
             &[self.cache_bytes],
             &self.devices,
-            &phases,
+            &self.phases,
             &self.load,
             self.seed,
         )

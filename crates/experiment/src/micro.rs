@@ -11,7 +11,7 @@
 use heterarchy_device::{DeviceSpec, IoKind, Probe};
 use heterarchy_engine::{AdmissionScheme, CacheConfig, WriteMode};
 use heterarchy_sim::timed::{Arrivals, ClientStep, Load, TimedResult};
-use heterarchy_trace::generate::{mix64, WorkloadSpec};
+use heterarchy_trace::generate::{mix64, unit_from_bits, WorkloadSpec};
 
 use crate::{run_phases, ExperimentError};
 
@@ -63,12 +63,6 @@ pub fn saturating_queue_depth(device: &DeviceSpec, bytes: u32) -> u32 {
     (1..=256)
         .find(|&depth| bandwidth(depth) >= 0.95 * peak)
         .unwrap_or(256)
-}
-
-/// Outstanding requests of Load-`load`: `load` times Load-1.0, at least one.
-pub fn outstanding_for_load(device: &DeviceSpec, bytes: u32, load: f64) -> u32 {
-    let full = f64::from(saturating_queue_depth(device, bytes));
-    ((full * load).round() as u32).max(1)
 }
 
 impl Micro {
@@ -187,8 +181,7 @@ impl Micro {
         let period_ns = ((period_s * 1e9) as u64).max(1);
         (0..=end_ns / period_ns)
             .map(|period| {
-                let draw = mix64(self.seed ^ mix64(period)) >> 11;
-                let unit = draw as f64 / (1u64 << 53) as f64;
+                let unit = unit_from_bits(mix64(self.seed ^ mix64(period)));
                 let spec = WorkloadSpec {
                     write_ratio: unit * self.write_ratio,
                     seed: mix64(self.seed.wrapping_add(period)),

@@ -7,7 +7,7 @@ use heterarchy_engine::AdmissionScheme;
 use serde::Serialize;
 
 use crate::kv::{ycsb, Kv};
-use crate::timeline::Contender;
+use crate::timeline::{self, Contender};
 use crate::{nhc_hotspot, nhc_ycsb_d, ExperimentError, Options, Output};
 
 pub const ALPHAS: [f64; 6] = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5];
@@ -67,18 +67,19 @@ pub fn rows(options: &Options, alphas: &[f64]) -> Result<Vec<Row>, ExperimentErr
     });
     let mut rows = Vec::new();
     let mut classic_ops = 0.0;
-    for ((index, _, alpha), result) in jobs.iter().zip(results) {
+    for ((index, contender, alpha), result) in jobs.iter().zip(results) {
         let result = result?;
         let (workload, _, from_s) = &settings[*index];
-        let series = &result.series;
-        let measured: Vec<f64> = series
-            .time_s
-            .iter()
-            .zip(&series.throughput_ops)
-            .filter(|(time, _)| **time >= *from_s)
-            .map(|(_, ops)| *ops)
-            .collect();
-        let ops = measured.iter().sum::<f64>() / measured.len().max(1) as f64;
+        let buckets = timeline::rows(
+            std::slice::from_ref(contender),
+            std::slice::from_ref(&result),
+        );
+        let ops = timeline::mean_of(
+            &buckets,
+            &contender.name,
+            |r| r.time_s >= *from_s,
+            |r| r.kops,
+        );
         let Some(alpha) = alpha else {
             classic_ops = ops;
             continue;

@@ -84,7 +84,7 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
         "Figure 4.14: YCSB-D (1 KiB values, 32 threads): NHC, NHC always admitting, classic",
         &rows,
     );
-    output.charts = timeline::charts("YCSB-D", &rows, &contenders(&setting(end_s)?));
+    output.charts = timeline::charts("YCSB-D", &rows);
     output.comparisons.push(Comparison {
         what: "mean throughput: classic, NHC, always-admit NHC (kops)".into(),
         thesis: "NHC > classic; always-admit > classic".into(),

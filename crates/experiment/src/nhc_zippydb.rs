@@ -68,27 +68,15 @@ pub fn rows(
     let contenders = timeline::classic_and_nhc(&kv);
     let results = timeline::run_all(options, &kv, &contenders)?;
     let rows = timeline::rows(&contenders, &results);
-    let mean = |scheme: &str, filter: &dyn Fn(&&timeline::Row) -> bool| {
-        let chosen: Vec<f64> = rows
-            .iter()
-            .filter(|r| r.scheme == scheme)
-            .filter(|r| filter(r))
-            .map(|r| r.kops)
-            .collect();
-        chosen.iter().sum::<f64>() / chosen.len().max(1) as f64
-    };
-    let day = |row: &&timeline::Row| threads_at(row.time_s, day_s) >= 28;
-    let night = |row: &&timeline::Row| threads_at(row.time_s, day_s) <= 6;
-    let day_rows: Vec<&timeline::Row> = rows
-        .iter()
-        .filter(|r| r.scheme == "nhc")
-        .filter(day)
-        .collect();
+    let day = |row: &timeline::Row| threads_at(row.time_s, day_s) >= 28;
+    let night = |row: &timeline::Row| threads_at(row.time_s, day_s) <= 6;
+    let kops = |r: &timeline::Row| r.kops;
     let summary = Summary {
-        day_gain: mean("nhc", &day) / mean("classic", &day),
-        night_gain: mean("nhc", &night) / mean("classic", &night),
-        day_data_admit_off: 1.0
-            - day_rows.iter().map(|r| r.data_admit).sum::<f64>() / day_rows.len().max(1) as f64,
+        day_gain: timeline::mean_of(&rows, "nhc", day, kops)
+            / timeline::mean_of(&rows, "classic", day, kops),
+        night_gain: timeline::mean_of(&rows, "nhc", night, kops)
+            / timeline::mean_of(&rows, "classic", night, kops),
+        day_data_admit_off: 1.0 - timeline::mean_of(&rows, "nhc", day, |r| r.data_admit),
     };
     Ok((rows, summary))
 }
@@ -101,8 +89,7 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
         "Figure 4.12: ZippyDB-like diurnal load on Optane SSD + flash, NHC against classic caching",
         &rows,
     );
-    let kv = Kv::timeline(workload(), 1)?;
-    output.charts = timeline::charts("ZippyDB, two days", &rows, &timeline::classic_and_nhc(&kv));
+    output.charts = timeline::charts("ZippyDB, two days", &rows);
     output.comparisons.push(Comparison {
         what: "daytime throughput, NHC over classic".into(),
         thesis: "up to 2x".into(),

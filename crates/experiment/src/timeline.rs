@@ -90,18 +90,34 @@ pub fn rows(contenders: &[Contender], results: &[TimedResult]) -> Vec<Row> {
     rows
 }
 
-/// Mean throughput of `scheme`'s buckets starting in [`from_s`, `to_s`), kops.
-pub fn mean_kops(rows: &[Row], scheme: &str, from_s: f64, to_s: f64) -> f64 {
+/// Mean of `value` over `scheme`'s rows that `keep` keeps (0 for none).
+pub fn mean_of(
+    rows: &[Row],
+    scheme: &str,
+    keep: impl Fn(&Row) -> bool,
+    value: impl Fn(&Row) -> f64,
+) -> f64 {
     let chosen: Vec<f64> = rows
         .iter()
-        .filter(|r| r.scheme == scheme && r.time_s >= from_s && r.time_s < to_s)
-        .map(|r| r.kops)
+        .filter(|r| r.scheme == scheme && keep(r))
+        .map(value)
         .collect();
     chosen.iter().sum::<f64>() / chosen.len().max(1) as f64
 }
 
-/// Charts of throughput, `load_admit` and `data_admit` over time, one series per contender.
-pub fn charts(title: &str, rows: &[Row], contenders: &[Contender]) -> Vec<LineChart> {
+/// Mean throughput of `scheme`'s buckets starting in [`from_s`, `to_s`), kops.
+pub fn mean_kops(rows: &[Row], scheme: &str, from_s: f64, to_s: f64) -> f64 {
+    mean_of(
+        rows,
+        scheme,
+        |r| (from_s..to_s).contains(&r.time_s),
+        |r| r.kops,
+    )
+}
+
+/// Charts of throughput, `load_admit` and `data_admit` over time, one series per scheme of
+/// `rows` (settings for all but classic caching, which has none).
+pub fn charts(title: &str, rows: &[Row]) -> Vec<LineChart> {
     let mut throughput = LineChart::new(&format!("{title}: throughput"), "time (s)", "kops/s");
     let mut admission = LineChart::new(
         &format!("{title}: load_admit and data_admit"),
@@ -109,24 +125,30 @@ pub fn charts(title: &str, rows: &[Row], contenders: &[Contender]) -> Vec<LineCh
         "fraction",
     );
     admission.y_range = Some((0.0, 1.05));
-    for contender in contenders {
+    let mut schemes: Vec<&str> = Vec::new();
+    for row in rows {
+        if !schemes.contains(&row.scheme.as_str()) {
+            schemes.push(&row.scheme);
+        }
+    }
+    for scheme in schemes {
         let of = |pick: &dyn Fn(&Row) -> f64| -> Vec<(f64, f64)> {
             rows.iter()
-                .filter(|r| r.scheme == contender.name)
+                .filter(|r| r.scheme == scheme)
                 .map(|r| (r.time_s, pick(r)))
                 .collect()
         };
         throughput.series.push(Series {
-            name: contender.name.clone(),
+            name: scheme.to_string(),
             points: of(&|r| r.kops),
         });
-        if contender.config.admission != AdmissionScheme::Classic {
+        if scheme != AdmissionScheme::Classic.name() {
             admission.series.push(Series {
-                name: format!("{} load_admit", contender.name),
+                name: format!("{scheme} load_admit"),
                 points: of(&|r| r.load_admit),
             });
             admission.series.push(Series {
-                name: format!("{} data_admit", contender.name),
+                name: format!("{scheme} data_admit"),
                 points: of(&|r| r.data_admit),
             });
         }

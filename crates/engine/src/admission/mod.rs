@@ -57,13 +57,12 @@ impl Default for AdmitSettings {
 }
 
 /// What the controller saw during one measurement interval: requests as they were planned,
-/// replies as the executor reported them, and the bytes planned for each device.
+/// and replies and device operations as the executor reported them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Interval {
     pub start_ns: u64,
     pub end_ns: u64,
     pub requests: u64,
-    pub reads: u64,
     pub writes: u64,
     /// `hits[i]`: requests whose line was in some cache tier 0..=i on arrival (so the hit rate
     /// of pair i counts every copy at or above its upper level).
@@ -73,11 +72,11 @@ pub struct Interval {
     pub latency_sum_ns: u64,
     /// Every reply's latency, when the tuner asked for them ([`Tuner::wants_latencies`]).
     pub latencies_ns: Vec<u64>,
-    /// Bytes planned for each device, reads and writes together (the block layer's view).
-    pub device_bytes: [u64; MAX_DEVICES],
-    /// Operations each device completed, and the sum of their latencies from submission,
-    /// queueing included, when the tuner asked for them ([`Tuner::wants_device_ops`]).
+    /// Operations of each device, their bytes (reads and writes together) and the sum of
+    /// their latencies from submission, queueing included — the block layer's view — when
+    /// the tuner asked for them ([`Tuner::wants_device_ops`]).
     pub device_ops: [u64; MAX_DEVICES],
+    pub device_bytes: [u64; MAX_DEVICES],
     pub device_latency_sum_ns: [u64; MAX_DEVICES],
 }
 

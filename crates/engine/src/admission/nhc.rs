@@ -27,19 +27,23 @@ use super::config::{scaled_ns, step_levels, AdmissionConfig, NhcConfig, TargetMe
 use super::window::RatioWindow;
 use super::{AdmitSettings, Interval, Tuner};
 
+/// One iteration of State 2 (lines 7–16): the three points around `ratio` (in steps) and
+/// which is being measured (0: ratio − step, 1: ratio, 2: ratio + step).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Iteration {
+    ratio: u32,
+    probe: usize,
+    f: [f64; 3],
+    start_hit_rate: f64,
+}
+
 /// Where Algorithm 1 is.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum State {
     /// State 1 (lines 2–4): classic caching until the hit rate is stable.
     ImproveHitRate,
-    /// State 2 (lines 6–18): measuring probe `probe` (0: ratio − step, 1: ratio,
-    /// 2: ratio + step) of the iteration around `ratio` (in steps).
-    AdjustLoad {
-        ratio: u32,
-        probe: usize,
-        f: [f64; 3],
-        start_hit_rate: f64,
-    },
+    /// State 2 (lines 6–18).
+    AdjustLoad(Iteration),
 }
 
 /// Algorithm 1 for one pair of levels.
@@ -49,7 +53,6 @@ struct Algorithm1 {
     stable_change: f64,
     alpha: f64,
     always_data_admit: bool,
-    window_ns: u64,
     window: RatioWindow,
     state: State,
     /// When State 1 was last entered.
@@ -64,7 +67,6 @@ impl Algorithm1 {
             alpha: config.alpha,
             always_data_admit: config.always_data_admit,
             window: RatioWindow::new(window_ns),
-            window_ns,
             state: State::ImproveHitRate,
             improving_since_ns: 0,
         }
@@ -81,58 +83,31 @@ impl Algorithm1 {
         self.improving_since_ns = now_ns;
     }
 
-    /// Probe `probe` of the iteration around `ratio`: its level, if inside [0, 1].
-    fn probe_level(&self, ratio: u32, probe: usize) -> Option<u32> {
-        let level = i64::from(ratio) + probe as i64 - 1;
-        (0..=i64::from(self.levels))
-            .contains(&level)
-            .then_some(level as u32)
-    }
-
-    /// Starts measuring probe `probe` or later (out-of-domain probes score −∞ unmeasured);
-    /// returns false when none is left.
-    fn next_probe(&mut self, settings: &mut AdmitSettings) -> bool {
-        let State::AdjustLoad {
-            ratio,
-            mut probe,
-            mut f,
-            start_hit_rate,
-        } = self.state
-        else {
-            return false;
-        };
-        while probe < 3 {
-            if let Some(level) = self.probe_level(ratio, probe) {
-                settings.load_admit = self.load_admit(level);
-                self.state = State::AdjustLoad {
-                    ratio,
-                    probe,
-                    f,
-                    start_hit_rate,
-                };
+    /// Sets `load_admit` to the iteration's probe `probe` or a later one, out-of-domain probes
+    /// scoring −∞ unmeasured; false when none is left.
+    fn start_probe(&self, iteration: &mut Iteration, settings: &mut AdmitSettings) -> bool {
+        while iteration.probe < 3 {
+            let level = i64::from(iteration.ratio) + iteration.probe as i64 - 1;
+            if (0..=i64::from(self.levels)).contains(&level) {
+                settings.load_admit = self.load_admit(level as u32);
                 return true;
             }
-            f[probe] = f64::NEG_INFINITY;
-            probe += 1;
+            iteration.f[iteration.probe] = f64::NEG_INFINITY;
+            iteration.probe += 1;
         }
-        self.state = State::AdjustLoad {
-            ratio,
-            probe,
-            f,
-            start_hit_rate,
-        };
         false
     }
 
-    /// Starts an iteration of State 2 around `ratio`.
+    /// Starts an iteration of State 2 around `ratio` (whose own point is always in domain).
     fn iterate(&mut self, ratio: u32, start_hit_rate: f64, settings: &mut AdmitSettings) {
-        self.state = State::AdjustLoad {
+        let mut iteration = Iteration {
             ratio,
             probe: 0,
             f: [f64::NEG_INFINITY; 3],
             start_hit_rate,
         };
-        self.next_probe(settings);
+        self.start_probe(&mut iteration, settings);
+        self.state = State::AdjustLoad(iteration);
     }
 
     /// One interval has ended. `owns` is false when another pair measured in it (the
@@ -156,7 +131,8 @@ impl Algorithm1 {
         }
         match self.state {
             State::ImproveHitRate => {
-                let long_enough = interval.end_ns >= self.improving_since_ns + self.window_ns;
+                let long_enough =
+                    interval.end_ns >= self.improving_since_ns + self.window.window_ns();
                 if long_enough && self.window.stable(self.stable_change) {
                     // Line 5.
                     let start_hit_rate = self.window.recent().unwrap_or(0.0);
@@ -164,22 +140,19 @@ impl Algorithm1 {
                     self.iterate(self.levels, start_hit_rate, settings);
                 }
             }
-            State::AdjustLoad {
-                ratio,
-                probe,
-                mut f,
-                start_hit_rate,
-            } => {
-                f[probe] = measured;
-                self.state = State::AdjustLoad {
-                    ratio,
-                    probe: probe + 1,
-                    f,
-                    start_hit_rate,
-                };
-                if self.next_probe(settings) {
+            State::AdjustLoad(mut iteration) => {
+                iteration.f[iteration.probe] = measured;
+                iteration.probe += 1;
+                if self.start_probe(&mut iteration, settings) {
+                    self.state = State::AdjustLoad(iteration);
                     return;
                 }
+                let Iteration {
+                    ratio,
+                    f,
+                    start_hit_rate,
+                    ..
+                } = iteration;
                 let max_f = f.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 if max_f == f64::NEG_INFINITY {
                     // Nothing was measured: fall back to classic caching.
@@ -248,7 +221,7 @@ impl Nhc {
     }
 }
 
-/// The 99th percentile (nearest rank) of `latencies`, which it reorders; +∞ for none.
+/// The 99th percentile (nearest rank) of `latencies`, found in a copy; +∞ for none.
 fn p99(latencies: &[u64]) -> f64 {
     if latencies.is_empty() {
         return f64::INFINITY;
@@ -280,7 +253,7 @@ impl Tuner for Nhc {
     fn state(&self) -> &'static str {
         match self.pairs[0].state {
             State::ImproveHitRate => "state 1",
-            State::AdjustLoad { .. } => "state 2",
+            State::AdjustLoad(_) => "state 2",
         }
     }
 }
@@ -297,7 +270,6 @@ mod tests {
             start_ns: (end_ms - 5) * MS,
             end_ns: end_ms * MS,
             requests: 1000,
-            reads: 1000,
             hits: [hits, hits],
             replies: 1000,
             reply_bytes: bytes,

@@ -6,9 +6,9 @@
 //! SIB has two phases. Training caches classically and learns the throughput the cache device
 //! reaches for the current workload (its mean over the training phase: the workload's load
 //! saturates it, and a mean is not fooled by one lucky interval). Inference judges each
-//! interval whether the cache
-//! device is saturated — at `saturation` of the learned maximum or more — and if so bypasses
-//! more read hits to the capacity device (a further `step` of them), else fewer. The thesis
+//! interval whether the cache device is saturated — at `saturation` of the learned maximum or
+//! more — and if so bypasses more read hits to the capacity device (a further `step` of them),
+//! else fewer. The thesis
 //! observes that "if the workload changes in any way, SIB must either relearn the target
 //! maximum performance or use an inaccurate target"; ours relearns when the write ratio moves
 //! by more than `retrain_write_change` from the one it trained on.
@@ -23,7 +23,6 @@ use super::{AdmitSettings, Interval, Tuner};
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Phase {
     Training {
-        until_ns: u64,
         started_ns: u64,
         cache_bytes: u64,
         writes: u64,
@@ -65,9 +64,8 @@ impl Sib {
         }
     }
 
-    fn train(&mut self, from_ns: u64) -> Phase {
+    fn train(from_ns: u64) -> Phase {
         Phase::Training {
-            until_ns: from_ns + self.training_ns,
             started_ns: from_ns,
             cache_bytes: 0,
             writes: 0,
@@ -81,18 +79,21 @@ impl Tuner for Sib {
         self.interval_ns
     }
 
+    fn wants_device_ops(&self) -> bool {
+        true
+    }
+
     fn end_interval(&mut self, interval: &Interval, settings: &mut [AdmitSettings]) {
         let now = interval.end_ns;
         self.writes
             .push(interval.start_ns, now, interval.writes, interval.requests);
         let cache_bytes_per_s = interval.device_bytes[0] as f64 / interval.seconds();
         let phase = match self.phase {
-            None => self.train(interval.start_ns),
+            None => Sib::train(interval.start_ns),
             Some(phase) => phase,
         };
         let next = match phase {
             Phase::Training {
-                until_ns,
                 started_ns,
                 cache_bytes,
                 writes,
@@ -100,7 +101,7 @@ impl Tuner for Sib {
             } => {
                 let cache_bytes = cache_bytes + interval.device_bytes[0];
                 let (writes, requests) = (writes + interval.writes, requests + interval.requests);
-                if now >= until_ns {
+                if now >= started_ns + self.training_ns {
                     let seconds = now.saturating_sub(started_ns).max(1) as f64 / 1e9;
                     Phase::Inference {
                         max_bytes_per_s: cache_bytes as f64 / seconds,
@@ -109,7 +110,6 @@ impl Tuner for Sib {
                     }
                 } else {
                     Phase::Training {
-                        until_ns,
                         started_ns,
                         cache_bytes,
                         writes,
@@ -128,7 +128,7 @@ impl Tuner for Sib {
                     .is_some_and(|recent| (recent - write_ratio).abs() > self.retrain_write_change);
                 if changed {
                     self.writes.clear();
-                    self.train(now)
+                    Sib::train(now)
                 } else {
                     let saturated = cache_bytes_per_s >= self.saturation * max_bytes_per_s;
                     let bypass = if saturated {
@@ -176,7 +176,6 @@ mod tests {
             end_ns: end_ms * MS,
             requests: 100,
             writes,
-            reads: 100 - writes,
             ..Interval::default()
         };
         interval.device_bytes[0] = cache_mb * 1_000_000;

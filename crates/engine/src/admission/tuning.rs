@@ -10,7 +10,6 @@ use super::nhc::Nhc;
 use super::sib::Sib;
 use super::{AdmitSettings, Interval, Tuner, TuningHistory, MAX_PAIRS};
 use crate::controller::Reply;
-use crate::plan::Plan;
 
 /// Salt that keeps the decision point's random stream apart from other uses of the seed.
 const DECISION_SALT: u64 = 0x6c6f_6164_5f61_646d;
@@ -97,23 +96,11 @@ impl Tuning {
         self.tick(now_ns);
         let interval = &mut self.interval;
         interval.requests += 1;
-        if write {
-            interval.writes += 1;
-        } else {
-            interval.reads += 1;
-        }
+        interval.writes += u64::from(write);
         if let Some(tier) = hit_tier {
             for hits in &mut interval.hits[tier..] {
                 *hits += 1;
             }
-        }
-    }
-
-    /// The device operations of a plan just made (request or background).
-    #[inline]
-    pub fn on_planned(&mut self, plan: &Plan) {
-        for op in plan.ops() {
-            self.interval.device_bytes[usize::from(op.device)] += u64::from(op.bytes);
         }
     }
 
@@ -135,11 +122,12 @@ impl Tuning {
         self.tuner.wants_device_ops()
     }
 
-    /// A device operation completed `latency_ns` after its submission.
+    /// A device operation of `bytes` completed `latency_ns` after its submission.
     #[inline]
-    pub fn on_device_op(&mut self, device: u8, latency_ns: u64) {
+    pub fn on_device_op(&mut self, device: u8, bytes: u32, latency_ns: u64) {
         let device = usize::from(device);
         self.interval.device_ops[device] += 1;
+        self.interval.device_bytes[device] += u64::from(bytes);
         self.interval.device_latency_sum_ns[device] += latency_ns;
     }
 

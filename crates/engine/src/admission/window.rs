@@ -26,6 +26,11 @@ impl RatioWindow {
         }
     }
 
+    /// Length of a window, ns.
+    pub(crate) fn window_ns(&self) -> u64 {
+        self.window_ns
+    }
+
     pub(crate) fn clear(&mut self) {
         self.samples.clear();
     }

@@ -352,9 +352,6 @@ impl Controller for CacheController {
             Access::Discard => self.discard(request.key),
         }
         self.emit_request_plan(plan);
-        if let Some(tuning) = &mut self.tuning {
-            tuning.on_planned(plan);
-        }
         self.dirty.cleaner.compact(&self.lines, self.dirty.copies());
         self.stats.dirty_lines = self.dirty.copies();
         Decision {
@@ -382,9 +379,6 @@ impl Controller for CacheController {
         }
         self.clean_keys = keys;
         self.emit_cleaning_plan(plan);
-        if let Some(tuning) = &mut self.tuning {
-            tuning.on_planned(plan);
-        }
         next
     }
 
@@ -407,9 +401,9 @@ impl Controller for CacheController {
     }
 
     #[inline]
-    fn on_device_op(&mut self, device: u8, latency_ns: u64) {
+    fn on_device_op(&mut self, device: u8, bytes: u32, latency_ns: u64) {
         if let Some(tuning) = &mut self.tuning {
-            tuning.on_device_op(device, latency_ns);
+            tuning.on_device_op(device, bytes, latency_ns);
         }
     }
 

@@ -39,12 +39,12 @@ impl CacheController {
     /// The tiers a read miss may be installed in, as bits.
     #[inline]
     fn read_installs(&self) -> u8 {
-        match &self.tuning {
-            None => u8::MAX,
-            Some(tuning) => (0..self.tiers.len())
-                .filter(|&tier| tuning.settings(tier).data_admit)
-                .fold(0, |bits, tier| bits | 1 << tier),
+        if self.tuning.is_none() {
+            return u8::MAX;
         }
+        (0..self.tiers.len())
+            .filter(|&tier| self.data_admit(tier))
+            .fold(0, |bits, tier| bits | 1 << tier)
     }
 
     /// The device that serves a read hit whose highest copy is in tier `top`: `load_admit`

@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 
 use hdrhistogram::Histogram;
 use heterarchy_device::{DeviceModel, DeviceSpec, IoKind};
-use heterarchy_engine::{Controller, Decision, Feedback, Plan, Reply, TuningHistory};
+use heterarchy_engine::{Controller, Feedback, Plan, Reply, TuningHistory};
 use heterarchy_policy::eviction::{PREFETCH_NODE_DISTANCE, PREFETCH_SLOT_DISTANCE};
 use heterarchy_trace::read::TraceReader;
 use heterarchy_trace::request::BLOCK_NUMBER_BITS;
@@ -34,6 +34,23 @@ pub enum Arrivals {
     Varying { steps: Vec<ClientStep> },
     /// Requests arrive at their trace timestamps divided by `speedup`, whatever is in flight.
     Open { speedup: f64 },
+}
+
+impl Arrivals {
+    /// The clients of a closed loop, step by step (never empty: no step means one client);
+    /// `None` for open-loop arrivals.
+    fn client_steps(&self) -> Option<Vec<ClientStep>> {
+        let one = |outstanding: u32| ClientStep {
+            from_ns: 0,
+            outstanding,
+        };
+        match self {
+            Arrivals::Closed { outstanding } => Some(vec![one((*outstanding).max(1))]),
+            Arrivals::Varying { steps } if steps.is_empty() => Some(vec![one(1)]),
+            Arrivals::Varying { steps } => Some(steps.clone()),
+            Arrivals::Open { .. } => None,
+        }
+    }
 }
 
 /// From `from_ns` on, `outstanding` clients.
@@ -129,8 +146,8 @@ struct InFlight {
     client: Option<u32>,
     replied: bool,
     measured: bool,
+    hit: bool,
     bytes: u32,
-    decision: Decision,
 }
 
 /// Requests pulled from the phases' readers a batch at a time.
@@ -326,47 +343,30 @@ pub fn run_timed_phases(
     executor.feedback = executor.controller.feedback();
     executor.run_background(0);
 
-    match &load.arrivals {
-        Arrivals::Closed { outstanding } => {
-            let steps = [ClientStep {
-                from_ns: 0,
-                outstanding: (*outstanding).max(1),
-            }];
-            executor.closed_loop(&mut feed, &steps)?;
-        }
-        Arrivals::Varying { steps } if !steps.is_empty() => {
-            executor.closed_loop(&mut feed, steps)?
-        }
-        Arrivals::Varying { .. } => {
-            let one = [ClientStep {
-                from_ns: 0,
-                outstanding: 1,
-            }];
-            executor.closed_loop(&mut feed, &one)?
-        }
-        Arrivals::Open { speedup } => {
-            let speedup = if *speedup > 0.0 { *speedup } else { 1.0 };
-            let mut pending = executor.take(&mut feed, 0)?;
-            let epoch_ns = pending.map_or(0, |request| request.time_ns);
-            let arrival = |request: &Request| {
-                ((request.time_ns.saturating_sub(epoch_ns)) as f64 / speedup) as u64
-            };
-            loop {
-                let next_arrival = pending.as_ref().map(arrival);
-                match executor.step(next_arrival) {
-                    Some(_) => {}
-                    None => match pending {
-                        Some(request) => {
-                            let now_ns = arrival(&request);
-                            executor.issue(&request, now_ns, None);
-                            pending = executor.take(&mut feed, now_ns)?;
-                        }
-                        None => break,
-                    },
-                }
-                if pending.is_none() && executor.unreplied == 0 {
-                    break;
-                }
+    if let Some(steps) = load.arrivals.client_steps() {
+        executor.closed_loop(&mut feed, &steps)?;
+    } else if let Arrivals::Open { speedup } = load.arrivals {
+        let speedup = if speedup > 0.0 { speedup } else { 1.0 };
+        let mut pending = executor.take(&mut feed, 0)?;
+        let epoch_ns = pending.map_or(0, |request| request.time_ns);
+        let arrival = |request: &Request| {
+            ((request.time_ns.saturating_sub(epoch_ns)) as f64 / speedup) as u64
+        };
+        loop {
+            let next_arrival = pending.as_ref().map(arrival);
+            match executor.step(next_arrival) {
+                Some(_) => {}
+                None => match pending {
+                    Some(request) => {
+                        let now_ns = arrival(&request);
+                        executor.issue(&request, now_ns, None);
+                        pending = executor.take(&mut feed, now_ns)?;
+                    }
+                    None => break,
+                },
+            }
+            if pending.is_none() && executor.unreplied == 0 {
+                break;
             }
         }
     }
@@ -497,7 +497,7 @@ impl Executor<'_> {
         let decision = self.controller.plan(request, now_ns, &mut plan);
         let slot = self.start(plan, now_ns, client, measured, false);
         let in_flight = &mut self.slots[slot as usize];
-        in_flight.decision = decision;
+        in_flight.hit = decision.hit_tier.is_some();
         in_flight.bytes = request.size;
         self.unreplied += 1;
         if self.background_due_ns.is_none() {
@@ -530,8 +530,8 @@ impl Executor<'_> {
             // Background work has nobody to answer.
             replied: background,
             measured,
+            hit: false,
             bytes: 0,
-            decision: Decision::default(),
         };
         slot
     }
@@ -543,15 +543,12 @@ impl Executor<'_> {
         if !in_flight.replied && in_flight.completed_stages >= in_flight.plan.reply_after() {
             in_flight.replied = true;
             let latency_ns = now_ns - in_flight.arrival_ns;
-            let (measured, decision, client) =
-                (in_flight.measured, in_flight.decision, in_flight.client);
-            let hit = decision.hit_tier.is_some();
+            let (measured, hit, client) = (in_flight.measured, in_flight.hit, in_flight.client);
             if self.feedback.replies {
                 self.controller.on_reply(&Reply {
                     now_ns,
                     latency_ns,
                     bytes: in_flight.bytes,
-                    decision,
                 });
             }
             self.unreplied -= 1;
@@ -578,7 +575,8 @@ impl Executor<'_> {
                 let completes = self.devices[device].submit(now_ns, op.kind, offset, op.bytes);
                 done_ns = done_ns.max(completes);
                 if self.feedback.device_ops {
-                    self.controller.on_device_op(op.device, completes - now_ns);
+                    self.controller
+                        .on_device_op(op.device, op.bytes, completes - now_ns);
                 }
                 if measuring {
                     let write = op.kind == IoKind::Write;
@@ -829,7 +827,7 @@ mod tests {
 #[cfg(test)]
 mod load_tests {
     use heterarchy_device::presets::preset;
-    use heterarchy_engine::{ControllerStats, DeviceOp};
+    use heterarchy_engine::{ControllerStats, Decision, DeviceOp};
     use heterarchy_trace::generate::{generator, WorkloadSpec};
 
     use super::*;

@@ -15,7 +15,7 @@ mod spec;
 mod workload;
 mod zipf;
 
-pub use random::{mix64, Random};
+pub use random::{mix64, unit_from_bits, Random};
 pub use size::SizeDistribution;
 pub use spec::{
     Pattern, RequestKind, SpecError, WorkloadSpec, YcsbWorkload, MAX_KEYS, YCSB_MAX_SCAN_LENGTH,

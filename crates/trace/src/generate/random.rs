@@ -30,7 +30,7 @@ impl Random {
 }
 
 /// The unit real of 64 random bits (their top 53), in [0, 1).
-pub(crate) fn unit_from_bits(bits: u64) -> f64 {
+pub fn unit_from_bits(bits: u64) -> f64 {
     (bits >> 11) as f64 * UNIT_SPACING
 }
 
