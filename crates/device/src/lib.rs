@@ -1,10 +1,11 @@
 //! Device timing models (DESIGN.md "Device models"; seed 000 chapters 2–4).
 //!
 //! A [`DeviceModel`] says when each operation completes, given when it was issued: the
-//! discrete-event simulator runs it on a virtual clock, and the live emulated-PM throttle will run
-//! it on the real one. Devices are described by [`DeviceSpec`]s, loaded from TOML; the presets of
+//! discrete-event simulator runs it on a virtual clock, and the live throttle ([`backend::Throttle`]) runs it on
+//! the real one. Devices are described by [`DeviceSpec`]s, loaded from TOML; the presets of
 //! the seed papers' devices are embedded ([`presets`]).
 
+pub mod backend;
 pub mod model;
 pub mod presets;
 pub mod probe;

@@ -1,0 +1,107 @@
+//! Storage backends: the real storage a live volume or key-value store reads and writes (issue
+//! 5, item 1; DESIGN.md "Device models": "live, real storage completes them on the real
+//! clock").
+//!
+//! One small trait, [`Backend`], over byte-addressed storage of fixed size: RAM, a file or block
+//! device (pread/pwrite, optional O_DIRECT, fdatasync on flush), and persistent memory through a
+//! memory-mapped file (cache-line flush and fence on DAX, msync otherwise, with crash injection).
+//! A [`Throttle`] paces any of them like a device preset, so a DRAM-backed file behaves like the
+//! preset's device.
+
+mod file;
+mod pmem;
+mod ram;
+mod spec;
+mod throttle;
+
+use std::io;
+
+pub use file::FileBackend;
+pub use pmem::{CrashOutcome, PmemBackend, PmemPersistence};
+pub use ram::RamBackend;
+pub use spec::{open_backend, BackendSpec};
+pub use throttle::{wait_until, Throttle};
+
+/// Byte-addressed storage of a fixed size.
+///
+/// Writes are visible to later reads at once. They survive a crash of the process once written,
+/// and a crash of the machine (or an injected one) once [`persist`](Backend::persist)ed or
+/// [`flush`](Backend::flush)ed. Every offset and length is checked: out of range is an
+/// `InvalidInput` error, never a panic.
+pub trait Backend: Send {
+    /// Size in bytes.
+    fn size_bytes(&self) -> u64;
+
+    /// Fills `buf` from byte `offset`.
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+
+    /// Writes `data` at byte `offset`.
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
+
+    /// Makes `len` bytes from `offset` durable before anything written later: an ordering point
+    /// (cache-line flush and fence on persistent memory). Storage whose durability comes only
+    /// with [`flush`](Backend::flush) does nothing here.
+    fn persist(&mut self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Makes every completed write durable (fdatasync, msync, or a fence).
+    fn flush(&mut self) -> io::Result<()>;
+
+    /// Tells the storage that `len` bytes from `offset` are no longer needed; their contents
+    /// are undefined afterwards. The default keeps them.
+    fn discard(&mut self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// True when the contents outlive the process (everything but RAM).
+    fn is_persistent(&self) -> bool;
+
+    /// What it is, for logs and stats: `ram 64 MiB`, `file /path`, ...
+    fn describe(&self) -> String;
+}
+
+/// Checks that `len` bytes from `offset` lie within `size`.
+pub fn check_range(size: u64, offset: u64, len: u64) -> io::Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{len} bytes at offset {offset} run past the end ({size} bytes)"),
+        )),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Writes, reads back and checks the bounds of any backend of at least 64 KiB.
+    pub fn exercise(backend: &mut dyn Backend) {
+        let size = backend.size_bytes();
+        assert!(size >= 65_536);
+        let pattern: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        backend.write_at(1234, &pattern).unwrap();
+        backend.write_at(size - 3, b"end").unwrap();
+        backend.persist(1234, pattern.len() as u64).unwrap();
+        backend.flush().unwrap();
+        let mut back = vec![0; pattern.len()];
+        backend.read_at(1234, &mut back).unwrap();
+        assert_eq!(back, pattern);
+        let mut tail = [0; 3];
+        backend.read_at(size - 3, &mut tail).unwrap();
+        assert_eq!(&tail, b"end");
+        let error = backend.write_at(size - 2, b"end").unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        let error = backend.read_at(u64::MAX, &mut tail).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn ranges_past_the_end_are_rejected() {
+        assert!(check_range(100, 0, 100).is_ok());
+        assert!(check_range(100, 100, 0).is_ok());
+        assert!(check_range(100, 1, 100).is_err());
+        assert!(check_range(100, u64::MAX, 2).is_err());
+    }
+}

@@ -1,0 +1,219 @@
+//! Backends named on a command line or in a config, as nbdkit names its plugins:
+//! `ram:SIZE`, `file:PATH[:SIZE][:direct]`, `blockdev:PATH[:direct]`, `pmem:PATH:SIZE`.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use heterarchy_trace::units::parse_bytes;
+use serde::{Deserialize, Serialize};
+
+use super::{Backend, FileBackend, PmemBackend, RamBackend};
+
+/// Which storage, where and how large.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum BackendSpec {
+    /// Process memory, lost at exit.
+    Ram { size_bytes: u64 },
+    /// A regular file (created or extended to the size given) or a block device.
+    File {
+        path: PathBuf,
+        size_bytes: Option<u64>,
+        /// O_DIRECT: bypass the page cache.
+        direct: bool,
+    },
+    /// A memory-mapped file standing for persistent memory.
+    Pmem { path: PathBuf, size_bytes: u64 },
+}
+
+const EXPECTED: &str =
+    "expected ram:SIZE, file:PATH[:SIZE][:direct], blockdev:PATH[:direct] or pmem:PATH:SIZE";
+
+impl FromStr for BackendSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<BackendSpec, String> {
+        let Some((kind, rest)) = text.split_once(':') else {
+            return Err(format!("bad storage \"{text}\": {EXPECTED}"));
+        };
+        let mut parts: Vec<&str> = rest.split(':').collect();
+        let direct = parts.len() > 1 && parts.last() == Some(&"direct");
+        if direct {
+            parts.pop();
+        }
+        let size_of =
+            |part: &str| parse_bytes(part).map_err(|error| format!("\"{text}\": {error}"));
+        let spec = match kind {
+            "ram" if parts.len() == 1 && !direct => BackendSpec::Ram {
+                size_bytes: size_of(parts[0])?,
+            },
+            "file" if !rest.is_empty() => {
+                let size_bytes = match parts.as_slice() {
+                    [_, .., last] if parts.len() > 1 && parse_bytes(last).is_ok() => {
+                        let size = size_of(last)?;
+                        parts.pop();
+                        Some(size)
+                    }
+                    _ => None,
+                };
+                BackendSpec::File {
+                    path: PathBuf::from(parts.join(":")),
+                    size_bytes,
+                    direct,
+                }
+            }
+            "blockdev" if !rest.is_empty() => BackendSpec::File {
+                path: PathBuf::from(parts.join(":")),
+                size_bytes: None,
+                direct,
+            },
+            "pmem" if parts.len() >= 2 && !direct => {
+                let size = parts.pop().map(size_of).transpose()?.unwrap_or(0);
+                BackendSpec::Pmem {
+                    path: PathBuf::from(parts.join(":")),
+                    size_bytes: size,
+                }
+            }
+            _ => return Err(format!("bad storage \"{text}\": {EXPECTED}")),
+        };
+        if matches!(
+            spec,
+            BackendSpec::Ram { size_bytes: 0 } | BackendSpec::Pmem { size_bytes: 0, .. }
+        ) {
+            return Err(format!("bad storage \"{text}\": the size must be above 0"));
+        }
+        Ok(spec)
+    }
+}
+
+impl TryFrom<String> for BackendSpec {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<BackendSpec, String> {
+        text.parse()
+    }
+}
+
+impl From<BackendSpec> for String {
+    fn from(spec: BackendSpec) -> String {
+        spec.to_string()
+    }
+}
+
+impl fmt::Display for BackendSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendSpec::Ram { size_bytes } => write!(f, "ram:{size_bytes}"),
+            BackendSpec::File {
+                path,
+                size_bytes,
+                direct,
+            } => {
+                write!(f, "file:{}", path.display())?;
+                if let Some(size) = size_bytes {
+                    write!(f, ":{size}")?;
+                }
+                if *direct {
+                    write!(f, ":direct")?;
+                }
+                Ok(())
+            }
+            BackendSpec::Pmem { path, size_bytes } => {
+                write!(f, "pmem:{}:{size_bytes}", path.display())
+            }
+        }
+    }
+}
+
+impl BackendSpec {
+    /// True for storage whose contents outlive the process.
+    pub fn is_persistent(&self) -> bool {
+        !matches!(self, BackendSpec::Ram { .. })
+    }
+}
+
+/// Opens (creating where a size is given) the storage `spec` names.
+pub fn open_backend(spec: &BackendSpec) -> io::Result<Box<dyn Backend>> {
+    Ok(match spec {
+        BackendSpec::Ram { size_bytes } => Box::new(RamBackend::new(*size_bytes)?),
+        BackendSpec::File {
+            path,
+            size_bytes,
+            direct,
+        } => Box::new(FileBackend::open(path, *size_bytes, *direct)?),
+        BackendSpec::Pmem { path, size_bytes } => Box::new(PmemBackend::open(path, *size_bytes)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> BackendSpec {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn parses_every_kind_and_prints_it_back() {
+        assert_eq!(
+            parse("ram:64m"),
+            BackendSpec::Ram {
+                size_bytes: 64 << 20
+            }
+        );
+        assert_eq!(
+            parse("file:/tmp/a:b:1g:direct"),
+            BackendSpec::File {
+                path: "/tmp/a:b".into(),
+                size_bytes: Some(1 << 30),
+                direct: true
+            }
+        );
+        assert_eq!(
+            parse("file:disk.img"),
+            BackendSpec::File {
+                path: "disk.img".into(),
+                size_bytes: None,
+                direct: false
+            }
+        );
+        assert_eq!(
+            parse("blockdev:/dev/nvme0n1:direct"),
+            BackendSpec::File {
+                path: "/dev/nvme0n1".into(),
+                size_bytes: None,
+                direct: true
+            }
+        );
+        assert_eq!(
+            parse("pmem:/mnt/pm/cache:2gb"),
+            BackendSpec::Pmem {
+                path: "/mnt/pm/cache".into(),
+                size_bytes: 2 << 30
+            }
+        );
+        for text in ["ram:4096", "file:x:1024:direct", "pmem:/p:65536"] {
+            assert_eq!(parse(text).to_string(), text);
+        }
+    }
+
+    #[test]
+    fn bad_specs_say_what_was_expected() {
+        for text in [
+            "ram",
+            "ram:",
+            "ram:0",
+            "disk:/x",
+            "pmem:/x",
+            "pmem:/x:zero",
+            "file:",
+        ] {
+            let error = text.parse::<BackendSpec>().unwrap_err();
+            assert!(error.contains(text), "{error}");
+        }
+        let error = "ram:12q".parse::<BackendSpec>().unwrap_err();
+        assert!(error.contains("expected a size"), "{error}");
+    }
+}

@@ -1,0 +1,79 @@
+//! Pacing live storage like a device preset (DESIGN.md "Device models": "an optional throttle
+//! driven by a preset so that a DRAM-backed file behaves like PM").
+//!
+//! The data moves at memory speed; the [`DeviceModel`] of the preset says, on the real clock,
+//! when each access would have completed, and the caller holds the answer back until then. So
+//! accesses overlap as the device's channels allow, while the data is never in flight.
+
+use std::time::{Duration, Instant};
+
+use crate::model::{DeviceModel, IoKind};
+use crate::spec::DeviceSpec;
+
+/// A device model run on the real clock.
+pub struct Throttle {
+    model: DeviceModel,
+    name: String,
+}
+
+impl Throttle {
+    /// Paces like `spec` (a preset or a device file), named `name` in stats.
+    pub fn new(spec: &DeviceSpec, name: &str) -> Throttle {
+        Throttle {
+            model: DeviceModel::new(spec),
+            name: name.to_string(),
+        }
+    }
+
+    /// The device it paces like.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// When an access of `bytes` at `offset`, issued at `start_ns`, completes (both in ns of
+    /// the caller's clock). Accesses issued out of order queue behind channels already busy,
+    /// which is all the model needs.
+    pub fn complete_ns(&mut self, start_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64 {
+        self.model.submit(start_ns, kind, offset, bytes)
+    }
+}
+
+/// Waits until `due`: sleeps while more than a scheduler tick away, then spins, so that waits of
+/// a few microseconds (a PM access) are kept.
+pub fn wait_until(due: Instant) {
+    const SPIN: Duration = Duration::from_micros(80);
+    loop {
+        let now = Instant::now();
+        if now >= due {
+            return;
+        }
+        let left = due - now;
+        if left > SPIN {
+            std::thread::sleep(left - SPIN);
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presets::preset;
+
+    #[test]
+    fn paces_like_the_preset() {
+        let spec = preset("optane-ssd").unwrap();
+        let mut throttle = Throttle::new(&spec, "optane-ssd");
+        let alone = throttle.complete_ns(0, IoKind::Read, 0, 4096);
+        let mut model = DeviceModel::new(&spec);
+        assert_eq!(alone, model.submit(0, IoKind::Read, 0, 4096));
+        assert!(
+            alone >= 5_000,
+            "an Optane SSD read takes microseconds: {alone}"
+        );
+        let start = Instant::now();
+        wait_until(start + Duration::from_micros(200));
+        assert!(start.elapsed() >= Duration::from_micros(200));
+    }
+}
