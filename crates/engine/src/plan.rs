@@ -25,6 +25,9 @@ pub struct Plan {
     stage_ends: Vec<u32>,
     /// Stage after which the client is answered; `None` means after the last one.
     reply_stage: Option<usize>,
+    /// Lines that left a cache tier without any I/O (clean victims, invalidations), as
+    /// `(tier, key)`: a live executor frees their slots; the simulator has nothing to do.
+    departures: Vec<(u8, u64)>,
 }
 
 impl Plan {
@@ -38,6 +41,19 @@ impl Plan {
         self.ops.clear();
         self.stage_ends.clear();
         self.reply_stage = None;
+        self.departures.clear();
+    }
+
+    /// Notes that cache tier `tier` no longer holds `key`'s line. A line written back or moved
+    /// also departs: its operations read it first, so the executor frees its slot after the
+    /// plan's reads and before its writes (every read of a plan precedes every write).
+    pub fn depart(&mut self, tier: u8, key: u64) {
+        self.departures.push((tier, key));
+    }
+
+    /// The lines that left cache tiers, in the order they left.
+    pub fn departures(&self) -> &[(u8, u64)] {
+        &self.departures
     }
 
     /// Adds `op` to the stage being built.
@@ -137,8 +153,11 @@ mod tests {
         plan.push(op(1, IoKind::Write));
         assert_eq!(plan.reply_after(), 1);
         assert_eq!(plan.stage_count(), 3);
+        plan.depart(0, 9);
+        assert_eq!(plan.departures(), &[(0, 9)]);
         plan.clear();
         assert!(plan.is_empty());
+        assert!(plan.departures().is_empty());
         assert_eq!(plan.reply_after(), 0);
     }
 }

@@ -514,3 +514,47 @@ fn bad_configurations_are_rejected_with_their_key() {
     };
     assert!(error(&[8], &unknown).starts_with("cache.policy: unknown policy \"mru\""));
 }
+
+fn departures(controller: &mut CacheController, op: Op, key: u64) -> Vec<(u8, u64)> {
+    let request = Request {
+        op,
+        ..Request::new(key, LINE)
+    };
+    let mut plan = Plan::new();
+    controller.plan(&request, 0, &mut plan);
+    plan.departures().to_vec()
+}
+
+#[test]
+fn plans_name_every_line_leaving_a_tier() {
+    let mut wi = controller(WriteMode::Wi, TierLayout::Inclusive, &[2]);
+    assert!(departures(&mut wi, Op::Read, 1).is_empty());
+    assert!(departures(&mut wi, Op::Read, 2).is_empty());
+    assert_eq!(departures(&mut wi, Op::Read, 3), [(0, 1)]);
+    assert_eq!(departures(&mut wi, Op::Write, 2), [(0, 2)]);
+    assert_eq!(departures(&mut wi, Op::Trim, 3), [(0, 3)]);
+    assert!(departures(&mut wi, Op::Trim, 3).is_empty());
+    let mut inclusive = controller(WriteMode::Wb, TierLayout::Inclusive, &[1, 2]);
+    departures(&mut inclusive, Op::Write, 1);
+    departures(&mut inclusive, Op::Write, 2);
+    let third = departures(&mut inclusive, Op::Write, 3);
+    assert!(
+        third.contains(&(1, 1)) && third.contains(&(0, 2)),
+        "{third:?}"
+    );
+}
+
+#[test]
+fn restored_lines_are_held_as_they_were() {
+    let mut wb = controller(WriteMode::Wb, TierLayout::Inclusive, &[2]);
+    assert!(wb.restore_line(0, 7, LINE, true, 0));
+    assert!(wb.restore_line(0, 8, LINE, false, 0));
+    assert!(!wb.restore_line(0, 8, LINE, false, 0), "already held");
+    assert!(wb.is_dirty(0, 7) && !wb.is_dirty(0, 8));
+    assert_eq!(wb.stats().dirty_lines, 1);
+    let mut plan = Plan::new();
+    assert_eq!(wb.flush(&mut plan), 1);
+    assert_eq!(plan.stage(1)[0].key, 7);
+    let read = run(&mut wb, Op::Read, 8, 0);
+    assert_eq!(read.hit_tier, Some(0));
+}

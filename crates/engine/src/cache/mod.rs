@@ -109,6 +109,8 @@ pub struct CacheController {
     deferred_victims: Vec<u64>,
     /// The admission tuner and its measurements; `None` for classic caching.
     tuning: Option<Tuning>,
+    /// Lines that left a tier during the current call, as `(tier, key)`.
+    departures: Vec<(u8, u64)>,
 }
 
 impl CacheController {
@@ -164,6 +166,7 @@ impl CacheController {
             clean_keys: Vec::new(),
             defer_victims: count == 1 && !config.mode.writes_back(),
             deferred_victims: Vec::new(),
+            departures: Vec::new(),
             tuning: Tuning::new(&config.admission_config(), count, seed),
             tiers,
         })
@@ -294,6 +297,49 @@ impl CacheController {
         }
         plan.end_stage();
         self.count_writebacks();
+        self.emit_departures(plan);
+    }
+
+    fn emit_departures(&mut self, plan: &mut Plan) {
+        for (tier, key) in self.departures.drain(..) {
+            plan.depart(tier, key);
+        }
+    }
+
+    /// Notes that `tier` no longer holds `key` (see [`Plan::depart`]).
+    #[inline]
+    fn note_departure(&mut self, tier: usize, key: u64) {
+        self.departures.push((tier as u8, key));
+    }
+
+    /// Takes in a line that a persistent cache tier still held when the cache last stopped (a
+    /// warm restart), dirty or clean, without any I/O. Returns false when the tier's policy
+    /// would not keep it (the tier is smaller than before); the caller then writes the line's
+    /// dirty data back itself.
+    pub fn restore_line(
+        &mut self,
+        tier: usize,
+        key: u64,
+        bytes: u32,
+        dirty: bool,
+        now_ns: u64,
+    ) -> bool {
+        if tier >= self.tiers.len() || self.holds(tier, key) {
+            return false;
+        }
+        self.forget_deferred_victims();
+        self.moves.clear();
+        let kept = self.admit(tier, &Request::new(key, bytes), now_ns);
+        let clean_evictions = self.moves.is_empty();
+        self.departures.clear();
+        debug_assert!(clean_evictions, "restoring evicted a dirty line");
+        if kept && dirty {
+            let mut line = self.line_or_absent(key, bytes);
+            self.dirty.mark_dirty(key, &mut line, tier, now_ns);
+            self.store(key, line);
+            self.stats.dirty_lines = self.dirty.copies();
+        }
+        kept && clean_evictions
     }
 
     /// Lays cleaning moves out in two stages: read the newest copies, then write them below.

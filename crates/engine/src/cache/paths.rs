@@ -186,6 +186,7 @@ impl CacheController {
         for tier in 0..self.tiers.len() {
             if line.holds(tier) {
                 self.tiers[tier].remove(key);
+                self.note_departure(tier, key);
                 line.clear_resident(tier);
             }
         }

@@ -51,6 +51,7 @@ impl CacheController {
         let mut kept = admitted;
         for victim in evicted.drain(..) {
             self.stats.evictions_per_tier[tier] += 1;
+            self.note_departure(tier, victim.key);
             kept &= victim.key != key;
             if self.defer_victims && victim.key != key {
                 self.deferred_victims.push(victim.key);
@@ -203,6 +204,7 @@ impl CacheController {
             TierLayout::Inclusive => {
                 if line.holds(0) {
                     self.tiers[0].remove(key);
+                    self.note_departure(0, key);
                     self.stats.evictions_per_tier[0] += 1;
                 }
                 line.top_dirty_tier()
@@ -259,6 +261,7 @@ impl CacheController {
                 let bytes = line.size;
                 let was_dirty = line.is_dirty(1);
                 self.tiers[1].remove(key);
+                self.note_departure(1, key);
                 self.dirty.mark_clean(key, &mut line, 1);
                 line.clear_resident(1);
                 self.store(key, line);
