@@ -36,6 +36,11 @@ enum Command {
     Simulate(commands::simulate::SimulateArgs),
     /// The seed papers' figures reproduced on device models (`experiment list` names them).
     Experiment(commands::experiment::ExperimentArgs),
+    /// Serve cached block volumes over NBD (`serve nbd ...` for one, `--config` for several).
+    Serve(commands::serve::ServeArgs),
+    /// Cached volumes: create one, ask a server for stats, flush dirty data.
+    #[command(subcommand)]
+    Volume(commands::volume::VolumeCommand),
 }
 
 fn main() {
@@ -49,6 +54,8 @@ fn main() {
         Command::Model(args) => commands::model::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
         Command::Experiment(args) => commands::experiment::run(args),
+        Command::Serve(args) => commands::serve::run(args),
+        Command::Volume(command) => commands::volume::run(command),
     };
     if let Err(error) = outcome {
         // One line: the whole cause chain, joined.

@@ -1,7 +1,7 @@
 //! A volume's counters and state, for `heterarchy volume stats` and Prometheus metrics (issue 5,
 //! item 5: "hits, misses, dirty blocks, per-device bandwidth, NHC state").
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use heterarchy_engine::{CacheController, Controller, WriteMode};
 
@@ -26,10 +26,10 @@ pub struct Counters {
 }
 
 /// One device's traffic.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct DeviceStats {
     /// `cache` or `backing`.
-    pub role: &'static str,
+    pub role: String,
     pub storage: String,
     pub read_bytes: u64,
     pub write_bytes: u64,
@@ -39,7 +39,7 @@ pub struct DeviceStats {
 }
 
 /// The admission tuner's latest settings (seed 000 §4.3).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct AdmissionStats {
     pub state: String,
     pub load_admit: f64,
@@ -48,10 +48,10 @@ pub struct AdmissionStats {
 }
 
 /// A snapshot of one volume.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct VolumeStats {
     pub name: String,
-    pub mode: &'static str,
+    pub mode: String,
     pub size_bytes: u64,
     pub line_bytes: u32,
     pub uptime_s: f64,
@@ -96,7 +96,7 @@ impl VolumeStats {
             .zip(storage)
             .enumerate()
             .map(|(index, (role, storage))| DeviceStats {
-                role,
+                role: role.to_string(),
                 storage,
                 read_bytes: counters.device_read_bytes[index],
                 write_bytes: counters.device_write_bytes[index],
@@ -119,7 +119,7 @@ impl VolumeStats {
         });
         VolumeStats {
             name: name.to_string(),
-            mode: mode.name(),
+            mode: mode.name().to_string(),
             size_bytes,
             line_bytes,
             uptime_s,

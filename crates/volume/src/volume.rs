@@ -69,6 +69,8 @@ struct Inner {
     written_back: Vec<u64>,
     /// A line's worth of bytes for write-backs and read-modify-writes.
     scratch: Vec<u8>,
+    /// Shut down: every request is refused, so nothing is answered after the last clean.
+    closed: bool,
 }
 
 /// One request's part within one cache line.
@@ -161,6 +163,7 @@ impl Volume {
             counters: Counters::default(),
             written_back: Vec::new(),
             scratch: vec![0; line_bytes as usize],
+            closed: false,
             throttles,
         };
         inner.restore().map_err(|e| format!("cache: {e}"))?;
@@ -195,6 +198,29 @@ impl Volume {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The lock, for a client's request: refused once the volume is shut down.
+    fn lock_open(&self) -> io::Result<MutexGuard<'_, Inner>> {
+        let inner = self.lock();
+        if inner.closed {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                format!("volume {} is shutting down", self.name),
+            ));
+        }
+        Ok(inner)
+    }
+
+    /// Graceful shutdown: writes every dirty line back, makes both devices durable, and refuses
+    /// every request from then on. Returns the lines written back.
+    pub fn shut_down(&self) -> io::Result<u64> {
+        let mut inner = self.lock();
+        inner.closed = true;
+        let lines = inner.clean_all()?;
+        inner.cache.flush()?;
+        inner.backing.flush()?;
+        Ok(lines)
+    }
+
     fn ns_since_epoch(&self, instant: Instant) -> u64 {
         instant.saturating_duration_since(self.epoch).as_nanos() as u64
     }
@@ -204,7 +230,7 @@ impl Volume {
         check_range(self.size_bytes, offset, buf.len() as u64)?;
         let arrival = Instant::now();
         let now = self.ns_since_epoch(arrival);
-        let mut inner = self.lock();
+        let mut inner = self.lock_open()?;
         let bypass = inner.sequential_bypass(offset, buf.len() as u64);
         let mut done = now;
         for piece in pieces(offset, buf.len() as u64, self.line_bytes) {
@@ -238,7 +264,7 @@ impl Volume {
         check_range(self.size_bytes, offset, len)?;
         let arrival = Instant::now();
         let now = self.ns_since_epoch(arrival);
-        let mut inner = self.lock();
+        let mut inner = self.lock_open()?;
         let bypass = inner.sequential_bypass(offset, len);
         let mut done = now;
         for piece in pieces(offset, len, self.line_bytes) {
@@ -256,7 +282,7 @@ impl Volume {
     /// store is told; parts of cached lines are kept (NBD lets a server ignore a trim).
     pub fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
         check_range(self.size_bytes, offset, len)?;
-        let mut inner = self.lock();
+        let mut inner = self.lock_open()?;
         let now = self.ns_since_epoch(Instant::now());
         for piece in pieces(offset, len, self.line_bytes) {
             inner.trim_piece(piece, now)?;
@@ -267,7 +293,7 @@ impl Volume {
 
     /// Makes every write answered so far durable (NBD_CMD_FLUSH).
     pub fn flush(&self) -> io::Result<()> {
-        let mut inner = self.lock();
+        let mut inner = self.lock_open()?;
         inner.counters.flushes += 1;
         inner.make_durable()
     }

@@ -223,3 +223,13 @@ fn out_of_range_requests_are_refused() {
     assert!(volume.trim(0, 1 << 20).is_err());
     assert_eq!(volume.stats().reads, 0);
 }
+
+#[test]
+fn a_volume_shut_down_refuses_requests_after_cleaning() {
+    let volume = Volume::open(&config(WriteMode::Wb, "ram:1m", "ram:64k")).unwrap();
+    volume.write(0, &[5; 4096], false).unwrap();
+    assert_eq!(volume.shut_down().unwrap(), 1);
+    let error = volume.write(0, &[6; 4096], false).unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::ConnectionAborted);
+    assert!(volume.read(0, &mut [0; 512]).is_err() && volume.flush().is_err());
+}

@@ -5,6 +5,8 @@ pub mod device;
 pub mod experiment;
 pub mod model;
 pub mod mrc;
+pub mod serve;
 pub mod sim;
 pub mod simulate;
 pub mod trace;
+pub mod volume;

@@ -202,7 +202,7 @@ fn on_dax(path: &Path) -> bool {
         let dax = fields
             .get(dash + 3)
             .is_some_and(|options| options.split(',').any(|o| o == "dax" || o == "dax=always"));
-        if best.map_or(true, |(length, _)| mount_point.len() >= length) {
+        if best.is_none_or(|(length, _)| mount_point.len() >= length) {
             best = Some((mount_point.len(), dax));
         }
     }

@@ -1,0 +1,206 @@
+//! `heterarchy volume`: create a cached volume's files, and ask a running server for its stats
+//! or to flush (through its HTTP endpoint), or flush a stopped volume's cache directly.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+
+use heterarchy_engine::WriteMode;
+use heterarchy_volume::{Volume, VolumeConfig, VolumeStats};
+
+use crate::output::{render, Format, Table};
+use crate::size::{human_bytes, parse_bytes};
+
+/// Subcommands of `heterarchy volume`.
+#[derive(Subcommand, Debug)]
+pub enum VolumeCommand {
+    /// Create the backing and cache files and format the cache.
+    Create(DevicesArgs),
+    /// A running server's volumes: hits, misses, dirty lines, device traffic, NHC state.
+    Stats(StatsArgs),
+    /// Write dirty lines back: through a running server (--server), or directly.
+    Flush(FlushArgs),
+}
+
+/// A volume's devices, as `serve nbd` names them.
+#[derive(Args, Debug)]
+pub struct DevicesArgs {
+    /// The capacity device: file:PATH:SIZE, blockdev:PATH, ...
+    #[arg(long)]
+    pub backing: String,
+    /// The cache device: pmem:PATH:SIZE, file:PATH:SIZE, ...
+    #[arg(long)]
+    pub cache: String,
+    /// Cache line size: 4k to 64k.
+    #[arg(long, default_value = "64k", value_parser = parse_bytes)]
+    pub cache_line: u64,
+    /// Reformat a cache that holds another volume's dirty lines.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl DevicesArgs {
+    fn config(&self, mode: WriteMode) -> Result<VolumeConfig> {
+        let mut config = VolumeConfig::new(
+            "volume",
+            self.backing
+                .parse()
+                .map_err(|e| anyhow!("--backing: {e}"))?,
+            self.cache.parse().map_err(|e| anyhow!("--cache: {e}"))?,
+        );
+        config.cache_line = self.cache_line;
+        config.caching.mode = mode;
+        config.force = self.force;
+        Ok(config)
+    }
+}
+
+/// Arguments of `heterarchy volume stats`.
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// The server's metrics address (HOST:PORT of `--metrics`).
+    #[arg(long)]
+    pub server: String,
+    /// Only this export.
+    #[arg(long)]
+    pub export: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// Arguments of `heterarchy volume flush`.
+#[derive(Args, Debug)]
+pub struct FlushArgs {
+    /// The server's metrics address; without it the devices are opened directly (the server
+    /// must be stopped).
+    #[arg(long, requires = "export", conflicts_with_all = ["backing", "cache"])]
+    pub server: Option<String>,
+    /// The export to flush on the server.
+    #[arg(long)]
+    pub export: Option<String>,
+    /// The capacity device (without --server).
+    #[arg(long, required_unless_present = "server")]
+    pub backing: Option<String>,
+    /// The cache device (without --server).
+    #[arg(long, required_unless_present = "server")]
+    pub cache: Option<String>,
+    #[arg(long, default_value = "64k", value_parser = parse_bytes)]
+    pub cache_line: u64,
+}
+
+pub fn run(command: &VolumeCommand) -> Result<()> {
+    match command {
+        VolumeCommand::Create(args) => {
+            // Write-back, so opening keeps any dirty lines a matching cache already holds.
+            let volume = Volume::open(&args.config(WriteMode::Wb)?).map_err(|e| anyhow!("{e}"))?;
+            let stats = volume.stats();
+            volume.shut_down().context("flushing the new volume")?;
+            println!(
+                "volume of {} with a cache of {} lines of {} ({} found in it)",
+                human_bytes(stats.size_bytes),
+                stats.slots,
+                human_bytes(u64::from(stats.line_bytes)),
+                stats.restored_lines
+            );
+            Ok(())
+        }
+        VolumeCommand::Stats(args) => {
+            let body = http(&args.server, "GET", "/stats")?;
+            let mut stats: Vec<VolumeStats> =
+                serde_json::from_str(&body).context("the server's /stats is not volume stats")?;
+            if let Some(name) = &args.export {
+                stats.retain(|s| &s.name == name);
+                if stats.is_empty() {
+                    bail!("the server has no export named \"{name}\"");
+                }
+            }
+            print!("{}", render(args.format, &stats_table(&stats), &stats));
+            Ok(())
+        }
+        VolumeCommand::Flush(args) => {
+            let lines = match (&args.server, &args.export) {
+                (Some(server), Some(export)) => {
+                    let body = http(server, "POST", &format!("/flush?export={export}"))?;
+                    let reply: serde_json::Value = serde_json::from_str(&body)?;
+                    reply["lines_written_back"]
+                        .as_u64()
+                        .ok_or_else(|| anyhow!("flush failed: {body}"))?
+                }
+                _ => {
+                    let devices = DevicesArgs {
+                        backing: args.backing.clone().unwrap_or_default(),
+                        cache: args.cache.clone().unwrap_or_default(),
+                        cache_line: args.cache_line,
+                        force: false,
+                    };
+                    let volume = Volume::open(&devices.config(WriteMode::Wb)?)
+                        .map_err(|e| anyhow!("{e}"))?;
+                    volume.shut_down()?
+                }
+            };
+            println!("{lines} dirty lines written back");
+            Ok(())
+        }
+    }
+}
+
+fn stats_table(stats: &[VolumeStats]) -> Table {
+    let mut table = Table::new(&[
+        "export",
+        "mode",
+        "size",
+        "hits",
+        "misses",
+        "hit ratio",
+        "resident",
+        "dirty",
+        "cache read MB/s",
+        "backing read MB/s",
+        "NHC state",
+    ]);
+    for s in stats {
+        table.row(vec![
+            s.name.clone(),
+            s.mode.to_string(),
+            human_bytes(s.size_bytes),
+            s.hits.to_string(),
+            s.misses.to_string(),
+            format!("{:.3}", s.hit_ratio),
+            format!("{}/{}", s.resident_lines, s.slots),
+            s.dirty_lines.to_string(),
+            format!("{:.1}", s.devices[0].read_mb_per_s),
+            format!("{:.1}", s.devices[1].read_mb_per_s),
+            s.admission.as_ref().map_or("-".to_string(), |a| {
+                format!(
+                    "{} (load_admit {:.2}, data_admit {})",
+                    a.state, a.load_admit, a.data_admit
+                )
+            }),
+        ]);
+    }
+    table
+}
+
+/// One HTTP/1.0 request to a server's admin endpoint; the body of a 2xx answer.
+fn http(server: &str, method: &str, path: &str) -> Result<String> {
+    let mut stream =
+        TcpStream::connect(server).with_context(|| format!("cannot reach {server}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: {server}\r\nContent-Length: 0\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("{server}: not an HTTP answer"))?;
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    if !status.starts_with('2') {
+        bail!("{server}{path}: HTTP {status}: {}", body.trim());
+    }
+    Ok(body.to_string())
+}

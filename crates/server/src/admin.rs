@@ -1,0 +1,258 @@
+//! The HTTP admin endpoint (DESIGN.md "Conventions": "servers ... expose Prometheus text
+//! metrics"): `GET /metrics` in Prometheus' text format, `GET /stats` as JSON, and
+//! `POST /flush?export=NAME` to write an export's dirty lines back (`heterarchy volume
+//! flush`).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use heterarchy_volume::{Volume, VolumeStats};
+
+/// Serves admin requests on `server` for ever.
+pub fn serve(server: tiny_http::Server, volumes: Vec<Arc<Volume>>) {
+    for request in server.incoming_requests() {
+        let (status, content_type, body) = respond(request.method(), request.url(), &volumes);
+        let header = tiny_http::Header::from_bytes("Content-Type", content_type)
+            .expect("static header is valid");
+        let response = tiny_http::Response::from_string(body)
+            .with_status_code(status)
+            .with_header(header);
+        let _ = request.respond(response);
+    }
+}
+
+const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+const JSON: &str = "application/json";
+
+fn respond(
+    method: &tiny_http::Method,
+    url: &str,
+    volumes: &[Arc<Volume>],
+) -> (u16, &'static str, String) {
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    match (method, path) {
+        (tiny_http::Method::Get, "/metrics") => {
+            let stats: Vec<VolumeStats> = volumes.iter().map(|v| v.stats()).collect();
+            (200, TEXT, prometheus_text(&stats))
+        }
+        (tiny_http::Method::Get, "/stats") => {
+            let stats: Vec<VolumeStats> = volumes.iter().map(|v| v.stats()).collect();
+            let body = serde_json::to_string_pretty(&stats).unwrap_or_default();
+            (200, JSON, body)
+        }
+        (tiny_http::Method::Post, "/flush") => {
+            let wanted = query
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("export="))
+                .unwrap_or("");
+            let Some(volume) = volumes.iter().find(|v| v.name() == wanted) else {
+                return (
+                    404,
+                    JSON,
+                    json_error(&format!("no export named \"{wanted}\"")),
+                );
+            };
+            match volume.clean() {
+                Ok(lines) => (
+                    200,
+                    JSON,
+                    serde_json::json!({"export": wanted, "lines_written_back": lines}).to_string(),
+                ),
+                Err(error) => (500, JSON, json_error(&error.to_string())),
+            }
+        }
+        _ => (
+            404,
+            JSON,
+            json_error("expected GET /metrics, GET /stats or POST /flush?export=NAME"),
+        ),
+    }
+}
+
+fn json_error(message: &str) -> String {
+    serde_json::json!({ "error": message }).to_string()
+}
+
+/// Every volume's stats as Prometheus metrics, labelled by export.
+pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
+    type Field = fn(&VolumeStats) -> f64;
+    let metrics: [(&str, &str, &str, Field); 17] = [
+        ("reads_total", "counter", "NBD reads served", |s| {
+            s.reads as f64
+        }),
+        ("writes_total", "counter", "NBD writes served", |s| {
+            s.writes as f64
+        }),
+        (
+            "read_bytes_total",
+            "counter",
+            "Bytes read by clients",
+            |s| s.read_bytes as f64,
+        ),
+        (
+            "write_bytes_total",
+            "counter",
+            "Bytes written by clients",
+            |s| s.write_bytes as f64,
+        ),
+        ("flushes_total", "counter", "NBD flushes served", |s| {
+            s.flushes as f64
+        }),
+        ("trims_total", "counter", "NBD trims served", |s| {
+            s.trims as f64
+        }),
+        (
+            "line_requests_total",
+            "counter",
+            "Cache-line accesses planned",
+            |s| s.line_requests as f64,
+        ),
+        (
+            "hits_total",
+            "counter",
+            "Cache-line accesses the cache held",
+            |s| s.hits as f64,
+        ),
+        (
+            "misses_total",
+            "counter",
+            "Cache-line accesses the cache did not hold",
+            |s| s.misses as f64,
+        ),
+        (
+            "writebacks_total",
+            "counter",
+            "Dirty lines written back",
+            |s| s.writebacks as f64,
+        ),
+        (
+            "cutoff_bypasses_total",
+            "counter",
+            "Requests sent around the cache by sequential cutoff",
+            |s| s.cutoff_bypasses as f64,
+        ),
+        ("resident_lines", "gauge", "Lines in the cache", |s| {
+            s.resident_lines as f64
+        }),
+        (
+            "dirty_lines",
+            "gauge",
+            "Lines with data newer than the backing store",
+            |s| s.dirty_lines as f64,
+        ),
+        ("slots", "gauge", "Lines the cache can hold", |s| {
+            s.slots as f64
+        }),
+        ("size_bytes", "gauge", "Size of the volume", |s| {
+            s.size_bytes as f64
+        }),
+        (
+            "admission_load_admit",
+            "gauge",
+            "NHC load_admit: share of clean hits served by the cache",
+            |s| s.admission.as_ref().map_or(1.0, |a| a.load_admit),
+        ),
+        (
+            "admission_data_admit",
+            "gauge",
+            "NHC data_admit: 1 when read misses are installed",
+            |s| {
+                s.admission
+                    .as_ref()
+                    .map_or(1.0, |a| f64::from(u8::from(a.data_admit)))
+            },
+        ),
+    ];
+    let mut text = String::new();
+    for (name, kind, help, field) in metrics {
+        let _ = writeln!(text, "# HELP heterarchy_volume_{name} {help}.");
+        let _ = writeln!(text, "# TYPE heterarchy_volume_{name} {kind}");
+        for stats in volumes {
+            let _ = writeln!(
+                text,
+                "heterarchy_volume_{name}{{export=\"{}\"}} {}",
+                escape(&stats.name),
+                field(stats)
+            );
+        }
+    }
+    for (name, bytes) in [
+        ("device_read_bytes_total", true),
+        ("device_write_bytes_total", false),
+    ] {
+        let _ = writeln!(
+            text,
+            "# HELP heterarchy_volume_{name} Bytes moved on each device."
+        );
+        let _ = writeln!(text, "# TYPE heterarchy_volume_{name} counter");
+        for stats in volumes {
+            for device in &stats.devices {
+                let value = if bytes {
+                    device.read_bytes
+                } else {
+                    device.write_bytes
+                };
+                let _ = writeln!(
+                    text,
+                    "heterarchy_volume_{name}{{export=\"{}\",device=\"{}\"}} {value}",
+                    escape(&stats.name),
+                    device.role
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        text,
+        "# HELP heterarchy_volume_admission_state NHC's state (1 for the current one)."
+    );
+    let _ = writeln!(text, "# TYPE heterarchy_volume_admission_state gauge");
+    for stats in volumes {
+        if let Some(admission) = &stats.admission {
+            let _ = writeln!(
+                text,
+                "heterarchy_volume_admission_state{{export=\"{}\",state=\"{}\"}} 1",
+                escape(&stats.name),
+                escape(&admission.state)
+            );
+        }
+    }
+    text
+}
+
+/// A label value as the text format wants it.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use heterarchy_volume::VolumeConfig;
+
+    #[test]
+    fn metrics_carry_every_export() {
+        let config = VolumeConfig::new(
+            "a\"b",
+            "ram:1m".parse().unwrap(),
+            "ram:256k".parse().unwrap(),
+        );
+        let volume = Volume::open(&config).unwrap();
+        volume.write(0, &[1; 4096], false).unwrap();
+        volume.read(0, &mut [0; 4096]).unwrap();
+        let text = prometheus_text(&[volume.stats()]);
+        assert!(
+            text.contains("heterarchy_volume_hits_total{export=\"a\\\"b\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("heterarchy_volume_device_write_bytes_total{export=\"a\\\"b\",device=\"backing\"} 4096\n"), "{text}");
+        let volumes = vec![Arc::new(volume)];
+        let (status, _, body) = respond(&tiny_http::Method::Post, "/flush?export=nope", &volumes);
+        assert_eq!(status, 404, "{body}");
+        let (status, _, body) = respond(&tiny_http::Method::Get, "/stats", &volumes);
+        assert_eq!(status, 200);
+        assert!(body.contains("\"hits\": 1"), "{body}");
+    }
+}

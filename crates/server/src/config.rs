@@ -1,0 +1,163 @@
+//! `heterarchy serve --config FILE`: the server's addresses and its exports.
+//!
+//! ```toml
+//! [server]
+//! listen = "127.0.0.1:10809"   # or "unix:/run/heterarchy.sock"
+//! metrics = "127.0.0.1:9109"   # HTTP: /metrics, /stats, POST /flush?export=NAME (optional)
+//!
+//! [[export]]                   # as many as wanted; see heterarchy_volume::config
+//! name = "vol0"
+//! backing = "file:/srv/vol0.img:8g"
+//! cache = "pmem:/mnt/pm/vol0:1g"
+//! [export.caching]
+//! mode = "wb"
+//! ```
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use heterarchy_volume::VolumeConfig;
+
+use crate::listen::ListenAddr;
+
+/// The `[server]` table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSection {
+    /// Where NBD clients connect (NBD's registered port on loopback by default).
+    pub listen: ListenAddr,
+    /// Where the HTTP admin and metrics endpoint listens, if anywhere.
+    pub metrics: Option<String>,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            listen: ListenAddr::Tcp("127.0.0.1:10809".to_string()),
+            metrics: None,
+        }
+    }
+}
+
+/// A whole serve config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub export: Vec<VolumeConfig>,
+}
+
+impl ServeConfig {
+    /// Reads and checks a config file; the error names the file, and the line or key.
+    pub fn from_file(path: &Path) -> Result<ServeConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let config: ServeConfig = toml::from_str(&text).map_err(|e| {
+            let message = e.message().to_string();
+            match e.span() {
+                Some(span) => {
+                    let line = text[..span.start].matches('\n').count() + 1;
+                    format!("{}:{line}: {message}", path.display())
+                }
+                None => format!("{}: {message}", path.display()),
+            }
+        })?;
+        config
+            .validate()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(config)
+    }
+
+    /// Checks every export and that their names differ.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.export.is_empty() {
+            return Err("export: no [[export]] table; a server needs one".to_string());
+        }
+        for (index, export) in self.export.iter().enumerate() {
+            export
+                .validate()
+                .map_err(|e| format!("export[{index}] ({}).{e}", export.name))?;
+            if self.export[..index]
+                .iter()
+                .any(|other| other.name == export.name)
+            {
+                return Err(format!(
+                    "export[{index}].name: \"{}\" is exported twice",
+                    export.name
+                ));
+            }
+        }
+        if let Some(metrics) = &self.server.metrics {
+            match metrics.parse::<ListenAddr>() {
+                Ok(ListenAddr::Tcp(_)) => {}
+                _ => {
+                    return Err(format!(
+                        "server.metrics: \"{metrics}\"; expected HOST:PORT (127.0.0.1:9109)"
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("volumes.toml");
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn reads_two_exports() {
+        let (_dir, path) = write(
+            "[server]\nlisten = \"unix:/tmp/h.sock\"\nmetrics = \"127.0.0.1:0\"\n\
+             [[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\n\
+             [export.caching]\nmode = \"wb\"\n\
+             [[export]]\nname = \"b\"\nbacking = \"ram:2m\"\ncache = \"ram:256k\"\n",
+        );
+        let config = ServeConfig::from_file(&path).unwrap();
+        assert_eq!(config.export.len(), 2);
+        assert_eq!(config.server.listen, ListenAddr::Unix("/tmp/h.sock".into()));
+        assert_eq!(
+            config.export[0].caching.mode,
+            heterarchy_engine::WriteMode::Wb
+        );
+    }
+
+    #[test]
+    fn errors_name_the_line_or_the_key() {
+        let (_dir, path) = write("[server]\nlisten = \"nowhere\"\n");
+        let error = ServeConfig::from_file(&path).unwrap_err();
+        assert!(
+            error.contains("volumes.toml:2:") && error.contains("HOST:PORT"),
+            "{error}"
+        );
+        let (_dir, path) = write(
+            "[[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\ncache_line = \"3k\"\n",
+        );
+        let error = ServeConfig::from_file(&path).unwrap_err();
+        assert!(error.contains("export[0] (a).cache_line"), "{error}");
+        let (_dir, path) = write(
+            "[[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\n\
+             [[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\n",
+        );
+        assert!(ServeConfig::from_file(&path)
+            .unwrap_err()
+            .contains("exported twice"));
+        let (_dir, path) = write("[[export]]\nname = \"a\"\nbackng = \"ram:1m\"\n");
+        let error = ServeConfig::from_file(&path).unwrap_err();
+        assert!(error.contains(":2:") && error.contains("backng"), "{error}");
+        let (_dir, path) = write("");
+        assert!(ServeConfig::from_file(&path)
+            .unwrap_err()
+            .contains("no [[export]]"));
+    }
+}

@@ -1,0 +1,12 @@
+//! heterarchy's servers (DESIGN.md "servers" layer): block volumes over NBD, with an HTTP
+//! endpoint for Prometheus metrics, stats and flushing; started from a TOML config or one
+//! export's command line.
+
+pub mod admin;
+pub mod config;
+pub mod listen;
+pub mod nbd;
+pub mod run;
+
+pub use config::ServeConfig;
+pub use listen::{ListenAddr, Listener};

@@ -1,0 +1,190 @@
+//! Where a server listens: TCP (127.0.0.1 unless told otherwise) or a Unix socket, as nbdkit's
+//! `-i`/`-p` and `-U` choose.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A listening address: `HOST:PORT` or `unix:PATH`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum ListenAddr {
+    Tcp(String),
+    Unix(PathBuf),
+}
+
+impl FromStr for ListenAddr {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ListenAddr, String> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err("unix: needs a socket path".to_string());
+            }
+            return Ok(ListenAddr::Unix(PathBuf::from(path)));
+        }
+        match text.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                Ok(ListenAddr::Tcp(text.to_string()))
+            }
+            _ => Err(format!(
+                "bad listen address \"{text}\": expected HOST:PORT (127.0.0.1:10809) or unix:PATH"
+            )),
+        }
+    }
+}
+
+impl TryFrom<String> for ListenAddr {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<ListenAddr, String> {
+        text.parse()
+    }
+}
+
+impl From<ListenAddr> for String {
+    fn from(addr: ListenAddr) -> String {
+        addr.to_string()
+    }
+}
+
+impl fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListenAddr::Tcp(addr) => f.write_str(addr),
+            ListenAddr::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+/// A bound listener of either kind.
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+impl Listener {
+    /// Binds `addr`; a stale Unix socket file is replaced.
+    pub fn bind(addr: &ListenAddr) -> io::Result<Listener> {
+        match addr {
+            ListenAddr::Tcp(text) => TcpListener::bind(text)
+                .map(Listener::Tcp)
+                .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {text}: {e}"))),
+            ListenAddr::Unix(path) => {
+                if std::fs::symlink_metadata(path)
+                    .is_ok_and(|meta| std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()))
+                {
+                    std::fs::remove_file(path)?;
+                }
+                UnixListener::bind(path)
+                    .map(|listener| Listener::Unix(listener, path.clone()))
+                    .map_err(|e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!("cannot listen on {}: {e}", path.display()),
+                        )
+                    })
+            }
+        }
+    }
+
+    /// Where it listens (the port the system chose, for port 0).
+    pub fn local_addr(&self) -> String {
+        match self {
+            Listener::Tcp(listener) => listener
+                .local_addr()
+                .map_or_else(|_| "?".to_string(), |addr| addr.to_string()),
+            Listener::Unix(_, path) => format!("unix:{}", path.display()),
+        }
+    }
+
+    /// Waits for the next client.
+    pub fn accept(&self) -> io::Result<Stream> {
+        match self {
+            Listener::Tcp(listener) => {
+                let (stream, _) = listener.accept()?;
+                // Replies are batched by the server itself; Nagle would only delay them.
+                stream.set_nodelay(true)?;
+                Ok(Stream::Tcp(stream))
+            }
+            Listener::Unix(listener, _) => Ok(Stream::Unix(listener.accept()?.0)),
+        }
+    }
+}
+
+/// A connection of either kind.
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    pub fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(stream) => Stream::Tcp(stream.try_clone()?),
+            Stream::Unix(stream) => Stream::Unix(stream.try_clone()?),
+        })
+    }
+
+    /// Closes both directions, waking a thread blocked reading it.
+    pub fn shutdown(&self) {
+        let _ = match self {
+            Stream::Tcp(stream) => stream.shutdown(Shutdown::Both),
+            Stream::Unix(stream) => stream.shutdown(Shutdown::Both),
+        };
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(stream) => stream.read(buf),
+            Stream::Unix(stream) => stream.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(stream) => stream.write(buf),
+            Stream::Unix(stream) => stream.write(buf),
+        }
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(stream) => stream.write_vectored(bufs),
+            Stream::Unix(stream) => stream.write_vectored(bufs),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_tcp_and_unix_addresses() {
+        assert_eq!(
+            "127.0.0.1:10809".parse::<ListenAddr>(),
+            Ok(ListenAddr::Tcp("127.0.0.1:10809".into()))
+        );
+        assert_eq!(
+            "unix:/run/h.sock".parse::<ListenAddr>(),
+            Ok(ListenAddr::Unix("/run/h.sock".into()))
+        );
+        for bad in ["10809", "127.0.0.1", "host:port", "unix:", ":80"] {
+            assert!(bad.parse::<ListenAddr>().is_err(), "{bad}");
+        }
+    }
+}

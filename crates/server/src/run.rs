@@ -1,0 +1,107 @@
+//! Starting a server and stopping it gracefully: volumes opened (a bad config fails here, with
+//! the export and key), listeners bound, a cleaner thread per volume, and on SIGTERM or SIGINT
+//! every dirty line written back before the process exits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use heterarchy_volume::Volume;
+
+use crate::config::ServeConfig;
+use crate::listen::{ListenAddr, Listener};
+use crate::nbd::{self, Exports};
+
+/// The longest a cleaner sleeps, so cleaning that a request made due starts soon after.
+const CLEANER_TICK: Duration = Duration::from_secs(1);
+
+/// Serves `config` until SIGTERM or SIGINT, then shuts every volume down cleanly.
+pub fn run(config: &ServeConfig) -> Result<(), String> {
+    let signals = block_stop_signals();
+    let mut volumes = Vec::new();
+    for export in &config.export {
+        let volume = Volume::open(export).map_err(|e| format!("export {}: {e}", export.name))?;
+        volumes.push(Arc::new(volume));
+    }
+    let listener = Listener::bind(&config.server.listen).map_err(|e| e.to_string())?;
+    let names: Vec<&str> = volumes.iter().map(|v| v.name()).collect();
+    eprintln!(
+        "heterarchy: nbd listening on {} (exports: {})",
+        listener.local_addr(),
+        names.join(", ")
+    );
+    if let Some(address) = &config.server.metrics {
+        let server = tiny_http::Server::http(address.as_str())
+            .map_err(|e| format!("server.metrics: cannot listen on {address}: {e}"))?;
+        let shown = server
+            .server_addr()
+            .to_ip()
+            .map_or_else(|| address.clone(), |addr| addr.to_string());
+        eprintln!("heterarchy: metrics listening on http://{shown}/metrics");
+        let volumes = volumes.clone();
+        spawn("admin", move || crate::admin::serve(server, volumes))?;
+    }
+    for volume in &volumes {
+        let volume = Arc::clone(volume);
+        spawn("cleaner", move || clean_forever(&volume))?;
+    }
+    let exports = Arc::new(Exports::new(volumes.clone()));
+    spawn("nbd-accept", move || nbd::serve(listener, exports))?;
+    let signal = wait_for(&signals);
+    eprintln!("heterarchy: signal {signal}: writing dirty lines back");
+    for volume in &volumes {
+        let lines = volume
+            .shut_down()
+            .map_err(|e| format!("export {}: shutting down: {e}", volume.name()))?;
+        eprintln!(
+            "heterarchy: export {}: {lines} dirty lines written back",
+            volume.name()
+        );
+    }
+    if let ListenAddr::Unix(path) = &config.server.listen {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(work)
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the {name} thread: {e}"))
+}
+
+fn clean_forever(volume: &Volume) {
+    loop {
+        let wait = match volume.background() {
+            Ok(next) => next.unwrap_or(CLEANER_TICK).min(CLEANER_TICK),
+            Err(error) => {
+                eprintln!("heterarchy: export {}: cleaning: {error}", volume.name());
+                CLEANER_TICK
+            }
+        };
+        std::thread::sleep(wait.max(Duration::from_millis(1)));
+    }
+}
+
+/// Blocks SIGTERM and SIGINT in this thread and every thread it starts, so that only
+/// [`wait_for`] receives them.
+fn block_stop_signals() -> libc::sigset_t {
+    // SAFETY: the set is initialised by sigemptyset before use; pthread_sigmask only changes
+    // this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn wait_for(set: &libc::sigset_t) -> i32 {
+    let mut signal = 0;
+    // SAFETY: `set` is an initialised signal set and `signal` a valid out-pointer.
+    unsafe { libc::sigwait(set, &mut signal) };
+    signal
+}
