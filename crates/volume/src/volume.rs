@@ -13,6 +13,9 @@
 //! says clean or its slot is freed; a freed slot's entry is persisted before the slot is reused.
 //! A FLUSH persists both devices; on a cache that forgets (RAM) it first writes every dirty line
 //! back. So what a completed FLUSH or a FUA write covered is found again by [`Volume::open`].
+//! Sectors are overwritten in place: a write interrupted by a machine crash (not by killing
+//! the process, which leaves the mapping's stores in place) may leave a sector part old, part
+//! new, 8 bytes at a time, as an unacknowledged write to PM without a BTT would.
 //!
 //! With throttled devices the data still moves at once; each plan's stages are timed on the
 //! devices' models, and the answer is due when the reply stage completes.
