@@ -110,10 +110,27 @@ impl Listener {
                 let (stream, _) = listener.accept()?;
                 // Replies are batched by the server itself; Nagle would only delay them.
                 stream.set_nodelay(true)?;
+                prefer_cheap_congestion_control(&stream);
                 Ok(Stream::Tcp(stream))
             }
             Listener::Unix(listener, _) => Ok(Stream::Unix(listener.accept()?.0)),
         }
+    }
+}
+
+/// Loopback and LAN clients gain nothing from BBR's pacing model, which costs CPU on every
+/// segment; reno is the kernel's cheapest. Kept as is where the kernel refuses.
+fn prefer_cheap_congestion_control(stream: &TcpStream) {
+    let name = b"reno";
+    // SAFETY: a valid socket and a buffer of the length given.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(stream),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        );
     }
 }
 

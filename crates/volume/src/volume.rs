@@ -350,12 +350,12 @@ impl Volume {
         done: u64,
         bytes: usize,
     ) -> Option<Instant> {
-        let latency_ns = if self.throttled {
-            done - now
-        } else {
-            arrival.elapsed().as_nanos() as u64
-        };
         if inner.feedback.replies {
+            let latency_ns = if self.throttled {
+                done - now
+            } else {
+                arrival.elapsed().as_nanos() as u64
+            };
             inner.controller.on_reply(&Reply {
                 now_ns: now + latency_ns,
                 latency_ns,

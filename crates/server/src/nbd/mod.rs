@@ -6,7 +6,7 @@ mod handshake;
 mod protocol;
 mod transmission;
 
-use std::io::{BufReader, BufWriter};
+use std::io::BufReader;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -80,7 +80,7 @@ pub fn serve(listener: Listener, exports: Arc<Exports>) {
 
 fn connection(stream: Stream, exports: &Exports) -> std::io::Result<()> {
     let mut input = BufReader::with_capacity(BUFFER_BYTES, stream.try_clone()?);
-    let mut output = BufWriter::with_capacity(BUFFER_BYTES, stream.try_clone()?);
+    let mut output = stream.try_clone()?;
     let result = match handshake::negotiate(&mut input, &mut output, exports) {
         Ok(Some(volume)) => transmission::serve(input, output, &volume),
         Ok(None) => Ok(()),
