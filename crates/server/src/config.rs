@@ -154,7 +154,7 @@ mod tests {
             .contains("exported twice"));
         let (_dir, path) = write("[[export]]\nname = \"a\"\nbackng = \"ram:1m\"\n");
         let error = ServeConfig::from_file(&path).unwrap_err();
-        assert!(error.contains(":2:") && error.contains("backng"), "{error}");
+        assert!(error.contains(":3:") && error.contains("backng"), "{error}");
         let (_dir, path) = write("");
         assert!(ServeConfig::from_file(&path)
             .unwrap_err()

@@ -113,7 +113,7 @@ fn flushed_writes_survive_injected_crashes() {
         };
         let volume = Volume::with_backends(&config(), dying(&cache), dying(&backing)).unwrap();
         // Version 0 (zeroes) is durable everywhere at first.
-        let mut durable = vec![0u32; BLOCKS];
+        let mut durable = [0u32; BLOCKS];
         let mut since_flush: Vec<Vec<u32>> = vec![Vec::new(); BLOCKS];
         let mut version = 0;
         budget.store(random.gen_range(0..400), Ordering::SeqCst);
