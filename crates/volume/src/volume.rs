@@ -316,12 +316,10 @@ impl Volume {
     pub fn background(&self) -> io::Result<Option<std::time::Duration>> {
         let mut inner = self.lock();
         let now = self.ns_since_epoch(Instant::now());
-        let mut plan = std::mem::take(&mut inner.plan);
-        plan.clear();
-        let next = inner.controller.background(now, &mut plan);
-        let result = inner.execute_cleaning(&plan);
-        inner.plan = plan;
-        result?;
+        let next = inner.with_plan(|inner, plan| {
+            let next = inner.controller.background(now, plan);
+            inner.execute_cleaning(plan).map(|()| next)
+        })?;
         Ok(next.map(|at| std::time::Duration::from_nanos(at.saturating_sub(now))))
     }
 
@@ -460,18 +458,40 @@ impl Inner {
             self.backing_read(piece.key, piece.start, out)?;
             return Ok(self.time_single(BACKING, IoKind::Read, piece, now));
         }
+        self.planned(Op::Read, piece, now, |inner, plan| {
+            inner.execute_read(plan, piece, out)
+        })
+    }
+
+    /// Has the controller plan `op` on the piece's line, carries the plan out with `execute`,
+    /// and returns when its reply stage completes on the devices' models.
+    fn planned(
+        &mut self,
+        op: Op,
+        piece: Piece,
+        now: u64,
+        execute: impl FnOnce(&mut Inner, &Plan) -> io::Result<()>,
+    ) -> io::Result<u64> {
         let request = Request {
-            op: Op::Read,
+            op,
             time_ns: now,
             ..Request::new(piece.key, self.line_bytes())
         };
+        self.with_plan(|inner, plan| {
+            inner.controller.plan(&request, now, plan);
+            let result = execute(inner, plan);
+            let done = inner.time_plan(plan, piece, now);
+            result.map(|()| done)
+        })
+    }
+
+    /// Lends the reused plan, cleared, to `work`.
+    fn with_plan<T>(&mut self, work: impl FnOnce(&mut Inner, &mut Plan) -> T) -> T {
         let mut plan = std::mem::take(&mut self.plan);
         plan.clear();
-        self.controller.plan(&request, now, &mut plan);
-        let result = self.execute_read(&plan, piece, out);
-        let done = self.time_plan(&plan, piece, now);
+        let result = work(self, &mut plan);
         self.plan = plan;
-        result.map(|()| done)
+        result
     }
 
     fn execute_read(&mut self, plan: &Plan, piece: Piece, out: &mut [u8]) -> io::Result<()> {
@@ -511,18 +531,9 @@ impl Inner {
             self.backing_write(piece.key, piece.start, data)?;
             return Ok(self.time_single(BACKING, IoKind::Write, piece, now));
         }
-        let request = Request {
-            op: Op::Write,
-            time_ns: now,
-            ..Request::new(piece.key, self.line_bytes())
-        };
-        let mut plan = std::mem::take(&mut self.plan);
-        plan.clear();
-        self.controller.plan(&request, now, &mut plan);
-        let result = self.execute_write(&plan, piece, data);
-        let done = self.time_plan(&plan, piece, now);
-        self.plan = plan;
-        result.map(|()| done)
+        self.planned(Op::Write, piece, now, |inner, plan| {
+            inner.execute_write(plan, piece, data)
+        })
     }
 
     fn execute_write(&mut self, plan: &Plan, piece: Piece, data: &[u8]) -> io::Result<()> {
@@ -550,17 +561,9 @@ impl Inner {
     fn trim_piece(&mut self, piece: Piece, now: u64) -> io::Result<()> {
         let whole_line = piece.start == 0 && piece.len == self.line_bytes();
         if whole_line {
-            let request = Request {
-                op: Op::Trim,
-                time_ns: now,
-                ..Request::new(piece.key, self.line_bytes())
-            };
-            let mut plan = std::mem::take(&mut self.plan);
-            plan.clear();
-            self.controller.plan(&request, now, &mut plan);
-            let result = self.free_departed(&plan, false);
-            self.plan = plan;
-            result?;
+            self.planned(Op::Trim, piece, now, |inner, plan| {
+                inner.free_departed(plan, false)
+            })?;
         } else if self.slots.get(piece.key).is_some() {
             return Ok(());
         }
@@ -730,12 +733,10 @@ impl Inner {
 
     /// Writes every dirty line back.
     fn clean_all(&mut self) -> io::Result<u64> {
-        let mut plan = std::mem::take(&mut self.plan);
-        plan.clear();
-        let lines = self.controller.flush(&mut plan) as u64;
-        let result = self.execute_cleaning(&plan);
-        self.plan = plan;
-        result.map(|()| lines)
+        self.with_plan(|inner, plan| {
+            let lines = inner.controller.flush(plan) as u64;
+            inner.execute_cleaning(plan).map(|()| lines)
+        })
     }
 
     /// Everything answered so far survives a crash from now on.
