@@ -569,10 +569,13 @@ def generation_of(block: int, data: bytes) -> int | None:
 
 class History:
     """Per block, the generation that must have survived (its last write covered by a completed
-    FLUSH, or FUA) and those written since, any of which may have survived instead."""
+    FLUSH, or FUA; or what was read back after a restart, then FLUSHed: a block must not change
+    without a write) and how it became durable, and the generations written since, any of
+    which may have survived instead."""
 
     def __init__(self):
         self.durable: dict[int, int] = {}
+        self.how: dict[int, str] = {}
         self.since: dict[int, list[int]] = {}
         self.generations = itertools.count(1)
 
@@ -581,16 +584,21 @@ class History:
         self.since.setdefault(block, []).append(generation)
         return generation
 
-    def made_durable(self, block: int, generation: int):
+    def made_durable(self, block: int, generation: int, how: str):
         if generation > self.durable.get(block, 0):
-            self.durable[block] = generation
+            self.durable[block], self.how[block] = generation, how
             self.since[block] = [later for later in self.since[block] if later > generation]
+
+    def describe(self, block: int) -> str:
+        durable = self.durable.get(block, 0)
+        how = f" ({self.how[block]})" if durable else ""
+        return f"durable generation {durable}{how}, written since {self.since.get(block, [])}"
 
     def allowed(self, block: int) -> set[int]:
         return {self.durable.get(block, 0), *self.since.get(block, [])}
 
 
-def write_until_killed(client: NbdClient, server: Server, rng: random.Random, history: History):
+def write_until_killed(client: NbdClient, server: Server, rng: random.Random, history: History, iteration: int):
     """Streams writes with FLUSHes (and some FUA writes) between them, IN_FLIGHT at a time and
     never two to one block at once, then SIGKILLs the server once a random number of writes are
     acknowledged, with more still on the wire. Updates `history` as replies come."""
@@ -642,10 +650,10 @@ def write_until_killed(client: NbdClient, server: Server, rng: random.Random, hi
                     _, block, generation, fua = entry
                     acknowledged.append((block, generation))
                     if fua:
-                        history.made_durable(block, generation)
+                        history.made_durable(block, generation, f"FUA write acknowledged in iteration {iteration}")
                 else:
                     for block, generation in acknowledged[covered : entry[1]]:
-                        history.made_durable(block, generation)
+                        history.made_durable(block, generation, f"FLUSH completed in iteration {iteration}")
                     covered = max(covered, entry[1])
                 state.notify_all()
             if not killed and len(acknowledged) >= kill_after:
@@ -661,27 +669,26 @@ def write_until_killed(client: NbdClient, server: Server, rng: random.Random, hi
 
 
 def check_and_settle(client: NbdClient, history: History, iteration: int) -> list[str]:
-    """Reads every block, returns what breaks the rules, then rewrites the broken blocks and
-    FLUSHes so that what is there now is the durable state the next iteration starts from."""
-    failures = []
+    """Reads every block after the restart that follows `iteration`'s kill and returns what
+    breaks the rules; then rewrites the broken blocks and FLUSHes, so that what is there now is
+    the durable state the next iteration starts from."""
+    failures, found = [], {}
     chunk = 1 << 20
     for offset in range(0, CRASH_BLOCKS * BLOCK, chunk):
         data = client.read(offset, chunk)
         for index in range(chunk // BLOCK):
             block = offset // BLOCK + index
             generation = generation_of(block, data[index * BLOCK : (index + 1) * BLOCK])
-            allowed = history.allowed(block)
-            if generation not in allowed:
-                found = "torn or foreign data" if generation is None else f"generation {generation}"
-                failures.append(
-                    f"iteration {iteration}, block {block}: {found}; durable {history.durable.get(block, 0)}, "
-                    f"written since {history.since.get(block, [])}"
-                )
+            if generation not in history.allowed(block):
+                seen = "torn or foreign data" if generation is None else f"generation {generation}"
+                failures.append(f"iteration {iteration}, block {block}: {seen}; {history.describe(block)}")
                 generation = history.written(block)
                 client.write(block * BLOCK, pattern(block, generation))
-            history.durable[block] = generation
-            history.since[block] = []
+            found[block] = generation
     client.flush()
+    for block, generation in found.items():
+        history.durable[block], history.since[block] = generation, []
+        history.how[block] = f"read back after the restart that followed iteration {iteration}'s kill, then FLUSHed"
     return failures
 
 
@@ -692,7 +699,7 @@ def test_sigkill_mid_stream_loses_no_flushed_write_and_tears_no_block(volume, tm
     server = volume("wb", **files)
     for iteration in range(iterations):
         with connect(server) as client:
-            write_until_killed(client, server, rng, history)
+            write_until_killed(client, server, rng, history, iteration)
         server = volume("wb", **files)
         with connect(server) as client:
             failures += check_and_settle(client, history, iteration)

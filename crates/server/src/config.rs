@@ -60,7 +60,16 @@ impl ServeConfig {
             match e.span() {
                 Some(span) => {
                     let line = text[..span.start].matches('\n').count() + 1;
-                    format!("{}:{line}: {message}", path.display())
+                    let key = text
+                        .lines()
+                        .nth(line - 1)
+                        .and_then(|row| row.split_once('='))
+                        .map(|(key, _)| key.trim())
+                        .filter(|key| !key.is_empty() && !message.contains(key));
+                    match key {
+                        Some(key) => format!("{}:{line}: {key}: {message}", path.display()),
+                        None => format!("{}:{line}: {message}", path.display()),
+                    }
                 }
                 None => format!("{}: {message}", path.display()),
             }
@@ -155,6 +164,13 @@ mod tests {
         let (_dir, path) = write("[[export]]\nname = \"a\"\nbackng = \"ram:1m\"\n");
         let error = ServeConfig::from_file(&path).unwrap_err();
         assert!(error.contains(":3:") && error.contains("backng"), "{error}");
+        let (_dir, path) =
+            write("[[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:12q\"\n");
+        let error = ServeConfig::from_file(&path).unwrap_err();
+        assert!(
+            error.contains(":4: cache: ") && error.contains("12q"),
+            "{error}"
+        );
         let (_dir, path) = write("");
         assert!(ServeConfig::from_file(&path)
             .unwrap_err()

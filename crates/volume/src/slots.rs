@@ -16,6 +16,11 @@ pub struct Slot {
     pub index: u32,
     pub valid: u128,
     pub dirty: u128,
+    /// Valid clean sectors whose data the backing store may not hold durably yet (written
+    /// through, or filled from it, since its last flush): recorded invalid on the device until
+    /// [`Slots::settle`], so a machine crash that loses the backing store's copy cannot leave
+    /// the cache with another.
+    pub unflushed: u128,
 }
 
 /// The slot map of one cache device.
@@ -25,6 +30,8 @@ pub struct Slots {
     free: Vec<u32>,
     /// Sequence number of each slot's newest entry copy.
     sequences: Vec<u64>,
+    /// Keys whose slots gained unflushed sectors since the last settle (some may be gone).
+    unsettled: Vec<u64>,
 }
 
 impl Slots {
@@ -36,6 +43,7 @@ impl Slots {
             by_key: FxHashMap::default(),
             free: (0..count as u32).rev().collect(),
             sequences: vec![0; count],
+            unsettled: Vec::new(),
         }
     }
 
@@ -83,6 +91,7 @@ impl Slots {
                     index,
                     valid,
                     dirty: dirty & valid,
+                    unflushed: 0,
                 },
             );
         }
@@ -125,6 +134,7 @@ impl Slots {
             index,
             valid: 0,
             dirty: 0,
+            unflushed: 0,
         };
         self.by_key.insert(key, slot);
         Some(slot)
@@ -133,8 +143,31 @@ impl Slots {
     /// Records `key`'s new sector bits, on the device too. The data they describe must already
     /// be written (and persisted) when the bits grow.
     pub fn update(&mut self, key: u64, slot: Slot, cache: &mut dyn Backend) -> io::Result<()> {
+        let had_unflushed = self.by_key.get(&key).is_some_and(|old| old.unflushed != 0);
+        if slot.unflushed != 0 && !had_unflushed {
+            self.unsettled.push(key);
+            if self.unsettled.len() > 2 * self.sequences.len() {
+                let by_key = &self.by_key;
+                self.unsettled
+                    .retain(|key| by_key.get(key).is_some_and(|slot| slot.unflushed != 0));
+            }
+        }
         self.by_key.insert(key, slot);
-        self.write_entry(slot.index, Some(key), slot.valid, slot.dirty, cache)
+        let durable = slot.valid & !slot.unflushed;
+        self.write_entry(slot.index, Some(key), durable, slot.dirty & durable, cache)
+    }
+
+    /// Once the backing store has been flushed: records every unflushed sector valid.
+    pub fn settle(&mut self, cache: &mut dyn Backend) -> io::Result<()> {
+        for key in std::mem::take(&mut self.unsettled) {
+            if let Some(mut slot) = self.by_key.get(&key).copied() {
+                if slot.unflushed != 0 {
+                    slot.unflushed = 0;
+                    self.update(key, slot, cache)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Frees `key`'s slot, on the device first: its data may be overwritten afterwards.

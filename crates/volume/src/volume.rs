@@ -13,6 +13,9 @@
 //! says clean or its slot is freed; a freed slot's entry is persisted before the slot is reused.
 //! A FLUSH persists both devices; on a cache that forgets (RAM) it first writes every dirty line
 //! back. So what a completed FLUSH or a FUA write covered is found again by [`Volume::open`].
+//! Clean sectors whose data the backing store may not hold durably yet (written through or
+//! filled since its last flush) are recorded invalid on the device until the next flush, so a
+//! crash that loses a backing write cannot leave the cache holding a different block.
 //! Sectors are overwritten in place: a write interrupted by a machine crash (not by killing
 //! the process, which leaves the mapping's stores in place) may leave a sector part old, part
 //! new, 8 bytes at a time, as an unacknowledged write to PM without a BTT would.
@@ -219,8 +222,7 @@ impl Volume {
         let mut inner = self.lock();
         inner.closed = true;
         let lines = inner.clean_all()?;
-        inner.cache.flush()?;
-        inner.backing.flush()?;
+        inner.make_durable()?;
         Ok(lines)
     }
 
@@ -306,8 +308,7 @@ impl Volume {
     pub fn clean(&self) -> io::Result<u64> {
         let mut inner = self.lock();
         let lines = inner.clean_all()?;
-        inner.cache.flush()?;
-        inner.backing.flush()?;
+        inner.make_durable()?;
         Ok(lines)
     }
 
@@ -543,19 +544,53 @@ impl Inner {
             }
         }
         self.free_departed(plan, true)?;
-        for op in plan
-            .ops()
-            .iter()
-            .filter(|op| op.kind == IoKind::Write && op.key == piece.key)
-        {
-            if op.device == BACKING {
-                self.backing_write(piece.key, piece.start, data)?;
-            } else {
-                let dirty = self.controller.is_dirty(0, piece.key);
-                self.write_cached(piece, data, dirty)?;
-            }
+        let writes_to = |device: u8| {
+            plan.ops()
+                .iter()
+                .any(|op| op.kind == IoKind::Write && op.device == device && op.key == piece.key)
+        };
+        let (to_cache, to_backing) = (writes_to(CACHE), writes_to(BACKING));
+        let dirty = self.controller.is_dirty(0, piece.key);
+        if to_cache {
+            self.prepare_overwrite(piece, dirty)?;
+        }
+        if to_backing {
+            self.backing_write(piece.key, piece.start, data)?;
+        }
+        if to_cache {
+            self.write_cached(piece, data, dirty)?;
         }
         Ok(())
+    }
+
+    /// Before valid sectors of a persistent cache are overwritten in place, records a state
+    /// that is right whichever copy a crash leaves: for a dirty write, the sectors marked dirty
+    /// (their old data equals the backing store's, so writing it back is harmless); for a clean
+    /// write, the sectors marked invalid (reads go to the backing store, written first). So a
+    /// block never reads one thing after a restart and another once its line is evicted.
+    fn prepare_overwrite(&mut self, piece: Piece, dirty: bool) -> io::Result<()> {
+        if !self.cache.is_persistent() {
+            return Ok(());
+        }
+        let Some(mut slot) = self.slots.get(piece.key) else {
+            return Ok(());
+        };
+        let first = piece.start / SECTOR_BYTES * SECTOR_BYTES;
+        let end = (piece.start + piece.len).next_multiple_of(SECTOR_BYTES);
+        let overwritten = sector_bits(first, end - first) & slot.valid;
+        if dirty {
+            if overwritten & !slot.dirty == 0 {
+                return Ok(());
+            }
+            slot.dirty |= overwritten;
+        } else {
+            if overwritten == 0 {
+                return Ok(());
+            }
+            slot.valid &= !overwritten;
+            slot.dirty &= !overwritten;
+        }
+        self.slots.update(piece.key, slot, self.cache.as_mut())
     }
 
     fn trim_piece(&mut self, piece: Piece, now: u64) -> io::Result<()> {
@@ -615,6 +650,9 @@ impl Inner {
             self.counters.device_write_bytes[CACHE as usize] += bytes.len() as u64;
         }
         slot.valid |= missing;
+        if self.cache.is_persistent() {
+            slot.unflushed |= missing;
+        }
         self.slots.update(key, slot, self.cache.as_mut())
     }
 
@@ -652,6 +690,9 @@ impl Inner {
         slot.valid |= bits;
         if dirty {
             slot.dirty |= bits;
+            slot.unflushed &= !bits;
+        } else if self.cache.is_persistent() {
+            slot.unflushed |= bits;
         }
         self.slots.update(piece.key, slot, self.cache.as_mut())
     }
@@ -745,7 +786,8 @@ impl Inner {
             self.clean_all()?;
         }
         self.cache.flush()?;
-        self.backing.flush()
+        self.backing.flush()?;
+        self.slots.settle(self.cache.as_mut())
     }
 
     /// When a plan's reply stage completes on the devices' models (at once for devices not
