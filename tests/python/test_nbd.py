@@ -693,7 +693,7 @@ def check_and_settle(client: NbdClient, history: History, iteration: int) -> lis
 
 
 def test_sigkill_mid_stream_loses_no_flushed_write_and_tears_no_block(volume, tmp_path):
-    iterations = int(os.environ.get("HETERARCHY_CRASH_ITERATIONS", 8))
+    iterations = int(os.environ.get("HETERARCHY_CRASH_ITERATIONS", 20))
     files = {"backing": f"file:{tmp_path / 'crash.img'}:{VOLUME_BYTES}", "cache": f"pmem:{tmp_path / 'crash.pm'}:16m"}
     rng, history, failures = random.Random(11), History(), []
     server = volume("wb", **files)
