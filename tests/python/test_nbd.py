@@ -365,6 +365,36 @@ def test_qemu_img_compare(volume, image):
     assert "Images are identical" in done.stdout
 
 
+@pytest.fixture
+def loop_device(tmp_path):
+    """A 64 MiB loop device over a file in tmp_path, detached at teardown; skips where loop
+    devices cannot be set up (not root, no loop module, a container without them)."""
+    if os.geteuid() != 0 or not shutil.which("losetup"):
+        pytest.skip("a loop device needs root and losetup")
+    backing = tmp_path / "loop.img"
+    backing.write_bytes(bytes(VOLUME_BYTES))
+    attached = subprocess.run(["losetup", "--find", "--show", str(backing)], capture_output=True, text=True, timeout=30)
+    if attached.returncode != 0:
+        pytest.skip(f"losetup cannot attach a loop device here: {attached.stderr.strip()}")
+    device = attached.stdout.strip()
+    try:
+        yield Path(device)
+    finally:
+        subprocess.run(["losetup", "--detach", device], capture_output=True, timeout=30)
+
+
+def test_block_device_backing_with_o_direct(volume, image, loop_device, tmp_path):
+    path, data = image
+    server = volume("wb", backing=f"blockdev:{loop_device}:direct", cache="ram:8m")
+    [export] = json.loads(tool("nbdinfo", "--no-content", "--json", server.uri()).stdout)["exports"]
+    assert export["export-size"] == VOLUME_BYTES
+    tool("nbdcopy", path, server.uri())
+    server.process.send_signal(signal.SIGTERM)
+    assert server.process.wait(timeout=30) == 0
+    with open(loop_device, "rb") as device:
+        assert hashlib.sha256(device.read(len(data))).digest() == hashlib.sha256(data).digest()
+
+
 def qemu_io(server: Server, *commands) -> str:
     args = [arg for command in commands for arg in ("-c", command)]
     done = tool("qemu-io", "-f", "raw", server.uri(), *args)
