@@ -125,7 +125,8 @@ impl Volume {
     }
 
     /// [`open`](Self::open) on storage already opened (the specs in `config` are not used):
-    /// for storage of the caller's own, such as a crash-injecting wrapper.
+    /// for storage of the caller's own, such as a crash-injecting wrapper. The volume's size is
+    /// the backing store's, rounded down to whole 512-byte sectors.
     pub fn with_backends(
         config: &VolumeConfig,
         mut cache: Box<dyn Backend>,
@@ -136,7 +137,14 @@ impl Volume {
         let geometry = Geometry::for_cache(cache.size_bytes(), line_bytes, backing.size_bytes())
             .map_err(|e| format!("cache: {e}"))?;
         let slots = find_or_format(cache.as_mut(), geometry, config.force)?;
-        let size_bytes = backing.size_bytes();
+        // Whole sectors only: a cached sector is read or written whole.
+        let size_bytes = backing.size_bytes() / u64::from(SECTOR_BYTES) * u64::from(SECTOR_BYTES);
+        if size_bytes == 0 {
+            return Err(format!(
+                "backing: {} holds no whole {SECTOR_BYTES}-byte sector",
+                backing.describe()
+            ));
+        }
         let capacity = geometry.slot_count * u64::from(line_bytes);
         let seed = config
             .name

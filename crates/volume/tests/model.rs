@@ -233,3 +233,30 @@ fn a_volume_shut_down_refuses_requests_after_cleaning() {
     assert_eq!(error.kind(), std::io::ErrorKind::ConnectionAborted);
     assert!(volume.read(0, &mut [0; 512]).is_err() && volume.flush().is_err());
 }
+
+#[test]
+fn a_backing_store_of_odd_size_is_served_in_whole_sectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("odd");
+    std::fs::write(&path, vec![1u8; 10_000]).unwrap();
+    let spec = format!("file:{}", path.display());
+    let volume = Volume::open(&config(WriteMode::Wb, "ram:1m", &spec)).unwrap();
+    assert_eq!(volume.size_bytes(), 9728);
+    volume.write(9000, &[2; 728], false).unwrap();
+    volume.write(9700, &[3; 28], true).unwrap();
+    let mut tail = vec![0; 728];
+    volume.read(9000, &mut tail).unwrap();
+    assert_eq!(&tail[..700], &[2; 700][..]);
+    assert_eq!(&tail[700..], &[3; 28][..]);
+    assert!(volume.read(9728, &mut [0; 1]).is_err());
+    let tiny = dir.path().join("tiny");
+    std::fs::write(&tiny, [0u8; 100]).unwrap();
+    let error = Volume::open(&config(
+        WriteMode::Wt,
+        "ram:1m",
+        &format!("file:{}", tiny.display()),
+    ))
+    .err()
+    .unwrap();
+    assert!(error.contains("no whole 512-byte sector"), "{error}");
+}
