@@ -141,3 +141,28 @@ fn classic_caching_consults_no_tuner() {
     assert!(cache.tuning_history().is_some());
     assert!(cache.feedback().replies && !cache.feedback().device_ops);
 }
+
+#[test]
+fn admit_while_filling_installs_read_misses_until_the_tier_is_full() {
+    let config = CacheConfig {
+        admission: AdmissionScheme::Fixed,
+        fixed: FixedConfig {
+            data_admit: false,
+            load_admit: 1.0,
+            from_ms: 0.0,
+        },
+        nhc: heterarchy_engine::NhcConfig {
+            admit_while_filling: true,
+            ..Default::default()
+        },
+        ..CacheConfig::default()
+    };
+    let mut cache = CacheController::new(&config, &[4 * u64::from(LINE)], 7).unwrap();
+    for key in 0..4 {
+        let (_, ops) = plan(&mut cache, Op::Read, key);
+        assert_eq!(ops, [(1, IoKind::Read), (0, IoKind::Write)], "key {key}");
+    }
+    let (_, ops) = plan(&mut cache, Op::Read, 9);
+    assert_eq!(ops, [(1, IoKind::Read)], "a full tier follows data_admit");
+    assert!((0..4).all(|key| cache.holds(0, key)) && !cache.holds(0, 9));
+}

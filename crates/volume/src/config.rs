@@ -88,13 +88,15 @@ fn default_line() -> u64 {
     64 * 1024
 }
 
-/// The engine's defaults, but approximate LRU (CLOCK) for live eviction: no list to reorder on
-/// every hit.
+/// The engine's defaults, but approximate LRU (CLOCK) for live eviction (no list to reorder on
+/// every hit), and NHC admitting read misses while the cache has room (a scan fills it).
 pub fn default_caching() -> CacheConfig {
-    CacheConfig {
+    let mut caching = CacheConfig {
         policy: "clock".to_string(),
         ..CacheConfig::default()
-    }
+    };
+    caching.nhc.admit_while_filling = true;
+    caching
 }
 
 impl VolumeConfig {
@@ -140,7 +142,7 @@ impl VolumeConfig {
     }
 }
 
-/// A `[caching]` table, CLOCK unless it names a policy.
+/// A `[caching]` table, with [`default_caching`]'s choices unless it makes its own.
 fn caching_with_clock<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<CacheConfig, D::Error> {
@@ -148,6 +150,13 @@ fn caching_with_clock<'de, D: serde::Deserializer<'de>>(
     table
         .entry("policy")
         .or_insert_with(|| toml::Value::String(default_caching().policy));
+    if let toml::Value::Table(nhc) = table
+        .entry("nhc")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+    {
+        nhc.entry("admit_while_filling")
+            .or_insert(toml::Value::Boolean(true));
+    }
     toml::Value::Table(table)
         .try_into()
         .map_err(serde::de::Error::custom)
@@ -191,6 +200,7 @@ mod tests {
         assert_eq!(config.cache_line, 16_384);
         assert_eq!(config.caching.mode, heterarchy_engine::WriteMode::Wb);
         assert_eq!(config.caching.policy, "clock");
+        assert!(config.caching.nhc.admit_while_filling);
         assert_eq!(config.seq_cutoff.policy, CutoffPolicy::Never);
         assert_eq!(config.seq_cutoff.threshold, 1 << 20);
         config.validate().unwrap();

@@ -12,6 +12,7 @@
 //! alpha = 0.05
 //! target = "throughput"      # throughput | mean-latency | p99-latency
 //! always_data_admit = false
+//! admit_while_filling = false
 //! [cache.sib]
 //! training_ms = 1000.0
 //! [cache.lbica]
@@ -111,6 +112,10 @@ pub struct NhcConfig {
     pub target: TargetMetric,
     /// The ablation of Figure 4.14: read misses stay admitted while `load_admit` is tuned.
     pub always_data_admit: bool,
+    /// Read misses are admitted while the tier has free room, whatever `data_admit` says (ours,
+    /// for live caches): Algorithm 1 reaches State 2 on a stable 0% hit rate during a scan and
+    /// would leave an empty cache empty. Off in the thesis' experiments; live volumes turn it on.
+    pub admit_while_filling: bool,
 }
 
 impl Default for NhcConfig {
@@ -123,6 +128,7 @@ impl Default for NhcConfig {
             alpha: 0.05,
             target: TargetMetric::Throughput,
             always_data_admit: false,
+            admit_while_filling: false,
         }
     }
 }

@@ -111,6 +111,8 @@ pub struct CacheController {
     tuning: Option<Tuning>,
     /// Lines that left a tier during the current call, as `(tier, key)`.
     departures: Vec<(u8, u64)>,
+    /// Read misses enter a tier with free room even when `data_admit` is off.
+    admit_while_filling: bool,
 }
 
 impl CacheController {
@@ -167,6 +169,7 @@ impl CacheController {
             defer_victims: count == 1 && !config.mode.writes_back(),
             deferred_victims: Vec::new(),
             departures: Vec::new(),
+            admit_while_filling: config.nhc.admit_while_filling,
             tuning: Tuning::new(&config.admission_config(), count, seed),
             tiers,
         })

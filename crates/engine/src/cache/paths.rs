@@ -28,12 +28,15 @@ use super::CacheController;
 use crate::plan::IoKind;
 
 impl CacheController {
-    /// Pair `pair`'s `data_admit`: whether a read may install into tier `pair`.
+    /// Pair `pair`'s `data_admit`: whether a read may install into tier `pair` (always while
+    /// the tier has room, with `admit_while_filling`).
     #[inline]
     fn data_admit(&self, pair: usize) -> bool {
-        self.tuning
-            .as_ref()
-            .is_none_or(|tuning| tuning.settings(pair).data_admit)
+        self.tuning.as_ref().is_none_or(|tuning| {
+            tuning.settings(pair).data_admit
+                || (self.admit_while_filling
+                    && self.tiers[pair].used_bytes() < self.tiers[pair].capacity_bytes())
+        })
     }
 
     /// The tiers a read miss may be installed in, as bits.
