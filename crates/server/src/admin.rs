@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use heterarchy_volume::{Volume, VolumeStats};
+use heterarchy_volume::{DeviceStats, Volume, VolumeStats};
 
 /// Serves admin requests on `server` for ever.
 pub fn serve(server: tiny_http::Server, volumes: Vec<Arc<Volume>>) {
@@ -165,58 +165,56 @@ pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
     ];
     let mut text = String::new();
     for (name, kind, help, field) in metrics {
-        let _ = writeln!(text, "# HELP heterarchy_volume_{name} {help}.");
-        let _ = writeln!(text, "# TYPE heterarchy_volume_{name} {kind}");
-        for stats in volumes {
-            let _ = writeln!(
-                text,
-                "heterarchy_volume_{name}{{export=\"{}\"}} {}",
-                escape(&stats.name),
-                field(stats)
-            );
-        }
+        let samples = volumes.iter().map(|s| (export_label(s), field(s)));
+        family(&mut text, name, kind, help, samples);
     }
-    for (name, bytes) in [
-        ("device_read_bytes_total", true),
-        ("device_write_bytes_total", false),
-    ] {
-        let _ = writeln!(
-            text,
-            "# HELP heterarchy_volume_{name} Bytes moved on each device."
+    type DeviceField = fn(&DeviceStats) -> u64;
+    let devices: [(&str, DeviceField); 2] = [
+        ("device_read_bytes_total", |d| d.read_bytes),
+        ("device_write_bytes_total", |d| d.write_bytes),
+    ];
+    for (name, field) in devices {
+        let samples = volumes.iter().flat_map(|s| {
+            s.devices.iter().map(move |device| {
+                let labels = format!("{},device=\"{}\"", export_label(s), device.role);
+                (labels, field(device) as f64)
+            })
+        });
+        family(
+            &mut text,
+            name,
+            "counter",
+            "Bytes moved on each device",
+            samples,
         );
-        let _ = writeln!(text, "# TYPE heterarchy_volume_{name} counter");
-        for stats in volumes {
-            for device in &stats.devices {
-                let value = if bytes {
-                    device.read_bytes
-                } else {
-                    device.write_bytes
-                };
-                let _ = writeln!(
-                    text,
-                    "heterarchy_volume_{name}{{export=\"{}\",device=\"{}\"}} {value}",
-                    escape(&stats.name),
-                    device.role
-                );
-            }
-        }
     }
-    let _ = writeln!(
-        text,
-        "# HELP heterarchy_volume_admission_state NHC's state (1 for the current one)."
-    );
-    let _ = writeln!(text, "# TYPE heterarchy_volume_admission_state gauge");
-    for stats in volumes {
-        if let Some(admission) = &stats.admission {
-            let _ = writeln!(
-                text,
-                "heterarchy_volume_admission_state{{export=\"{}\",state=\"{}\"}} 1",
-                escape(&stats.name),
-                escape(&admission.state)
-            );
-        }
-    }
+    let states = volumes.iter().filter_map(|s| {
+        let admission = s.admission.as_ref()?;
+        let labels = format!("{},state=\"{}\"", export_label(s), escape(&admission.state));
+        Some((labels, 1.0))
+    });
+    let help = "NHC's state (1 for the current one)";
+    family(&mut text, "admission_state", "gauge", help, states);
     text
+}
+
+/// One metric family: its HELP and TYPE lines, then a sample per label set.
+fn family(
+    text: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (String, f64)>,
+) {
+    let _ = writeln!(text, "# HELP heterarchy_volume_{name} {help}.");
+    let _ = writeln!(text, "# TYPE heterarchy_volume_{name} {kind}");
+    for (labels, value) in samples {
+        let _ = writeln!(text, "heterarchy_volume_{name}{{{labels}}} {value}");
+    }
+}
+
+fn export_label(stats: &VolumeStats) -> String {
+    format!("export=\"{}\"", escape(&stats.name))
 }
 
 /// A label value as the text format wants it.

@@ -65,11 +65,6 @@ impl Geometry {
         })
     }
 
-    /// Sectors in a line.
-    pub fn sectors(&self) -> u32 {
-        self.line_bytes / SECTOR_BYTES
-    }
-
     /// Byte offset of slot `slot`'s data.
     pub fn slot_offset(&self, slot: u32) -> u64 {
         self.data_offset + u64::from(slot) * u64::from(self.line_bytes)

@@ -76,19 +76,33 @@ pub struct VolumeStats {
     pub admission: Option<AdmissionStats>,
 }
 
+/// What a volume's stats are read from.
+pub(crate) struct StatsSource<'a> {
+    pub name: &'a str,
+    pub mode: WriteMode,
+    pub size_bytes: u64,
+    pub line_bytes: u32,
+    pub uptime_s: f64,
+    pub controller: &'a CacheController,
+    pub slots: &'a Slots,
+    pub counters: &'a Counters,
+    /// How the cache and the backing store describe themselves.
+    pub storage: [String; 2],
+}
+
 impl VolumeStats {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn gather(
-        name: &str,
-        size_bytes: u64,
-        line_bytes: u32,
-        uptime_s: f64,
-        controller: &CacheController,
-        slots: &Slots,
-        counters: &Counters,
-        storage: [String; 2],
-        mode: WriteMode,
-    ) -> VolumeStats {
+    pub(crate) fn gather(source: StatsSource<'_>) -> VolumeStats {
+        let StatsSource {
+            name,
+            mode,
+            size_bytes,
+            line_bytes,
+            uptime_s,
+            controller,
+            slots,
+            counters,
+            storage,
+        } = source;
         let engine = controller.stats();
         let per_s = |bytes: u64| bytes as f64 / 1e6 / uptime_s.max(1e-9);
         let devices = ["cache", "backing"]

@@ -37,7 +37,7 @@ use crate::config::VolumeConfig;
 use crate::cutoff::SequentialCutoff;
 use crate::layout::{runs, sector_bits, Geometry, SECTOR_BYTES};
 use crate::slots::Slots;
-use crate::stats::{Counters, VolumeStats};
+use crate::stats::{Counters, StatsSource, VolumeStats};
 
 /// Device numbers, as the controller numbers a one-tier hierarchy.
 const CACHE: u8 = 0;
@@ -88,6 +88,17 @@ struct Piece {
     len: u32,
     /// Byte offset within the request.
     at: usize,
+}
+
+impl Piece {
+    /// The whole sectors the piece touches, as a byte range of the line.
+    fn sector_span(&self) -> (u32, u32) {
+        let first = self.start / SECTOR_BYTES * SECTOR_BYTES;
+        (
+            first,
+            (self.start + self.len).next_multiple_of(SECTOR_BYTES),
+        )
+    }
 }
 
 fn pieces(offset: u64, len: u64, line_bytes: u32) -> impl Iterator<Item = Piece> {
@@ -156,7 +167,7 @@ impl Volume {
             name.as_deref()
                 .map(|name| {
                     resolve_device(name, None)
-                        .map(|spec| Throttle::new(&spec, name))
+                        .map(|spec| Throttle::new(&spec))
                         .map_err(|e| format!("{key}: {e}"))
                 })
                 .transpose()
@@ -229,9 +240,7 @@ impl Volume {
     pub fn shut_down(&self) -> io::Result<u64> {
         let mut inner = self.lock();
         inner.closed = true;
-        let lines = inner.clean_all()?;
-        inner.make_durable()?;
-        Ok(lines)
+        inner.clean_durably()
     }
 
     fn ns_since_epoch(&self, instant: Instant) -> u64 {
@@ -312,12 +321,9 @@ impl Volume {
     }
 
     /// Writes every dirty line back to the backing store and makes both durable (`heterarchy
-    /// volume flush`, graceful shutdown). Returns the lines written back.
+    /// volume flush`). Returns the lines written back.
     pub fn clean(&self) -> io::Result<u64> {
-        let mut inner = self.lock();
-        let lines = inner.clean_all()?;
-        inner.make_durable()?;
-        Ok(lines)
+        self.lock().clean_durably()
     }
 
     /// Runs the cleaner if due; returns how long until it wants to run again (`None`: until
@@ -335,17 +341,17 @@ impl Volume {
     /// Counters and state now.
     pub fn stats(&self) -> VolumeStats {
         let inner = self.lock();
-        VolumeStats::gather(
-            &self.name,
-            self.size_bytes,
-            self.line_bytes,
-            self.epoch.elapsed().as_secs_f64(),
-            &inner.controller,
-            &inner.slots,
-            &inner.counters,
-            [inner.cache.describe(), inner.backing.describe()],
-            inner.mode,
-        )
+        VolumeStats::gather(StatsSource {
+            name: &self.name,
+            mode: inner.mode,
+            size_bytes: self.size_bytes,
+            line_bytes: self.line_bytes,
+            uptime_s: self.epoch.elapsed().as_secs_f64(),
+            controller: &inner.controller,
+            slots: &inner.slots,
+            counters: &inner.counters,
+            storage: [inner.cache.describe(), inner.backing.describe()],
+        })
     }
 
     /// Reports the answer to the controller's tuner and says when it is due.
@@ -513,17 +519,19 @@ impl Inner {
             }
         }
         self.free_departed(plan, true)?;
-        if source == CACHE {
-            self.read_cached(piece.key, piece.start, out)?;
+        // A hit whose sectors were not all cached fills the gaps (Open CAS's partial hit).
+        let partly_from_backing = if source == CACHE {
+            self.read_cached(piece.key, piece.start, out)?
         } else {
             self.backing_read(piece.key, piece.start, out)?;
-        }
+            false
+        };
         let installed = plan
             .ops()
             .iter()
             .any(|op| op.kind == IoKind::Write && op.device == CACHE && op.key == piece.key);
         let reads_change_nothing = matches!(self.mode, WriteMode::Wo | WriteMode::Pt);
-        if installed || (source == CACHE && !reads_change_nothing) {
+        if installed || (partly_from_backing && !reads_change_nothing) {
             self.fill(piece.key, piece.start, out)?;
         }
         Ok(())
@@ -583,8 +591,7 @@ impl Inner {
         let Some(mut slot) = self.slots.get(piece.key) else {
             return Ok(());
         };
-        let first = piece.start / SECTOR_BYTES * SECTOR_BYTES;
-        let end = (piece.start + piece.len).next_multiple_of(SECTOR_BYTES);
+        let (first, end) = piece.sector_span();
         let overwritten = sector_bits(first, end - first) & slot.valid;
         if dirty {
             if overwritten & !slot.dirty == 0 {
@@ -615,13 +622,15 @@ impl Inner {
     }
 
     /// Reads a piece from the cache: valid sectors from its slot, the rest from the backing
-    /// store (a line is cached sector by sector).
-    fn read_cached(&mut self, key: u64, start: u32, out: &mut [u8]) -> io::Result<()> {
+    /// store (a line is cached sector by sector). Returns whether the backing store gave any.
+    fn read_cached(&mut self, key: u64, start: u32, out: &mut [u8]) -> io::Result<bool> {
         let Some(slot) = self.slots.get(key) else {
-            return self.backing_read(key, start, out);
+            self.backing_read(key, start, out)?;
+            return Ok(true);
         };
         let wanted = sector_bits(start, out.len() as u32);
-        if wanted & !slot.valid != 0 {
+        let partial = wanted & !slot.valid != 0;
+        if partial {
             self.backing_read(key, start, out)?;
         }
         let slot_offset = self.slots.geometry().slot_offset(slot.index);
@@ -633,7 +642,7 @@ impl Inner {
             self.cache.read_at(slot_offset + u64::from(from), window)?;
             self.counters.device_read_bytes[CACHE as usize] += window.len() as u64;
         }
-        Ok(())
+        Ok(partial)
     }
 
     /// Stores the whole sectors of `data` (the line's current contents at `start`) that the
@@ -675,16 +684,14 @@ impl Inner {
             // The slot map disagrees with the controller: keep the data safe below.
             return self.backing_write(piece.key, piece.start, data);
         };
-        let first = piece.start / SECTOR_BYTES * SECTOR_BYTES;
-        let end = (piece.start + piece.len).next_multiple_of(SECTOR_BYTES);
-        let aligned_start = first;
+        let (first, end) = piece.sector_span();
         let slot_offset = self.slots.geometry().slot_offset(slot.index);
         if first == piece.start && end == piece.start + piece.len {
             self.cache.write_at(slot_offset + u64::from(first), data)?;
         } else {
             let mut line = std::mem::take(&mut self.scratch);
             let window = &mut line[first as usize..end as usize];
-            self.read_cached(piece.key, aligned_start, window)?;
+            self.read_cached(piece.key, first, window)?;
             let at = (piece.start - first) as usize;
             window[at..at + data.len()].copy_from_slice(data);
             let result = self.cache.write_at(slot_offset + u64::from(first), window);
@@ -786,6 +793,13 @@ impl Inner {
             let lines = inner.controller.flush(plan) as u64;
             inner.execute_cleaning(plan).map(|()| lines)
         })
+    }
+
+    /// Writes every dirty line back, then makes everything durable; returns the lines.
+    fn clean_durably(&mut self) -> io::Result<u64> {
+        let lines = self.clean_all()?;
+        self.make_durable()?;
+        Ok(lines)
     }
 
     /// Everything answered so far survives a crash from now on.

@@ -78,42 +78,29 @@ impl FileBackend {
             block_device: is_block,
         })
     }
+}
 
-    /// Reads or writes through the aligned bounce buffer, a read-modify-write at the edges.
-    fn direct_io(
-        &mut self,
-        offset: u64,
-        read: Option<&mut [u8]>,
-        write: Option<&[u8]>,
-    ) -> io::Result<()> {
-        let len = read
-            .as_ref()
-            .map_or_else(|| write.map_or(0, <[u8]>::len), |buf| buf.len());
-        let align = DIRECT_ALIGN as u64;
-        let start = offset / align * align;
-        let end = (offset + len as u64).div_ceil(align) * align;
-        let span = (end - start) as usize;
-        let bounce = self
-            .direct
-            .as_mut()
-            .expect("direct I/O has a bounce buffer");
-        bounce.ensure(span);
-        let window = &mut bounce.slice_mut()[..span];
-        let head = (offset - start) as usize;
-        let edges_partial = head != 0 || span != len;
-        if read.is_some() || edges_partial {
-            read_fully(&self.file, window, start, self.size_bytes)?;
-        }
-        match (read, write) {
-            (Some(buf), _) => buf.copy_from_slice(&window[head..head + len]),
-            (None, Some(data)) => {
-                window[head..head + len].copy_from_slice(data);
-                self.file.write_all_at(window, start)?;
-            }
-            (None, None) => {}
-        }
-        Ok(())
+/// The aligned window of `bounce` around `len` bytes at `offset` (O_DIRECT moves whole aligned
+/// blocks), filled from the file when `load`: for a read, or a write that covers blocks only in
+/// part. Returns the window's file offset, where the bytes start in it, and the window.
+fn direct_window<'a>(
+    file: &File,
+    bounce: &'a mut AlignedBuffer,
+    size: u64,
+    offset: u64,
+    len: usize,
+    load: bool,
+) -> io::Result<(u64, usize, &'a mut [u8])> {
+    let align = DIRECT_ALIGN as u64;
+    let start = offset / align * align;
+    let end = (offset + len as u64).div_ceil(align) * align;
+    let span = (end - start) as usize;
+    bounce.ensure(span);
+    let window = &mut bounce.slice_mut()[..span];
+    if load {
+        read_fully(file, window, start, size)?;
     }
+    Ok((start, (offset - start) as usize, window))
 }
 
 /// `path: what: error`, keeping the error's kind.
@@ -155,16 +142,31 @@ impl Backend for FileBackend {
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         check_range(self.size_bytes, offset, buf.len() as u64)?;
-        if self.direct.is_some() {
-            return self.direct_io(offset, Some(buf), None);
+        if let Some(bounce) = &mut self.direct {
+            let (_, head, window) =
+                direct_window(&self.file, bounce, self.size_bytes, offset, buf.len(), true)?;
+            buf.copy_from_slice(&window[head..head + buf.len()]);
+            return Ok(());
         }
         self.file.read_exact_at(buf, offset)
     }
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
         check_range(self.size_bytes, offset, data.len() as u64)?;
-        if self.direct.is_some() {
-            return self.direct_io(offset, None, Some(data));
+        if let Some(bounce) = &mut self.direct {
+            let align = DIRECT_ALIGN as u64;
+            let whole_blocks =
+                offset.is_multiple_of(align) && (data.len() as u64).is_multiple_of(align);
+            let (start, head, window) = direct_window(
+                &self.file,
+                bounce,
+                self.size_bytes,
+                offset,
+                data.len(),
+                !whole_blocks,
+            )?;
+            window[head..head + data.len()].copy_from_slice(data);
+            return self.file.write_all_at(window, start);
         }
         self.file.write_all_at(data, offset)
     }

@@ -17,7 +17,7 @@ mod throttle;
 use std::io;
 
 pub use file::FileBackend;
-pub use pmem::{CrashOutcome, PmemBackend, PmemPersistence};
+pub use pmem::{CrashOutcome, PmemBackend};
 pub use ram::RamBackend;
 pub use spec::{open_backend, BackendSpec};
 pub use throttle::{wait_until, Throttle};
@@ -70,6 +70,22 @@ pub fn check_range(size: u64, offset: u64, len: u64) -> io::Result<()> {
             format!("{len} bytes at offset {offset} run past the end ({size} bytes)"),
         )),
     }
+}
+
+/// Reads `buf.len()` bytes at `offset` of memory-backed storage.
+fn copy_out(bytes: &[u8], offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    check_range(bytes.len() as u64, offset, buf.len() as u64)?;
+    let start = offset as usize;
+    buf.copy_from_slice(&bytes[start..start + buf.len()]);
+    Ok(())
+}
+
+/// Writes `data` at `offset` of memory-backed storage.
+fn copy_in(bytes: &mut [u8], offset: u64, data: &[u8]) -> io::Result<()> {
+    check_range(bytes.len() as u64, offset, data.len() as u64)?;
+    let start = offset as usize;
+    bytes[start..start + data.len()].copy_from_slice(data);
+    Ok(())
 }
 
 #[cfg(test)]

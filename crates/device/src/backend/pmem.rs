@@ -15,14 +15,14 @@ use memmap2::MmapMut;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::{check_range, Backend};
+use super::{check_range, copy_in, copy_out, Backend};
 
 /// The CPU's persistence unit.
 const CACHE_LINE: u64 = 64;
 
 /// How stores are made durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PmemPersistence {
+enum PmemPersistence {
     /// Cache-line flush and store fence: the file is on a DAX file system.
     Dax,
     /// msync: the page cache stands between the mapping and the file.
@@ -97,11 +97,6 @@ impl PmemBackend {
             persistence,
             crash: None,
         })
-    }
-
-    /// How this mapping persists.
-    pub fn persistence(&self) -> PmemPersistence {
-        self.persistence
     }
 
     /// From now on, remembers what was persisted so that [`crash`](Self::crash) can lose what
@@ -232,16 +227,11 @@ impl Backend for PmemBackend {
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        check_range(self.size_bytes(), offset, buf.len() as u64)?;
-        let start = offset as usize;
-        buf.copy_from_slice(&self.map[start..start + buf.len()]);
-        Ok(())
+        copy_out(&self.map, offset, buf)
     }
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        check_range(self.size_bytes(), offset, data.len() as u64)?;
-        let start = offset as usize;
-        self.map[start..start + data.len()].copy_from_slice(data);
+        copy_in(&mut self.map, offset, data)?;
         self.mark_written(offset, data.len() as u64);
         Ok(())
     }

@@ -5,7 +5,7 @@ use std::io;
 
 use memmap2::{Advice, MmapMut};
 
-use super::{check_range, Backend};
+use super::{copy_in, copy_out, Backend};
 
 /// Storage in anonymous memory, zero-filled (the pages come from the OS on first touch), on
 /// huge pages where the kernel has them: a cache read lands anywhere in it, and a TLB miss per
@@ -41,17 +41,11 @@ impl Backend for RamBackend {
     }
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        check_range(self.size_bytes(), offset, buf.len() as u64)?;
-        let start = offset as usize;
-        buf.copy_from_slice(&self.bytes[start..start + buf.len()]);
-        Ok(())
+        copy_out(&self.bytes, offset, buf)
     }
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        check_range(self.size_bytes(), offset, data.len() as u64)?;
-        let start = offset as usize;
-        self.bytes[start..start + data.len()].copy_from_slice(data);
-        Ok(())
+        copy_in(&mut self.bytes, offset, data)
     }
 
     fn flush(&mut self) -> io::Result<()> {

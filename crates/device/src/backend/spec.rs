@@ -127,13 +127,6 @@ impl fmt::Display for BackendSpec {
     }
 }
 
-impl BackendSpec {
-    /// True for storage whose contents outlive the process.
-    pub fn is_persistent(&self) -> bool {
-        !matches!(self, BackendSpec::Ram { .. })
-    }
-}
-
 /// Opens (creating where a size is given) the storage `spec` names.
 pub fn open_backend(spec: &BackendSpec) -> io::Result<Box<dyn Backend>> {
     Ok(match spec {

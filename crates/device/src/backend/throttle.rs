@@ -13,21 +13,14 @@ use crate::spec::DeviceSpec;
 /// A device model run on the real clock.
 pub struct Throttle {
     model: DeviceModel,
-    name: String,
 }
 
 impl Throttle {
-    /// Paces like `spec` (a preset or a device file), named `name` in stats.
-    pub fn new(spec: &DeviceSpec, name: &str) -> Throttle {
+    /// Paces like `spec` (a preset or a device file).
+    pub fn new(spec: &DeviceSpec) -> Throttle {
         Throttle {
             model: DeviceModel::new(spec),
-            name: name.to_string(),
         }
-    }
-
-    /// The device it paces like.
-    pub fn name(&self) -> &str {
-        &self.name
     }
 
     /// When an access of `bytes` at `offset`, issued at `start_ns`, completes (both in ns of
@@ -64,7 +57,7 @@ mod tests {
     #[test]
     fn paces_like_the_preset() {
         let spec = preset("optane-ssd").unwrap();
-        let mut throttle = Throttle::new(&spec, "optane-ssd");
+        let mut throttle = Throttle::new(&spec);
         let alone = throttle.complete_ns(0, IoKind::Read, 0, 4096);
         let mut model = DeviceModel::new(&spec);
         assert_eq!(alone, model.submit(0, IoKind::Read, 0, 4096));

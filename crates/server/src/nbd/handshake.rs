@@ -162,7 +162,7 @@ fn protocol_error(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.to_string())
 }
 
-pub(super) fn read_u32(input: &mut impl Read) -> io::Result<u32> {
+fn read_u32(input: &mut impl Read) -> io::Result<u32> {
     let mut bytes = [0; 4];
     input.read_exact(&mut bytes)?;
     Ok(u32::from_be_bytes(bytes))

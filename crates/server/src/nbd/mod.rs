@@ -14,8 +14,6 @@ use heterarchy_volume::Volume;
 
 use crate::listen::{Listener, Stream};
 
-pub use protocol::MAX_PAYLOAD_BYTES;
-
 /// Connections served at once at most; more are closed at once.
 pub const MAX_CONNECTIONS: usize = 1024;
 /// Socket buffers: a few 64 KiB requests, or hundreds of 4 KiB ones, per system call.
