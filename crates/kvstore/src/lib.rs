@@ -1,0 +1,20 @@
+//! heterarchy's key-value cache store (issue 6, item 2; seed 000 §5.2.5, "PM-optimized
+//! Pelikan"): one store per tenant, a DRAM hash index holding keys and metadata over values in
+//! fixed-size segments on a storage backend — RAM, or persistent memory written with
+//! non-temporal stores — with TTL-grouped segments, segment eviction, and warm restart from
+//! persistent memory.
+
+mod expiry;
+mod layout;
+mod recover;
+mod segments;
+mod stats;
+mod store;
+
+pub use expiry::{Expiry, RELATIVE_LIMIT_SECS};
+pub use recover::Recovery;
+pub use stats::StoreStats;
+pub use store::{
+    Arithmetic, Counted, Deleted, Found, Lookup, Mode, Store, StoreConfig, Stored, Write,
+    DEFAULT_ITEM_MAX_BYTES, DEFAULT_SEGMENT_BYTES,
+};

@@ -1,0 +1,268 @@
+//! The segment pool (issue 6, item 2): fixed-size segments that items are appended to, grouped
+//! by TTL so that a segment's items expire together, freed whole when they all have, and
+//! evicted oldest first when space runs out, as Segcache does (Yang et al., NSDI'21; seed 000
+//! §5.2.5 builds Nyx-Pelikan on it).
+
+use std::collections::BTreeMap;
+
+use crate::expiry::Expiry;
+use crate::layout::{SegmentHeader, SEGMENT_HEADER_BYTES, STORE_HEADER_BYTES};
+
+/// Most TTL buckets: log2 of the TTL in seconds spans 1 s to 2^15 s (9 hours), and one more
+/// holds longer TTLs and none.
+const MAX_BUCKETS: usize = 16;
+/// Segments per TTL bucket at least: a small store groups fewer TTLs rather than leave most of
+/// its segments half filled.
+const SEGMENTS_PER_BUCKET: usize = 8;
+
+/// One segment as DRAM knows it.
+#[derive(Clone, Debug)]
+pub struct Segment {
+    pub header: SegmentHeader,
+    /// Where the next record goes, from the segment's start.
+    pub write_offset: u32,
+    /// Bytes of records still holding an item.
+    pub live_bytes: u64,
+    /// Every record written, as (key hash, offset): what eviction must take out of the index.
+    pub records: Vec<(u64, u32)>,
+    /// The latest expiry among its records, `None` while any never expires.
+    pub latest_expiry: Option<u32>,
+}
+
+impl Segment {
+    pub(crate) fn empty(header: SegmentHeader) -> Segment {
+        Segment {
+            header,
+            write_offset: SEGMENT_HEADER_BYTES,
+            live_bytes: 0,
+            records: Vec::new(),
+            latest_expiry: Some(0),
+        }
+    }
+
+    /// Notes a record appended at `offset` for an item expiring at `expiry`.
+    pub fn note_record(&mut self, hash: u64, offset: u32, bytes: u64, expiry: Expiry) {
+        self.records.push((hash, offset));
+        self.live_bytes += bytes;
+        self.write_offset = offset + bytes as u32;
+        self.latest_expiry = match (self.latest_expiry, expiry.to_raw()) {
+            (_, 0) | (None, _) => None,
+            (Some(latest), raw) => Some(latest.max(raw)),
+        };
+    }
+
+    /// True when every item it holds has expired by `now_secs`.
+    fn all_expired(&self, now_secs: u32) -> bool {
+        self.latest_expiry.is_some_and(|latest| latest <= now_secs)
+    }
+}
+
+/// The pool: every segment, which are free, which is open for each TTL bucket, and the order
+/// they were opened in.
+pub struct Segments {
+    pub segments: Vec<Segment>,
+    free: Vec<u32>,
+    open: Vec<Option<u32>>,
+    /// In-use segments by the order they were opened: the FIFO of eviction.
+    by_age: BTreeMap<u64, u32>,
+    next_opened_sequence: u64,
+    segment_bytes: u32,
+}
+
+/// A segment to take back, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reclaim {
+    /// All its items have expired.
+    Expired(u32),
+    /// The oldest segment, evicted for room.
+    Evicted(u32),
+}
+
+impl Segments {
+    /// A pool of `count` segments of `segment_bytes`, all free, with the generations their
+    /// headers last had.
+    pub fn new(segment_bytes: u32, generations: &[u32]) -> Segments {
+        let segments: Vec<Segment> = generations
+            .iter()
+            .map(|&generation| {
+                Segment::empty(SegmentHeader {
+                    generation,
+                    created_secs: 0,
+                    opened_sequence: 0,
+                    bucket: 0,
+                    free: true,
+                })
+            })
+            .collect();
+        let buckets = (segments.len() / SEGMENTS_PER_BUCKET).clamp(1, MAX_BUCKETS);
+        Segments {
+            free: (0..segments.len() as u32).rev().collect(),
+            segments,
+            open: vec![None; buckets],
+            by_age: BTreeMap::new(),
+            next_opened_sequence: 1,
+            segment_bytes,
+        }
+    }
+
+    /// Segments that fit in `storage_bytes`.
+    pub fn count_for(storage_bytes: u64, segment_bytes: u32) -> usize {
+        (storage_bytes.saturating_sub(STORE_HEADER_BYTES) / u64::from(segment_bytes)) as usize
+    }
+
+    /// Byte offset of segment `index` on the storage.
+    pub fn base_offset(&self, index: u32) -> u64 {
+        STORE_HEADER_BYTES + u64::from(index) * u64::from(self.segment_bytes)
+    }
+
+    /// The bucket of items expiring at `expiry`, seen at `now_secs`.
+    pub fn bucket_of(&self, expiry: Expiry, now_secs: u32) -> usize {
+        let last = self.open.len() - 1;
+        match expiry.remaining_secs(now_secs) {
+            None => last,
+            Some(ttl) => (ttl.max(1).ilog2() as usize).min(last),
+        }
+    }
+
+    /// The open segment of `bucket` if `bytes` more fit in it.
+    pub fn open_with_room(&self, bucket: usize, bytes: u64) -> Option<u32> {
+        let index = self.open[bucket]?;
+        let segment = &self.segments[index as usize];
+        (u64::from(segment.write_offset) + bytes <= u64::from(self.segment_bytes)).then_some(index)
+    }
+
+    /// True when a free segment is there to open.
+    pub fn has_free(&self) -> bool {
+        !self.free.is_empty()
+    }
+
+    /// Opens a free segment for `bucket` (sealing the bucket's previous one); returns it with
+    /// the header to write. `None` when none is free.
+    pub fn open_free(&mut self, bucket: usize, now_secs: u32) -> Option<(u32, SegmentHeader)> {
+        let index = self.free.pop()?;
+        let segment = &mut self.segments[index as usize];
+        let header = SegmentHeader {
+            generation: segment.header.generation.wrapping_add(1),
+            created_secs: now_secs,
+            opened_sequence: self.next_opened_sequence,
+            bucket: bucket as u8,
+            free: false,
+        };
+        self.next_opened_sequence += 1;
+        *segment = Segment::empty(header);
+        self.by_age.insert(header.opened_sequence, index);
+        self.open[bucket] = Some(index);
+        Some((index, header))
+    }
+
+    /// Takes an in-use segment back in at restart, sealed.
+    pub fn restore(&mut self, index: u32, segment: Segment) {
+        self.free.retain(|&free| free != index);
+        self.next_opened_sequence = self
+            .next_opened_sequence
+            .max(segment.header.opened_sequence + 1);
+        self.by_age.insert(segment.header.opened_sequence, index);
+        self.segments[index as usize] = segment;
+    }
+
+    /// The segment to take back for room: one whose items have all expired, else the oldest.
+    pub fn pick_reclaim(&self, now_secs: u32) -> Option<Reclaim> {
+        let expired = self
+            .by_age
+            .values()
+            .find(|&&index| self.segments[index as usize].all_expired(now_secs));
+        match expired {
+            Some(&index) => Some(Reclaim::Expired(index)),
+            None => self
+                .by_age
+                .values()
+                .next()
+                .map(|&index| Reclaim::Evicted(index)),
+        }
+    }
+
+    /// Returns segment `index` to the free list; gives its records (for the index to drop)
+    /// and its now-free header to write.
+    pub fn release(&mut self, index: u32) -> (Vec<(u64, u32)>, SegmentHeader) {
+        let segment = &mut self.segments[index as usize];
+        self.by_age.remove(&segment.header.opened_sequence);
+        for open in &mut self.open {
+            if *open == Some(index) {
+                *open = None;
+            }
+        }
+        let records = std::mem::take(&mut segment.records);
+        segment.header.free = true;
+        let header = segment.header;
+        *segment = Segment::empty(header);
+        self.free.push(index);
+        (records, header)
+    }
+
+    /// Frees every segment (flush_all); their on-storage headers are left for the flush mark
+    /// to void.
+    pub fn release_all(&mut self) {
+        let in_use: Vec<u32> = self.by_age.values().copied().collect();
+        for index in in_use {
+            self.release(index);
+        }
+    }
+
+    /// Segments in use.
+    pub fn in_use(&self) -> usize {
+        self.by_age.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reclaims_expired_segments_before_the_oldest() {
+        let mut pool = Segments::new(1 << 20, &[0; 16]);
+        let now = 1000;
+        let bucket = pool.bucket_of(Expiry::at(1010), now);
+        let (first, header) = pool.open_free(bucket, now).unwrap();
+        // a reused segment moves to the next generation
+        assert_eq!(header.generation, 1);
+        pool.segments[first as usize].note_record(1, 64, 100, Expiry::at(1010));
+        let never = pool.bucket_of(Expiry::NEVER, now);
+        let (second, _) = pool.open_free(never, now).unwrap();
+        pool.segments[second as usize].note_record(2, 64, 100, Expiry::NEVER);
+        // nothing expired yet: the oldest is evicted
+        assert_eq!(pool.pick_reclaim(now), Some(Reclaim::Evicted(first)));
+        // the second never expires, the first has: the first is reclaimed as expired
+        assert_eq!(pool.pick_reclaim(1010), Some(Reclaim::Expired(first)));
+        let (records, freed) = pool.release(first);
+        assert_eq!(records, vec![(1, 64)]);
+        assert!(freed.free);
+        assert_eq!(pool.pick_reclaim(2000), Some(Reclaim::Evicted(second)));
+        assert_eq!(pool.in_use(), 1);
+    }
+
+    #[test]
+    fn small_pools_group_all_ttls_in_one_bucket() {
+        let pool = Segments::new(1 << 20, &[0; 4]);
+        // too few segments to spread over TTL buckets
+        assert_eq!(
+            pool.bucket_of(Expiry::at(5), 1),
+            pool.bucket_of(Expiry::NEVER, 1)
+        );
+        let big = Segments::new(1 << 20, &[0; 1024]);
+        // a large pool keeps short and long TTLs apart
+        assert_ne!(
+            big.bucket_of(Expiry::at(5), 1),
+            big.bucket_of(Expiry::NEVER, 1)
+        );
+    }
+
+    #[test]
+    fn room_in_the_open_segment() {
+        let mut pool = Segments::new(4096, &[0; 2]);
+        let (index, _) = pool.open_free(0, 0).unwrap();
+        assert_eq!(pool.open_with_room(0, 4096 - 64), Some(index));
+        // a record past the end needs another segment
+        assert_eq!(pool.open_with_room(0, 4096 - 63), None);
+    }
+}

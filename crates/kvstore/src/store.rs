@@ -1,0 +1,886 @@
+//! One tenant's cache (issue 6, item 2): memcached's commands over a DRAM hash index and values
+//! in segments on a storage backend, as the PM-optimized Pelikan of seed 000 §5.2.5 places them
+//! — index, keys and metadata in DRAM, values on the value tier written with non-temporal
+//! stores. The tenant's quota is its storage: it can only ever evict its own items.
+//!
+//! Times are passed in (Unix seconds), so the store is deterministic under test.
+
+use std::hash::BuildHasher;
+use std::io;
+use std::time::Instant;
+
+use hashbrown::HashTable;
+use heterarchy_device::backend::{wait_until, Backend, Throttle};
+use heterarchy_device::model::IoKind;
+
+use crate::expiry::Expiry;
+use crate::layout::{
+    record_bytes, RecordHeader, SegmentHeader, StoreHeader, RECORD_HEADER_BYTES,
+    SEGMENT_HEADER_BYTES, STATE_LIVE, STATE_STALE,
+};
+use crate::recover::{self, Recovery};
+use crate::segments::{Reclaim, Segments};
+use crate::stats::StoreStats;
+
+/// Default segment size, as Pelikan's `segment_size`.
+pub const DEFAULT_SEGMENT_BYTES: u32 = 1 << 20;
+/// Default item size limit, as memcached's `-I`.
+pub const DEFAULT_ITEM_MAX_BYTES: u32 = 1 << 20;
+
+/// How a store is laid out and limited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Bytes of each segment; an item (key, value and a 32-byte header) must fit in one.
+    pub segment_bytes: u32,
+    /// Largest item (key, value and header) accepted.
+    pub item_max_bytes: u32,
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig {
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            item_max_bytes: DEFAULT_ITEM_MAX_BYTES,
+        }
+    }
+}
+
+/// An item in the DRAM index.
+#[derive(Clone, Debug)]
+pub(crate) struct Item {
+    pub key: Box<[u8]>,
+    pub hash: u64,
+    /// The CAS unique, and the record's sequence on storage.
+    pub sequence: u64,
+    pub segment: u32,
+    pub offset: u32,
+    pub value_len: u32,
+    pub client_flags: u32,
+    pub expiry: Expiry,
+    pub accessed_secs: u32,
+    pub fetched: bool,
+    pub stale: bool,
+    /// A client was handed the right to recache it (the meta protocol's W flag).
+    pub win_sent: bool,
+}
+
+/// What a read asks for besides the value (memcached's gat and the meta get flags).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Lookup {
+    /// Set a new expiry (gat, mg `T`).
+    pub touch: Option<Expiry>,
+    /// Leave access time and "fetched" alone (mg `u`).
+    pub no_bump: bool,
+    /// On a miss, create an empty item with this expiry and hand this client the right to
+    /// fill it (mg `N`).
+    pub vivify: Option<Expiry>,
+    /// Hand out the right to recache when fewer seconds than this are left (mg `R`).
+    pub recache_below_secs: Option<u32>,
+}
+
+/// An item found by [`Store::get`]; its value is read with [`Store::read_value`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub client_flags: u32,
+    pub cas: u64,
+    pub value_len: u32,
+    /// When it expires.
+    pub expiry: Expiry,
+    /// Seconds since it was last accessed, before this access.
+    pub idle_secs: u32,
+    /// It had been fetched before this access.
+    pub hit_before: bool,
+    /// It is marked stale (mg `X`).
+    pub stale: bool,
+    /// This client won the right to recache it (mg `W`).
+    pub win: bool,
+    /// Another client already won that right (mg `Z`).
+    pub already_won: bool,
+    location: (u32, u32, u16),
+}
+
+/// How a write treats what is already there (memcached's storage commands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Set,
+    /// Only if absent.
+    Add,
+    /// Only if present.
+    Replace,
+    /// Only if present; keeps its flags and expiry.
+    Append,
+    /// Only if present; keeps its flags and expiry.
+    Prepend,
+}
+
+/// A write.
+#[derive(Clone, Copy, Debug)]
+pub struct Write<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub client_flags: u32,
+    pub expiry: Expiry,
+    pub mode: Mode,
+    /// Store only if the item's CAS unique is this (memcached's cas, ms `C`).
+    pub compare_cas: Option<u64>,
+    /// With `compare_cas`: a CAS older than the item's stores the value marked stale instead
+    /// of failing (ms `I`).
+    pub invalidate: bool,
+}
+
+/// The result of a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored {
+    /// Stored with this CAS unique.
+    Stored(u64),
+    /// The mode's condition failed (NOT_STORED).
+    NotStored,
+    /// The CAS unique differs (EXISTS).
+    Exists,
+    /// A CAS write found no item (NOT_FOUND).
+    NotFound,
+    /// Over the item size limit.
+    TooLarge,
+}
+
+/// The result of a delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deleted {
+    Deleted,
+    NotFound,
+    Exists,
+}
+
+/// An increment or decrement (memcached's incr/decr, the meta `ma`).
+#[derive(Clone, Copy, Debug)]
+pub struct Arithmetic {
+    pub incr: bool,
+    pub delta: u64,
+    pub compare_cas: Option<u64>,
+    /// On a miss, create the item with this expiry and initial value (ma `N`, `J`).
+    pub vivify: Option<(Expiry, u64)>,
+    /// Set a new expiry (ma `T`).
+    pub touch: Option<Expiry>,
+}
+
+/// The result of an increment or decrement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// The new value, CAS unique and expiry.
+    Value {
+        value: u64,
+        cas: u64,
+        expiry: Expiry,
+    },
+    NotFound,
+    NonNumeric,
+    Exists,
+}
+
+/// One tenant's cache.
+pub struct Store {
+    backend: Box<dyn Backend>,
+    throttle: Option<(Throttle, Instant)>,
+    config: StoreConfig,
+    index: HashTable<Item>,
+    hasher: std::collections::hash_map::RandomState,
+    pub(crate) segments: Segments,
+    next_sequence: u64,
+    header: StoreHeader,
+    /// Every write is made durable before it is answered (persistent memory on DAX).
+    persist_each_write: bool,
+    /// Records carry checksums: the storage outlives the process.
+    checksums: bool,
+    /// A delayed flush_all: everything stored before this time goes then.
+    pending_flush_secs: Option<u32>,
+    stats: StoreStats,
+    record: Vec<u8>,
+}
+
+impl Store {
+    /// Opens a store on `backend`: finds the items a previous run left on persistent storage
+    /// (see [`Recovery`]), or starts empty. `now_secs` is the current Unix time.
+    pub fn open(
+        mut backend: Box<dyn Backend>,
+        config: StoreConfig,
+        now_secs: u32,
+    ) -> io::Result<(Store, Recovery)> {
+        check_config(&config, backend.size_bytes())?;
+        let hasher = std::collections::hash_map::RandomState::new();
+        let found = recover::scan(backend.as_mut(), &config, &hasher, now_secs)?;
+        let persist_each_write = backend.persist_is_cheap();
+        let checksums = backend.is_persistent();
+        let mut store = Store {
+            backend,
+            throttle: None,
+            segments: found.segments,
+            index: HashTable::new(),
+            hasher,
+            next_sequence: found.next_sequence,
+            header: found.header,
+            config,
+            persist_each_write,
+            checksums,
+            pending_flush_secs: None,
+            stats: StoreStats::default(),
+            record: Vec::new(),
+        };
+        for item in found.items {
+            store.index_insert(item);
+        }
+        store.stats.total_items = store.index.len() as u64;
+        store.header.clean = false;
+        store.write_store_header()?;
+        Ok((store, found.recovery))
+    }
+
+    /// Paces value accesses like a device model from now on (an emulated PM tier).
+    pub fn set_throttle(&mut self, throttle: Throttle) {
+        self.throttle = Some((throttle, Instant::now()));
+    }
+
+    /// Makes everything durable and marks the store cleanly shut down, so the next start
+    /// trusts all of it.
+    pub fn shut_down(&mut self) -> io::Result<()> {
+        self.backend.flush()?;
+        self.header.clean = true;
+        self.write_store_header()?;
+        self.backend.flush()
+    }
+
+    /// The counters, with the current item count and bytes.
+    pub fn stats(&self) -> StoreStats {
+        let mut stats = self.stats;
+        stats.curr_items = self.index.len() as u64;
+        stats.bytes = self.segments.segments.iter().map(|s| s.live_bytes).sum();
+        stats.limit_maxbytes =
+            self.segments.segments.len() as u64 * u64::from(self.config.segment_bytes);
+        stats.segments_in_use = self.segments.in_use() as u64;
+        stats.index_bytes = self.index.capacity() as u64 * std::mem::size_of::<Item>() as u64
+            + self
+                .index
+                .iter()
+                .map(|item| item.key.len() as u64)
+                .sum::<u64>();
+        stats
+    }
+
+    /// What the store is on.
+    pub fn describe(&self) -> String {
+        self.backend.describe()
+    }
+
+    /// Looks `key` up (get, gets, gat, mg).
+    pub fn get(&mut self, now_secs: u32, key: &[u8], lookup: &Lookup) -> io::Result<Option<Found>> {
+        self.apply_pending_flush(now_secs);
+        let Some(hash) = self.live_hash(now_secs, key)? else {
+            self.stats.get_misses += 1;
+            let Some(expiry) = lookup.vivify else {
+                return Ok(None);
+            };
+            // The first client to miss creates an empty item and wins the right to fill it.
+            let write = Write {
+                key,
+                value: b"",
+                client_flags: 0,
+                expiry,
+                mode: Mode::Add,
+                compare_cas: None,
+                invalidate: false,
+            };
+            if !matches!(self.store(now_secs, &write)?, Stored::Stored(_)) {
+                return Ok(None);
+            }
+            let item = self.find_mut(key, self.hash(key)).expect("just stored");
+            item.win_sent = true;
+            let mut found = found_of(item, now_secs);
+            found.win = true;
+            return Ok(Some(found));
+        };
+        self.stats.get_hits += 1;
+        let touched = lookup.touch;
+        let item = self.find_mut(key, hash).expect("live");
+        let mut found = found_of(item, now_secs);
+        let wants_recache = item.stale
+            || lookup.recache_below_secs.is_some_and(|below| {
+                item.expiry
+                    .remaining_secs(now_secs)
+                    .is_some_and(|left| left < below)
+            });
+        // One client at a time is handed the right to recache; the others learn it is taken.
+        if item.win_sent {
+            found.already_won = true;
+        } else if wants_recache {
+            item.win_sent = true;
+            found.win = true;
+        }
+        if !lookup.no_bump {
+            item.fetched = true;
+            item.accessed_secs = now_secs;
+        }
+        if let Some(expiry) = touched {
+            found.expiry = expiry;
+            self.stats.touch_hits += 1;
+            self.set_expiry(key, hash, expiry)?;
+        }
+        Ok(Some(found))
+    }
+
+    /// Copies the value of `found` (from [`get`](Self::get), with no write since) into `out`,
+    /// which must be `found.value_len` long.
+    pub fn read_value(&mut self, found: &Found, out: &mut [u8]) -> io::Result<()> {
+        let (segment, offset, key_len) = found.location;
+        let at = self.segments.base_offset(segment)
+            + u64::from(offset)
+            + u64::from(RECORD_HEADER_BYTES)
+            + u64::from(key_len);
+        self.backend.read_at(at, out)?;
+        self.pace(IoKind::Read, at, out.len());
+        Ok(())
+    }
+
+    /// Stores an item (set, add, replace, append, prepend, cas, ms).
+    pub fn store(&mut self, now_secs: u32, write: &Write) -> io::Result<Stored> {
+        self.apply_pending_flush(now_secs);
+        let existing = self.live_hash(now_secs, write.key)?;
+        let hash = self.hash(write.key);
+        let current = existing
+            .and_then(|hash| self.find(write.key, hash))
+            .cloned();
+        let mut stale = false;
+        if let Some(expected) = write.compare_cas {
+            match &current {
+                None => {
+                    self.stats.cas_misses += 1;
+                    return Ok(Stored::NotFound);
+                }
+                Some(item) if item.sequence == expected => self.stats.cas_hits += 1,
+                Some(item) if write.invalidate && expected < item.sequence => stale = true,
+                Some(_) => {
+                    self.stats.cas_badval += 1;
+                    return Ok(Stored::Exists);
+                }
+            }
+        }
+        let allowed = match write.mode {
+            Mode::Set => true,
+            Mode::Add => current.is_none(),
+            Mode::Replace | Mode::Append | Mode::Prepend => current.is_some(),
+        };
+        if !allowed {
+            return Ok(Stored::NotStored);
+        }
+        let (value, client_flags, expiry) = match (write.mode, &current) {
+            (Mode::Append | Mode::Prepend, Some(item)) => {
+                let mut joined = vec![0; item.value_len as usize];
+                self.read_item_value(item, &mut joined)?;
+                if write.mode == Mode::Append {
+                    joined.extend_from_slice(write.value);
+                } else {
+                    joined.splice(0..0, write.value.iter().copied());
+                }
+                (
+                    std::borrow::Cow::Owned(joined),
+                    item.client_flags,
+                    item.expiry,
+                )
+            }
+            _ => (
+                std::borrow::Cow::Borrowed(write.value),
+                write.client_flags,
+                write.expiry,
+            ),
+        };
+        if !self.fits(write.key.len(), value.len()) {
+            return Ok(Stored::TooLarge);
+        }
+        let state = if stale {
+            STATE_LIVE | STATE_STALE
+        } else {
+            STATE_LIVE
+        };
+        let cas = self.put(
+            now_secs,
+            write.key,
+            hash,
+            &value,
+            client_flags,
+            expiry,
+            state,
+        )?;
+        Ok(Stored::Stored(cas))
+    }
+
+    /// Deletes `key` (delete, md). With `invalidate`, marks it stale with a new CAS unique and
+    /// (if given) expiry instead (md `I`, `T`); with `drop_value`, keeps the item with an empty
+    /// value (md `x`).
+    pub fn delete(
+        &mut self,
+        now_secs: u32,
+        key: &[u8],
+        compare_cas: Option<u64>,
+        invalidate: Option<Option<Expiry>>,
+        drop_value: bool,
+    ) -> io::Result<Deleted> {
+        self.apply_pending_flush(now_secs);
+        let Some(hash) = self.live_hash(now_secs, key)? else {
+            self.stats.delete_misses += 1;
+            return Ok(Deleted::NotFound);
+        };
+        let item = self.find(key, hash).expect("live").clone();
+        if compare_cas.is_some_and(|cas| cas != item.sequence) {
+            return Ok(Deleted::Exists);
+        }
+        self.stats.delete_hits += 1;
+        if let Some(expiry) = invalidate {
+            let mut value = vec![0; item.value_len as usize];
+            self.read_item_value(&item, &mut value)?;
+            let expiry = expiry.unwrap_or(item.expiry);
+            let state = STATE_LIVE | STATE_STALE;
+            self.put(
+                now_secs,
+                key,
+                hash,
+                &value,
+                item.client_flags,
+                expiry,
+                state,
+            )?;
+            if let Some(entry) = self.find_mut(key, hash) {
+                entry.win_sent = false;
+            }
+        } else if drop_value {
+            self.put(
+                now_secs,
+                key,
+                hash,
+                b"",
+                item.client_flags,
+                item.expiry,
+                STATE_LIVE,
+            )?;
+        } else {
+            self.remove(key, hash)?;
+        }
+        Ok(Deleted::Deleted)
+    }
+
+    /// Increments or decrements a decimal value (incr, decr, ma): increments wrap at 2^64,
+    /// decrements stop at 0, and a shorter result is padded with spaces to the old length, as
+    /// memcached does in place.
+    pub fn arithmetic(
+        &mut self,
+        now_secs: u32,
+        key: &[u8],
+        request: &Arithmetic,
+    ) -> io::Result<Counted> {
+        self.apply_pending_flush(now_secs);
+        let Some(hash) = self.live_hash(now_secs, key)? else {
+            self.stats.count_arithmetic(request.incr, false);
+            let Some((expiry, initial)) = request.vivify else {
+                return Ok(Counted::NotFound);
+            };
+            let digits = initial.to_string();
+            let cas = self.put(
+                now_secs,
+                key,
+                self.hash(key),
+                digits.as_bytes(),
+                0,
+                expiry,
+                STATE_LIVE,
+            )?;
+            return Ok(Counted::Value {
+                value: initial,
+                cas,
+                expiry,
+            });
+        };
+        let item = self.find(key, hash).expect("live").clone();
+        if request.compare_cas.is_some_and(|cas| cas != item.sequence) {
+            return Ok(Counted::Exists);
+        }
+        let mut old = vec![0; item.value_len as usize];
+        self.read_item_value(&item, &mut old)?;
+        let Some(current) = parse_counter(&old) else {
+            return Ok(Counted::NonNumeric);
+        };
+        self.stats.count_arithmetic(request.incr, true);
+        let value = if request.incr {
+            current.wrapping_add(request.delta)
+        } else {
+            current.saturating_sub(request.delta)
+        };
+        let mut digits = value.to_string().into_bytes();
+        if digits.len() < old.len() {
+            digits.resize(old.len(), b' ');
+        }
+        let expiry = request.touch.unwrap_or(item.expiry);
+        let cas = self.put(
+            now_secs,
+            key,
+            hash,
+            &digits,
+            item.client_flags,
+            expiry,
+            STATE_LIVE,
+        )?;
+        Ok(Counted::Value { value, cas, expiry })
+    }
+
+    /// Sets a new expiry on `key` (touch); false when it is not there.
+    pub fn touch(&mut self, now_secs: u32, key: &[u8], expiry: Expiry) -> io::Result<bool> {
+        self.apply_pending_flush(now_secs);
+        let Some(hash) = self.live_hash(now_secs, key)? else {
+            self.stats.touch_misses += 1;
+            return Ok(false);
+        };
+        self.stats.touch_hits += 1;
+        if let Some(item) = self.find_mut(key, hash) {
+            item.accessed_secs = now_secs;
+        }
+        self.set_expiry(key, hash, expiry)?;
+        Ok(true)
+    }
+
+    /// Drops every item now, or everything stored before `now_secs + delay_secs` once that time
+    /// comes (flush_all).
+    pub fn flush_all(&mut self, now_secs: u32, delay_secs: u32) -> io::Result<()> {
+        if delay_secs > 0 {
+            self.pending_flush_secs = Some(now_secs.saturating_add(delay_secs));
+            return Ok(());
+        }
+        self.pending_flush_secs = None;
+        self.stats.flushed_items += self.index.len() as u64;
+        self.index.clear();
+        self.segments.release_all();
+        // Records at or below this sequence are void at the next start.
+        self.header.flushed_through = self.next_sequence - 1;
+        self.write_store_header()
+    }
+
+    /// The keys and expiries of live items (for `me` and tests); unordered.
+    pub fn item_count(&self) -> usize {
+        self.index.len()
+    }
+
+    fn apply_pending_flush(&mut self, now_secs: u32) {
+        if self.pending_flush_secs.is_some_and(|at| now_secs >= at) {
+            // A failure to persist the flush mark only means a restart may find the items.
+            let _ = self.flush_all(now_secs, 0);
+        }
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn find(&self, key: &[u8], hash: u64) -> Option<&Item> {
+        self.index.find(hash, |item| *item.key == *key)
+    }
+
+    fn find_mut(&mut self, key: &[u8], hash: u64) -> Option<&mut Item> {
+        self.index.find_mut(hash, |item| *item.key == *key)
+    }
+
+    /// The hash of `key` if it holds an item that has not expired; an expired one is removed.
+    fn live_hash(&mut self, now_secs: u32, key: &[u8]) -> io::Result<Option<u64>> {
+        let hash = self.hash(key);
+        let Some(item) = self.find(key, hash) else {
+            return Ok(None);
+        };
+        if !item.expiry.has_passed(now_secs) {
+            return Ok(Some(hash));
+        }
+        if !item.fetched {
+            self.stats.expired_unfetched += 1;
+        }
+        self.stats.reclaimed += 1;
+        self.remove(key, hash)?;
+        Ok(None)
+    }
+
+    fn index_insert(&mut self, item: Item) {
+        let hasher = &self.hasher;
+        self.index
+            .insert_unique(item.hash, item, |item| hasher.hash_one(&item.key));
+    }
+
+    fn fits(&self, key_len: usize, value_len: usize) -> bool {
+        let bytes = record_bytes(key_len, value_len);
+        bytes <= u64::from(self.config.item_max_bytes)
+            && bytes <= u64::from(self.config.segment_bytes - SEGMENT_HEADER_BYTES)
+    }
+
+    /// Writes a record for `key` and points the index at it, voiding the one it replaces;
+    /// returns the new CAS unique.
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &mut self,
+        now_secs: u32,
+        key: &[u8],
+        hash: u64,
+        value: &[u8],
+        client_flags: u32,
+        expiry: Expiry,
+        state: u8,
+    ) -> io::Result<u64> {
+        let bytes = record_bytes(key.len(), value.len());
+        let (segment, offset) = self.room_for(now_secs, expiry, bytes)?;
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        let header = RecordHeader {
+            sequence,
+            expiry_raw: expiry.to_raw(),
+            client_flags,
+            value_len: value.len() as u32,
+            key_len: key.len() as u16,
+            state,
+            generation: self.segments.segments[segment as usize].header.generation,
+        };
+        self.record.clear();
+        self.record
+            .extend_from_slice(&header.encode(key, value, self.checksums));
+        self.record.extend_from_slice(key);
+        self.record.extend_from_slice(value);
+        self.record.resize(bytes as usize, 0);
+        let at = self.segments.base_offset(segment) + u64::from(offset);
+        self.backend.write_streaming(at, &self.record)?;
+        self.pace(IoKind::Write, at, self.record.len());
+        self.segments.segments[segment as usize].note_record(hash, offset, bytes, expiry);
+        // Void the record this one replaces before the reply: a restart must not find it.
+        let replaced = self.find(key, hash).map(|item| {
+            (
+                item.segment,
+                item.offset,
+                record_bytes(item.key.len(), item.value_len as usize),
+            )
+        });
+        if let Some((old_segment, old_offset, old_bytes)) = replaced {
+            self.void_record(old_segment, old_offset, old_bytes)?;
+        }
+        if self.persist_each_write {
+            self.backend.persist(at, bytes)?;
+        }
+        let stale = state & STATE_STALE != 0;
+        match self.find_mut(key, hash) {
+            Some(item) => {
+                item.sequence = sequence;
+                item.segment = segment;
+                item.offset = offset;
+                item.value_len = value.len() as u32;
+                item.client_flags = client_flags;
+                item.expiry = expiry;
+                item.accessed_secs = now_secs;
+                item.fetched = false;
+                item.stale = stale;
+                item.win_sent = false;
+            }
+            None => self.index_insert(Item {
+                key: key.into(),
+                hash,
+                sequence,
+                segment,
+                offset,
+                value_len: value.len() as u32,
+                client_flags,
+                expiry,
+                accessed_secs: now_secs,
+                fetched: false,
+                stale,
+                win_sent: false,
+            }),
+        }
+        self.stats.total_items += 1;
+        Ok(sequence)
+    }
+
+    /// A segment and offset where `bytes` fit, in the bucket of `expiry`: the bucket's open
+    /// segment, or a new one, reclaiming expired or oldest segments for it.
+    fn room_for(&mut self, now_secs: u32, expiry: Expiry, bytes: u64) -> io::Result<(u32, u32)> {
+        let bucket = self.segments.bucket_of(expiry, now_secs);
+        if let Some(segment) = self.segments.open_with_room(bucket, bytes) {
+            let offset = self.segments.segments[segment as usize].write_offset;
+            return Ok((segment, offset));
+        }
+        while !self.segments.has_free() {
+            let reclaim = self
+                .segments
+                .pick_reclaim(now_secs)
+                .ok_or_else(|| io::Error::other("no segment to reclaim"))?;
+            self.reclaim(reclaim, now_secs)?;
+        }
+        let (segment, header) = self
+            .segments
+            .open_free(bucket, now_secs)
+            .expect("a free segment");
+        self.write_segment_header(segment, &header)?;
+        Ok((segment, SEGMENT_HEADER_BYTES))
+    }
+
+    /// Frees a segment: its items leave the index, and its header on storage says free before
+    /// its space is reused.
+    fn reclaim(&mut self, reclaim: Reclaim, now_secs: u32) -> io::Result<()> {
+        let (index, expired) = match reclaim {
+            Reclaim::Expired(index) => (index, true),
+            Reclaim::Evicted(index) => (index, false),
+        };
+        let (records, header) = self.segments.release(index);
+        for (hash, offset) in records {
+            let Some(entry) = self
+                .index
+                .find_entry(hash, |item| item.segment == index && item.offset == offset)
+                .ok()
+            else {
+                continue;
+            };
+            let (item, _) = entry.remove();
+            if expired || item.expiry.has_passed(now_secs) {
+                self.stats.reclaimed += 1;
+            } else {
+                self.stats.evictions += 1;
+                if !item.fetched {
+                    self.stats.evicted_unfetched += 1;
+                }
+            }
+        }
+        self.write_segment_header(index, &header)
+    }
+
+    fn remove(&mut self, key: &[u8], hash: u64) -> io::Result<()> {
+        let Ok(entry) = self.index.find_entry(hash, |item| *item.key == *key) else {
+            return Ok(());
+        };
+        let (item, _) = entry.remove();
+        let bytes = record_bytes(item.key.len(), item.value_len as usize);
+        self.void_record(item.segment, item.offset, bytes)?;
+        if self.persist_each_write {
+            let at = self.segments.base_offset(item.segment) + u64::from(item.offset);
+            self.backend.persist(at + RecordHeader::STATE_WORD, 8)?;
+        }
+        Ok(())
+    }
+
+    /// Marks a record dead: in the segment's accounting, and on persistent storage in its
+    /// state word.
+    fn void_record(&mut self, segment: u32, offset: u32, bytes: u64) -> io::Result<()> {
+        let accounting = &mut self.segments.segments[segment as usize];
+        accounting.live_bytes = accounting.live_bytes.saturating_sub(bytes);
+        if !self.checksums {
+            return Ok(());
+        }
+        let at = self.segments.base_offset(segment) + u64::from(offset) + RecordHeader::STATE_WORD;
+        let mut word = [0u8; 8];
+        self.backend.read_at(at, &mut word)?;
+        word[6] = 0;
+        self.backend.write_at(at, &word)
+    }
+
+    fn set_expiry(&mut self, key: &[u8], hash: u64, expiry: Expiry) -> io::Result<()> {
+        let Some(item) = self.find_mut(key, hash) else {
+            return Ok(());
+        };
+        item.expiry = expiry;
+        let (segment, offset, client_flags) = (item.segment, item.offset, item.client_flags);
+        let accounting = &mut self.segments.segments[segment as usize];
+        accounting.latest_expiry = match (accounting.latest_expiry, expiry.to_raw()) {
+            (_, 0) | (None, _) => None,
+            (Some(latest), raw) => Some(latest.max(raw)),
+        };
+        if !self.checksums {
+            return Ok(());
+        }
+        let mut word = [0u8; 8];
+        word[..4].copy_from_slice(&expiry.to_raw().to_le_bytes());
+        word[4..].copy_from_slice(&client_flags.to_le_bytes());
+        let at = self.segments.base_offset(segment) + u64::from(offset) + RecordHeader::EXPIRY_WORD;
+        self.backend.write_at(at, &word)?;
+        if self.persist_each_write {
+            self.backend.persist(at, 8)?;
+        }
+        Ok(())
+    }
+
+    fn read_item_value(&mut self, item: &Item, out: &mut [u8]) -> io::Result<()> {
+        let found = Found {
+            location: (item.segment, item.offset, item.key.len() as u16),
+            ..found_of(item, 0)
+        };
+        self.read_value(&found, out)
+    }
+
+    fn write_segment_header(&mut self, segment: u32, header: &SegmentHeader) -> io::Result<()> {
+        if !self.checksums {
+            return Ok(());
+        }
+        let at = self.segments.base_offset(segment);
+        self.backend.write_at(at, &header.encode())?;
+        // The first record slot must read as the end, whatever the segment held before.
+        self.backend
+            .write_at(at + u64::from(SEGMENT_HEADER_BYTES), &[0u8; 8])?;
+        self.backend
+            .persist(at, u64::from(SEGMENT_HEADER_BYTES) + 8)
+    }
+
+    fn write_store_header(&mut self) -> io::Result<()> {
+        if !self.checksums {
+            return Ok(());
+        }
+        self.header.sequence += 1;
+        let bytes = self.header.to_bytes();
+        let at = self.header.offset();
+        self.backend.write_at(at, &bytes)?;
+        self.backend.persist(at, bytes.len() as u64)
+    }
+
+    /// Holds the caller until a throttled tier would have completed the access.
+    fn pace(&mut self, kind: IoKind, offset: u64, bytes: usize) {
+        if let Some((throttle, epoch)) = &mut self.throttle {
+            let start_ns = epoch.elapsed().as_nanos() as u64;
+            let done_ns = throttle.complete_ns(start_ns, kind, offset, bytes as u32);
+            wait_until(*epoch + std::time::Duration::from_nanos(done_ns));
+        }
+    }
+}
+
+fn found_of(item: &Item, now_secs: u32) -> Found {
+    Found {
+        client_flags: item.client_flags,
+        cas: item.sequence,
+        value_len: item.value_len,
+        expiry: item.expiry,
+        idle_secs: now_secs.saturating_sub(item.accessed_secs),
+        hit_before: item.fetched,
+        stale: item.stale,
+        win: false,
+        already_won: false,
+        location: (item.segment, item.offset, item.key.len() as u16),
+    }
+}
+
+/// A counter's value: decimal digits, with the spaces an in-place decrement may have left
+/// (memcached reads it with strtoull).
+fn parse_counter(value: &[u8]) -> Option<u64> {
+    let digits = value.trim_ascii();
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+fn check_config(config: &StoreConfig, storage_bytes: u64) -> io::Result<()> {
+    let invalid = |message: String| Err(io::Error::new(io::ErrorKind::InvalidInput, message));
+    if config.segment_bytes < 4096 || config.segment_bytes & 7 != 0 {
+        return invalid(format!(
+            "segment size {} bytes: expected at least 4 KiB, a multiple of 8",
+            config.segment_bytes
+        ));
+    }
+    if Segments::count_for(storage_bytes, config.segment_bytes) < 2 {
+        return invalid(format!(
+            "{storage_bytes} bytes of storage hold fewer than two {} KiB segments",
+            config.segment_bytes >> 10
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,428 @@
+//! The store against a model (a map of what memcached would hold), under eviction, and across
+//! restarts and injected machine crashes of persistent memory.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use heterarchy_device::backend::{Backend, PmemBackend, RamBackend};
+use heterarchy_kvstore::{
+    Arithmetic, Counted, Deleted, Expiry, Lookup, Mode, Recovery, Store, StoreConfig, Stored, Write,
+};
+use proptest::prelude::*;
+
+const NOW: u32 = 1_700_000_000;
+
+fn small_config() -> StoreConfig {
+    StoreConfig {
+        segment_bytes: 4096,
+        item_max_bytes: 4096,
+    }
+}
+
+fn ram_store(bytes: u64) -> Store {
+    let backend = Box::new(RamBackend::new(bytes).unwrap());
+    Store::open(backend, small_config(), NOW).unwrap().0
+}
+
+fn set(store: &mut Store, now: u32, key: &[u8], value: &[u8], expiry: Expiry) -> Stored {
+    let write = Write {
+        key,
+        value,
+        client_flags: 7,
+        expiry,
+        mode: Mode::Set,
+        compare_cas: None,
+        invalidate: false,
+    };
+    store.store(now, &write).unwrap()
+}
+
+fn get(store: &mut Store, now: u32, key: &[u8]) -> Option<Vec<u8>> {
+    let found = store.get(now, key, &Lookup::default()).unwrap()?;
+    let mut value = vec![0; found.value_len as usize];
+    store.read_value(&found, &mut value).unwrap();
+    Some(value)
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Set(u8, Vec<u8>, u8),
+    Add(u8, Vec<u8>),
+    Replace(u8, Vec<u8>),
+    Append(u8, Vec<u8>),
+    Prepend(u8, Vec<u8>),
+    Delete(u8),
+    Incr(u8, u64),
+    Decr(u8, u64),
+    Touch(u8, u8),
+    Get(u8),
+    Advance(u8),
+    FlushAll,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let key = 0u8..12;
+    let value = prop::collection::vec(prop::sample::select(b"0123456789ab ".to_vec()), 0..40);
+    prop_oneof![
+        4 => (key.clone(), value.clone(), 0u8..4).prop_map(|(k, v, t)| Op::Set(k, v, t)),
+        1 => (key.clone(), value.clone()).prop_map(|(k, v)| Op::Add(k, v)),
+        1 => (key.clone(), value.clone()).prop_map(|(k, v)| Op::Replace(k, v)),
+        1 => (key.clone(), value.clone()).prop_map(|(k, v)| Op::Append(k, v)),
+        1 => (key.clone(), value.clone()).prop_map(|(k, v)| Op::Prepend(k, v)),
+        1 => key.clone().prop_map(Op::Delete),
+        1 => (key.clone(), 0u64..1000).prop_map(|(k, d)| Op::Incr(k, d)),
+        1 => (key.clone(), 0u64..1000).prop_map(|(k, d)| Op::Decr(k, d)),
+        1 => (key.clone(), 0u8..4).prop_map(|(k, t)| Op::Touch(k, t)),
+        4 => key.prop_map(Op::Get),
+        1 => (0u8..3).prop_map(Op::Advance),
+        1 => Just(Op::FlushAll),
+    ]
+}
+
+/// TTL choice `t`: 0 never, else t seconds.
+fn expiry_of(t: u8, now: u32) -> Expiry {
+    Expiry::from_exptime(i64::from(t), now)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// With room for everything, the store answers exactly as a map with expiry would.
+    #[test]
+    fn matches_a_model_when_nothing_is_evicted(ops in prop::collection::vec(op(), 1..120)) {
+        let mut store = ram_store(4 << 20);
+        let mut model: HashMap<Vec<u8>, (Vec<u8>, Expiry)> = HashMap::new();
+        let mut now = NOW;
+        for op in ops {
+            model.retain(|_, (_, expiry)| !expiry.has_passed(now));
+            let key_of = |k: u8| format!("key{k}").into_bytes();
+            match op.clone() {
+                Op::Set(k, v, t) => {
+                    let stored = set(&mut store, now, &key_of(k), &v, expiry_of(t, now));
+                    prop_assert!(matches!(stored, Stored::Stored(_)));
+                    model.insert(key_of(k), (v, expiry_of(t, now)));
+                }
+                Op::Add(k, v) | Op::Replace(k, v) | Op::Append(k, v) | Op::Prepend(k, v) => {
+                    let mode = match op {
+                        Op::Add(..) => Mode::Add,
+                        Op::Replace(..) => Mode::Replace,
+                        Op::Append(..) => Mode::Append,
+                        _ => Mode::Prepend,
+                    };
+                    let write = Write { key: &key_of(k), value: &v, client_flags: 0, expiry: Expiry::NEVER, mode, compare_cas: None, invalidate: false };
+                    let stored = store.store(now, &write).unwrap();
+                    let present = model.contains_key(&key_of(k));
+                    prop_assert_eq!(matches!(stored, Stored::Stored(_)), present != (mode == Mode::Add));
+                    if let Stored::Stored(_) = stored {
+                        let entry = model.entry(key_of(k)).or_insert((Vec::new(), Expiry::NEVER));
+                        match mode {
+                            Mode::Append => entry.0.extend_from_slice(&v),
+                            Mode::Prepend => entry.0 = [v.clone(), entry.0.clone()].concat(),
+                            _ => *entry = (v, Expiry::NEVER),
+                        }
+                    }
+                }
+                Op::Delete(k) => {
+                    let deleted = store.delete(now, &key_of(k), None, None, false).unwrap();
+                    let expected = if model.remove(&key_of(k)).is_some() { Deleted::Deleted } else { Deleted::NotFound };
+                    prop_assert_eq!(deleted, expected);
+                }
+                Op::Incr(k, delta) | Op::Decr(k, delta) => {
+                    let incr = matches!(op, Op::Incr(..));
+                    let request = Arithmetic { incr, delta, compare_cas: None, vivify: None, touch: None };
+                    let counted = store.arithmetic(now, &key_of(k), &request).unwrap();
+                    match model.get_mut(&key_of(k)) {
+                        None => prop_assert_eq!(counted, Counted::NotFound),
+                        Some((value, _)) => {
+                            let text = String::from_utf8(value.clone()).unwrap();
+                            match text.trim().parse::<u64>() {
+                                Ok(old) if !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_digit()) => {
+                                    let new = if incr { old.wrapping_add(delta) } else { old.saturating_sub(delta) };
+                                    let Counted::Value { value: got, .. } = counted else {
+                                        return Err(TestCaseError::fail(format!("{counted:?} for {text:?}")));
+                                    };
+                                    prop_assert_eq!(got, new);
+                                    let mut digits = new.to_string().into_bytes();
+                                    if digits.len() < value.len() { digits.resize(value.len(), b' '); }
+                                    *value = digits;
+                                }
+                                _ => prop_assert_eq!(counted, Counted::NonNumeric),
+                            }
+                        }
+                    }
+                }
+                Op::Touch(k, t) => {
+                    let touched = store.touch(now, &key_of(k), expiry_of(t, now)).unwrap();
+                    prop_assert_eq!(touched, model.contains_key(&key_of(k)));
+                    if let Some(entry) = model.get_mut(&key_of(k)) { entry.1 = expiry_of(t, now); }
+                }
+                Op::Get(k) => {
+                    prop_assert_eq!(get(&mut store, now, &key_of(k)), model.get(&key_of(k)).map(|(v, _)| v.clone()));
+                }
+                Op::Advance(seconds) => now += u32::from(seconds),
+                Op::FlushAll => {
+                    store.flush_all(now, 0).unwrap();
+                    model.clear();
+                }
+            }
+        }
+        model.retain(|_, (_, expiry)| !expiry.has_passed(now));
+        for k in 0..12u8 {
+            let key = format!("key{k}").into_bytes();
+            prop_assert_eq!(get(&mut store, now, &key), model.get(&key).map(|(v, _)| v.clone()));
+        }
+    }
+
+    /// Under eviction a get returns the latest value written or nothing, never an older one,
+    /// and the store never holds more than its quota.
+    #[test]
+    fn eviction_never_serves_an_old_value(writes in prop::collection::vec((0u16..300, 1usize..900), 1..400)) {
+        let mut store = ram_store(4096 + 8 * 4096);
+        let mut latest: HashMap<u16, Vec<u8>> = HashMap::new();
+        for (round, (key, length)) in writes.into_iter().enumerate() {
+            let value = vec![(round % 251) as u8; length];
+            let name = key.to_be_bytes();
+            prop_assert!(matches!(set(&mut store, NOW, &name, &value, Expiry::NEVER), Stored::Stored(_)));
+            latest.insert(key, value);
+            prop_assert!(store.stats().bytes <= store.stats().limit_maxbytes);
+        }
+        for (key, value) in &latest {
+            if let Some(got) = get(&mut store, NOW, &key.to_be_bytes()) {
+                prop_assert_eq!(&got, value);
+            }
+        }
+    }
+}
+
+#[test]
+fn cas_add_and_the_meta_flags() {
+    let mut store = ram_store(1 << 20);
+    let Stored::Stored(cas) = set(&mut store, NOW, b"k", b"v1", Expiry::NEVER) else {
+        panic!("set failed");
+    };
+    let mut write = Write {
+        key: b"k",
+        value: b"v2",
+        client_flags: 1,
+        expiry: Expiry::NEVER,
+        mode: Mode::Set,
+        compare_cas: Some(cas + 100),
+        invalidate: false,
+    };
+    // a wrong CAS unique is refused
+    assert_eq!(store.store(NOW, &write).unwrap(), Stored::Exists);
+    write.compare_cas = Some(cas);
+    // the right one stores, with a new CAS unique
+    let Stored::Stored(second) = store.store(NOW, &write).unwrap() else {
+        panic!("cas failed")
+    };
+    assert!(second > cas);
+    // a CAS write on a missing key is NOT_FOUND
+    write.key = b"missing";
+    assert_eq!(store.store(NOW, &write).unwrap(), Stored::NotFound);
+    // add refuses a present key
+    write.key = b"k";
+    write.compare_cas = None;
+    write.mode = Mode::Add;
+    assert_eq!(store.store(NOW, &write).unwrap(), Stored::NotStored);
+
+    // mg N: the first miss vivifies and wins, the next sees it won already
+    let vivify = Lookup {
+        vivify: Some(Expiry::at(i64::from(NOW) + 30)),
+        ..Lookup::default()
+    };
+    let first = store.get(NOW, b"new", &vivify).unwrap().unwrap();
+    assert!(first.win && first.value_len == 0);
+    let second = store.get(NOW, b"new", &vivify).unwrap().unwrap();
+    assert!(!second.win && second.already_won);
+
+    // md I: the item stays, stale, and the next reader wins the recache
+    assert_eq!(
+        store.delete(NOW, b"k", None, Some(None), false).unwrap(),
+        Deleted::Deleted
+    );
+    let stale = store.get(NOW, b"k", &Lookup::default()).unwrap().unwrap();
+    assert!(stale.stale && stale.win);
+    // h and l: fetched before, idle time
+    let later = store
+        .get(NOW + 5, b"k", &Lookup::default())
+        .unwrap()
+        .unwrap();
+    assert!(later.hit_before && later.idle_secs == 5 && later.already_won);
+}
+
+#[test]
+fn expiry_and_delayed_flush() {
+    let mut store = ram_store(1 << 20);
+    set(
+        &mut store,
+        NOW,
+        b"short",
+        b"x",
+        Expiry::from_exptime(2, NOW),
+    );
+    set(&mut store, NOW, b"long", b"y", Expiry::NEVER);
+    // alive before its time, gone after
+    assert!(get(&mut store, NOW + 1, b"short").is_some());
+    assert!(get(&mut store, NOW + 2, b"short").is_none());
+    // a negative exptime is expired at once
+    set(&mut store, NOW, b"neg", b"z", Expiry::from_exptime(-1, NOW));
+    assert!(get(&mut store, NOW, b"neg").is_none());
+    // flush_all 10: items stay until then, go after
+    store.flush_all(NOW, 10).unwrap();
+    assert!(get(&mut store, NOW + 9, b"long").is_some());
+    assert!(get(&mut store, NOW + 10, b"long").is_none());
+}
+
+#[test]
+fn oversized_items_are_refused() {
+    let mut store = ram_store(1 << 20);
+    let big = vec![0u8; 4096];
+    // an item (header, key and value) over item_max_bytes is too large
+    assert_eq!(
+        set(&mut store, NOW, b"k", &big, Expiry::NEVER),
+        Stored::TooLarge
+    );
+    let fits = vec![0u8; 4096 - 64 - 32 - 1];
+    assert!(matches!(
+        set(&mut store, NOW, b"k", &fits, Expiry::NEVER),
+        Stored::Stored(_)
+    ));
+}
+
+/// A pmem file shared with the test, so the test can crash it under the store; it claims DAX
+/// so the store persists every write before answering.
+#[derive(Clone)]
+struct SharedPmem(Arc<Mutex<PmemBackend>>);
+
+impl Backend for SharedPmem {
+    fn size_bytes(&self) -> u64 {
+        self.0.lock().unwrap().size_bytes()
+    }
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.0.lock().unwrap().read_at(offset, buf)
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.0.lock().unwrap().write_at(offset, data)
+    }
+    fn write_streaming(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.0.lock().unwrap().write_streaming(offset, data)
+    }
+    fn persist(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        self.0.lock().unwrap().persist(offset, len)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.lock().unwrap().flush()
+    }
+    fn persist_is_cheap(&self) -> bool {
+        true
+    }
+    fn is_persistent(&self) -> bool {
+        true
+    }
+    fn describe(&self) -> String {
+        "shared pmem".into()
+    }
+}
+
+#[test]
+fn warm_restart_after_shutdown_and_after_a_process_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("values.pm");
+    let open = || {
+        let backend = Box::new(PmemBackend::open(&path, 1 << 20).unwrap());
+        Store::open(backend, small_config(), NOW).unwrap()
+    };
+    let (mut store, recovery) = open();
+    assert_eq!(recovery, Recovery::Fresh);
+    for i in 0..100u32 {
+        set(
+            &mut store,
+            NOW,
+            &i.to_be_bytes(),
+            &i.to_le_bytes(),
+            Expiry::NEVER,
+        );
+    }
+    set(&mut store, NOW, b"gone", b"x", Expiry::NEVER);
+    store.delete(NOW, b"gone", None, None, false).unwrap();
+    set(&mut store, NOW, b"twice", b"old", Expiry::NEVER);
+    set(&mut store, NOW, b"twice", b"new", Expiry::NEVER);
+    store.shut_down().unwrap();
+    drop(store);
+
+    let (mut store, recovery) = open();
+    // a clean shutdown keeps every item; deleted and overwritten ones stay so
+    assert_eq!(
+        recovery,
+        Recovery::Recovered {
+            items: 101,
+            clean: true
+        }
+    );
+    assert_eq!(
+        get(&mut store, NOW, &7u32.to_be_bytes()),
+        Some(7u32.to_le_bytes().to_vec())
+    );
+    assert_eq!(get(&mut store, NOW, b"gone"), None);
+    assert_eq!(get(&mut store, NOW, b"twice"), Some(b"new".to_vec()));
+    set(&mut store, NOW, b"after", b"restart", Expiry::NEVER);
+    store.flush_all(NOW, 0).unwrap();
+    set(&mut store, NOW, b"survivor", b"1", Expiry::NEVER);
+    // dropped without shutdown: a process crash
+    drop(store);
+
+    let (mut store, recovery) = open();
+    // flush_all voided everything before it, across the crash
+    assert_eq!(
+        recovery,
+        Recovery::Recovered {
+            items: 1,
+            clean: false
+        }
+    );
+    assert_eq!(get(&mut store, NOW, b"survivor"), Some(b"1".to_vec()));
+    assert_eq!(get(&mut store, NOW, b"after"), None);
+}
+
+#[test]
+fn injected_machine_crashes_lose_no_answered_write() {
+    let dir = tempfile::tempdir().unwrap();
+    for seed in 0..20u64 {
+        let path = dir.path().join(format!("crash{seed}.pm"));
+        let pmem = Arc::new(Mutex::new(PmemBackend::open(&path, 64 << 10).unwrap()));
+        pmem.lock().unwrap().enable_crash_injection();
+        let shared = SharedPmem(Arc::clone(&pmem));
+        let (mut store, _) = Store::open(Box::new(shared.clone()), small_config(), NOW).unwrap();
+        let mut expected: HashMap<u32, Option<Vec<u8>>> = HashMap::new();
+        for step in 0..(200 + seed as u32 * 7) {
+            let key = (step * 31 + seed as u32) % 40;
+            if step % 5 == 4 {
+                store
+                    .delete(NOW, &key.to_be_bytes(), None, None, false)
+                    .unwrap();
+                expected.insert(key, None);
+            } else {
+                let value = vec![step as u8; 50 + (step as usize % 300)];
+                set(&mut store, NOW, &key.to_be_bytes(), &value, Expiry::NEVER);
+                expected.insert(key, Some(value));
+            }
+        }
+        let outcome = pmem.lock().unwrap().crash(seed).unwrap();
+        drop(store);
+        let (mut store, _) = Store::open(Box::new(shared), small_config(), NOW).unwrap();
+        for (key, value) in &expected {
+            let got = get(&mut store, NOW, &key.to_be_bytes());
+            match value {
+                // a deleted item never comes back
+                None => assert_eq!(got, None, "seed {seed} key {key} ({outcome:?})"),
+                // an answered write survives, unless eviction had taken it: never an older value
+                Some(value) => assert!(
+                    got.is_none() || got.as_ref() == Some(value),
+                    "seed {seed} key {key}"
+                ),
+            }
+        }
+    }
+}
