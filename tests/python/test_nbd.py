@@ -194,7 +194,7 @@ def tool(*args, timeout=60, cwd=None) -> subprocess.CompletedProcess:
 
 
 def volume_stats(server: Server) -> dict:
-    [stats] = [entry for entry in json.loads(server.http("/stats")) if entry["name"] == EXPORT]
+    [stats] = [entry for entry in json.loads(server.http("/stats"))["exports"] if entry["name"] == EXPORT]
     return stats
 
 
@@ -340,7 +340,7 @@ cache = "pmem:{tmp_path / 'b.pm'}:8m"
     server = serve("--config", config, nbd=port, metrics=metrics)
     listed = json.loads(tool("nbdinfo", "--list", "--json", f"nbd://127.0.0.1:{port}").stdout)["exports"]
     assert {export["export-name"]: export["export-size"] for export in listed} == {"a": 64 << 20, "b": 32 << 20}
-    stats = {entry["name"]: entry for entry in json.loads(server.http("/stats"))}
+    stats = {entry["name"]: entry for entry in json.loads(server.http("/stats"))["exports"]}
     assert (stats["a"]["mode"], stats["b"]["mode"]) == ("wb", "wt")
 
 

@@ -33,7 +33,7 @@ pub struct StoreStats {
     pub curr_items: u64,
     /// Bytes of live records now (keys, values and their headers).
     pub bytes: u64,
-    /// The quota: bytes of all segments.
+    /// The quota: bytes of the value store (its header and segments).
     pub limit_maxbytes: u64,
     /// Segments holding records.
     pub segments_in_use: u64,
@@ -54,7 +54,7 @@ impl StoreStats {
     }
 
     /// Every counter as (memcached name, value), in memcached's order.
-    pub fn named(&self) -> [(&'static str, u64); 24] {
+    pub fn named(&self) -> [(&'static str, u64); 25] {
         [
             ("get_hits", self.get_hits),
             ("get_misses", self.get_misses),
@@ -80,6 +80,7 @@ impl StoreStats {
             ("evictions", self.evictions),
             ("reclaimed", self.reclaimed),
             ("segments_in_use", self.segments_in_use),
+            ("index_bytes", self.index_bytes),
         ]
     }
 }

@@ -253,8 +253,7 @@ impl Store {
         let mut stats = self.stats;
         stats.curr_items = self.index.len() as u64;
         stats.bytes = self.segments.segments.iter().map(|s| s.live_bytes).sum();
-        stats.limit_maxbytes =
-            self.segments.segments.len() as u64 * u64::from(self.config.segment_bytes);
+        stats.limit_maxbytes = self.backend.size_bytes();
         stats.segments_in_use = self.segments.in_use() as u64;
         stats.index_bytes = self.index.capacity() as u64 * std::mem::size_of::<Item>() as u64
             + self

@@ -1,17 +1,25 @@
 //! The HTTP admin endpoint (DESIGN.md "Conventions": "servers ... expose Prometheus text
-//! metrics"): `GET /metrics` in Prometheus' text format, `GET /stats` as JSON, and
-//! `POST /flush?export=NAME` to write an export's dirty lines back (`heterarchy volume
-//! flush`).
+//! metrics"): `GET /metrics` in Prometheus' text format (volumes and key-value tenants),
+//! `GET /stats` as JSON (`{"exports": [...], "tenants": [...]}`), and `POST /flush?export=NAME`
+//! to write an export's dirty lines back (`heterarchy volume flush`).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use heterarchy_volume::{DeviceStats, Volume, VolumeStats};
 
+use crate::kv::{Tenant, TenantStats};
+
+/// What a server serves: its volumes and its key-value tenants.
+pub struct Served {
+    pub volumes: Vec<Arc<Volume>>,
+    pub tenants: Vec<Arc<Tenant>>,
+}
+
 /// Serves admin requests on `server` for ever.
-pub fn serve(server: tiny_http::Server, volumes: Vec<Arc<Volume>>) {
+pub fn serve(server: tiny_http::Server, served: Served) {
     for request in server.incoming_requests() {
-        let (status, content_type, body) = respond(request.method(), request.url(), &volumes);
+        let (status, content_type, body) = respond(request.method(), request.url(), &served);
         let header = tiny_http::Header::from_bytes("Content-Type", content_type)
             .expect("static header is valid");
         let response = tiny_http::Response::from_string(body)
@@ -24,21 +32,26 @@ pub fn serve(server: tiny_http::Server, volumes: Vec<Arc<Volume>>) {
 const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 const JSON: &str = "application/json";
 
-fn respond(
-    method: &tiny_http::Method,
-    url: &str,
-    volumes: &[Arc<Volume>],
-) -> (u16, &'static str, String) {
+fn respond(method: &tiny_http::Method, url: &str, served: &Served) -> (u16, &'static str, String) {
+    let volumes = &served.volumes;
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
     match (method, path) {
         (tiny_http::Method::Get, "/metrics") => {
             let stats: Vec<VolumeStats> = volumes.iter().map(|v| v.stats()).collect();
-            (200, TEXT, prometheus_text(&stats))
+            let tenants: Vec<TenantStats> = served.tenants.iter().map(|t| t.stats()).collect();
+            let mut text = prometheus_text(&stats);
+            text.push_str(&tenant_metrics(&tenants));
+            (200, TEXT, text)
         }
         (tiny_http::Method::Get, "/stats") => {
-            let stats: Vec<VolumeStats> = volumes.iter().map(|v| v.stats()).collect();
-            let body = serde_json::to_string_pretty(&stats).unwrap_or_default();
-            (200, JSON, body)
+            let exports: Vec<VolumeStats> = volumes.iter().map(|v| v.stats()).collect();
+            let tenants: Vec<TenantStats> = served.tenants.iter().map(|t| t.stats()).collect();
+            let body = serde_json::json!({"exports": exports, "tenants": tenants});
+            (
+                200,
+                JSON,
+                serde_json::to_string_pretty(&body).unwrap_or_default(),
+            )
         }
         (tiny_http::Method::Post, "/flush") => {
             let wanted = query
@@ -166,7 +179,7 @@ pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
     let mut text = String::new();
     for (name, kind, help, field) in metrics {
         let samples = volumes.iter().map(|s| (export_label(s), field(s)));
-        family(&mut text, name, kind, help, samples);
+        family(&mut text, &format!("volume_{name}"), kind, help, samples);
     }
     type DeviceField = fn(&DeviceStats) -> u64;
     let devices: [(&str, DeviceField); 2] = [
@@ -180,9 +193,10 @@ pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
                 (labels, field(device) as f64)
             })
         });
+        let name = format!("volume_{name}");
         family(
             &mut text,
-            name,
+            &name,
             "counter",
             "Bytes moved on each device",
             samples,
@@ -194,7 +208,88 @@ pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
         Some((labels, 1.0))
     });
     let help = "NHC's state (1 for the current one)";
-    family(&mut text, "admission_state", "gauge", help, states);
+    family(&mut text, "volume_admission_state", "gauge", help, states);
+    text
+}
+
+/// Every key-value tenant's stats as Prometheus metrics, labelled by tenant: memcached's stat
+/// names, counters with `_total`.
+pub fn tenant_metrics(tenants: &[TenantStats]) -> String {
+    type Field = fn(&TenantStats) -> u64;
+    let front: [(&str, &str, Field); 9] = [
+        ("cmd_get", "get keys requested", |s| s.cmd_get),
+        ("cmd_set", "storage commands", |s| s.cmd_set),
+        ("cmd_touch", "touches", |s| s.cmd_touch),
+        ("cmd_flush", "flush_all commands", |s| s.cmd_flush),
+        ("cmd_meta", "meta commands", |s| s.cmd_meta),
+        (
+            "protocol_errors",
+            "requests answered with a protocol error",
+            |s| s.protocol_errors,
+        ),
+        ("bytes_read", "bytes received", |s| s.bytes_read),
+        ("bytes_written", "bytes sent", |s| s.bytes_written),
+        ("total_connections", "connections accepted", |s| {
+            s.total_connections
+        }),
+    ];
+    let label = |s: &TenantStats| format!("tenant=\"{}\"", escape(&s.name));
+    let mut text = String::new();
+    for (name, help, field) in front {
+        let samples = tenants.iter().map(|s| (label(s), field(s) as f64));
+        family(
+            &mut text,
+            &format!("kv_{name}_total"),
+            "counter",
+            help,
+            samples,
+        );
+    }
+    let connections = tenants
+        .iter()
+        .map(|s| (label(s), s.curr_connections as f64));
+    family(
+        &mut text,
+        "kv_curr_connections",
+        "gauge",
+        "open connections",
+        connections,
+    );
+    let Some(first) = tenants.first() else {
+        return text;
+    };
+    const GAUGES: [&str; 5] = [
+        "curr_items",
+        "bytes",
+        "limit_maxbytes",
+        "segments_in_use",
+        "index_bytes",
+    ];
+    for name in first.store_stats.0.keys() {
+        let samples = tenants.iter().map(|s| {
+            (
+                label(s),
+                s.store_stats.0.get(name).copied().unwrap_or(0) as f64,
+            )
+        });
+        if GAUGES.contains(name) {
+            family(
+                &mut text,
+                &format!("kv_{name}"),
+                "gauge",
+                "store occupancy",
+                samples,
+            );
+        } else {
+            family(
+                &mut text,
+                &format!("kv_{name}_total"),
+                "counter",
+                "store events",
+                samples,
+            );
+        }
+    }
     text
 }
 
@@ -206,10 +301,10 @@ fn family(
     help: &str,
     samples: impl IntoIterator<Item = (String, f64)>,
 ) {
-    let _ = writeln!(text, "# HELP heterarchy_volume_{name} {help}.");
-    let _ = writeln!(text, "# TYPE heterarchy_volume_{name} {kind}");
+    let _ = writeln!(text, "# HELP heterarchy_{name} {help}.");
+    let _ = writeln!(text, "# TYPE heterarchy_{name} {kind}");
     for (labels, value) in samples {
-        let _ = writeln!(text, "heterarchy_volume_{name}{{{labels}}} {value}");
+        let _ = writeln!(text, "heterarchy_{name}{{{labels}}} {value}");
     }
 }
 
@@ -246,10 +341,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("heterarchy_volume_device_write_bytes_total{export=\"a\\\"b\",device=\"backing\"} 4096\n"), "{text}");
-        let volumes = vec![Arc::new(volume)];
-        let (status, _, body) = respond(&tiny_http::Method::Post, "/flush?export=nope", &volumes);
+        let served = Served {
+            volumes: vec![Arc::new(volume)],
+            tenants: Vec::new(),
+        };
+        let (status, _, body) = respond(&tiny_http::Method::Post, "/flush?export=nope", &served);
         assert_eq!(status, 404, "{body}");
-        let (status, _, body) = respond(&tiny_http::Method::Get, "/stats", &volumes);
+        let (status, _, body) = respond(&tiny_http::Method::Get, "/stats", &served);
         assert_eq!(status, 200);
         assert!(body.contains("\"hits\": 1"), "{body}");
     }

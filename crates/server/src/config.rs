@@ -11,6 +11,11 @@
 //! cache = "pmem:/mnt/pm/vol0:1g"
 //! [export.caching]
 //! mode = "wb"
+//!
+//! [[tenant]]                   # key-value tenants; see crate::kv::config
+//! name = "alpha"
+//! listen = "127.0.0.1:11211"
+//! memory = "64m"
 //! ```
 
 use std::path::Path;
@@ -19,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use heterarchy_volume::VolumeConfig;
 
+use crate::kv::TenantConfig;
 use crate::listen::ListenAddr;
 
 /// The `[server]` table.
@@ -29,6 +35,8 @@ pub struct ServerSection {
     pub listen: ListenAddr,
     /// Where the HTTP admin and metrics endpoint listens, if anywhere.
     pub metrics: Option<String>,
+    /// Event-loop workers serving the key-value tenants (memcached's `-t`).
+    pub threads: usize,
 }
 
 impl Default for ServerSection {
@@ -36,6 +44,7 @@ impl Default for ServerSection {
         ServerSection {
             listen: ListenAddr::Tcp("127.0.0.1:10809".to_string()),
             metrics: None,
+            threads: std::thread::available_parallelism().map_or(4, |n| n.get()),
         }
     }
 }
@@ -48,6 +57,8 @@ pub struct ServeConfig {
     pub server: ServerSection,
     #[serde(default)]
     pub export: Vec<VolumeConfig>,
+    #[serde(default)]
+    pub tenant: Vec<TenantConfig>,
 }
 
 impl ServeConfig {
@@ -80,10 +91,35 @@ impl ServeConfig {
         Ok(config)
     }
 
-    /// Checks every export and that their names differ.
+    /// Checks every export and tenant, and that their names and ports differ.
     pub fn validate(&self) -> Result<(), String> {
-        if self.export.is_empty() {
-            return Err("export: no [[export]] table; a server needs one".to_string());
+        if self.export.is_empty() && self.tenant.is_empty() {
+            return Err(
+                "no [[export]] or [[tenant]] table; a server needs one of either".to_string(),
+            );
+        }
+        if self.server.threads == 0 {
+            return Err("server.threads: expected at least 1".to_string());
+        }
+        for (index, tenant) in self.tenant.iter().enumerate() {
+            tenant
+                .validate()
+                .map_err(|e| format!("tenant[{index}] ({}).{e}", tenant.name))?;
+            let earlier = &self.tenant[..index];
+            if earlier.iter().any(|other| other.name == tenant.name) {
+                return Err(format!(
+                    "tenant[{index}].name: \"{}\" is a tenant twice",
+                    tenant.name
+                ));
+            }
+            if earlier.iter().any(|other| other.listen == tenant.listen)
+                || self.server.listen == tenant.listen && !self.export.is_empty()
+            {
+                return Err(format!(
+                    "tenant[{index}] ({}).listen: \"{}\" is already taken",
+                    tenant.name, tenant.listen
+                ));
+            }
         }
         for (index, export) in self.export.iter().enumerate() {
             export

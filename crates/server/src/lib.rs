@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod kv;
 pub mod listen;
 pub mod nbd;
 pub mod run;

@@ -1,13 +1,16 @@
-//! Starting a server and stopping it gracefully: volumes opened (a bad config fails here, with
-//! the export and key), listeners bound, a cleaner thread per volume, and on SIGTERM or SIGINT
-//! every dirty line written back before the process exits.
+//! Starting a server and stopping it gracefully: volumes and key-value tenants opened (a bad
+//! config fails here, with the export or tenant and key), listeners bound, a cleaner thread per
+//! volume, and on SIGTERM or SIGINT every dirty line written back and every tenant's store
+//! marked cleanly shut down before the process exits.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use heterarchy_volume::Volume;
 
+use crate::admin::Served;
 use crate::config::ServeConfig;
+use crate::kv::{self, Tenant};
 use crate::listen::{ListenAddr, Listener};
 use crate::nbd::{self, Exports};
 
@@ -22,13 +25,33 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
         let volume = Volume::open(export).map_err(|e| format!("export {}: {e}", export.name))?;
         volumes.push(Arc::new(volume));
     }
-    let listener = Listener::bind(&config.server.listen).map_err(|e| e.to_string())?;
-    let names: Vec<&str> = volumes.iter().map(|v| v.name()).collect();
-    eprintln!(
-        "heterarchy: nbd listening on {} (exports: {})",
-        listener.local_addr(),
-        names.join(", ")
-    );
+    let mut tenants = Vec::new();
+    for tenant in &config.tenant {
+        let opened = Tenant::open(tenant).map_err(|e| format!("tenant {}: {e}", tenant.name))?;
+        eprintln!(
+            "heterarchy: kv tenant {}: {:?}",
+            tenant.name, opened.recovery
+        );
+        tenants.push(Arc::new(opened));
+    }
+    if !volumes.is_empty() {
+        let listener = Listener::bind(&config.server.listen).map_err(|e| e.to_string())?;
+        let names: Vec<&str> = volumes.iter().map(|v| v.name()).collect();
+        eprintln!(
+            "heterarchy: nbd listening on {} (exports: {})",
+            listener.local_addr(),
+            names.join(", ")
+        );
+        for volume in &volumes {
+            let volume = Arc::clone(volume);
+            spawn("cleaner", move || clean_forever(&volume))?;
+        }
+        let exports = Arc::new(Exports::new(volumes.clone()));
+        spawn("nbd-accept", move || nbd::serve(listener, exports))?;
+    }
+    if !tenants.is_empty() {
+        kv::start(&tenants, config.server.threads)?;
+    }
     if let Some(address) = &config.server.metrics {
         let server = tiny_http::Server::http(address.as_str())
             .map_err(|e| format!("server.metrics: cannot listen on {address}: {e}"))?;
@@ -37,17 +60,19 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
             .to_ip()
             .map_or_else(|| address.clone(), |addr| addr.to_string());
         eprintln!("heterarchy: metrics listening on http://{shown}/metrics");
-        let volumes = volumes.clone();
-        spawn("admin", move || crate::admin::serve(server, volumes))?;
+        let served = Served {
+            volumes: volumes.clone(),
+            tenants: tenants.clone(),
+        };
+        spawn("admin", move || crate::admin::serve(server, served))?;
     }
-    for volume in &volumes {
-        let volume = Arc::clone(volume);
-        spawn("cleaner", move || clean_forever(&volume))?;
-    }
-    let exports = Arc::new(Exports::new(volumes.clone()));
-    spawn("nbd-accept", move || nbd::serve(listener, exports))?;
     let signal = wait_for(&signals);
-    eprintln!("heterarchy: signal {signal}: writing dirty lines back");
+    eprintln!("heterarchy: signal {signal}: writing dirty lines back, shutting stores down");
+    for tenant in &tenants {
+        tenant
+            .shut_down()
+            .map_err(|e| format!("tenant {}: shutting down: {e}", tenant.name()))?;
+    }
     for volume in &volumes {
         let lines = volume
             .shut_down()
@@ -58,6 +83,13 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
         );
     }
     if let ListenAddr::Unix(path) = &config.server.listen {
+        let _ = std::fs::remove_file(path);
+    }
+    for path in config
+        .tenant
+        .iter()
+        .filter_map(|tenant| tenant.unix.as_ref())
+    {
         let _ = std::fs::remove_file(path);
     }
     Ok(())

@@ -1,5 +1,6 @@
-//! `heterarchy serve`: block volumes over NBD (issue 5), from a config file or, for one export,
-//! from the command line as nbdkit starts.
+//! `heterarchy serve`: block volumes over NBD (issue 5) and key-value tenants over the memcached
+//! protocols (issue 6), from a config file or, for one export or one tenant, from the command
+//! line as nbdkit and memcached start.
 
 use std::path::PathBuf;
 
@@ -8,6 +9,7 @@ use clap::{Args, Subcommand};
 
 use heterarchy_engine::{AdmissionScheme, WriteMode};
 use heterarchy_server::config::{ServeConfig, ServerSection};
+use heterarchy_server::kv::config::{TenantConfig, DEFAULT_MAX_CONNECTIONS};
 use heterarchy_server::ListenAddr;
 use heterarchy_volume::VolumeConfig;
 
@@ -29,6 +31,68 @@ pub struct ServeArgs {
 pub enum ServeKind {
     /// One cached block volume over NBD.
     Nbd(NbdArgs),
+    /// One key-value cache over the memcached text and meta protocols.
+    Kv(KvArgs),
+}
+
+/// One key-value tenant from the command line, as memcached starts.
+#[derive(Args, Debug)]
+pub struct KvArgs {
+    /// HOST:PORT.
+    #[arg(long, default_value = "127.0.0.1:11211")]
+    pub listen: ListenAddr,
+    /// A Unix socket to listen on too.
+    #[arg(long)]
+    pub unix: Option<PathBuf>,
+    /// The quota, values in DRAM (memcached's -m).
+    #[arg(long, default_value = "64m")]
+    pub memory: String,
+    /// Values on persistent memory instead: PATH:SIZE (the size is the quota).
+    #[arg(long)]
+    pub pmem: Option<String>,
+    /// Pace the value tier like this device preset (e.g. optane-pm).
+    #[arg(long)]
+    pub throttle: Option<String>,
+    /// Event-loop worker threads (memcached's -t).
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+    /// Largest item (memcached's -I).
+    #[arg(long, default_value = "1m")]
+    pub item_max: String,
+    /// Connections served at once (memcached's -c).
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// HOST:PORT for HTTP metrics and stats.
+    #[arg(long)]
+    pub metrics: Option<String>,
+}
+
+impl KvArgs {
+    /// The config these arguments stand for: one tenant named "default".
+    pub fn to_config(&self) -> Result<ServeConfig> {
+        let tenant = TenantConfig {
+            name: "default".to_string(),
+            listen: self.listen.clone(),
+            unix: self.unix.clone(),
+            memory: self.memory.clone(),
+            pmem: self.pmem.clone(),
+            throttle: self.throttle.clone(),
+            max_connections: self.max_connections,
+            item_max: self.item_max.clone(),
+            segment: "1m".to_string(),
+        };
+        let config = ServeConfig {
+            server: ServerSection {
+                metrics: self.metrics.clone(),
+                threads: self.threads,
+                ..ServerSection::default()
+            },
+            export: Vec::new(),
+            tenant: vec![tenant],
+        };
+        config.validate().map_err(|e| anyhow!("{e}"))?;
+        Ok(config)
+    }
 }
 
 /// One export from the command line.
@@ -102,8 +166,10 @@ impl NbdArgs {
             server: ServerSection {
                 listen: self.listen.clone(),
                 metrics: self.metrics.clone(),
+                ..ServerSection::default()
             },
             export: vec![volume],
+            tenant: Vec::new(),
         };
         config.validate().map_err(|e| anyhow!("{e}"))?;
         Ok(config)
@@ -114,9 +180,10 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let config = match (&args.config, &args.kind) {
         (Some(path), None) => ServeConfig::from_file(path).map_err(|e| anyhow!("{e}"))?,
         (None, Some(ServeKind::Nbd(nbd))) => nbd.to_config()?,
+        (None, Some(ServeKind::Kv(kv))) => kv.to_config()?,
         _ => {
             return Err(anyhow!(
-                "give --config FILE, or `serve nbd` with its options"
+                "give --config FILE, or `serve nbd` or `serve kv` with their options"
             ))
         }
     };

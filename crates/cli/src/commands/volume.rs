@@ -109,8 +109,14 @@ pub fn run(command: &VolumeCommand) -> Result<()> {
         }
         VolumeCommand::Stats(args) => {
             let body = http(&args.server, "GET", "/stats")?;
-            let mut stats: Vec<VolumeStats> =
+            /// The part of the server's /stats about volumes.
+            #[derive(serde::Deserialize)]
+            struct Served {
+                exports: Vec<VolumeStats>,
+            }
+            let served: Served =
                 serde_json::from_str(&body).context("the server's /stats is not volume stats")?;
+            let mut stats = served.exports;
             if let Some(name) = &args.export {
                 stats.retain(|s| &s.name == name);
                 if stats.is_empty() {

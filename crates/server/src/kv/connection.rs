@@ -1,0 +1,303 @@
+//! One client connection: bytes in, requests parsed and executed in order (pipelined), answers
+//! out in one write per batch. A declared value too large is streamed past, never buffered; a
+//! client that does not read its answers is not read from until it does.
+
+use std::io::{self, Read, Write};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use heterarchy_memcache::{parse, Limits, ParseError};
+
+use super::execute::{execute, Outcome};
+use super::tenant::{unix_now_secs, Tenant};
+
+/// Bytes read per system call at least.
+const READ_CHUNK: usize = 64 * 1024;
+/// Answers waiting beyond this stop the reading of more requests.
+const OUTPUT_HIGH_WATER: usize = 4 << 20;
+
+/// A connection's socket.
+pub enum Socket {
+    Tcp(mio::net::TcpStream),
+    Unix(mio::net::UnixStream),
+}
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(stream) => stream.read(buf),
+            Socket::Unix(stream) => stream.read(buf),
+        }
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(stream) => stream.write(buf),
+            Socket::Unix(stream) => stream.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl mio::event::Source for Socket {
+    fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        match self {
+            Socket::Tcp(stream) => stream.register(registry, token, interests),
+            Socket::Unix(stream) => stream.register(registry, token, interests),
+        }
+    }
+
+    fn reregister(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        interests: mio::Interest,
+    ) -> io::Result<()> {
+        match self {
+            Socket::Tcp(stream) => stream.reregister(registry, token, interests),
+            Socket::Unix(stream) => stream.reregister(registry, token, interests),
+        }
+    }
+
+    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        match self {
+            Socket::Tcp(stream) => stream.deregister(registry),
+            Socket::Unix(stream) => stream.deregister(registry),
+        }
+    }
+}
+
+/// A client of one tenant.
+pub struct Connection {
+    socket: Socket,
+    tenant: Arc<Tenant>,
+    limits: Limits,
+    input: Vec<u8>,
+    /// Parsed up to here.
+    start: usize,
+    /// Filled up to here.
+    end: usize,
+    output: Vec<u8>,
+    /// Written up to here.
+    written: usize,
+    /// Bytes of an oversized value still to be discarded as they arrive.
+    skip_bytes: u64,
+    /// Answer what is queued, then close (quit, a fatal protocol error, end of input).
+    closing: bool,
+}
+
+impl Connection {
+    pub fn new(socket: Socket, tenant: Arc<Tenant>) -> Connection {
+        let limits = Limits {
+            max_value_bytes: tenant
+                .config
+                .store_config()
+                .map_or(1 << 20, |config| config.item_max_bytes as usize),
+            ..Limits::default()
+        };
+        Connection {
+            socket,
+            tenant,
+            limits,
+            input: vec![0; READ_CHUNK],
+            start: 0,
+            end: 0,
+            output: Vec::with_capacity(READ_CHUNK),
+            written: 0,
+            skip_bytes: 0,
+            closing: false,
+        }
+    }
+
+    pub fn socket_mut(&mut self) -> &mut Socket {
+        &mut self.socket
+    }
+
+    /// Reads, serves and answers all it can; false when the connection is done.
+    pub fn on_ready(&mut self) -> bool {
+        loop {
+            match self.write_out() {
+                Ok(true) => {}
+                Ok(false) => return true,
+                Err(_) => return false,
+            }
+            if self.closing {
+                return false;
+            }
+            // Requests left buffered when answers piled up are served before reading more.
+            if self.start < self.end {
+                self.serve();
+                if !self.output.is_empty() {
+                    continue;
+                }
+            }
+            match self.read_in() {
+                Ok(Some(short)) => {
+                    self.serve();
+                    if short {
+                        // Nothing more is waiting: answer, and wait for the next event.
+                        return match self.write_out() {
+                            Ok(true) => !self.closing,
+                            Ok(false) => true,
+                            Err(_) => false,
+                        };
+                    }
+                }
+                Ok(None) => return true,
+                Err(_) => {
+                    // End of input or a broken socket: answer what was asked, then close.
+                    self.serve();
+                    self.closing = true;
+                }
+            }
+        }
+    }
+
+    /// Writes queued answers; true when all are out.
+    fn write_out(&mut self) -> io::Result<bool> {
+        while self.written < self.output.len() {
+            match self.socket.write(&self.output[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(count) => {
+                    self.written += count;
+                    Tenant::count(&self.tenant.counters.bytes_written, count as u64);
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        self.output.clear();
+        self.written = 0;
+        Ok(true)
+    }
+
+    /// Reads what has arrived: `Some(short)` after a read (`short` when it did not fill the
+    /// buffer, so nothing more is waiting), `None` when nothing was there, an error at the end
+    /// of input.
+    fn read_in(&mut self) -> io::Result<Option<bool>> {
+        if self.start > 0 && self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        if self.input.len() - self.end < READ_CHUNK / 2 {
+            if self.start > 0 {
+                self.input.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            if self.input.len() - self.end < READ_CHUNK / 2 {
+                self.input.resize(self.input.len() * 2, 0);
+            }
+        }
+        loop {
+            match self.socket.read(&mut self.input[self.end..]) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(count) => {
+                    let short = self.end + count < self.input.len();
+                    self.end += count;
+                    Tenant::count(&self.tenant.counters.bytes_read, count as u64);
+                    return Ok(Some(short));
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Parses and executes every whole request buffered, in order.
+    fn serve(&mut self) {
+        let now_secs = unix_now_secs();
+        let tenant = Arc::clone(&self.tenant);
+        let mut store = None;
+        while !self.closing && self.output.len() < OUTPUT_HIGH_WATER {
+            if self.skip_bytes > 0 {
+                let dropped = self.skip_bytes.min((self.end - self.start) as u64);
+                self.start += dropped as usize;
+                self.skip_bytes -= dropped;
+                if self.skip_bytes > 0 {
+                    break;
+                }
+            }
+            if self.start == self.end {
+                break;
+            }
+            match parse(&self.input[self.start..self.end], &self.limits) {
+                Ok(parsed) => {
+                    let store = store.get_or_insert_with(|| tenant.store());
+                    let outcome =
+                        execute(&parsed.request, &tenant, store, now_secs, &mut self.output);
+                    self.start += parsed.consumed;
+                    if outcome == Outcome::Close {
+                        self.closing = true;
+                    }
+                }
+                Err(ParseError::Incomplete) => {
+                    self.grow_for_a_whole_request();
+                    break;
+                }
+                Err(ParseError::Invalid {
+                    reply,
+                    consumed,
+                    noreply,
+                }) => {
+                    self.protocol_error(reply, noreply);
+                    self.start += consumed;
+                }
+                Err(ParseError::TooLarge {
+                    reply,
+                    consumed,
+                    skip_bytes,
+                    noreply,
+                }) => {
+                    self.protocol_error(reply, noreply);
+                    self.start += consumed;
+                    self.skip_bytes = skip_bytes;
+                }
+                Err(ParseError::Fatal { reply }) => {
+                    // memcached closes such a connection without a word.
+                    self.protocol_error(reply, true);
+                    self.closing = true;
+                }
+            }
+        }
+    }
+
+    /// Room for the longest request the limits allow, once part of one has arrived.
+    fn grow_for_a_whole_request(&mut self) {
+        let longest = self.limits.max_value_bytes + self.limits.max_line_bytes + 2;
+        if self.input.len() < longest + READ_CHUNK && self.end - self.start > READ_CHUNK / 2 {
+            let wanted = (self.end - self.start + READ_CHUNK).min(longest + READ_CHUNK);
+            if self.input.len() < wanted {
+                self.input.resize(wanted.next_power_of_two(), 0);
+            }
+        }
+    }
+
+    fn protocol_error(&mut self, reply: &str, noreply: bool) {
+        Tenant::count(&self.tenant.counters.protocol_errors, 1);
+        if !noreply {
+            self.output.extend_from_slice(reply.as_bytes());
+            self.output.extend_from_slice(b"\r\n");
+        }
+    }
+
+    /// Leaves the tenant's connection count.
+    pub fn close(&mut self) {
+        self.tenant
+            .counters
+            .curr_connections
+            .fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,543 @@
+//! A parsed request carried out on a tenant's store, and its answer composed (memcached
+//! doc/protocol.txt: the text commands, and the meta commands with their flags).
+
+use heterarchy_kvstore::{
+    Arithmetic, Counted, Deleted, Expiry, Found, Lookup, Mode, Store, Stored, Write,
+};
+use heterarchy_memcache::{compose, Direction, Meta, MetaCommand, MetaFlags, Request, StoreMode};
+
+use super::stats::write_stats;
+use super::tenant::Tenant;
+
+/// What the connection does after a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Continue,
+    Close,
+}
+
+/// The version a `version` command reports: the memcached release whose protocol is spoken,
+/// then ours (libmemcached parses the leading numbers).
+pub const VERSION: &str = concat!("1.6.18-heterarchy-", env!("CARGO_PKG_VERSION"));
+
+const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
+const TOO_LARGE: &str = "SERVER_ERROR object too large for cache";
+/// A return flag without a token.
+const NO_TOKEN: &[u8] = b"";
+const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format";
+
+/// Executes `request` for `tenant` on its locked `store` at `now_secs`, appending the answer to
+/// `out`.
+pub fn execute(
+    request: &Request,
+    tenant: &Tenant,
+    store: &mut Store,
+    now_secs: u32,
+    out: &mut Vec<u8>,
+) -> Outcome {
+    let counters = &tenant.counters;
+    let result = match request {
+        Request::Get {
+            keys,
+            with_cas,
+            touch_exptime,
+        } => {
+            Tenant::count(&counters.cmd_get, keys.len() as u64);
+            let lookup = Lookup {
+                touch: touch_exptime.map(|exptime| Expiry::from_exptime(exptime, now_secs)),
+                ..Lookup::default()
+            };
+            if lookup.touch.is_some() {
+                Tenant::count(&counters.cmd_touch, keys.len() as u64);
+            }
+            get_many(store, keys.iter(), *with_cas, &lookup, now_secs, out)
+        }
+        Request::Store {
+            mode,
+            key,
+            client_flags,
+            exptime,
+            cas_unique,
+            noreply,
+            data,
+        } => {
+            Tenant::count(&counters.cmd_set, 1);
+            let write = Write {
+                key,
+                value: data,
+                client_flags: *client_flags,
+                expiry: Expiry::from_exptime(*exptime, now_secs),
+                mode: match mode {
+                    StoreMode::Set | StoreMode::Cas => Mode::Set,
+                    StoreMode::Add => Mode::Add,
+                    StoreMode::Replace => Mode::Replace,
+                    StoreMode::Append => Mode::Append,
+                    StoreMode::Prepend => Mode::Prepend,
+                },
+                compare_cas: (*mode == StoreMode::Cas).then_some(*cas_unique),
+                invalidate: false,
+            };
+            store.store(now_secs, &write).map(|stored| {
+                let line = match stored {
+                    Stored::Stored(_) => "STORED",
+                    Stored::NotStored => "NOT_STORED",
+                    Stored::Exists => "EXISTS",
+                    Stored::NotFound => "NOT_FOUND",
+                    Stored::TooLarge => TOO_LARGE,
+                };
+                reply(out, *noreply && stored != Stored::TooLarge, line);
+            })
+        }
+        Request::Delete { key, noreply } => {
+            store
+                .delete(now_secs, key, None, None, false)
+                .map(|deleted| {
+                    let line = match deleted {
+                        Deleted::Deleted => "DELETED",
+                        Deleted::NotFound => "NOT_FOUND",
+                        Deleted::Exists => "EXISTS",
+                    };
+                    reply(out, *noreply, line);
+                })
+        }
+        Request::Arithmetic {
+            key,
+            direction,
+            delta,
+            noreply,
+        } => {
+            let request = Arithmetic {
+                incr: *direction == Direction::Incr,
+                delta: *delta,
+                compare_cas: None,
+                vivify: None,
+                touch: None,
+            };
+            store
+                .arithmetic(now_secs, key, &request)
+                .map(|counted| match counted {
+                    Counted::Value { value, .. } => reply(out, *noreply, &value.to_string()),
+                    Counted::NotFound => reply(out, *noreply, "NOT_FOUND"),
+                    Counted::NonNumeric => reply(out, false, NON_NUMERIC),
+                    Counted::Exists => reply(out, *noreply, "EXISTS"),
+                })
+        }
+        Request::Touch {
+            key,
+            exptime,
+            noreply,
+        } => {
+            Tenant::count(&counters.cmd_touch, 1);
+            let expiry = Expiry::from_exptime(*exptime, now_secs);
+            store.touch(now_secs, key, expiry).map(|touched| {
+                reply(out, *noreply, if touched { "TOUCHED" } else { "NOT_FOUND" });
+            })
+        }
+        Request::FlushAll {
+            delay_seconds,
+            noreply,
+        } => {
+            Tenant::count(&counters.cmd_flush, 1);
+            let delay = (*delay_seconds).clamp(0, i64::from(u32::MAX)) as u32;
+            store
+                .flush_all(now_secs, delay)
+                .map(|()| reply(out, *noreply, "OK"))
+        }
+        Request::Stats { group, .. } => {
+            write_stats(tenant, store, *group, out);
+            Ok(())
+        }
+        Request::Version => {
+            reply(out, false, &format!("VERSION {VERSION}"));
+            Ok(())
+        }
+        Request::Verbosity { noreply, .. } => {
+            reply(out, *noreply, "OK");
+            Ok(())
+        }
+        Request::Quit => return Outcome::Close,
+        Request::Meta(meta) => {
+            Tenant::count(&counters.cmd_meta, 1);
+            execute_meta(meta, tenant, store, now_secs, out)
+        }
+    };
+    if let Err(error) = result {
+        reply(out, false, &format!("SERVER_ERROR {error}"));
+    }
+    Outcome::Continue
+}
+
+fn reply(out: &mut Vec<u8>, quiet: bool, line: &str) {
+    if !quiet {
+        compose::line(out, line);
+    }
+}
+
+fn get_many<'a>(
+    store: &mut Store,
+    keys: impl Iterator<Item = &'a [u8]>,
+    with_cas: bool,
+    lookup: &Lookup,
+    now_secs: u32,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    for key in keys {
+        let Some(found) = store.get(now_secs, key, lookup)? else {
+            continue;
+        };
+        compose::value_line(
+            out,
+            key,
+            found.client_flags,
+            found.value_len as usize,
+            with_cas.then_some(found.cas),
+        );
+        append_value(store, &found, out)?;
+        out.extend_from_slice(b"\r\n");
+    }
+    compose::end(out);
+    Ok(())
+}
+
+/// Reads the value of `found` straight onto the end of `out`.
+fn append_value(store: &mut Store, found: &Found, out: &mut Vec<u8>) -> std::io::Result<()> {
+    let start = out.len();
+    out.resize(start + found.value_len as usize, 0);
+    let read = store.read_value(found, &mut out[start..]);
+    if read.is_err() {
+        out.truncate(start);
+    }
+    read
+}
+
+/// A meta flag's token as an expiry (`T`, `N`): memcached's exptime rules.
+fn expiry_flag(flags: &MetaFlags, letter: u8, now_secs: u32) -> Result<Option<Expiry>, ()> {
+    flags
+        .number::<i64>(letter)
+        .map(|ttl| ttl.map(|ttl| Expiry::from_exptime(ttl, now_secs)))
+        .map_err(|_| ())
+}
+
+fn execute_meta(
+    meta: &Meta,
+    tenant: &Tenant,
+    store: &mut Store,
+    now_secs: u32,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let flags = &meta.flags;
+    let answer = match meta.command {
+        MetaCommand::Noop => {
+            compose::line(out, "MN");
+            return Ok(());
+        }
+        MetaCommand::Get => meta_get(meta, tenant, store, now_secs, out),
+        MetaCommand::Set => meta_set(meta, tenant, store, now_secs, out),
+        MetaCommand::Delete => meta_delete(meta, store, now_secs, out),
+        MetaCommand::Arithmetic => meta_arithmetic(meta, store, now_secs, out),
+        MetaCommand::Debug => meta_debug(meta, store, now_secs, out),
+    };
+    match answer {
+        Ok(result) => result,
+        Err(()) => {
+            let _ = flags;
+            compose::line(out, BAD_TOKEN);
+            Ok(())
+        }
+    }
+}
+
+type MetaResult = Result<std::io::Result<()>, ()>;
+
+/// The `k` return flag: the key as sent, then `b` when it was sent in base64.
+fn echo_key(meta: &Meta, out: &mut Vec<u8>) {
+    compose::meta_flag(out, b'k', meta.wire_key);
+    if meta.flags.has(b'b') {
+        compose::meta_flag(out, b'b', NO_TOKEN);
+    }
+}
+
+/// The return flags every meta command echoes: the opaque and the key.
+fn echo_common(meta: &Meta, out: &mut Vec<u8>) {
+    for (letter, token) in meta.flags.iter() {
+        match letter {
+            b'O' => compose::meta_flag(out, b'O', token.unwrap_or(NO_TOKEN)),
+            b'k' => echo_key(meta, out),
+            _ => {}
+        }
+    }
+}
+
+fn meta_get(
+    meta: &Meta,
+    tenant: &Tenant,
+    store: &mut Store,
+    now_secs: u32,
+    out: &mut Vec<u8>,
+) -> MetaResult {
+    let flags = &meta.flags;
+    Tenant::count(&tenant.counters.cmd_get, 1);
+    let lookup = Lookup {
+        touch: expiry_flag(flags, b'T', now_secs)?,
+        no_bump: flags.has(b'u'),
+        vivify: expiry_flag(flags, b'N', now_secs)?,
+        recache_below_secs: flags.number::<u32>(b'R').map_err(|_| ())?,
+    };
+    let found = match store.get(now_secs, &meta.key, &lookup) {
+        Ok(found) => found,
+        Err(error) => return Ok(Err(error)),
+    };
+    let Some(found) = found else {
+        if !flags.quiet() {
+            compose::meta_header(out, b"EN", None);
+            echo_common(meta, out);
+            out.extend_from_slice(b"\r\n");
+        }
+        return Ok(Ok(()));
+    };
+    let with_value = flags.has(b'v');
+    let code = if with_value { b"VA" } else { b"HD" };
+    compose::meta_header(out, code, with_value.then_some(found.value_len as usize));
+    for (letter, token) in flags.iter() {
+        match letter {
+            b'c' => compose::meta_flag(out, b'c', found.cas),
+            b'f' => compose::meta_flag(out, b'f', found.client_flags),
+            b'h' => compose::meta_flag(out, b'h', u32::from(found.hit_before)),
+            b'l' => compose::meta_flag(out, b'l', found.idle_secs),
+            b's' => compose::meta_flag(out, b's', found.value_len),
+            b't' => {
+                let ttl = found.expiry.remaining_secs(now_secs).map_or(-1, i64::from);
+                compose::meta_flag(out, b't', ttl);
+            }
+            b'O' => compose::meta_flag(out, b'O', token.unwrap_or(NO_TOKEN)),
+            b'k' => echo_key(meta, out),
+            _ => {}
+        }
+    }
+    if found.win {
+        compose::meta_flag(out, b'W', NO_TOKEN);
+    }
+    if found.stale {
+        compose::meta_flag(out, b'X', NO_TOKEN);
+    }
+    if found.already_won {
+        compose::meta_flag(out, b'Z', NO_TOKEN);
+    }
+    out.extend_from_slice(b"\r\n");
+    if with_value {
+        if let Err(error) = append_value(store, &found, out) {
+            return Ok(Err(error));
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    Ok(Ok(()))
+}
+
+fn meta_set(
+    meta: &Meta,
+    tenant: &Tenant,
+    store: &mut Store,
+    now_secs: u32,
+    out: &mut Vec<u8>,
+) -> MetaResult {
+    let flags = &meta.flags;
+    Tenant::count(&tenant.counters.cmd_set, 1);
+    let mode = match flags.store_mode() {
+        Ok(StoreMode::Set | StoreMode::Cas) => Mode::Set,
+        Ok(StoreMode::Add) => Mode::Add,
+        Ok(StoreMode::Append) => Mode::Append,
+        Ok(StoreMode::Prepend) => Mode::Prepend,
+        Ok(StoreMode::Replace) => Mode::Replace,
+        Err(error) => {
+            compose::line(out, error.reply());
+            return Ok(Ok(()));
+        }
+    };
+    let expiry = expiry_flag(flags, b'T', now_secs)?.unwrap_or(Expiry::NEVER);
+    let write = Write {
+        key: &meta.key,
+        value: meta.data,
+        client_flags: flags.number::<u32>(b'F').map_err(|_| ())?.unwrap_or(0),
+        expiry,
+        mode,
+        compare_cas: flags.number::<u64>(b'C').map_err(|_| ())?,
+        invalidate: flags.has(b'I'),
+    };
+    let mut stored = match store.store(now_secs, &write) {
+        Ok(stored) => stored,
+        Err(error) => return Ok(Err(error)),
+    };
+    // Append mode with N creates the item on a miss (autovivify).
+    if stored == Stored::NotStored && matches!(mode, Mode::Append | Mode::Prepend) {
+        if let Some(vivify) = expiry_flag(flags, b'N', now_secs)? {
+            let create = Write {
+                mode: Mode::Add,
+                expiry: vivify,
+                ..write
+            };
+            stored = match store.store(now_secs, &create) {
+                Ok(stored) => stored,
+                Err(error) => return Ok(Err(error)),
+            };
+        }
+    }
+    let (code, cas) = match stored {
+        Stored::Stored(cas) => (b"HD", Some(cas)),
+        Stored::NotStored => (b"NS", None),
+        Stored::Exists => (b"EX", None),
+        Stored::NotFound => (b"NF", None),
+        Stored::TooLarge => {
+            compose::line(out, TOO_LARGE);
+            return Ok(Ok(()));
+        }
+    };
+    if flags.quiet() && code == b"HD" {
+        return Ok(Ok(()));
+    }
+    compose::meta_header(out, code, None);
+    for (letter, token) in flags.iter() {
+        match (letter, cas) {
+            (b'c', Some(cas)) => compose::meta_flag(out, b'c', cas),
+            (b'O', _) => compose::meta_flag(out, b'O', token.unwrap_or(NO_TOKEN)),
+            (b'k', _) => echo_key(meta, out),
+            _ => {}
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    Ok(Ok(()))
+}
+
+fn meta_delete(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<u8>) -> MetaResult {
+    let flags = &meta.flags;
+    let compare_cas = flags.number::<u64>(b'C').map_err(|_| ())?;
+    let invalidate = if flags.has(b'I') {
+        Some(expiry_flag(flags, b'T', now_secs)?)
+    } else {
+        None
+    };
+    let deleted = match store.delete(
+        now_secs,
+        &meta.key,
+        compare_cas,
+        invalidate,
+        flags.has(b'x'),
+    ) {
+        Ok(deleted) => deleted,
+        Err(error) => return Ok(Err(error)),
+    };
+    let code = match deleted {
+        Deleted::Deleted => b"HD",
+        Deleted::NotFound => b"NF",
+        Deleted::Exists => b"EX",
+    };
+    if flags.quiet() && code == b"HD" {
+        return Ok(Ok(()));
+    }
+    compose::meta_header(out, code, None);
+    echo_common(meta, out);
+    out.extend_from_slice(b"\r\n");
+    Ok(Ok(()))
+}
+
+fn meta_arithmetic(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<u8>) -> MetaResult {
+    let flags = &meta.flags;
+    let incr = match flags.direction() {
+        Ok(direction) => direction == Direction::Incr,
+        Err(error) => {
+            compose::line(out, error.reply());
+            return Ok(Ok(()));
+        }
+    };
+    let vivify = match expiry_flag(flags, b'N', now_secs)? {
+        Some(expiry) => Some((
+            expiry,
+            flags.number::<u64>(b'J').map_err(|_| ())?.unwrap_or(0),
+        )),
+        None => None,
+    };
+    let touch = expiry_flag(flags, b'T', now_secs)?;
+    let request = Arithmetic {
+        incr,
+        delta: flags.number::<u64>(b'D').map_err(|_| ())?.unwrap_or(1),
+        compare_cas: flags.number::<u64>(b'C').map_err(|_| ())?,
+        // An item created by N takes the T expiry when both are given, as memcached does.
+        vivify: vivify.map(|(expiry, initial)| (touch.unwrap_or(expiry), initial)),
+        touch,
+    };
+    let counted = match store.arithmetic(now_secs, &meta.key, &request) {
+        Ok(counted) => counted,
+        Err(error) => return Ok(Err(error)),
+    };
+    let (value, cas, expiry) = match counted {
+        Counted::Value { value, cas, expiry } => (value, cas, expiry),
+        Counted::NonNumeric => {
+            compose::line(out, NON_NUMERIC);
+            return Ok(Ok(()));
+        }
+        Counted::NotFound | Counted::Exists => {
+            let code = if counted == Counted::NotFound {
+                b"NF"
+            } else {
+                b"EX"
+            };
+            {
+                compose::meta_header(out, code, None);
+                echo_common(meta, out);
+                out.extend_from_slice(b"\r\n");
+            }
+            return Ok(Ok(()));
+        }
+    };
+    let digits = value.to_string();
+    let with_value = flags.has(b'v');
+    if flags.quiet() && !with_value {
+        return Ok(Ok(()));
+    }
+    let code = if with_value { b"VA" } else { b"HD" };
+    compose::meta_header(out, code, with_value.then_some(digits.len()));
+    for (letter, token) in flags.iter() {
+        match letter {
+            b'c' => compose::meta_flag(out, b'c', cas),
+            b't' => {
+                let ttl = expiry.remaining_secs(now_secs).map_or(-1, i64::from);
+                compose::meta_flag(out, b't', ttl);
+            }
+            b'O' => compose::meta_flag(out, b'O', token.unwrap_or(NO_TOKEN)),
+            b'k' => echo_key(meta, out),
+            _ => {}
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    if with_value {
+        out.extend_from_slice(digits.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    Ok(Ok(()))
+}
+
+fn meta_debug(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<u8>) -> MetaResult {
+    let lookup = Lookup {
+        no_bump: true,
+        ..Lookup::default()
+    };
+    let found = match store.get(now_secs, &meta.key, &lookup) {
+        Ok(found) => found,
+        Err(error) => return Ok(Err(error)),
+    };
+    let Some(found) = found else {
+        compose::line(out, "EN");
+        return Ok(Ok(()));
+    };
+    let expires = found.expiry.remaining_secs(now_secs).map_or(-1, i64::from);
+    out.extend_from_slice(b"ME ");
+    out.extend_from_slice(meta.wire_key);
+    let line = format!(
+        " exp={expires} la={} cas={} fetch={} cls=1 size={}",
+        found.idle_secs,
+        found.cas,
+        if found.hit_before { "yes" } else { "no" },
+        found.value_len
+    );
+    compose::line(out, &line);
+    Ok(Ok(()))
+}

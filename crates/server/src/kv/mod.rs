@@ -1,0 +1,70 @@
+//! The key-value cache server (issue 6): memcached's text and meta protocols for many tenants,
+//! each on its own port with its own store, quota and statistics, served by a pool of
+//! event-loop workers.
+
+pub mod config;
+mod connection;
+mod execute;
+mod stats;
+pub mod tenant;
+mod worker;
+
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+use std::sync::Arc;
+
+pub use config::TenantConfig;
+pub use tenant::{Tenant, TenantStats};
+
+use crate::listen::ListenAddr;
+use worker::{accept_forever, start_workers, TenantListener};
+
+/// Binds every tenant's sockets (a port taken fails here, naming the tenant) and serves them
+/// on `threads` workers from now on.
+pub fn start(tenants: &[Arc<Tenant>], threads: usize) -> Result<(), String> {
+    let mut listeners = Vec::new();
+    for tenant in tenants {
+        let ListenAddr::Tcp(address) = &tenant.config.listen else {
+            return Err(format!(
+                "tenant {}: listen: expected HOST:PORT",
+                tenant.name()
+            ));
+        };
+        let tcp = TcpListener::bind(address)
+            .map_err(|e| format!("tenant {}: cannot listen on {address}: {e}", tenant.name()))?;
+        let shown = tcp
+            .local_addr()
+            .map_or_else(|_| address.clone(), |addr| addr.to_string());
+        listeners.push((TenantListener::Tcp(tcp), Arc::clone(tenant), shown));
+        if let Some(path) = &tenant.config.unix {
+            if std::fs::symlink_metadata(path)
+                .is_ok_and(|meta| std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()))
+            {
+                let _ = std::fs::remove_file(path);
+            }
+            let unix = UnixListener::bind(path).map_err(|e| {
+                format!(
+                    "tenant {}: cannot listen on {}: {e}",
+                    tenant.name(),
+                    path.display()
+                )
+            })?;
+            let shown = format!("unix:{}", path.display());
+            listeners.push((TenantListener::Unix(unix), Arc::clone(tenant), shown));
+        }
+    }
+    let workers = start_workers(threads).map_err(|e| format!("cannot start kv workers: {e}"))?;
+    for (listener, tenant, shown) in listeners {
+        eprintln!(
+            "heterarchy: kv tenant {} listening on {shown} ({})",
+            tenant.name(),
+            tenant.store().describe()
+        );
+        let workers = workers.clone();
+        std::thread::Builder::new()
+            .name("kv-accept".to_string())
+            .spawn(move || accept_forever(listener, tenant, workers))
+            .map_err(|e| format!("cannot start an acceptor thread: {e}"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! The worker pool (issue 6, item 3): each worker runs an event loop (epoll through mio) over
+//! the connections handed to it; acceptor threads, one per listening socket, hand connections
+//! out round-robin, as memcached's dispatcher does, and refuse those over a tenant's limit.
+
+use std::io::{self, Write};
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use super::connection::{Connection, Socket};
+use super::tenant::Tenant;
+
+const WAKER: Token = Token(usize::MAX);
+const EVENTS_PER_POLL: usize = 256;
+
+/// A connection on its way to a worker.
+struct Handoff {
+    socket: Socket,
+    tenant: Arc<Tenant>,
+}
+
+/// The handle acceptors use to give a worker a connection.
+#[derive(Clone)]
+pub struct WorkerHandle {
+    sender: mpsc::Sender<Handoff>,
+    waker: Arc<Waker>,
+}
+
+/// Starts `count` workers; returns their handles.
+pub fn start_workers(count: usize) -> io::Result<Vec<WorkerHandle>> {
+    (0..count.max(1))
+        .map(|index| {
+            let poll = Poll::new()?;
+            let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+            let (sender, receiver) = mpsc::channel();
+            std::thread::Builder::new()
+                .name(format!("kv-worker-{index}"))
+                .spawn(move || run(poll, receiver))?;
+            Ok(WorkerHandle { sender, waker })
+        })
+        .collect()
+}
+
+/// The listening sockets of one tenant.
+pub enum TenantListener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+/// Accepts connections for `tenant` on `listener` for ever, handing each to the next worker.
+pub fn accept_forever(listener: TenantListener, tenant: Arc<Tenant>, workers: Vec<WorkerHandle>) {
+    let next = AtomicUsize::new(0);
+    loop {
+        let accepted = match &listener {
+            TenantListener::Tcp(listener) => listener.accept().and_then(|(stream, _)| {
+                stream.set_nodelay(true)?;
+                stream.set_nonblocking(true)?;
+                Ok(Socket::Tcp(mio::net::TcpStream::from_std(stream)))
+            }),
+            TenantListener::Unix(listener) => listener.accept().and_then(|(stream, _)| {
+                stream.set_nonblocking(true)?;
+                Ok(Socket::Unix(mio::net::UnixStream::from_std(stream)))
+            }),
+        };
+        let mut socket = match accepted {
+            Ok(socket) => socket,
+            Err(error) => {
+                eprintln!("heterarchy: kv {}: accept failed: {error}", tenant.name());
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+        };
+        let counters = &tenant.counters;
+        if counters.curr_connections.fetch_add(1, Ordering::SeqCst) >= tenant.config.max_connections
+        {
+            counters.curr_connections.fetch_sub(1, Ordering::SeqCst);
+            Tenant::count(&counters.rejected_connections, 1);
+            // memcached's words; the socket is new, so the short line fits its buffer.
+            let _ = socket.write_all(b"ERROR Too many open connections\r\n");
+            continue;
+        }
+        Tenant::count(&counters.total_connections, 1);
+        let worker = &workers[next.fetch_add(1, Ordering::Relaxed) % workers.len()];
+        let handoff = Handoff {
+            socket,
+            tenant: Arc::clone(&tenant),
+        };
+        if worker.sender.send(handoff).is_ok() {
+            let _ = worker.waker.wake();
+        }
+    }
+}
+
+/// One worker's event loop.
+fn run(mut poll: Poll, receiver: mpsc::Receiver<Handoff>) {
+    let mut events = Events::with_capacity(EVENTS_PER_POLL);
+    let mut connections: Vec<Option<Connection>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    loop {
+        if let Err(error) = poll.poll(&mut events, None) {
+            if error.kind() != io::ErrorKind::Interrupted {
+                eprintln!("heterarchy: kv worker: poll failed: {error}");
+            }
+            continue;
+        }
+        for event in events.iter() {
+            if event.token() == WAKER {
+                while let Ok(handoff) = receiver.try_recv() {
+                    let slot = free.pop().unwrap_or_else(|| {
+                        connections.push(None);
+                        connections.len() - 1
+                    });
+                    let mut connection = Connection::new(handoff.socket, handoff.tenant);
+                    let registered = poll.registry().register(
+                        connection.socket_mut(),
+                        Token(slot),
+                        Interest::READABLE | Interest::WRITABLE,
+                    );
+                    if registered.is_ok() {
+                        connections[slot] = Some(connection);
+                    } else {
+                        connection.close();
+                        free.push(slot);
+                    }
+                }
+                continue;
+            }
+            let slot = event.token().0;
+            let Some(connection) = connections.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
+            if !connection.on_ready() {
+                let mut connection = connections[slot].take().expect("present");
+                let _ = poll.registry().deregister(connection.socket_mut());
+                connection.close();
+                free.push(slot);
+            }
+        }
+    }
+}
