@@ -76,7 +76,7 @@ pub fn number_line(out: &mut Vec<u8>, value: u64) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Writes "VALUE <key> <flags> <bytes> [<cas unique>]\r\n", the header of one item in a
+/// Writes `VALUE <key> <flags> <bytes> [<cas unique>]\r\n`, the header of one item in a
 /// `get`/`gets` reply (memcached doc/protocol.txt, "Retrieval command"); the caller then writes
 /// the value and "\r\n".
 pub fn value_line(
@@ -116,7 +116,7 @@ pub fn meta_header(out: &mut Vec<u8>, code: &[u8; 2], datalen: Option<usize>) {
     }
 }
 
-/// Writes one meta return flag, " <letter><value>", e.g. " t30", " Oabc", " kfoo"; pass `&[]`
+/// Writes one meta return flag, `" <letter><value>"`, e.g. " t30", " Oabc", " kfoo"; pass `&[]`
 /// for a flag without a value such as " W".
 pub fn meta_flag(out: &mut Vec<u8>, letter: u8, value: impl FlagValue) {
     out.push(b' ');
@@ -129,7 +129,7 @@ pub fn line_end(out: &mut Vec<u8>) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Writes "STAT <name> <value>\r\n", one line of a `stats` reply (memcached doc/protocol.txt,
+/// Writes `STAT <name> <value>\r\n`, one line of a `stats` reply (memcached doc/protocol.txt,
 /// "General-purpose statistics").
 pub fn stat(out: &mut Vec<u8>, name: &str, value: impl Display) {
     out.extend_from_slice(b"STAT ");

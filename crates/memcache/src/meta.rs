@@ -124,19 +124,24 @@ impl<'a> MetaFlags<'a> {
     }
 
     /// Checks the letters and tokens of the flags of an `mg`, `ms`, `md` or `ma` as memcached
-    /// does; `Err` is the reply.
+    /// does, decoding `wire_key` where `b` stands; `Err` is the reply.
     ///
     /// memcached checks every numeric token whatever the command, so this does too, and an `ms`
     /// with a bad token swallows its value as memcached's does. Numbers are checked in
     /// memcached's types, widened where memcached truncates: i64 for `N`, `T`, `R`; u32 for `F`
     /// (memcached truncates larger client flags; this refuses them); u64 for `C`, `D`, `J`.
-    fn validate(command: MetaCommand, text: &'a [u8]) -> Result<Self, &'static str> {
+    fn validate(
+        command: MetaCommand,
+        wire_key: &[u8],
+        text: &'a [u8],
+    ) -> Result<(Self, Option<Vec<u8>>), &'static str> {
         let flag_error = |specific| match command {
             MetaCommand::Delete | MetaCommand::Arithmetic => INVALID_OR_DUPLICATE_FLAG,
             _ => specific,
         };
         let mut present = 0;
         let mut token_error = None;
+        let mut decoded_key = None;
         for word in WordIter::new(text) {
             let Some((&letter, token)) = word.split_first() else {
                 continue;
@@ -156,6 +161,18 @@ impl<'a> MetaFlags<'a> {
                 b'N' | b'T' | b'R' => parse_i64(token).is_some(),
                 b'F' => parse_u32(token).is_some(),
                 b'C' | b'D' | b'J' => parse_u64(token).is_some(),
+                // memcached decodes the key where `b` stands among the flags, so a bad key is
+                // reported in that order too.
+                b'b' => match decode_key(command, wire_key) {
+                    Ok(key) => {
+                        decoded_key = Some(key);
+                        continue;
+                    }
+                    Err(reply) => {
+                        token_error = Some(reply);
+                        continue;
+                    }
+                },
                 _ => true,
             };
             // memcached reports a bad letter anywhere before a bad token, and of bad tokens the
@@ -166,11 +183,14 @@ impl<'a> MetaFlags<'a> {
         }
         match token_error {
             Some(reply) => Err(reply),
-            None => Ok(MetaFlags {
-                text,
-                present,
-                command,
-            }),
+            None => Ok((
+                MetaFlags {
+                    text,
+                    present,
+                    command,
+                },
+                decoded_key,
+            )),
         }
     }
 
@@ -204,7 +224,8 @@ impl<'a> MetaFlags<'a> {
 
     /// The token of flag `letter` as a number; `Ok(None)` if the flag was not sent, an error
     /// (memcached's "CLIENT_ERROR bad token in command line format" and kin) if it came without
-    /// a number of type `T`.
+    /// a number of type `T`. [`parse`](crate::parse) has already refused tokens that are not
+    /// i64 for `N`, `T`, `R`, u32 for `F`, u64 for `C`, `D`, `J`, so those types never fail.
     pub fn number<T: FromStr>(&self, letter: u8) -> Result<Option<T>, MetaError> {
         if !self.has(letter) {
             return Ok(None);
@@ -274,30 +295,33 @@ impl fmt::Debug for MetaFlags<'_> {
     }
 }
 
-/// The key to act on: `wire_key` itself, or its base64 decoding under `b`; `Err` is the reply.
-fn resolve_key<'a>(
-    wire_key: &'a [u8],
-    flags: &MetaFlags<'a>,
-    limits: &Limits,
-) -> Result<Cow<'a, [u8]>, &'static str> {
-    if !flags.has(b'b') {
-        return match is_valid_key(wire_key, limits.max_key_bytes) {
-            true => Ok(Cow::Borrowed(wire_key)),
-            false => Err(BAD_COMMAND_LINE),
-        };
-    }
-    match base64::decode(wire_key).filter(|key| !key.is_empty()) {
-        Some(key) => Ok(Cow::Owned(key)),
-        None => Err(match flags.command {
+/// The base64 decoding of a key sent with `b`; `Err` is memcached's reply for `command`.
+fn decode_key(command: MetaCommand, wire_key: &[u8]) -> Result<Vec<u8>, &'static str> {
+    base64::decode(wire_key)
+        .filter(|key| !key.is_empty())
+        .ok_or(match command {
             MetaCommand::Delete | MetaCommand::Arithmetic => INVALID_OR_DUPLICATE_FLAG,
             MetaCommand::Debug => BAD_COMMAND_LINE,
             _ => BAD_BASE64_KEY,
-        }),
+        })
+}
+
+/// The key to act on: its base64 decoding if there is one, else `wire_key` itself, which must
+/// then be a valid key; `Err` is the reply.
+fn resolve_key<'a>(
+    wire_key: &'a [u8],
+    decoded_key: Option<Vec<u8>>,
+    limits: &Limits,
+) -> Result<Cow<'a, [u8]>, &'static str> {
+    match decoded_key {
+        Some(key) => Ok(Cow::Owned(key)),
+        None if is_valid_key(wire_key, limits.max_key_bytes) => Ok(Cow::Borrowed(wire_key)),
+        None => Err(BAD_COMMAND_LINE),
     }
 }
 
 /// Checks an `mg`, `ms`, `md` or `ma` after its key and length, in memcached's order: flag
-/// letters and tokens, the base64 key, the mode, the opaque's length. Returns the key to act on
+/// letters, then tokens and the base64 key in flag order, the mode, the opaque's length. Returns the key to act on
 /// and the flags, or the reply.
 fn check_request<'a>(
     command: MetaCommand,
@@ -305,8 +329,8 @@ fn check_request<'a>(
     flag_text: &'a [u8],
     limits: &Limits,
 ) -> Result<(Cow<'a, [u8]>, MetaFlags<'a>), &'static str> {
-    let flags = MetaFlags::validate(command, flag_text)?;
-    let key = resolve_key(wire_key, &flags, limits)?;
+    let (flags, decoded_key) = MetaFlags::validate(command, wire_key, flag_text)?;
+    let key = resolve_key(wire_key, decoded_key, limits)?;
     let mode = match command {
         MetaCommand::Set => flags.store_mode().map(drop),
         MetaCommand::Arithmetic => flags.direction().map(drop),
@@ -358,7 +382,11 @@ pub(crate) fn parse<'a>(
         MetaCommand::Debug => {
             let wire_key = checked_key(key_word.ok_or(invalid(BAD_COMMAND_LINE))?)?;
             let flags = MetaFlags::for_debug(args.next());
-            let key = resolve_key(wire_key, &flags, limits).map_err(invalid)?;
+            let decoded_key = match flags.has(b'b') {
+                true => Some(decode_key(command, wire_key).map_err(invalid)?),
+                false => None,
+            };
+            let key = resolve_key(wire_key, decoded_key, limits).map_err(invalid)?;
             Ok(parsed(key, wire_key, flags))
         }
         MetaCommand::Set => {
@@ -573,6 +601,15 @@ mod tests {
         assert_eq!(
             rejected(b"mg a Dx Jx\r\n").0,
             "CLIENT_ERROR invalid numeric initial value"
+        );
+        // A bad base64 key counts where its `b` stands.
+        assert_eq!(
+            rejected(b"mg YQ T b\r\n").0,
+            "CLIENT_ERROR error decoding key"
+        );
+        assert_eq!(
+            rejected(b"mg YQ b T\r\n").0,
+            "CLIENT_ERROR bad token in command line format"
         );
         // A bad letter is reported before any bad token.
         assert_eq!(rejected(b"mg a Tx !\r\n").0, "CLIENT_ERROR invalid flag");

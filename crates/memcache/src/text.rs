@@ -101,8 +101,8 @@ fn retrieval<'a>(
     let keys_text = args.remainder();
     let mut count = 0;
     for key in args {
-        // memcached answers a bad key after sending the items of the keys before it; this
-        // refuses the whole line instead, so a reply is never half-sent.
+        // One bad key refuses the whole line, as in memcached (which, in 1.6.18, also drops the
+        // not yet sent replies to earlier pipelined requests; this does not).
         if count == limits.max_keys_per_get || !is_valid_key(key, limits.max_key_bytes) {
             return Err(Rejection {
                 reply: BAD_COMMAND_LINE,
