@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -31,3 +32,23 @@ def run(binary: Path, *args, check=True) -> subprocess.CompletedProcess:
 def run_json(binary: Path, *args):
     """Runs heterarchy with `args --format json` and returns the parsed output."""
     return json.loads(run(binary, *args, "--format", "json").stdout)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def accepts_connections(address) -> bool:
+    """Whether a TCP port on 127.0.0.1 (an int) or a Unix socket (a Path) takes a connection."""
+    family = socket.AF_UNIX if isinstance(address, Path) else socket.AF_INET
+    target = str(address) if isinstance(address, Path) else ("127.0.0.1", address)
+    with socket.socket(family) as probe:
+        probe.settimeout(1)
+        try:
+            probe.connect(target)
+        except OSError:
+            return False
+    return True

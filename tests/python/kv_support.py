@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pymemcache.client.base import Client
 
-from helpers import BINARY
+from helpers import BINARY, accepts_connections, free_port
 
 KINDS = ("heterarchy", "memcached")
 READY_SECONDS = 10
@@ -41,25 +41,6 @@ def tool_path(name: str, package: str, *fallbacks: str) -> str:
     if found is None:
         pytest.skip(f"{name} is not installed (Debian package {package})")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def accepts_connections(address) -> bool:
-    """Whether a TCP port on 127.0.0.1 (an int) or a Unix socket (a Path) takes a connection."""
-    family = socket.AF_UNIX if isinstance(address, Path) else socket.AF_INET
-    target = str(address) if isinstance(address, Path) else ("127.0.0.1", address)
-    with socket.socket(family) as probe:
-        probe.settimeout(1)
-        try:
-            probe.connect(target)
-        except OSError:
-            return False
-    return True
 
 
 class KvServer:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run, run_json
+from helpers import accepts_connections, free_port, run, run_json
 
 TOOLS = ("nbdinfo", "nbdcopy", "qemu-img", "qemu-io", "fio")
 MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
@@ -63,25 +63,6 @@ CMD_FLUSH = 3
 CMD_FLAG_FUA = 1
 # NBD's error numbers are Linux's.
 EINVAL = 22
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def accepts_connections(address) -> bool:
-    """Whether a TCP port on 127.0.0.1 (an int) or a Unix socket (a Path) takes a connection."""
-    family = socket.AF_UNIX if isinstance(address, Path) else socket.AF_INET
-    target = str(address) if isinstance(address, Path) else ("127.0.0.1", address)
-    with socket.socket(family) as probe:
-        probe.settimeout(1)
-        try:
-            probe.connect(target)
-        except OSError:
-            return False
-    return True
 
 
 class Server:

@@ -45,6 +45,11 @@ impl Segment {
         self.records.push((hash, offset));
         self.live_bytes += bytes;
         self.write_offset = offset + bytes as u32;
+        self.extend_expiry(expiry);
+    }
+
+    /// Notes that one of its items now expires at `expiry`.
+    pub fn extend_expiry(&mut self, expiry: Expiry) {
         self.latest_expiry = match (self.latest_expiry, expiry.to_raw()) {
             (_, 0) | (None, _) => None,
             (Some(latest), raw) => Some(latest.max(raw)),

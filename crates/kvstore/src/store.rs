@@ -558,11 +558,6 @@ impl Store {
         self.write_store_header()
     }
 
-    /// The keys and expiries of live items (for `me` and tests); unordered.
-    pub fn item_count(&self) -> usize {
-        self.index.len()
-    }
-
     fn apply_pending_flush(&mut self, now_secs: u32) {
         if self.pending_flush_secs.is_some_and(|at| now_secs >= at) {
             // A failure to persist the flush mark only means a restart may find the items.
@@ -781,11 +776,7 @@ impl Store {
         };
         item.expiry = expiry;
         let (segment, offset, client_flags) = (item.segment, item.offset, item.client_flags);
-        let accounting = &mut self.segments.segments[segment as usize];
-        accounting.latest_expiry = match (accounting.latest_expiry, expiry.to_raw()) {
-            (_, 0) | (None, _) => None,
-            (Some(latest), raw) => Some(latest.max(raw)),
-        };
+        self.segments.segments[segment as usize].extend_expiry(expiry);
         if !self.checksums {
             return Ok(());
         }

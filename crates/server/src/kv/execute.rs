@@ -225,7 +225,6 @@ fn execute_meta(
     now_secs: u32,
     out: &mut Vec<u8>,
 ) -> std::io::Result<()> {
-    let flags = &meta.flags;
     let answer = match meta.command {
         MetaCommand::Noop => {
             compose::line(out, "MN");
@@ -240,7 +239,6 @@ fn execute_meta(
     match answer {
         Ok(result) => result,
         Err(()) => {
-            let _ = flags;
             compose::line(out, BAD_TOKEN);
             Ok(())
         }
@@ -257,15 +255,53 @@ fn echo_key(meta: &Meta, out: &mut Vec<u8>) {
     }
 }
 
-/// The return flags every meta command echoes: the opaque and the key.
-fn echo_common(meta: &Meta, out: &mut Vec<u8>) {
+/// What an item can tell the meta return flags; `None` where the command has nothing to say.
+#[derive(Clone, Copy, Default)]
+struct Returned {
+    cas: Option<u64>,
+    client_flags: Option<u32>,
+    hit_before: Option<bool>,
+    idle_secs: Option<u32>,
+    size: Option<u32>,
+    /// Seconds left, -1 for never.
+    ttl: Option<i64>,
+}
+
+/// The return flags asked for, in the order asked: the opaque and the key always, the item's
+/// fields where `returned` has them.
+fn echo_flags(meta: &Meta, returned: Returned, out: &mut Vec<u8>) {
     for (letter, token) in meta.flags.iter() {
-        match letter {
-            b'O' => compose::meta_flag(out, b'O', token.unwrap_or(NO_TOKEN)),
-            b'k' => echo_key(meta, out),
-            _ => {}
+        let number = match letter {
+            b'c' => returned.cas,
+            b'f' => returned.client_flags.map(u64::from),
+            b'h' => returned.hit_before.map(u64::from),
+            b'l' => returned.idle_secs.map(u64::from),
+            b's' => returned.size.map(u64::from),
+            b't' => {
+                if let Some(ttl) = returned.ttl {
+                    compose::meta_flag(out, b't', ttl);
+                }
+                None
+            }
+            b'O' => {
+                compose::meta_flag(out, b'O', token.unwrap_or(NO_TOKEN));
+                None
+            }
+            b'k' => {
+                echo_key(meta, out);
+                None
+            }
+            _ => None,
+        };
+        if let Some(number) = number {
+            compose::meta_flag(out, letter, number);
         }
     }
+}
+
+/// Seconds left before `expiry` as the `t` flag shows them: -1 for never.
+fn ttl_flag(expiry: Expiry, now_secs: u32) -> i64 {
+    expiry.remaining_secs(now_secs).map_or(-1, i64::from)
 }
 
 fn meta_get(
@@ -290,7 +326,7 @@ fn meta_get(
     let Some(found) = found else {
         if !flags.quiet() {
             compose::meta_header(out, b"EN", None);
-            echo_common(meta, out);
+            echo_flags(meta, Returned::default(), out);
             out.extend_from_slice(b"\r\n");
         }
         return Ok(Ok(()));
@@ -298,22 +334,15 @@ fn meta_get(
     let with_value = flags.has(b'v');
     let code = if with_value { b"VA" } else { b"HD" };
     compose::meta_header(out, code, with_value.then_some(found.value_len as usize));
-    for (letter, token) in flags.iter() {
-        match letter {
-            b'c' => compose::meta_flag(out, b'c', found.cas),
-            b'f' => compose::meta_flag(out, b'f', found.client_flags),
-            b'h' => compose::meta_flag(out, b'h', u32::from(found.hit_before)),
-            b'l' => compose::meta_flag(out, b'l', found.idle_secs),
-            b's' => compose::meta_flag(out, b's', found.value_len),
-            b't' => {
-                let ttl = found.expiry.remaining_secs(now_secs).map_or(-1, i64::from);
-                compose::meta_flag(out, b't', ttl);
-            }
-            b'O' => compose::meta_flag(out, b'O', token.unwrap_or(NO_TOKEN)),
-            b'k' => echo_key(meta, out),
-            _ => {}
-        }
-    }
+    let returned = Returned {
+        cas: Some(found.cas),
+        client_flags: Some(found.client_flags),
+        hit_before: Some(found.hit_before),
+        idle_secs: Some(found.idle_secs),
+        size: Some(found.value_len),
+        ttl: Some(ttl_flag(found.expiry, now_secs)),
+    };
+    echo_flags(meta, returned, out);
     if found.win {
         compose::meta_flag(out, b'W', NO_TOKEN);
     }
@@ -395,14 +424,11 @@ fn meta_set(
         return Ok(Ok(()));
     }
     compose::meta_header(out, code, None);
-    for (letter, token) in flags.iter() {
-        match (letter, cas) {
-            (b'c', Some(cas)) => compose::meta_flag(out, b'c', cas),
-            (b'O', _) => compose::meta_flag(out, b'O', token.unwrap_or(NO_TOKEN)),
-            (b'k', _) => echo_key(meta, out),
-            _ => {}
-        }
-    }
+    let returned = Returned {
+        cas,
+        ..Returned::default()
+    };
+    echo_flags(meta, returned, out);
     out.extend_from_slice(b"\r\n");
     Ok(Ok(()))
 }
@@ -434,7 +460,7 @@ fn meta_delete(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<u8>)
         return Ok(Ok(()));
     }
     compose::meta_header(out, code, None);
-    echo_common(meta, out);
+    echo_flags(meta, Returned::default(), out);
     out.extend_from_slice(b"\r\n");
     Ok(Ok(()))
 }
@@ -482,7 +508,7 @@ fn meta_arithmetic(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<
             };
             {
                 compose::meta_header(out, code, None);
-                echo_common(meta, out);
+                echo_flags(meta, Returned::default(), out);
                 out.extend_from_slice(b"\r\n");
             }
             return Ok(Ok(()));
@@ -495,18 +521,12 @@ fn meta_arithmetic(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<
     }
     let code = if with_value { b"VA" } else { b"HD" };
     compose::meta_header(out, code, with_value.then_some(digits.len()));
-    for (letter, token) in flags.iter() {
-        match letter {
-            b'c' => compose::meta_flag(out, b'c', cas),
-            b't' => {
-                let ttl = expiry.remaining_secs(now_secs).map_or(-1, i64::from);
-                compose::meta_flag(out, b't', ttl);
-            }
-            b'O' => compose::meta_flag(out, b'O', token.unwrap_or(NO_TOKEN)),
-            b'k' => echo_key(meta, out),
-            _ => {}
-        }
-    }
+    let returned = Returned {
+        cas: Some(cas),
+        ttl: Some(ttl_flag(expiry, now_secs)),
+        ..Returned::default()
+    };
+    echo_flags(meta, returned, out);
     out.extend_from_slice(b"\r\n");
     if with_value {
         out.extend_from_slice(digits.as_bytes());
@@ -528,7 +548,7 @@ fn meta_debug(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<u8>) 
         compose::line(out, "EN");
         return Ok(Ok(()));
     };
-    let expires = found.expiry.remaining_secs(now_secs).map_or(-1, i64::from);
+    let expires = ttl_flag(found.expiry, now_secs);
     out.extend_from_slice(b"ME ");
     out.extend_from_slice(meta.wire_key);
     let line = format!(
