@@ -18,6 +18,7 @@ from pymemcache.exceptions import MemcacheClientError
 from helpers import BINARY
 
 from kv_support import (
+    IO_SECONDS,
     KEY_MAX,
     READY_SECONDS,
     Raw,
@@ -750,6 +751,46 @@ def test_value_over_the_item_limit_is_swallowed_and_the_old_value_dropped(kv):
         conn.exchange(b"ms big 1\r\ny\r\nmg big v\r\n", b"HD\r\nVA 1\r\ny\r\n")
 
 
+def test_too_large_answer_comes_after_the_value_and_ms_unlinks_in_any_mode(kv):
+    """The too-large answer is sent only once the declared bytes are swallowed (nothing after
+    the line alone); an ms too large drops the old value whatever its mode, an add too large
+    leaves it, as memcached 1.6.18 does."""
+    size = 2 * MIB
+    with kv.raw() as conn:
+        conn.exchange(b"ms big 1\r\nv\r\n", b"HD\r\n")
+        conn.send(b"ms big %d MA\r\n" % size)
+        conn.sock.settimeout(0.3)
+        with pytest.raises(AssertionError, match="no a whole line"):
+            conn.reply()
+        conn.sock.settimeout(IO_SECONDS)
+        conn.send(b"x" * size + b"\r\n")
+        assert conn.reply() == b"SERVER_ERROR object too large for cache\r\n"
+        conn.exchange(b"mg big v\r\n", b"EN\r\n")
+        conn.exchange(b"set big 0 0 1\r\nv\r\n", b"STORED\r\n")
+        conn.send(b"add big 0 0 %d\r\n" % size + b"x" * size + b"\r\n")
+        assert conn.reply() == b"SERVER_ERROR object too large for cache\r\n"
+        conn.exchange(b"get big\r\n", b"VALUE big 0 1\r\nv\r\nEND\r\n")
+
+
+def test_multi_get_of_more_than_the_output_buffer(kv):
+    """One get of 3000 keys (a 30 KB line) naming twelve 1000 KB values, each four times:
+    every value comes back whole and in order, though the answer (48 MB) is far more than a
+    server should buffer for one connection."""
+    values = {b"big%02d" % index: bytes([65 + index]) * 1_000_000 for index in range(12)}
+    names = [name for name in values for _ in range(4)]
+    names += [b"absent%04d" % index for index in range(3000 - len(names))]
+    with kv.raw() as conn:
+        for name, value in values.items():
+            conn.exchange(b"set %s 0 0 %d\r\n%s\r\n" % (name, len(value), value), b"STORED\r\n")
+        conn.send(b"get " + b" ".join(names) + b"\r\n")
+        for name in names[:48]:
+            value = values[name]
+            assert conn.line() == b"VALUE %s 0 %d\r\n" % (name, len(value))
+            assert conn.exact(len(value) + 2) == value + b"\r\n"
+        assert conn.line() == b"END\r\n"
+        conn.exchange(b"mn\r\n", b"MN\r\n")
+
+
 def test_missing_data_terminator_is_a_bad_data_chunk(kv):
     """A data block longer than declared (no \\r\\n where it should end) is CLIENT_ERROR bad
     data chunk; the rest of its line is then read as a command (ERROR); the old value stays."""
@@ -1063,13 +1104,7 @@ def test_pmem_warm_restart_keeps_keys(heterarchy_kv, tmp_path):
 # parameters): each entry is a known gap, named in the issue's progress note; the test still
 # runs and reports XPASS once the gap is closed.
 HETERARCHY_KNOWN_GAPS = {
-    "test_md_x_removes_only_the_value": "md x is not in the protocol parser yet",
     "test_E_sets_an_explicit_cas": "the E flag is not in the protocol parser or the store yet",
-    "test_memcslap_load_run": "memcslap's multi-get is not yet answered as it expects",
-    "test_value_over_the_item_limit_is_swallowed_and_the_old_value_dropped":
-        "a too-large set is answered at once and leaves the old value",
-    "test_long_line_without_newline_closes_only_that_connection[heterarchy-random-bytes]":
-        "random bytes without a newline are not yet closed as memcached closes them",
 }
 
 

@@ -464,6 +464,16 @@ impl Store {
         Ok(Deleted::Deleted)
     }
 
+    /// Drops `key` if it is there, unlike [`delete`](Self::delete) counting no delete: what a
+    /// set refused as too large leaves behind, so that no stale value outlives the failed
+    /// update (memcached does the same).
+    pub fn discard(&mut self, now_secs: u32, key: &[u8]) -> io::Result<()> {
+        match self.live_hash(now_secs, key)? {
+            Some(hash) => self.remove(key, hash),
+            None => Ok(()),
+        }
+    }
+
     /// Increments or decrements a decimal value (incr, decr, ma): increments wrap at 2^64,
     /// decrements stop at 0, and a shorter result is padded with spaces to the old length, as
     /// memcached does in place.

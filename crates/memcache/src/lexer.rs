@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use crate::limits::Limits;
 use crate::request::ParseError;
 
 /// The reply memcached would send for a line it cannot resynchronise after; memcached itself
@@ -14,7 +15,18 @@ const LINE_TOO_LONG: &str = "CLIENT_ERROR line too long";
 ///
 /// memcached doc/protocol.txt says lines end with "\r\n"; memcached also accepts a bare "\n", and
 /// so does this. Only one '\r' before the '\n' belongs to the terminator, as in memcached.
-pub(crate) fn next_line(input: &[u8], max_line_bytes: usize) -> Result<(&[u8], usize), ParseError> {
+///
+/// A line may be [`Limits::max_line_bytes`] long, a `get` or `gets` line
+/// [`Limits::max_get_line_bytes`]: memcached 1.6.18 closes a connection that sent over 2048
+/// bytes without a newline unless they begin a get, whose keys it takes without bound.
+pub(crate) fn next_line<'a>(
+    input: &'a [u8],
+    limits: &Limits,
+) -> Result<(&'a [u8], usize), ParseError<'a>> {
+    let max_line_bytes = match starts_a_get(input) {
+        true => limits.max_get_line_bytes.max(limits.max_line_bytes),
+        false => limits.max_line_bytes,
+    };
     // Looking no further than the limit keeps the answer the same however the line was split
     // into reads: a line is too long as soon as the limit is reached without a newline.
     let window = &input[..input.len().min(max_line_bytes)];
@@ -29,6 +41,16 @@ pub(crate) fn next_line(input: &[u8], max_line_bytes: usize) -> Result<(&[u8], u
         }),
         None => Err(ParseError::Incomplete),
     }
+}
+
+/// Whether `input` begins with a `get` or `gets` command, after any leading spaces.
+fn starts_a_get(input: &[u8]) -> bool {
+    let start = input
+        .iter()
+        .position(|&byte| byte != b' ')
+        .unwrap_or(input.len());
+    let input = &input[start..];
+    input.starts_with(b"get ") || input.starts_with(b"gets ")
 }
 
 /// An iterator over the space-separated words of a line.
@@ -180,30 +202,67 @@ pub(crate) fn parse_i64(word: &[u8]) -> Option<i64> {
 mod tests {
     use super::*;
 
+    fn limits(max_line_bytes: usize, max_get_line_bytes: usize) -> Limits {
+        Limits {
+            max_line_bytes,
+            max_get_line_bytes,
+            ..Limits::default()
+        }
+    }
+
     #[test]
     fn lines_end_at_the_first_newline() {
+        let limits = limits(100, 100);
         // "\r\n" is the protocol's terminator and is not part of the text.
-        assert_eq!(next_line(b"get a\r\nrest", 100), Ok((&b"get a"[..], 7)));
+        assert_eq!(next_line(b"get a\r\nrest", &limits), Ok((&b"get a"[..], 7)));
         // A bare "\n" is accepted as memcached accepts it.
-        assert_eq!(next_line(b"get a\nrest", 100), Ok((&b"get a"[..], 6)));
+        assert_eq!(next_line(b"get a\nrest", &limits), Ok((&b"get a"[..], 6)));
         // Only one '\r' belongs to the terminator.
-        assert_eq!(next_line(b"get a\r\r\n", 100), Ok((&b"get a\r"[..], 8)));
+        assert_eq!(next_line(b"get a\r\r\n", &limits), Ok((&b"get a\r"[..], 8)));
         // Without a newline more bytes are needed.
-        assert_eq!(next_line(b"get a\r", 100), Err(ParseError::Incomplete));
+        assert_eq!(next_line(b"get a\r", &limits), Err(ParseError::Incomplete));
     }
 
     #[test]
     fn a_line_reaching_the_limit_is_fatal() {
+        let limits = limits(5, 5);
         // A line of exactly the limit, terminator included, is accepted.
-        assert_eq!(next_line(b"abc\r\n", 5), Ok((&b"abc"[..], 5)));
+        assert_eq!(next_line(b"abc\r\n", &limits), Ok((&b"abc"[..], 5)));
         // One byte more is fatal, even though the newline is there.
         assert!(matches!(
-            next_line(b"abcd\r\n", 5),
+            next_line(b"abcd\r\n", &limits),
             Err(ParseError::Fatal { .. })
         ));
         // So is a prefix of it: the verdict does not depend on how reads split the line.
         assert!(matches!(
-            next_line(b"abcd\r", 5),
+            next_line(b"abcd\r", &limits),
+            Err(ParseError::Fatal { .. })
+        ));
+    }
+
+    #[test]
+    fn only_get_lines_may_be_longer() {
+        let limits = limits(8, 16);
+        // A get or gets, after any spaces, has the longer limit.
+        assert_eq!(
+            next_line(b"get a b c d\r\n", &limits),
+            Ok((&b"get a b c d"[..], 13))
+        );
+        assert_eq!(
+            next_line(b"  gets a b c", &limits),
+            Err(ParseError::Incomplete)
+        );
+        assert!(matches!(
+            next_line(b"get a b c d e f g", &limits),
+            Err(ParseError::Fatal { .. })
+        ));
+        // Any other line, gat included as in memcached, has the short one.
+        assert!(matches!(
+            next_line(b"gat 0 a b c\r\n", &limits),
+            Err(ParseError::Fatal { .. })
+        ));
+        assert!(matches!(
+            next_line(b"getx a b c", &limits),
             Err(ParseError::Fatal { .. })
         ));
     }

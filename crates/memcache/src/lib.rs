@@ -37,8 +37,8 @@ pub use request::{Direction, Meta, MetaCommand, ParseError, Parsed, Request, Sto
 ///
 /// Never panics, whatever the bytes; see [`ParseError`] for what to do when no request comes
 /// back.
-pub fn parse<'a>(input: &'a [u8], limits: &Limits) -> Result<Parsed<'a>, ParseError> {
-    let (line, line_bytes) = lexer::next_line(input, limits.max_line_bytes)?;
+pub fn parse<'a>(input: &'a [u8], limits: &Limits) -> Result<Parsed<'a>, ParseError<'a>> {
+    let (line, line_bytes) = lexer::next_line(input, limits)?;
     let mut words = WordIter::new(line);
     let Some(name) = words.next() else {
         // memcached answers an empty line with "ERROR".
@@ -83,7 +83,8 @@ mod tests {
     #[test]
     fn endless_lines_are_fatal() {
         let limits = Limits {
-            max_line_bytes: 16,
+            max_line_bytes: 8,
+            max_get_line_bytes: 16,
             ..Limits::default()
         };
         // Short of the limit, a line without a newline needs more bytes.

@@ -188,8 +188,8 @@ pub struct Parsed<'a> {
 
 /// Why [`parse`](crate::parse) returned no request (memcached doc/protocol.txt,
 /// "Error strings"). Replies are memcached 1.6.18's exact strings, without "\r\n".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParseError {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError<'a> {
     /// More bytes are needed; nothing is consumed.
     Incomplete,
     /// A protocol error to answer: drop `consumed` bytes (the bad line and, for a storage command
@@ -211,8 +211,8 @@ pub enum ParseError {
     /// never makes the server allocate.
     ///
     /// `reply` is "SERVER_ERROR object too large for cache", or, for an `ms` whose flags are
-    /// also bad, the flag error (memcached checks flags first). memcached also unlinks the
-    /// existing item for a too-large `set`, so no stale value outlives the failed update.
+    /// also bad, the flag error (memcached checks flags first). memcached 1.6.18 sends it only
+    /// once the block is swallowed.
     TooLarge {
         /// The line to send.
         reply: &'static str,
@@ -222,9 +222,14 @@ pub enum ParseError {
         skip_bytes: u64,
         /// The command ended in `noreply`: memcached then sends nothing.
         noreply: bool,
+        /// The key whose stored item must go, so that no stale value outlives the failed
+        /// update: memcached 1.6.18 unlinks it for a text `set` and for every `ms` (whatever
+        /// its mode), not for add, replace, append, prepend or cas.
+        unlink_key: Option<Cow<'a, [u8]>>,
     },
     /// The input cannot be resynchronised (a line longer than
-    /// [`Limits::max_line_bytes`](crate::Limits)): send `reply`, then close the connection.
+    /// [`Limits::max_line_bytes`](crate::Limits), or for a get
+    /// [`Limits::max_get_line_bytes`](crate::Limits)): send `reply`, then close the connection.
     /// memcached 1.6.18 closes such connections without a word.
     Fatal {
         /// The line to send before closing.

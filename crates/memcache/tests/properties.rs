@@ -13,7 +13,7 @@ fn small_limits() -> Limits {
         max_key_bytes: 250,
         max_value_bytes: 16,
         max_line_bytes: 64,
-        max_keys_per_get: 3,
+        max_get_line_bytes: 96,
     }
 }
 

@@ -92,6 +92,12 @@ pub struct Connection {
     written: usize,
     /// Bytes of an oversized value still to be discarded as they arrive.
     skip_bytes: u64,
+    /// The answer to the oversized value, sent once it is discarded, as memcached does.
+    after_skip: Option<&'static str>,
+    /// Keys of the multi-get at the front of the input already answered.
+    keys_done: usize,
+    /// Serving stopped because answers piled up, not for want of input.
+    waiting_for_room: bool,
     /// Answer what is queued, then close (quit, a fatal protocol error, end of input).
     closing: bool,
 }
@@ -115,6 +121,9 @@ impl Connection {
             output: Vec::with_capacity(READ_CHUNK),
             written: 0,
             skip_bytes: 0,
+            after_skip: None,
+            keys_done: 0,
+            waiting_for_room: false,
             closing: false,
         }
     }
@@ -135,16 +144,14 @@ impl Connection {
                 return false;
             }
             // Requests left buffered when answers piled up are served before reading more.
-            if self.start < self.end {
+            if self.waiting_for_room {
                 self.serve();
-                if !self.output.is_empty() {
-                    continue;
-                }
+                continue;
             }
             match self.read_in() {
                 Ok(Some(short)) => {
                     self.serve();
-                    if short {
+                    if short && !self.waiting_for_room {
                         // Nothing more is waiting: answer, and wait for the next event.
                         return match self.write_out() {
                             Ok(true) => !self.closing,
@@ -155,9 +162,10 @@ impl Connection {
                 }
                 Ok(None) => return true,
                 Err(_) => {
-                    // End of input or a broken socket: answer what was asked, then close.
+                    // End of input or a broken socket: answer what was asked, then close
+                    // (reading again finds the end again once there is room to answer).
                     self.serve();
-                    self.closing = true;
+                    self.closing = !self.waiting_for_room;
                 }
             }
         }
@@ -221,13 +229,21 @@ impl Connection {
         let now_secs = unix_now_secs();
         let tenant = Arc::clone(&self.tenant);
         let mut store = None;
-        while !self.closing && self.output.len() < OUTPUT_HIGH_WATER {
+        self.waiting_for_room = false;
+        while !self.closing {
+            if self.output.len() >= OUTPUT_HIGH_WATER {
+                self.waiting_for_room = true;
+                break;
+            }
             if self.skip_bytes > 0 {
                 let dropped = self.skip_bytes.min((self.end - self.start) as u64);
                 self.start += dropped as usize;
                 self.skip_bytes -= dropped;
                 if self.skip_bytes > 0 {
                     break;
+                }
+                if let Some(reply) = self.after_skip.take() {
+                    self.protocol_error(reply, false);
                 }
             }
             if self.start == self.end {
@@ -236,12 +252,25 @@ impl Connection {
             match parse(&self.input[self.start..self.end], &self.limits) {
                 Ok(parsed) => {
                     let store = store.get_or_insert_with(|| tenant.store());
-                    let outcome =
-                        execute(&parsed.request, &tenant, store, now_secs, &mut self.output);
-                    self.start += parsed.consumed;
-                    if outcome == Outcome::Close {
-                        self.closing = true;
+                    match execute(
+                        &parsed.request,
+                        &tenant,
+                        store,
+                        now_secs,
+                        self.keys_done,
+                        OUTPUT_HIGH_WATER,
+                        &mut self.output,
+                    ) {
+                        Outcome::Paused { keys_done } => {
+                            self.keys_done = keys_done;
+                            self.waiting_for_room = true;
+                            break;
+                        }
+                        Outcome::Continue => {}
+                        Outcome::Close => self.closing = true,
                     }
+                    self.keys_done = 0;
+                    self.start += parsed.consumed;
                 }
                 Err(ParseError::Incomplete) => {
                     self.grow_for_a_whole_request();
@@ -260,8 +289,18 @@ impl Connection {
                     consumed,
                     skip_bytes,
                     noreply,
+                    unlink_key,
                 }) => {
-                    self.protocol_error(reply, noreply);
+                    if let Some(key) = unlink_key {
+                        let store = store.get_or_insert_with(|| tenant.store());
+                        if let Err(error) = store.discard(now_secs, &key) {
+                            self.protocol_error(&format!("SERVER_ERROR {error}"), false);
+                        }
+                    }
+                    match noreply {
+                        true => Tenant::count(&self.tenant.counters.protocol_errors, 1),
+                        false => self.after_skip = Some(reply),
+                    }
                     self.start += consumed;
                     self.skip_bytes = skip_bytes;
                 }

@@ -14,6 +14,12 @@ use super::tenant::Tenant;
 pub enum Outcome {
     Continue,
     Close,
+    /// A multi-get filled the output after answering this many of its keys: send what is
+    /// queued, then execute the same request again from that key, so a get of thousands of
+    /// large values never buffers them all.
+    Paused {
+        keys_done: usize,
+    },
 }
 
 /// The version a `version` command reports: the memcached release whose protocol is spoken,
@@ -27,12 +33,15 @@ const NO_TOKEN: &[u8] = b"";
 const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format";
 
 /// Executes `request` for `tenant` on its locked `store` at `now_secs`, appending the answer to
-/// `out`.
+/// `out`; a multi-get starts at key `keys_done` and pauses once `out` holds `output_limit`
+/// bytes.
 pub fn execute(
     request: &Request,
     tenant: &Tenant,
     store: &mut Store,
     now_secs: u32,
+    keys_done: usize,
+    output_limit: usize,
     out: &mut Vec<u8>,
 ) -> Outcome {
     let counters = &tenant.counters;
@@ -42,15 +51,32 @@ pub fn execute(
             with_cas,
             touch_exptime,
         } => {
-            Tenant::count(&counters.cmd_get, keys.len() as u64);
             let lookup = Lookup {
                 touch: touch_exptime.map(|exptime| Expiry::from_exptime(exptime, now_secs)),
                 ..Lookup::default()
             };
+            let answered = get_many(
+                store,
+                keys.iter().skip(keys_done),
+                *with_cas,
+                &lookup,
+                now_secs,
+                output_limit,
+                out,
+            );
+            let count = *answered.as_ref().unwrap_or(&0) as u64;
+            Tenant::count(&counters.cmd_get, count);
             if lookup.touch.is_some() {
-                Tenant::count(&counters.cmd_touch, keys.len() as u64);
+                Tenant::count(&counters.cmd_touch, count);
             }
-            get_many(store, keys.iter(), *with_cas, &lookup, now_secs, out)
+            match answered {
+                Ok(answered) if keys_done + answered < keys.len() => {
+                    return Outcome::Paused {
+                        keys_done: keys_done + answered,
+                    }
+                }
+                result => result.map(drop),
+            }
         }
         Request::Store {
             mode,
@@ -173,15 +199,23 @@ fn reply(out: &mut Vec<u8>, quiet: bool, line: &str) {
     }
 }
 
+/// Answers `keys` until `out` holds `output_limit` bytes, and ends the answer with "END" if
+/// all were answered; returns how many were.
 fn get_many<'a>(
     store: &mut Store,
     keys: impl Iterator<Item = &'a [u8]>,
     with_cas: bool,
     lookup: &Lookup,
     now_secs: u32,
+    output_limit: usize,
     out: &mut Vec<u8>,
-) -> std::io::Result<()> {
+) -> std::io::Result<usize> {
+    let mut answered = 0;
     for key in keys {
+        if out.len() >= output_limit {
+            return Ok(answered);
+        }
+        answered += 1;
         let Some(found) = store.get(now_secs, key, lookup)? else {
             continue;
         };
@@ -196,7 +230,7 @@ fn get_many<'a>(
         out.extend_from_slice(b"\r\n");
     }
     compose::end(out);
-    Ok(())
+    Ok(answered)
 }
 
 /// Reads the value of `found` straight onto the end of `out`.
