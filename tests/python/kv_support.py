@@ -108,10 +108,12 @@ class Servers:
         return server
 
     def start(self, kind: str, memory_mb=64, item_max: str | None = None, unix: Path | None = None,
-              pmem: str | None = None, metrics: int | None = None, port: int | None = None) -> KvServer:
+              pmem: str | None = None, metrics: int | None = None, port: int | None = None,
+              index_memory: str | None = None) -> KvServer:
         """One server of `kind` with one thread and `memory_mb` MiB for values (heterarchy:
-        `pmem`, PATH:SIZE, instead when given), listening on a free port on 127.0.0.1 and on
-        `unix` if given (memcached then listens on the Unix socket only: its -s turns TCP off)."""
+        `pmem`, PATH:SIZE, instead when given, with `index_memory` of DRAM for its index),
+        listening on a free port on 127.0.0.1 and on `unix` if given (memcached then listens
+        on the Unix socket only: its -s turns TCP off)."""
         if kind == "memcached":
             assert pmem is None and metrics is None, "memcached has no persistent memory or metrics port"
             argv = [tool_path("memcached", "memcached"), "-U", "0", "-t", "1", "-m", memory_mb]
@@ -126,6 +128,8 @@ class Servers:
         port = port or free_port()
         argv = [BINARY, "serve", "kv", "--listen", f"127.0.0.1:{port}", "--threads", "1"]
         argv += ["--pmem", pmem] if pmem else ["--memory", f"{memory_mb}m"]
+        if index_memory:
+            argv += ["--memory", index_memory]
         if item_max:
             argv += ["--item-max", item_max]
         if unix:

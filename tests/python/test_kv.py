@@ -1070,6 +1070,23 @@ def test_pmem_values_set_get_and_evict(heterarchy_kv, tmp_path):
     assert client.get("fill639") == chunk
 
 
+def test_pmem_index_memory_limit(heterarchy_kv, tmp_path):
+    """With values on pmem, --memory caps the DRAM index: 60 000 small items with a 2 MiB
+    index limit on a 64 MiB pmem file evict the oldest once the index is full, though the
+    pmem holds them all; the newest stay, and stats show the index within its limit."""
+    server = heterarchy_kv.start("heterarchy", pmem=f"{tmp_path / 'values.pm'}:64m", index_memory="2m")
+    with server.raw() as conn:
+        for start in range(0, 60_000, 1000):
+            conn.send(b"".join(b"set key%05d 0 0 8 noreply\r\nvalue%03d\r\n" % (i, i % 1000) for i in range(start, start + 1000)))
+        conn.exchange(b"get key59999\r\n", b"VALUE key59999 0 8\r\nvalue999\r\nEND\r\n")
+        conn.exchange(b"get key00000\r\n", b"END\r\n")
+    stats = server.stats()
+    assert int(stats["index_max_bytes"]) == 2 * MIB
+    assert 0 < int(stats["index_bytes"]) <= 2 * MIB
+    assert int(stats["evictions"]) > 0 and int(stats["curr_items"]) < 60_000
+    assert int(stats["bytes"]) < 16 * MIB, "the values on pmem were not what ran out"
+
+
 def test_pmem_warm_restart_keeps_keys(heterarchy_kv, tmp_path):
     """CONTRACT: values on persistent memory survive a restart. Keys set (with flags and a
     TTL), one deleted, then SIGTERM (a clean exit 0); a new server on the same --pmem file

@@ -39,6 +39,8 @@ pub struct StoreStats {
     pub segments_in_use: u64,
     /// DRAM the index takes (entries and keys), about.
     pub index_bytes: u64,
+    /// The limit on that; 0 when there is none.
+    pub index_max_bytes: u64,
 }
 
 impl StoreStats {
@@ -54,7 +56,7 @@ impl StoreStats {
     }
 
     /// Every counter as (memcached name, value), in memcached's order.
-    pub fn named(&self) -> [(&'static str, u64); 25] {
+    pub fn named(&self) -> [(&'static str, u64); 26] {
         [
             ("get_hits", self.get_hits),
             ("get_misses", self.get_misses),
@@ -81,6 +83,7 @@ impl StoreStats {
             ("reclaimed", self.reclaimed),
             ("segments_in_use", self.segments_in_use),
             ("index_bytes", self.index_bytes),
+            ("index_max_bytes", self.index_max_bytes),
         ]
     }
 }

@@ -34,6 +34,17 @@ pub struct StoreConfig {
     pub segment_bytes: u32,
     /// Largest item (key, value and header) accepted.
     pub item_max_bytes: u32,
+    /// DRAM the index may take (see [`index_entry_bytes`]); past it the oldest segments are
+    /// evicted as if the value tier were full. This is what bounds a tenant whose values are
+    /// on cheap persistent memory: NyxCache's servers hold index and keys in DRAM and values on
+    /// PM (seed 000 §5.2.5), so DRAM, not PM, runs out first with small values. `None`: only
+    /// the value tier bounds the store.
+    pub index_max_bytes: Option<u64>,
+}
+
+/// DRAM one index entry takes: the entry, the table's control byte, and its key's bytes.
+pub fn index_entry_bytes(key_len: usize) -> u64 {
+    (std::mem::size_of::<Item>() + 1 + key_len) as u64
 }
 
 impl Default for StoreConfig {
@@ -41,6 +52,7 @@ impl Default for StoreConfig {
         StoreConfig {
             segment_bytes: DEFAULT_SEGMENT_BYTES,
             item_max_bytes: DEFAULT_ITEM_MAX_BYTES,
+            index_max_bytes: None,
         }
     }
 }
@@ -193,6 +205,8 @@ pub struct Store {
     checksums: bool,
     /// A delayed flush_all: everything stored before this time goes then.
     pending_flush_secs: Option<u32>,
+    /// DRAM the index takes, by [`index_entry_bytes`].
+    index_bytes: u64,
     stats: StoreStats,
     record: Vec<u8>,
 }
@@ -222,6 +236,7 @@ impl Store {
             persist_each_write,
             checksums,
             pending_flush_secs: None,
+            index_bytes: 0,
             stats: StoreStats::default(),
             record: Vec::new(),
         };
@@ -229,6 +244,8 @@ impl Store {
             store.index_insert(item);
         }
         store.stats.total_items = store.index.len() as u64;
+        // A restart with less DRAM for the index than before keeps the newest items.
+        store.make_index_room(now_secs, 0)?;
         store.header.clean = false;
         store.write_store_header()?;
         Ok((store, found.recovery))
@@ -255,12 +272,8 @@ impl Store {
         stats.bytes = self.segments.segments.iter().map(|s| s.live_bytes).sum();
         stats.limit_maxbytes = self.backend.size_bytes();
         stats.segments_in_use = self.segments.in_use() as u64;
-        stats.index_bytes = self.index.capacity() as u64 * std::mem::size_of::<Item>() as u64
-            + self
-                .index
-                .iter()
-                .map(|item| item.key.len() as u64)
-                .sum::<u64>();
+        stats.index_bytes = self.index_bytes;
+        stats.index_max_bytes = self.config.index_max_bytes.unwrap_or(0);
         stats
     }
 
@@ -562,6 +575,7 @@ impl Store {
         self.pending_flush_secs = None;
         self.stats.flushed_items += self.index.len() as u64;
         self.index.clear();
+        self.index_bytes = 0;
         self.segments.release_all();
         // Records at or below this sequence are void at the next start.
         self.header.flushed_through = self.next_sequence - 1;
@@ -605,6 +619,7 @@ impl Store {
     }
 
     fn index_insert(&mut self, item: Item) {
+        self.index_bytes += index_entry_bytes(item.key.len());
         let hasher = &self.hasher;
         self.index
             .insert_unique(item.hash, item, |item| hasher.hash_one(&item.key));
@@ -629,6 +644,9 @@ impl Store {
         expiry: Expiry,
         state: u8,
     ) -> io::Result<u64> {
+        if self.find(key, hash).is_none() {
+            self.make_index_room(now_secs, index_entry_bytes(key.len()))?;
+        }
         let bytes = record_bytes(key.len(), value.len());
         let (segment, offset) = self.room_for(now_secs, expiry, bytes)?;
         let sequence = self.next_sequence;
@@ -722,6 +740,21 @@ impl Store {
         Ok((segment, SEGMENT_HEADER_BYTES))
     }
 
+    /// Reclaims expired or oldest segments until the index has `entry_bytes` to spare under
+    /// its limit.
+    fn make_index_room(&mut self, now_secs: u32, entry_bytes: u64) -> io::Result<()> {
+        let Some(limit) = self.config.index_max_bytes else {
+            return Ok(());
+        };
+        while self.index_bytes + entry_bytes > limit {
+            let reclaim = self.segments.pick_reclaim(now_secs).ok_or_else(|| {
+                io::Error::other("the index memory limit is below one item's entry")
+            })?;
+            self.reclaim(reclaim, now_secs)?;
+        }
+        Ok(())
+    }
+
     /// Frees a segment: its items leave the index, and its header on storage says free before
     /// its space is reused.
     fn reclaim(&mut self, reclaim: Reclaim, now_secs: u32) -> io::Result<()> {
@@ -739,6 +772,7 @@ impl Store {
                 continue;
             };
             let (item, _) = entry.remove();
+            self.index_bytes -= index_entry_bytes(item.key.len());
             if expired || item.expiry.has_passed(now_secs) {
                 self.stats.reclaimed += 1;
             } else {
@@ -756,6 +790,7 @@ impl Store {
             return Ok(());
         };
         let (item, _) = entry.remove();
+        self.index_bytes -= index_entry_bytes(item.key.len());
         let bytes = record_bytes(item.key.len(), item.value_len as usize);
         self.void_record(item.segment, item.offset, bytes)?;
         if self.persist_each_write {

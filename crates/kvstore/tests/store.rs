@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use heterarchy_device::backend::{Backend, PmemBackend, RamBackend};
 use heterarchy_kvstore::{
-    Arithmetic, Counted, Deleted, Expiry, Lookup, Mode, Recovery, Store, StoreConfig, Stored, Write,
+    index_entry_bytes, Arithmetic, Counted, Deleted, Expiry, Lookup, Mode, Recovery, Store,
+    StoreConfig, Stored, Write,
 };
 use proptest::prelude::*;
 
@@ -17,6 +18,7 @@ fn small_config() -> StoreConfig {
     StoreConfig {
         segment_bytes: 4096,
         item_max_bytes: 4096,
+        index_max_bytes: None,
     }
 }
 
@@ -324,6 +326,70 @@ impl Backend for SharedPmem {
     fn describe(&self) -> String {
         "shared pmem".into()
     }
+}
+
+/// Sets keys "k00000".. of 6 bytes with 8-byte values until `count`; all fit the value tier.
+fn set_numbered(store: &mut Store, range: std::ops::Range<u32>) {
+    for i in range {
+        let key = format!("k{i:05}");
+        set(store, NOW, key.as_bytes(), &i.to_le_bytes(), Expiry::NEVER);
+    }
+}
+
+#[test]
+fn the_index_limit_evicts_the_oldest_segments() {
+    // 200 entries' worth of index, and a value tier that holds thousands of these items.
+    let entry = index_entry_bytes(6);
+    let config = StoreConfig {
+        index_max_bytes: Some(200 * entry),
+        ..small_config()
+    };
+    let backend = Box::new(RamBackend::new(4096 + 64 * 4096).unwrap());
+    let mut store = Store::open(backend, config, NOW).unwrap().0;
+    set_numbered(&mut store, 0..1000);
+    let stats = store.stats();
+    // The index never passes its limit, and its count is exact for these keys.
+    assert!(stats.index_bytes <= 200 * entry);
+    assert_eq!(stats.index_bytes, stats.curr_items * entry);
+    assert_eq!(stats.index_max_bytes, 200 * entry);
+    // Whole segments went, oldest first: a segment holds 4064 / 48 = 84 of these records, so
+    // at least 200 - 84 items stay, and they are the newest.
+    assert!(stats.curr_items > 200 - 84 && stats.evictions >= 800);
+    assert_eq!(
+        get(&mut store, NOW, b"k00999"),
+        Some(999u32.to_le_bytes().to_vec())
+    );
+    assert_eq!(get(&mut store, NOW, b"k00000"), None);
+    // Deletes and flush_all give the index its room back.
+    store.delete(NOW, b"k00999", None, None, false).unwrap();
+    assert_eq!(store.stats().index_bytes, (stats.curr_items - 1) * entry);
+    store.flush_all(NOW, 0).unwrap();
+    assert_eq!(store.stats().index_bytes, 0);
+}
+
+#[test]
+fn a_restart_with_a_smaller_index_limit_keeps_the_newest_items() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("values.pm");
+    let open = |index_max_bytes| {
+        let backend = Box::new(PmemBackend::open(&path, 1 << 20).unwrap());
+        let config = StoreConfig {
+            index_max_bytes,
+            ..small_config()
+        };
+        Store::open(backend, config, NOW).unwrap().0
+    };
+    let mut store = open(None);
+    set_numbered(&mut store, 0..1000);
+    store.shut_down().unwrap();
+    drop(store);
+    let mut store = open(Some(300 * index_entry_bytes(6)));
+    assert!(store.stats().curr_items <= 300);
+    assert_eq!(
+        get(&mut store, NOW, b"k00999"),
+        Some(999u32.to_le_bytes().to_vec())
+    );
+    assert_eq!(get(&mut store, NOW, b"k00000"), None);
 }
 
 #[test]

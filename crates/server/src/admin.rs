@@ -258,12 +258,13 @@ pub fn tenant_metrics(tenants: &[TenantStats]) -> String {
     let Some(first) = tenants.first() else {
         return text;
     };
-    const GAUGES: [&str; 5] = [
+    const GAUGES: [&str; 6] = [
         "curr_items",
         "bytes",
         "limit_maxbytes",
         "segments_in_use",
         "index_bytes",
+        "index_max_bytes",
     ];
     for name in first.store_stats.0.keys() {
         let samples = tenants.iter().map(|s| {

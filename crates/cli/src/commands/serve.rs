@@ -44,9 +44,10 @@ pub struct KvArgs {
     /// A Unix socket to listen on too.
     #[arg(long)]
     pub unix: Option<PathBuf>,
-    /// The quota, values in DRAM (memcached's -m).
-    #[arg(long, default_value = "64m")]
-    pub memory: String,
+    /// The quota, values in DRAM (memcached's -m) [default: 64m]; with --pmem, the DRAM the
+    /// index of keys may take [default: no limit].
+    #[arg(long)]
+    pub memory: Option<String>,
     /// Values on persistent memory instead: PATH:SIZE (the size is the quota).
     #[arg(long)]
     pub pmem: Option<String>,

@@ -7,7 +7,8 @@
 //! listen = "127.0.0.1:11211"
 //! unix = "/run/heterarchy/alpha.sock"   # optional
 //! memory = "64m"                        # the quota: values (with keys) in DRAM
-//! # pmem = "/mnt/pm/alpha:1g"           # or values on persistent memory, this much
+//! # pmem = "/mnt/pm/alpha:1g"           # or values on persistent memory, this much;
+//! #                                     # then `memory` (if given) caps the DRAM index
 //! # throttle = "optane-pm"              # pace the value tier like a device preset
 //! max_connections = 1024
 //! item_max = "1m"
@@ -37,9 +38,11 @@ pub struct TenantConfig {
     /// Its Unix socket too, if any.
     #[serde(default)]
     pub unix: Option<PathBuf>,
-    /// Its quota with values in DRAM, as memcached's `-m` (e.g. "64m").
-    #[serde(default = "default_memory")]
-    pub memory: String,
+    /// Its quota with values in DRAM, as memcached's `-m` (e.g. "64m"; 64m if not given).
+    /// With `pmem`, the DRAM its index (keys and metadata) may take instead, unbounded if not
+    /// given.
+    #[serde(default)]
+    pub memory: Option<String>,
     /// Values on persistent memory instead: `PATH:SIZE`; the size is the quota.
     #[serde(default)]
     pub pmem: Option<String>,
@@ -56,9 +59,8 @@ pub struct TenantConfig {
     pub segment: String,
 }
 
-fn default_memory() -> String {
-    "64m".to_string()
-}
+/// The DRAM quota of a tenant whose values are in DRAM and that names none, as memcached's.
+const DEFAULT_MEMORY: &str = "64m";
 
 fn default_max_connections() -> usize {
     DEFAULT_MAX_CONNECTIONS
@@ -80,7 +82,8 @@ impl TenantConfig {
                 .parse()
                 .map_err(|e| format!("pmem: {e}; expected PATH:SIZE")),
             None => {
-                let size_bytes = parse_bytes(&self.memory).map_err(|e| format!("memory: {e}"))?;
+                let memory = self.memory.as_deref().unwrap_or(DEFAULT_MEMORY);
+                let size_bytes = parse_bytes(memory).map_err(|e| format!("memory: {e}"))?;
                 Ok(BackendSpec::Ram { size_bytes })
             }
         }
@@ -96,9 +99,22 @@ impl TenantConfig {
         // A segment holds at least one item of the largest size.
         let segment_bytes =
             size("segment", &self.segment)?.max(item_max_bytes.next_multiple_of(4096));
+        let index_max_bytes = match (&self.pmem, &self.memory) {
+            (Some(_), Some(memory)) => {
+                let bytes = parse_bytes(memory).map_err(|e| format!("memory: {e}"))?;
+                if bytes < 1 << 20 {
+                    return Err(format!(
+                        "memory: \"{memory}\" for the index of values on pmem; expected at least 1m"
+                    ));
+                }
+                Some(bytes)
+            }
+            _ => None,
+        };
         let config = StoreConfig {
             segment_bytes,
             item_max_bytes,
+            index_max_bytes,
         };
         if config.segment_bytes < 4096 || config.segment_bytes & 7 != 0 {
             return Err(format!(
