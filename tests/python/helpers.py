@@ -1,9 +1,13 @@
-"""Paths and a runner for the heterarchy binary, shared by the tests and their fixtures."""
+"""Paths and a runner for the heterarchy binary, and servers to start, shared by the tests,
+their fixtures and the benchmark scripts."""
 
 import json
 import os
 import socket
 import subprocess
+import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,3 +56,43 @@ def accepts_connections(address) -> bool:
         except OSError:
             return False
     return True
+
+
+READY_SECONDS = 10
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far, summed over its threads."""
+    # After the command name (which may hold spaces), field 3 comes first: utime and stime are
+    # fields 14 and 15, in clock ticks.
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class Started:
+    """A server process started by `serving`: its pid and the first address it listens on."""
+
+    def __init__(self, process: subprocess.Popen, port):
+        self.process, self.pid, self.port = process, process.pid, port
+
+
+@contextmanager
+def serving(name: str, command: list, log: Path, addresses: list):
+    """Runs a server until the block ends, once every address (a port or a Unix socket path)
+    takes connections, for at most READY_SECONDS; exits the script with the server's log if it
+    does not start. Kills it however the block ends."""
+    with open(log, "wb") as output:
+        process = subprocess.Popen(list(map(str, command)), stdout=output, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + READY_SECONDS
+        while process.poll() is None and time.monotonic() < deadline:
+            if all(map(accepts_connections, addresses)):
+                break
+            time.sleep(0.05)
+        if process.poll() is not None or not all(map(accepts_connections, addresses)):
+            sys.exit(f"{name} did not start: {log.read_text().strip()}")
+        yield Started(process, addresses[0])
+    finally:
+        process.kill()
+        process.wait(timeout=READY_SECONDS)

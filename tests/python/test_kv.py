@@ -599,13 +599,18 @@ def test_md_x_removes_only_the_value(kv):
 
 
 def test_E_sets_an_explicit_cas(kv):
-    """ms E<n>, per the contract (and memcached after 1.6.18), stores the item with CAS n;
-    memcached 1.6.18 refuses the flag with CLIENT_ERROR, skips the data and stores nothing."""
+    """E<n>, per the contract (and memcached after 1.6.18), gives the item it modifies CAS n:
+    ms, md x, ma, and mg's vivify; a token that is not a u64 is refused. memcached 1.6.18
+    refuses the flag with CLIENT_ERROR, skips the data and stores nothing."""
     with kv.raw() as conn:
         if kv.kind == "memcached":
             conn.exchange(b"ms e1 1 E12345\r\nx\r\nmg e1 v\r\n", b"CLIENT_ERROR invalid flag\r\nEN\r\n")
-        else:
-            conn.exchange(b"ms e1 1 E12345\r\nx\r\nmg e1 v c\r\n", b"HD\r\nVA 1 c12345\r\nx\r\n")
+            return
+        conn.exchange(b"ms e1 1 E12345\r\nx\r\nmg e1 v c\r\n", b"HD\r\nVA 1 c12345\r\nx\r\n")
+        conn.exchange(b"md e1 x E999 q\r\nmg e1 c v\r\n", b"VA 0 c999\r\n\r\n")
+        conn.exchange(b"ma n1 N0 J5 E777 c v\r\nma n1 E778 c v\r\n", b"VA 1 c777\r\n5\r\nVA 1 c778\r\n6\r\n")
+        conn.exchange(b"mg v1 N30 E555 c\r\n", b"HD c555 W\r\n")
+        conn.exchange(b"ms e2 1 E-1\r\nx\r\n", b"CLIENT_ERROR bad token in command line format\r\n")
 
 
 def test_ma_arithmetic(kv):
@@ -1114,21 +1119,3 @@ def test_pmem_warm_restart_keeps_keys(heterarchy_kv, tmp_path):
         assert meta.value == b"t" and 900 < int(meta.flags["t"]) <= 1000, meta
     assert int(second.stats()["curr_items"]) == len(values) + 1
     assert second.client().set("new", b"n") is True and second.client().get("new") == b"n"
-
-
-
-# Where heterarchy does not yet answer as the test expects (by test name, or by name with its
-# parameters): each entry is a known gap, named in the issue's progress note; the test still
-# runs and reports XPASS once the gap is closed.
-HETERARCHY_KNOWN_GAPS = {
-    "test_E_sets_an_explicit_cas": "the E flag is not in the protocol parser or the store yet",
-}
-
-
-@pytest.fixture(autouse=True)
-def heterarchy_known_gap(request):
-    """Marks a heterarchy run of a test in HETERARCHY_KNOWN_GAPS as an expected failure."""
-    node = request.node
-    gap = HETERARCHY_KNOWN_GAPS.get(node.name) or HETERARCHY_KNOWN_GAPS.get(node.originalname)
-    if gap and "[heterarchy" in node.nodeid:
-        request.applymarker(pytest.mark.xfail(reason=gap, strict=False))

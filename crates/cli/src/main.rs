@@ -41,6 +41,9 @@ enum Command {
     /// Cached volumes: create one, ask a server for stats, flush dirty data.
     #[command(subcommand)]
     Volume(commands::volume::VolumeCommand),
+    /// Load a server, measure throughput and latency (`loadgen kv`: memcached's protocol).
+    #[command(subcommand)]
+    Loadgen(commands::loadgen::LoadgenCommand),
 }
 
 fn main() {
@@ -56,6 +59,7 @@ fn main() {
         Command::Experiment(args) => commands::experiment::run(args),
         Command::Serve(args) => commands::serve::run(args),
         Command::Volume(command) => commands::volume::run(command),
+        Command::Loadgen(command) => commands::loadgen::run(command),
     };
     if let Err(error) = outcome {
         // One line: the whole cause chain, joined.

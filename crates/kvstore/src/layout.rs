@@ -1,7 +1,7 @@
 //! Where things lie on the store's storage (issue 6, items 2 and 4): a double-buffered store
 //! header, then fixed-size segments, each a header and records appended one after another.
 //!
-//! A record is a 32-byte header, the key and the value, padded to 8 bytes. The key is written
+//! A record is a 40-byte header, the key and the value, padded to 8 bytes. The key is written
 //! beside its value so that a restart can rebuild the DRAM index from the segments alone; it is
 //! never read back while serving, so gets touch the value tier only for the value (seed 000
 //! §5.2.5: keys and metadata in DRAM, values on PM). The fields that change in place (expiry
@@ -15,11 +15,11 @@ const STORE_HEADER_COPIES: [u64; 2] = [0, 2048];
 /// Bytes of a segment's header; records start after it.
 pub const SEGMENT_HEADER_BYTES: u32 = 64;
 /// Bytes of a record's header.
-pub const RECORD_HEADER_BYTES: u32 = 32;
+pub const RECORD_HEADER_BYTES: u32 = 40;
 
 const STORE_MAGIC: u64 = u64::from_le_bytes(*b"HTKVSTR1");
 const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"HTKVSEG1");
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 
 /// Record state bits (byte 22 of the header).
 pub const STATE_LIVE: u8 = 1;
@@ -156,7 +156,7 @@ impl SegmentHeader {
 /// A record's header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordHeader {
-    /// The item's CAS unique: never 0, which marks the end of a segment's records.
+    /// The order records were written in: never 0, which marks the end of a segment's records.
     pub sequence: u64,
     pub expiry_raw: u32,
     pub client_flags: u32,
@@ -164,17 +164,20 @@ pub struct RecordHeader {
     pub key_len: u16,
     pub state: u8,
     pub generation: u32,
+    /// The item's CAS unique: its sequence, or the one a client gave (meta `E`).
+    pub cas: u64,
 }
 
 impl RecordHeader {
     /// Encoded with the checksum of the fixed fields, `key` and `value` (0 when `checksum` is
     /// false: storage that does not outlive the process is never read back).
-    pub fn encode(&self, key: &[u8], value: &[u8], checksum: bool) -> [u8; 32] {
+    pub fn encode(&self, key: &[u8], value: &[u8], checksum: bool) -> [u8; 40] {
         let mut bytes = [0u8; RECORD_HEADER_BYTES as usize];
         bytes[0..8].copy_from_slice(&self.sequence.to_le_bytes());
         bytes[8..16].copy_from_slice(&self.expiry_word());
         bytes[16..24].copy_from_slice(&self.state_word());
         bytes[24..28].copy_from_slice(&self.generation.to_le_bytes());
+        bytes[32..40].copy_from_slice(&self.cas.to_le_bytes());
         if checksum {
             let sum = Self::checksum(&bytes, key, value);
             bytes[28..32].copy_from_slice(&sum.to_le_bytes());
@@ -204,13 +207,14 @@ impl RecordHeader {
     /// Offset of the state word within the record.
     pub const STATE_WORD: u64 = 16;
 
-    fn checksum(header: &[u8; 32], key: &[u8], value: &[u8]) -> u32 {
+    fn checksum(header: &[u8; 40], key: &[u8], value: &[u8]) -> u32 {
         let mut hasher = crc32fast::Hasher::new();
         hasher.update(&header[0..8]);
         // Client flags are fixed for a record's life; the expiry beside them is not.
         hasher.update(&header[12..16]);
         hasher.update(&header[16..22]);
         hasher.update(&header[24..28]);
+        hasher.update(&header[32..40]);
         hasher.update(key);
         hasher.update(value);
         hasher.finalize()
@@ -218,7 +222,7 @@ impl RecordHeader {
 
     /// Decodes a header; `None` at the end of the records (sequence 0) or for bytes that are
     /// not a header of `generation`.
-    pub fn decode(bytes: &[u8; 32], generation: u32) -> Option<RecordHeader> {
+    pub fn decode(bytes: &[u8; 40], generation: u32) -> Option<RecordHeader> {
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4"));
         let header = RecordHeader {
             sequence: u64::from_le_bytes(bytes[0..8].try_into().expect("8")),
@@ -228,13 +232,14 @@ impl RecordHeader {
             key_len: u16::from_le_bytes([bytes[20], bytes[21]]),
             state: bytes[22],
             generation: u32_at(24),
+            cas: u64::from_le_bytes(bytes[32..40].try_into().expect("8")),
         };
         (header.sequence != 0 && header.generation == generation && header.key_len > 0)
             .then_some(header)
     }
 
     /// True when the checksum in `bytes` matches `key` and `value`.
-    pub fn verify(bytes: &[u8; 32], key: &[u8], value: &[u8]) -> bool {
+    pub fn verify(bytes: &[u8; 40], key: &[u8], value: &[u8]) -> bool {
         u32::from_le_bytes(bytes[28..32].try_into().expect("4"))
             == Self::checksum(bytes, key, value)
     }
@@ -294,6 +299,7 @@ mod tests {
             key_len: 2,
             state: STATE_LIVE,
             generation: 1,
+            cas: 77,
         };
         let mut bytes = header.encode(b"ke", b"val", true);
         assert_eq!(RecordHeader::decode(&bytes, 1), Some(header));
@@ -306,7 +312,10 @@ mod tests {
         bytes[8..12].copy_from_slice(&500u32.to_le_bytes());
         bytes[22] = 0;
         assert!(RecordHeader::verify(&bytes, b"ke", b"val"));
+        // so does the CAS unique
+        bytes[32] ^= 1;
+        assert!(!RecordHeader::verify(&bytes, b"ke", b"val"));
         // records are 8-byte aligned
-        assert_eq!(record_bytes(2, 3), 40);
+        assert_eq!(record_bytes(2, 3), 48);
     }
 }

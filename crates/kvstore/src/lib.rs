@@ -15,6 +15,6 @@ pub use expiry::{Expiry, RELATIVE_LIMIT_SECS};
 pub use recover::Recovery;
 pub use stats::StoreStats;
 pub use store::{
-    index_entry_bytes, Arithmetic, Counted, Deleted, Found, Lookup, Mode, Store, StoreConfig,
-    Stored, Write, DEFAULT_ITEM_MAX_BYTES, DEFAULT_SEGMENT_BYTES,
+    index_entry_bytes, Arithmetic, Counted, Delete, Deleted, Found, Lookup, Mode, Store,
+    StoreConfig, Stored, Write, DEFAULT_ITEM_MAX_BYTES, DEFAULT_SEGMENT_BYTES,
 };

@@ -115,7 +115,8 @@ pub(crate) fn scan(
     header.boot_id = boot_id;
     let clean = header.clean;
     let mut segments = Segments::new(config.segment_bytes, &vec![0; count]);
-    let mut items: HashMap<Box<[u8]>, Item> = HashMap::new();
+    // Each item with the sequence of its record, the newest of a key's records winning.
+    let mut items: HashMap<Box<[u8]>, (u64, Item)> = HashMap::new();
     let mut next_sequence = header.flushed_through + 1;
     let mut buffer = vec![0u8; config.segment_bytes as usize];
     for index in 0..count as u32 {
@@ -145,7 +146,7 @@ pub(crate) fn scan(
                 let item = Item {
                     key: key.into(),
                     hash,
-                    sequence: record_header.sequence,
+                    cas: record_header.cas,
                     segment: index,
                     offset: offset as u32,
                     value_len: record_header.value_len,
@@ -156,7 +157,14 @@ pub(crate) fn scan(
                     stale: record_header.state & STATE_STALE != 0,
                     win_sent: false,
                 };
-                keep_newest(&mut items, item, &mut segments, &mut segment, index);
+                let sequence = record_header.sequence;
+                keep_newest(
+                    &mut items,
+                    (sequence, item),
+                    &mut segments,
+                    &mut segment,
+                    index,
+                );
             }
             offset += bytes as usize;
         }
@@ -171,7 +179,7 @@ pub(crate) fn scan(
     for index in empty {
         segments.release(index);
     }
-    let items: Vec<Item> = items.into_values().collect();
+    let items: Vec<Item> = items.into_values().map(|(_, item)| item).collect();
     let recovery = Recovery::Recovered {
         items: items.len() as u64,
         clean,
@@ -191,7 +199,7 @@ fn read_record(
     offset: usize,
     generation: u32,
 ) -> Option<(RecordHeader, &[u8], &[u8])> {
-    let header_bytes: &[u8; 32] = buffer
+    let header_bytes: &[u8; 40] = buffer
         .get(offset..offset + RECORD_HEADER_BYTES as usize)?
         .try_into()
         .ok()?;
@@ -205,17 +213,17 @@ fn read_record(
 
 /// Keeps the newer of two records of one key; the older one's bytes are dead.
 fn keep_newest(
-    items: &mut HashMap<Box<[u8]>, Item>,
-    item: Item,
+    items: &mut HashMap<Box<[u8]>, (u64, Item)>,
+    (sequence, item): (u64, Item),
     segments: &mut Segments,
     scanning: &mut Segment,
     scanning_index: u32,
 ) {
     let bytes_of = |item: &Item| record_bytes(item.key.len(), item.value_len as usize);
     let loser = match items.get(&item.key) {
-        Some(kept) if kept.sequence > item.sequence => item,
-        _ => match items.insert(item.key.clone(), item) {
-            Some(older) => older,
+        Some((kept, _)) if *kept > sequence => item,
+        _ => match items.insert(item.key.clone(), (sequence, item)) {
+            Some((_, older)) => older,
             None => return,
         },
     };

@@ -30,7 +30,7 @@ pub const DEFAULT_ITEM_MAX_BYTES: u32 = 1 << 20;
 /// How a store is laid out and limited.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// Bytes of each segment; an item (key, value and a 32-byte header) must fit in one.
+    /// Bytes of each segment; an item (key, value and a 40-byte header) must fit in one.
     pub segment_bytes: u32,
     /// Largest item (key, value and header) accepted.
     pub item_max_bytes: u32,
@@ -62,8 +62,8 @@ impl Default for StoreConfig {
 pub(crate) struct Item {
     pub key: Box<[u8]>,
     pub hash: u64,
-    /// The CAS unique, and the record's sequence on storage.
-    pub sequence: u64,
+    /// The CAS unique.
+    pub cas: u64,
     pub segment: u32,
     pub offset: u32,
     pub value_len: u32,
@@ -88,6 +88,8 @@ pub struct Lookup {
     pub vivify: Option<Expiry>,
     /// Hand out the right to recache when fewer seconds than this are left (mg `R`).
     pub recache_below_secs: Option<u32>,
+    /// The CAS unique an item created by `vivify` gets instead of a fresh one (mg `E`).
+    pub new_cas: Option<u64>,
 }
 
 /// An item found by [`Store::get`]; its value is read with [`Store::read_value`].
@@ -138,6 +140,8 @@ pub struct Write<'a> {
     /// With `compare_cas`: a CAS older than the item's stores the value marked stale instead
     /// of failing (ms `I`).
     pub invalidate: bool,
+    /// The CAS unique to give the item instead of a fresh one (ms `E`).
+    pub new_cas: Option<u64>,
 }
 
 /// The result of a write.
@@ -153,6 +157,20 @@ pub enum Stored {
     NotFound,
     /// Over the item size limit.
     TooLarge,
+}
+
+/// How a delete goes (delete, md); the default deletes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Delete {
+    /// Only if the item's CAS unique is this (md `C`).
+    pub compare_cas: Option<u64>,
+    /// Mark the item stale with a new CAS unique, and this expiry if given, instead (md `I`,
+    /// `T`).
+    pub invalidate: Option<Option<Expiry>>,
+    /// Keep the item with an empty value instead (md `x`).
+    pub drop_value: bool,
+    /// The CAS unique a kept item gets instead of a fresh one (md `E`).
+    pub new_cas: Option<u64>,
 }
 
 /// The result of a delete.
@@ -173,6 +191,8 @@ pub struct Arithmetic {
     pub vivify: Option<(Expiry, u64)>,
     /// Set a new expiry (ma `T`).
     pub touch: Option<Expiry>,
+    /// The CAS unique the item gets instead of a fresh one (ma `E`).
+    pub new_cas: Option<u64>,
 }
 
 /// The result of an increment or decrement.
@@ -299,6 +319,7 @@ impl Store {
                 mode: Mode::Add,
                 compare_cas: None,
                 invalidate: false,
+                new_cas: lookup.new_cas,
             };
             if !matches!(self.store(now_secs, &write)?, Stored::Stored(_)) {
                 return Ok(None);
@@ -366,8 +387,8 @@ impl Store {
                     self.stats.cas_misses += 1;
                     return Ok(Stored::NotFound);
                 }
-                Some(item) if item.sequence == expected => self.stats.cas_hits += 1,
-                Some(item) if write.invalidate && expected < item.sequence => stale = true,
+                Some(item) if item.cas == expected => self.stats.cas_hits += 1,
+                Some(item) if write.invalidate && expected < item.cas => stale = true,
                 Some(_) => {
                     self.stats.cas_badval += 1;
                     return Ok(Stored::Exists);
@@ -419,32 +440,24 @@ impl Store {
             client_flags,
             expiry,
             state,
+            write.new_cas,
         )?;
         Ok(Stored::Stored(cas))
     }
 
-    /// Deletes `key` (delete, md). With `invalidate`, marks it stale with a new CAS unique and
-    /// (if given) expiry instead (md `I`, `T`); with `drop_value`, keeps the item with an empty
-    /// value (md `x`).
-    pub fn delete(
-        &mut self,
-        now_secs: u32,
-        key: &[u8],
-        compare_cas: Option<u64>,
-        invalidate: Option<Option<Expiry>>,
-        drop_value: bool,
-    ) -> io::Result<Deleted> {
+    /// Deletes `key` (delete, md), or marks it stale or empties it as `how` says.
+    pub fn delete(&mut self, now_secs: u32, key: &[u8], how: &Delete) -> io::Result<Deleted> {
         self.apply_pending_flush(now_secs);
         let Some(hash) = self.live_hash(now_secs, key)? else {
             self.stats.delete_misses += 1;
             return Ok(Deleted::NotFound);
         };
         let item = self.find(key, hash).expect("live").clone();
-        if compare_cas.is_some_and(|cas| cas != item.sequence) {
+        if how.compare_cas.is_some_and(|cas| cas != item.cas) {
             return Ok(Deleted::Exists);
         }
         self.stats.delete_hits += 1;
-        if let Some(expiry) = invalidate {
+        if let Some(expiry) = how.invalidate {
             let mut value = vec![0; item.value_len as usize];
             self.read_item_value(&item, &mut value)?;
             let expiry = expiry.unwrap_or(item.expiry);
@@ -457,11 +470,12 @@ impl Store {
                 item.client_flags,
                 expiry,
                 state,
+                how.new_cas,
             )?;
             if let Some(entry) = self.find_mut(key, hash) {
                 entry.win_sent = false;
             }
-        } else if drop_value {
+        } else if how.drop_value {
             self.put(
                 now_secs,
                 key,
@@ -470,6 +484,7 @@ impl Store {
                 item.client_flags,
                 item.expiry,
                 STATE_LIVE,
+                how.new_cas,
             )?;
         } else {
             self.remove(key, hash)?;
@@ -511,6 +526,7 @@ impl Store {
                 0,
                 expiry,
                 STATE_LIVE,
+                request.new_cas,
             )?;
             return Ok(Counted::Value {
                 value: initial,
@@ -519,7 +535,7 @@ impl Store {
             });
         };
         let item = self.find(key, hash).expect("live").clone();
-        if request.compare_cas.is_some_and(|cas| cas != item.sequence) {
+        if request.compare_cas.is_some_and(|cas| cas != item.cas) {
             return Ok(Counted::Exists);
         }
         let mut old = vec![0; item.value_len as usize];
@@ -546,6 +562,7 @@ impl Store {
             item.client_flags,
             expiry,
             STATE_LIVE,
+            request.new_cas,
         )?;
         Ok(Counted::Value { value, cas, expiry })
     }
@@ -643,6 +660,7 @@ impl Store {
         client_flags: u32,
         expiry: Expiry,
         state: u8,
+        given_cas: Option<u64>,
     ) -> io::Result<u64> {
         if self.find(key, hash).is_none() {
             self.make_index_room(now_secs, index_entry_bytes(key.len()))?;
@@ -651,8 +669,10 @@ impl Store {
         let (segment, offset) = self.room_for(now_secs, expiry, bytes)?;
         let sequence = self.next_sequence;
         self.next_sequence += 1;
+        let cas = given_cas.unwrap_or(sequence);
         let header = RecordHeader {
             sequence,
+            cas,
             expiry_raw: expiry.to_raw(),
             client_flags,
             value_len: value.len() as u32,
@@ -687,7 +707,7 @@ impl Store {
         let stale = state & STATE_STALE != 0;
         match self.find_mut(key, hash) {
             Some(item) => {
-                item.sequence = sequence;
+                item.cas = cas;
                 item.segment = segment;
                 item.offset = offset;
                 item.value_len = value.len() as u32;
@@ -701,7 +721,7 @@ impl Store {
             None => self.index_insert(Item {
                 key: key.into(),
                 hash,
-                sequence,
+                cas,
                 segment,
                 offset,
                 value_len: value.len() as u32,
@@ -714,7 +734,7 @@ impl Store {
             }),
         }
         self.stats.total_items += 1;
-        Ok(sequence)
+        Ok(cas)
     }
 
     /// A segment and offset where `bytes` fit, in the bucket of `expiry`: the bucket's open
@@ -881,7 +901,7 @@ impl Store {
 fn found_of(item: &Item, now_secs: u32) -> Found {
     Found {
         client_flags: item.client_flags,
-        cas: item.sequence,
+        cas: item.cas,
         value_len: item.value_len,
         expiry: item.expiry,
         idle_secs: now_secs.saturating_sub(item.accessed_secs),

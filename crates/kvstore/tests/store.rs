@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use heterarchy_device::backend::{Backend, PmemBackend, RamBackend};
 use heterarchy_kvstore::{
-    index_entry_bytes, Arithmetic, Counted, Deleted, Expiry, Lookup, Mode, Recovery, Store,
+    index_entry_bytes, Arithmetic, Counted, Delete, Deleted, Expiry, Lookup, Mode, Recovery, Store,
     StoreConfig, Stored, Write,
 };
 use proptest::prelude::*;
@@ -36,6 +36,7 @@ fn set(store: &mut Store, now: u32, key: &[u8], value: &[u8], expiry: Expiry) ->
         mode: Mode::Set,
         compare_cas: None,
         invalidate: false,
+        new_cas: None,
     };
     store.store(now, &write).unwrap()
 }
@@ -112,7 +113,7 @@ proptest! {
                         Op::Append(..) => Mode::Append,
                         _ => Mode::Prepend,
                     };
-                    let write = Write { key: &key_of(k), value: &v, client_flags: 0, expiry: Expiry::NEVER, mode, compare_cas: None, invalidate: false };
+                    let write = Write { key: &key_of(k), value: &v, client_flags: 0, expiry: Expiry::NEVER, mode, compare_cas: None, invalidate: false, new_cas: None };
                     let stored = store.store(now, &write).unwrap();
                     let present = model.contains_key(&key_of(k));
                     prop_assert_eq!(matches!(stored, Stored::Stored(_)), present != (mode == Mode::Add));
@@ -126,13 +127,13 @@ proptest! {
                     }
                 }
                 Op::Delete(k) => {
-                    let deleted = store.delete(now, &key_of(k), None, None, false).unwrap();
+                    let deleted = store.delete(now, &key_of(k), &Delete::default()).unwrap();
                     let expected = if model.remove(&key_of(k)).is_some() { Deleted::Deleted } else { Deleted::NotFound };
                     prop_assert_eq!(deleted, expected);
                 }
                 Op::Incr(k, delta) | Op::Decr(k, delta) => {
                     let incr = matches!(op, Op::Incr(..));
-                    let request = Arithmetic { incr, delta, compare_cas: None, vivify: None, touch: None };
+                    let request = Arithmetic { incr, delta, compare_cas: None, vivify: None, touch: None, new_cas: None };
                     let counted = store.arithmetic(now, &key_of(k), &request).unwrap();
                     match model.get_mut(&key_of(k)) {
                         None => prop_assert_eq!(counted, Counted::NotFound),
@@ -211,6 +212,7 @@ fn cas_add_and_the_meta_flags() {
         mode: Mode::Set,
         compare_cas: Some(cas + 100),
         invalidate: false,
+        new_cas: None,
     };
     // a wrong CAS unique is refused
     assert_eq!(store.store(NOW, &write).unwrap(), Stored::Exists);
@@ -241,7 +243,16 @@ fn cas_add_and_the_meta_flags() {
 
     // md I: the item stays, stale, and the next reader wins the recache
     assert_eq!(
-        store.delete(NOW, b"k", None, Some(None), false).unwrap(),
+        store
+            .delete(
+                NOW,
+                b"k",
+                &Delete {
+                    invalidate: Some(None),
+                    ..Delete::default()
+                }
+            )
+            .unwrap(),
         Deleted::Deleted
     );
     let stale = store.get(NOW, b"k", &Lookup::default()).unwrap().unwrap();
@@ -286,7 +297,7 @@ fn oversized_items_are_refused() {
         set(&mut store, NOW, b"k", &big, Expiry::NEVER),
         Stored::TooLarge
     );
-    let fits = vec![0u8; 4096 - 64 - 32 - 1];
+    let fits = vec![0u8; 4096 - 64 - 40 - 1];
     assert!(matches!(
         set(&mut store, NOW, b"k", &fits, Expiry::NEVER),
         Stored::Stored(_)
@@ -361,7 +372,7 @@ fn the_index_limit_evicts_the_oldest_segments() {
     );
     assert_eq!(get(&mut store, NOW, b"k00000"), None);
     // Deletes and flush_all give the index its room back.
-    store.delete(NOW, b"k00999", None, None, false).unwrap();
+    store.delete(NOW, b"k00999", &Delete::default()).unwrap();
     assert_eq!(store.stats().index_bytes, (stats.curr_items - 1) * entry);
     store.flush_all(NOW, 0).unwrap();
     assert_eq!(store.stats().index_bytes, 0);
@@ -412,9 +423,20 @@ fn warm_restart_after_shutdown_and_after_a_process_crash() {
         );
     }
     set(&mut store, NOW, b"gone", b"x", Expiry::NEVER);
-    store.delete(NOW, b"gone", None, None, false).unwrap();
+    store.delete(NOW, b"gone", &Delete::default()).unwrap();
     set(&mut store, NOW, b"twice", b"old", Expiry::NEVER);
     set(&mut store, NOW, b"twice", b"new", Expiry::NEVER);
+    let given_cas = Write {
+        key: b"given",
+        value: b"g",
+        client_flags: 0,
+        expiry: Expiry::NEVER,
+        mode: Mode::Set,
+        compare_cas: None,
+        invalidate: false,
+        new_cas: Some(4242),
+    };
+    assert_eq!(store.store(NOW, &given_cas).unwrap(), Stored::Stored(4242));
     store.shut_down().unwrap();
     drop(store);
 
@@ -423,7 +445,7 @@ fn warm_restart_after_shutdown_and_after_a_process_crash() {
     assert_eq!(
         recovery,
         Recovery::Recovered {
-            items: 101,
+            items: 102,
             clean: true
         }
     );
@@ -433,6 +455,9 @@ fn warm_restart_after_shutdown_and_after_a_process_crash() {
     );
     assert_eq!(get(&mut store, NOW, b"gone"), None);
     assert_eq!(get(&mut store, NOW, b"twice"), Some(b"new".to_vec()));
+    // a CAS unique a client gave (meta E) is kept on storage too
+    let found = store.get(NOW, b"given", &Lookup::default()).unwrap();
+    assert_eq!(found.map(|found| found.cas), Some(4242));
     set(&mut store, NOW, b"after", b"restart", Expiry::NEVER);
     store.flush_all(NOW, 0).unwrap();
     set(&mut store, NOW, b"survivor", b"1", Expiry::NEVER);
@@ -466,7 +491,7 @@ fn injected_machine_crashes_lose_no_answered_write() {
             let key = (step * 31 + seed as u32) % 40;
             if step % 5 == 4 {
                 store
-                    .delete(NOW, &key.to_be_bytes(), None, None, false)
+                    .delete(NOW, &key.to_be_bytes(), &Delete::default())
                     .unwrap();
                 expected.insert(key, None);
             } else {

@@ -13,10 +13,11 @@ use crate::request::{
     Direction, Meta, MetaCommand, ParseError, Parsed, Request, StoreMode, BAD_COMMAND_LINE, ERROR,
 };
 
-/// The flag letters accepted, for every meta command alike: memcached 1.6.18's, and `x` (md:
-/// drop the value, keep the item) from the protocol.txt of later releases. Any other is
-/// refused (memcached's answer to "mg a y" is "CLIENT_ERROR invalid flag").
-pub const KNOWN_META_FLAGS: &[u8] = b"bcfhklqstuvxCDFIJLMNOPRT";
+/// The flag letters accepted, for every meta command alike: memcached 1.6.18's, and from the
+/// protocol.txt of later releases `x` (md: drop the value, keep the item) and `E` (the CAS
+/// unique to give a modified item). Any other is refused (memcached's answer to "mg a y" is
+/// "CLIENT_ERROR invalid flag").
+pub const KNOWN_META_FLAGS: &[u8] = b"bcfhklqstuvxCDEFIJLMNOPRT";
 
 /// The longest opaque (`O`) token memcached 1.6.18 echoes, in bytes after the letter.
 pub const MAX_OPAQUE_BYTES: usize = 31;
@@ -130,7 +131,7 @@ impl<'a> MetaFlags<'a> {
     /// memcached checks every numeric token whatever the command, so this does too, and an `ms`
     /// with a bad token swallows its value as memcached's does. Numbers are checked in
     /// memcached's types, widened where memcached truncates: i64 for `N`, `T`, `R`; u32 for `F`
-    /// (memcached truncates larger client flags; this refuses them); u64 for `C`, `D`, `J`.
+    /// (memcached truncates larger client flags; this refuses them); u64 for `C`, `D`, `E`, `J`.
     fn validate(
         command: MetaCommand,
         wire_key: &[u8],
@@ -161,7 +162,7 @@ impl<'a> MetaFlags<'a> {
                 }
                 b'N' | b'T' | b'R' => parse_i64(token).is_some(),
                 b'F' => parse_u32(token).is_some(),
-                b'C' | b'D' | b'J' => parse_u64(token).is_some(),
+                b'C' | b'D' | b'E' | b'J' => parse_u64(token).is_some(),
                 // memcached decodes the key where `b` stands among the flags, so a bad key is
                 // reported in that order too.
                 b'b' => match decode_key(command, wire_key) {
@@ -226,7 +227,7 @@ impl<'a> MetaFlags<'a> {
     /// The token of flag `letter` as a number; `Ok(None)` if the flag was not sent, an error
     /// (memcached's "CLIENT_ERROR bad token in command line format" and kin) if it came without
     /// a number of type `T`. [`parse`](crate::parse) has already refused tokens that are not
-    /// i64 for `N`, `T`, `R`, u32 for `F`, u64 for `C`, `D`, `J`, so those types never fail.
+    /// i64 for `N`, `T`, `R`, u32 for `F`, u64 for `C`, `D`, `E`, `J`, so those types never fail.
     pub fn number<T: FromStr>(&self, letter: u8) -> Result<Option<T>, MetaError> {
         if !self.has(letter) {
             return Ok(None);

@@ -3,6 +3,7 @@
 pub mod demo;
 pub mod device;
 pub mod experiment;
+pub mod loadgen;
 pub mod model;
 pub mod mrc;
 pub mod serve;

@@ -51,7 +51,7 @@ pub struct TenantConfig {
     pub throttle: Option<String>,
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
-    /// Largest item (key, value and a 32-byte header), as memcached's `-I`.
+    /// Largest item (key, value and a 40-byte header), as memcached's `-I`.
     #[serde(default = "default_item_max")]
     pub item_max: String,
     /// Bytes of each value segment.

@@ -2,7 +2,7 @@
 //! doc/protocol.txt: the text commands, and the meta commands with their flags).
 
 use heterarchy_kvstore::{
-    Arithmetic, Counted, Deleted, Expiry, Found, Lookup, Mode, Store, Stored, Write,
+    Arithmetic, Counted, Delete, Deleted, Expiry, Found, Lookup, Mode, Store, Stored, Write,
 };
 use heterarchy_memcache::{compose, Direction, Meta, MetaCommand, MetaFlags, Request, StoreMode};
 
@@ -45,78 +45,79 @@ pub fn execute(
     out: &mut Vec<u8>,
 ) -> Outcome {
     let counters = &tenant.counters;
-    let result = match request {
-        Request::Get {
-            keys,
-            with_cas,
-            touch_exptime,
-        } => {
-            let lookup = Lookup {
-                touch: touch_exptime.map(|exptime| Expiry::from_exptime(exptime, now_secs)),
-                ..Lookup::default()
-            };
-            let answered = get_many(
-                store,
-                keys.iter().skip(keys_done),
-                *with_cas,
-                &lookup,
-                now_secs,
-                output_limit,
-                out,
-            );
-            let count = *answered.as_ref().unwrap_or(&0) as u64;
-            Tenant::count(&counters.cmd_get, count);
-            if lookup.touch.is_some() {
-                Tenant::count(&counters.cmd_touch, count);
-            }
-            match answered {
-                Ok(answered) if keys_done + answered < keys.len() => {
-                    return Outcome::Paused {
-                        keys_done: keys_done + answered,
-                    }
-                }
-                result => result.map(drop),
-            }
-        }
-        Request::Store {
-            mode,
-            key,
-            client_flags,
-            exptime,
-            cas_unique,
-            noreply,
-            data,
-        } => {
-            Tenant::count(&counters.cmd_set, 1);
-            let write = Write {
-                key,
-                value: data,
-                client_flags: *client_flags,
-                expiry: Expiry::from_exptime(*exptime, now_secs),
-                mode: match mode {
-                    StoreMode::Set | StoreMode::Cas => Mode::Set,
-                    StoreMode::Add => Mode::Add,
-                    StoreMode::Replace => Mode::Replace,
-                    StoreMode::Append => Mode::Append,
-                    StoreMode::Prepend => Mode::Prepend,
-                },
-                compare_cas: (*mode == StoreMode::Cas).then_some(*cas_unique),
-                invalidate: false,
-            };
-            store.store(now_secs, &write).map(|stored| {
-                let line = match stored {
-                    Stored::Stored(_) => "STORED",
-                    Stored::NotStored => "NOT_STORED",
-                    Stored::Exists => "EXISTS",
-                    Stored::NotFound => "NOT_FOUND",
-                    Stored::TooLarge => TOO_LARGE,
+    let result =
+        match request {
+            Request::Get {
+                keys,
+                with_cas,
+                touch_exptime,
+            } => {
+                let lookup = Lookup {
+                    touch: touch_exptime.map(|exptime| Expiry::from_exptime(exptime, now_secs)),
+                    ..Lookup::default()
                 };
-                reply(out, *noreply && stored != Stored::TooLarge, line);
-            })
-        }
-        Request::Delete { key, noreply } => {
-            store
-                .delete(now_secs, key, None, None, false)
+                let answered = get_many(
+                    store,
+                    keys.iter().skip(keys_done),
+                    *with_cas,
+                    &lookup,
+                    now_secs,
+                    output_limit,
+                    out,
+                );
+                let count = *answered.as_ref().unwrap_or(&0) as u64;
+                Tenant::count(&counters.cmd_get, count);
+                if lookup.touch.is_some() {
+                    Tenant::count(&counters.cmd_touch, count);
+                }
+                match answered {
+                    Ok(answered) if keys_done + answered < keys.len() => {
+                        return Outcome::Paused {
+                            keys_done: keys_done + answered,
+                        }
+                    }
+                    result => result.map(drop),
+                }
+            }
+            Request::Store {
+                mode,
+                key,
+                client_flags,
+                exptime,
+                cas_unique,
+                noreply,
+                data,
+            } => {
+                Tenant::count(&counters.cmd_set, 1);
+                let write = Write {
+                    key,
+                    value: data,
+                    client_flags: *client_flags,
+                    expiry: Expiry::from_exptime(*exptime, now_secs),
+                    mode: match mode {
+                        StoreMode::Set | StoreMode::Cas => Mode::Set,
+                        StoreMode::Add => Mode::Add,
+                        StoreMode::Replace => Mode::Replace,
+                        StoreMode::Append => Mode::Append,
+                        StoreMode::Prepend => Mode::Prepend,
+                    },
+                    compare_cas: (*mode == StoreMode::Cas).then_some(*cas_unique),
+                    invalidate: false,
+                    new_cas: None,
+                };
+                store.store(now_secs, &write).map(|stored| {
+                    let line = match stored {
+                        Stored::Stored(_) => "STORED",
+                        Stored::NotStored => "NOT_STORED",
+                        Stored::Exists => "EXISTS",
+                        Stored::NotFound => "NOT_FOUND",
+                        Stored::TooLarge => TOO_LARGE,
+                    };
+                    reply(out, *noreply && stored != Stored::TooLarge, line);
+                })
+            }
+            Request::Delete { key, noreply } => store
+                .delete(now_secs, key, &Delete::default())
                 .map(|deleted| {
                     let line = match deleted {
                         Deleted::Deleted => "DELETED",
@@ -124,69 +125,69 @@ pub fn execute(
                         Deleted::Exists => "EXISTS",
                     };
                     reply(out, *noreply, line);
+                }),
+            Request::Arithmetic {
+                key,
+                direction,
+                delta,
+                noreply,
+            } => {
+                let request = Arithmetic {
+                    incr: *direction == Direction::Incr,
+                    delta: *delta,
+                    compare_cas: None,
+                    vivify: None,
+                    touch: None,
+                    new_cas: None,
+                };
+                store
+                    .arithmetic(now_secs, key, &request)
+                    .map(|counted| match counted {
+                        Counted::Value { value, .. } => reply(out, *noreply, &value.to_string()),
+                        Counted::NotFound => reply(out, *noreply, "NOT_FOUND"),
+                        Counted::NonNumeric => reply(out, false, NON_NUMERIC),
+                        Counted::Exists => reply(out, *noreply, "EXISTS"),
+                    })
+            }
+            Request::Touch {
+                key,
+                exptime,
+                noreply,
+            } => {
+                Tenant::count(&counters.cmd_touch, 1);
+                let expiry = Expiry::from_exptime(*exptime, now_secs);
+                store.touch(now_secs, key, expiry).map(|touched| {
+                    reply(out, *noreply, if touched { "TOUCHED" } else { "NOT_FOUND" });
                 })
-        }
-        Request::Arithmetic {
-            key,
-            direction,
-            delta,
-            noreply,
-        } => {
-            let request = Arithmetic {
-                incr: *direction == Direction::Incr,
-                delta: *delta,
-                compare_cas: None,
-                vivify: None,
-                touch: None,
-            };
-            store
-                .arithmetic(now_secs, key, &request)
-                .map(|counted| match counted {
-                    Counted::Value { value, .. } => reply(out, *noreply, &value.to_string()),
-                    Counted::NotFound => reply(out, *noreply, "NOT_FOUND"),
-                    Counted::NonNumeric => reply(out, false, NON_NUMERIC),
-                    Counted::Exists => reply(out, *noreply, "EXISTS"),
-                })
-        }
-        Request::Touch {
-            key,
-            exptime,
-            noreply,
-        } => {
-            Tenant::count(&counters.cmd_touch, 1);
-            let expiry = Expiry::from_exptime(*exptime, now_secs);
-            store.touch(now_secs, key, expiry).map(|touched| {
-                reply(out, *noreply, if touched { "TOUCHED" } else { "NOT_FOUND" });
-            })
-        }
-        Request::FlushAll {
-            delay_seconds,
-            noreply,
-        } => {
-            Tenant::count(&counters.cmd_flush, 1);
-            let delay = (*delay_seconds).clamp(0, i64::from(u32::MAX)) as u32;
-            store
-                .flush_all(now_secs, delay)
-                .map(|()| reply(out, *noreply, "OK"))
-        }
-        Request::Stats { group, .. } => {
-            write_stats(tenant, store, *group, out);
-            Ok(())
-        }
-        Request::Version => {
-            reply(out, false, &format!("VERSION {VERSION}"));
-            Ok(())
-        }
-        Request::Verbosity { noreply, .. } => {
-            reply(out, *noreply, "OK");
-            Ok(())
-        }
-        Request::Quit => return Outcome::Close,
-        Request::Meta(meta) => {
-            Tenant::count(&counters.cmd_meta, 1);
-            execute_meta(meta, tenant, store, now_secs, out)
-        }
-    };
+            }
+            Request::FlushAll {
+                delay_seconds,
+                noreply,
+            } => {
+                Tenant::count(&counters.cmd_flush, 1);
+                let delay = (*delay_seconds).clamp(0, i64::from(u32::MAX)) as u32;
+                store
+                    .flush_all(now_secs, delay)
+                    .map(|()| reply(out, *noreply, "OK"))
+            }
+            Request::Stats { group, .. } => {
+                write_stats(tenant, store, *group, out);
+                Ok(())
+            }
+            Request::Version => {
+                reply(out, false, &format!("VERSION {VERSION}"));
+                Ok(())
+            }
+            Request::Verbosity { noreply, .. } => {
+                reply(out, *noreply, "OK");
+                Ok(())
+            }
+            Request::Quit => return Outcome::Close,
+            Request::Meta(meta) => {
+                Tenant::count(&counters.cmd_meta, 1);
+                execute_meta(meta, tenant, store, now_secs, out)
+            }
+        };
     if let Err(error) = result {
         reply(out, false, &format!("SERVER_ERROR {error}"));
     }
@@ -352,6 +353,7 @@ fn meta_get(
         no_bump: flags.has(b'u'),
         vivify: expiry_flag(flags, b'N', now_secs)?,
         recache_below_secs: flags.number::<u32>(b'R').map_err(|_| ())?,
+        new_cas: flags.number::<u64>(b'E').map_err(|_| ())?,
     };
     let found = match store.get(now_secs, &meta.key, &lookup) {
         Ok(found) => found,
@@ -425,6 +427,7 @@ fn meta_set(
         mode,
         compare_cas: flags.number::<u64>(b'C').map_err(|_| ())?,
         invalidate: flags.has(b'I'),
+        new_cas: flags.number::<u64>(b'E').map_err(|_| ())?,
     };
     let mut stored = match store.store(now_secs, &write) {
         Ok(stored) => stored,
@@ -469,19 +472,16 @@ fn meta_set(
 
 fn meta_delete(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<u8>) -> MetaResult {
     let flags = &meta.flags;
-    let compare_cas = flags.number::<u64>(b'C').map_err(|_| ())?;
-    let invalidate = if flags.has(b'I') {
-        Some(expiry_flag(flags, b'T', now_secs)?)
-    } else {
-        None
+    let how = Delete {
+        compare_cas: flags.number::<u64>(b'C').map_err(|_| ())?,
+        invalidate: match flags.has(b'I') {
+            true => Some(expiry_flag(flags, b'T', now_secs)?),
+            false => None,
+        },
+        drop_value: flags.has(b'x'),
+        new_cas: flags.number::<u64>(b'E').map_err(|_| ())?,
     };
-    let deleted = match store.delete(
-        now_secs,
-        &meta.key,
-        compare_cas,
-        invalidate,
-        flags.has(b'x'),
-    ) {
+    let deleted = match store.delete(now_secs, &meta.key, &how) {
         Ok(deleted) => deleted,
         Err(error) => return Ok(Err(error)),
     };
@@ -523,6 +523,7 @@ fn meta_arithmetic(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<
         // An item created by N takes the T expiry when both are given, as memcached does.
         vivify: vivify.map(|(expiry, initial)| (touch.unwrap_or(expiry), initial)),
         touch,
+        new_cas: flags.number::<u64>(b'E').map_err(|_| ())?,
     };
     let counted = match store.arithmetic(now_secs, &meta.key, &request) {
         Ok(counted) => counted,

@@ -22,6 +22,7 @@ pub use spec::{
     YCSB_THETA,
 };
 pub use workload::Generator;
+pub use zipf::ZipfSampler;
 
 use crate::TraceReader;
 

@@ -19,7 +19,7 @@ use super::random::Random;
 
 /// Draws ranks of a Zipf distribution of exponent θ over `n` items.
 #[derive(Clone, Debug)]
-pub(crate) struct ZipfSampler {
+pub struct ZipfSampler {
     theta: f64,
     /// H(1.5) - 1: the lower end of the range u is drawn from.
     lower: f64,
@@ -33,7 +33,7 @@ pub(crate) struct ZipfSampler {
 
 impl ZipfSampler {
     /// A sampler over `items` ≥ 1 items with exponent `theta` > 0.
-    pub(crate) fn new(items: u64, theta: f64) -> ZipfSampler {
+    pub fn new(items: u64, theta: f64) -> ZipfSampler {
         let mut sampler = ZipfSampler {
             theta,
             lower: 0.0,
@@ -48,13 +48,13 @@ impl ZipfSampler {
     }
 
     /// Changes the number of items (at least 1) without touching anything else.
-    pub(crate) fn set_items(&mut self, items: u64) {
+    pub fn set_items(&mut self, items: u64) {
         self.items = items.max(1);
         self.upper = self.integral(self.items as f64 + 0.5);
     }
 
     /// A rank in [0, items): 0 is the most popular item.
-    pub(crate) fn sample(&self, random: &mut Random) -> u64 {
+    pub fn sample(&self, random: &mut Random) -> u64 {
         loop {
             let u = self.lower + random.unit() * (self.upper - self.lower);
             let x = self.integral_inverse(u);

@@ -1,0 +1,52 @@
+//! Why a load run could not produce a report. Every message is one line that names the server
+//! and what happened (DESIGN.md, "Conventions"); the I/O error is part of the message rather
+//! than a separate cause, so that printing the cause chain does not repeat it.
+
+use std::io;
+
+/// A run that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The workload asks for something impossible (no keys, a key too short to be unique ...).
+    #[error("{0}")]
+    Config(String),
+    /// A connection could not be opened.
+    #[error("cannot connect to {server}: {error}")]
+    Connect { server: String, error: io::Error },
+    /// The server closed a connection while the run still needed it.
+    #[error("{server} closed connection {connection} in the middle of the run")]
+    Closed { server: String, connection: usize },
+    /// Reading or writing a connection failed (reset, broken pipe ...).
+    #[error("connection {connection} to {server} failed: {error}")]
+    Io {
+        server: String,
+        connection: usize,
+        error: io::Error,
+    },
+    /// The server sent bytes that are not a memcached text reply, or a reply to no request,
+    /// after which replies can no longer be matched to requests.
+    #[error("{server} broke the protocol on connection {connection}: {detail}")]
+    Protocol {
+        server: String,
+        connection: usize,
+        detail: String,
+    },
+    /// A set of the prefill was not answered `STORED`.
+    #[error("prefill of {server} failed: the set of key #{key} got \"{reply}\" instead of STORED")]
+    Prefill {
+        server: String,
+        key: u64,
+        reply: String,
+    },
+    /// Requests stayed unanswered for too long.
+    #[error("{server} left {outstanding} requests unanswered for {seconds} s ({phase})")]
+    Stalled {
+        server: String,
+        seconds: u64,
+        outstanding: usize,
+        phase: &'static str,
+    },
+    /// The event loop itself failed: epoll or a thread could not be created, or waiting failed.
+    #[error("cannot run the event loop: {0}")]
+    EventLoop(io::Error),
+}

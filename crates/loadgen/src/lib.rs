@@ -1,0 +1,23 @@
+//! Load generators for heterarchy's servers and their peers. `run` drives a memcached
+//! text-protocol server (ours or the real memcached) with a closed-loop mix of gets and sets
+//! over many connections from a mio event loop, and reports throughput and latency
+//! percentiles.
+//!
+//! Lean by design, since on a small machine the generator shares the cores with the server it
+//! measures: one event-loop thread by default, no allocation per request, each connection's
+//! requests written with one system call and its replies parsed in place from one read buffer
+//! per thread.
+
+pub mod config;
+mod connection;
+pub mod error;
+pub mod keys;
+pub mod reply;
+pub mod report;
+mod run;
+mod workload;
+
+pub use config::{parse_duration, Config, Distribution, ServerAddr};
+pub use error::LoadError;
+pub use report::Report;
+pub use run::{run, Phase};

@@ -1,0 +1,153 @@
+//! A run: open the connections, prefill, then load the server from one event loop per thread
+//! over a shared measured window, and merge what the threads measured.
+
+use std::thread;
+use std::time::Instant;
+
+use heterarchy_trace::generate::mix64;
+use mio::{Events, Poll, Token};
+
+use crate::config::{Config, ServerAddr};
+use crate::connection::Connection;
+use crate::error::LoadError;
+use crate::report::{Report, Tally};
+use crate::workload::{Load, Prefill, Status, Window, Wire, Workload};
+
+/// Set bytes in flight per connection during the prefill: deep enough to keep the server busy,
+/// shallow enough that large values do not pile up in socket buffers.
+const PREFILL_BYTES_IN_FLIGHT: usize = 256 << 10;
+/// Most sets in flight per connection during the prefill.
+const PREFILL_DEPTH_MAX: usize = 64;
+/// One read buffer per thread, shared by its connections; the parser keeps each connection's
+/// place between reads.
+const READ_BUFFER_BYTES: usize = 64 << 10;
+const EVENTS_PER_POLL: usize = 1024;
+
+/// What a run is doing, for a progress display.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Setting every key once.
+    Prefill,
+    /// The warm-up and then the measured time.
+    Load,
+}
+
+/// Runs `config` against its server and reports what the measured time saw. `on_phase` hears
+/// when each phase begins.
+pub fn run(config: &Config, mut on_phase: impl FnMut(Phase)) -> Result<Report, LoadError> {
+    config.validate()?;
+    let resolved = config.server.resolve()?;
+    let mut connections = (0..config.connections)
+        .map(|number| Connection::open(&config.server, &resolved, number))
+        .collect::<Result<Vec<_>, _>>()?;
+    let wire = Wire::new(config);
+    if config.prefill {
+        on_phase(Phase::Prefill);
+        let depth = (PREFILL_BYTES_IN_FLIGHT / wire.set_bytes()).clamp(1, PREFILL_DEPTH_MAX);
+        let mut prefill = Prefill::new(&wire, &config.server, config.keys);
+        drive(&config.server, &mut connections, &mut prefill, depth)?;
+    }
+    on_phase(Phase::Load);
+    let measure_from = Instant::now() + config.warmup;
+    let window = Window {
+        measure_from,
+        measure_until: measure_from + config.duration,
+    };
+    let mut groups: Vec<Vec<Connection>> = (0..config.threads).map(|_| Vec::new()).collect();
+    for (number, connection) in connections.into_iter().enumerate() {
+        groups[number % config.threads].push(connection);
+    }
+    let load_group = |thread: usize, mut group: Vec<Connection>| {
+        let seed = mix64(config.seed.wrapping_add(thread as u64));
+        let mut load = Load::new(config, &wire, window, seed);
+        drive(&config.server, &mut group, &mut load, config.pipeline)?;
+        Ok(load.into_tally())
+    };
+    let tallies: Vec<Result<Tally, LoadError>> = thread::scope(|scope| {
+        let mut groups = groups.into_iter().enumerate();
+        let Some((_, first_group)) = groups.next() else {
+            return Vec::new();
+        };
+        // The first group runs on this thread, so the default of one thread spawns none.
+        let spawned: Vec<_> = groups
+            .map(|(thread, group)| {
+                thread::Builder::new()
+                    .name(format!("loadgen-{thread}"))
+                    .spawn_scoped(scope, move || load_group(thread, group))
+            })
+            .collect();
+        let mut tallies = vec![load_group(0, first_group)];
+        for handle in spawned {
+            tallies.push(match handle {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(error) => Err(LoadError::EventLoop(error)),
+            });
+        }
+        tallies
+    });
+    let mut total = Tally::new();
+    for tally in tallies {
+        total.merge(tally?);
+    }
+    Ok(total.report(config.duration, config.connections, config.pipeline))
+}
+
+/// Runs `workload` over `connections` with at most `depth` requests outstanding on each, until
+/// it is done; the connections are free for another event loop afterwards.
+fn drive(
+    server: &ServerAddr,
+    connections: &mut [Connection],
+    workload: &mut impl Workload,
+    depth: usize,
+) -> Result<(), LoadError> {
+    let mut poll = Poll::new().map_err(LoadError::EventLoop)?;
+    for (index, connection) in connections.iter_mut().enumerate() {
+        connection
+            .register(poll.registry(), Token(index))
+            .map_err(LoadError::EventLoop)?;
+    }
+    let outcome = event_loop(server, &mut poll, connections, workload, depth);
+    for connection in connections.iter_mut() {
+        connection
+            .deregister(poll.registry())
+            .map_err(LoadError::EventLoop)?;
+    }
+    outcome
+}
+
+fn event_loop(
+    server: &ServerAddr,
+    poll: &mut Poll,
+    connections: &mut [Connection],
+    workload: &mut impl Workload,
+    depth: usize,
+) -> Result<(), LoadError> {
+    let mut events = Events::with_capacity(EVENTS_PER_POLL);
+    let mut buffer = vec![0u8; READ_BUFFER_BYTES];
+    // Every phase starts with nothing outstanding: a phase is done only once all is answered.
+    let mut outstanding = 0;
+    for connection in connections.iter_mut() {
+        outstanding += connection.send(workload, depth, server)?;
+    }
+    loop {
+        let wake_within = match workload.status(Instant::now(), outstanding)? {
+            Status::Done => return Ok(()),
+            Status::Running { wake_within } => wake_within,
+        };
+        if let Err(error) = poll.poll(&mut events, Some(wake_within)) {
+            if error.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(LoadError::EventLoop(error));
+        }
+        for event in events.iter() {
+            let connection = &mut connections[event.token().0];
+            if event.is_readable() || event.is_read_closed() || event.is_error() {
+                outstanding -= connection.receive(&mut buffer, workload, server)?;
+            }
+            outstanding += connection.send(workload, depth, server)?;
+        }
+    }
+}

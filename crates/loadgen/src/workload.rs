@@ -1,0 +1,275 @@
+//! What each phase of a run sends, how it accounts for the replies, and when it is over: the
+//! prefill sets every key once; the load mixes gets and sets until the measured time ends, and
+//! counts only the requests sent during it.
+
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, ServerAddr};
+use crate::connection::{Kind, Pending};
+use crate::error::LoadError;
+use crate::keys::{KeyChooser, KeySpace};
+use crate::reply::Reply;
+use crate::report::Tally;
+
+/// How long the prefill may go without any reply before the server counts as stalled.
+const PREFILL_STALL: Duration = Duration::from_secs(10);
+/// How long replies still owed when the measured time ends may take to arrive.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Whether a phase goes on.
+pub(crate) enum Status {
+    /// Call again within this long, even if nothing happens.
+    Running {
+        wake_within: Duration,
+    },
+    Done,
+}
+
+/// One phase of a run, as the event loop drives it.
+pub(crate) trait Workload {
+    /// Appends the next request to `out` and says what it is, or returns `None` when no more
+    /// requests should be sent now.
+    fn next(&mut self, out: &mut Vec<u8>) -> Option<(Kind, u64)>;
+
+    /// Accounts for the reply to `request`, parsed at `now`.
+    fn complete(&mut self, request: &Pending, reply: Reply, now: Instant) -> Result<(), LoadError>;
+
+    /// Whether the phase goes on at `now`, with `outstanding` requests unanswered.
+    fn status(&mut self, now: Instant, outstanding: usize) -> Result<Status, LoadError>;
+}
+
+/// The bytes of requests: `get <key>\r\n` and `set <key> 0 0 <bytes>\r\n<value>\r\n`, with
+/// everything but the key composed once.
+pub(crate) struct Wire {
+    keyspace: KeySpace,
+    /// ` 0 0 <bytes>\r\n`: no flags, no expiry.
+    set_header_tail: Vec<u8>,
+    /// The value of every set, with its `\r\n`.
+    value_line: Vec<u8>,
+}
+
+impl Wire {
+    /// The requests of `config`'s keys and values.
+    pub(crate) fn new(config: &Config) -> Wire {
+        let mut value_line: Vec<u8> = (b'a'..=b'z').cycle().take(config.value_bytes).collect();
+        value_line.extend_from_slice(b"\r\n");
+        Wire {
+            keyspace: KeySpace::new(config.keys, config.key_bytes),
+            set_header_tail: format!(" 0 0 {}\r\n", config.value_bytes).into_bytes(),
+            value_line,
+        }
+    }
+
+    fn append_get(&self, key: u64, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"get ");
+        self.keyspace.append(key, out);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    fn append_set(&self, key: u64, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"set ");
+        self.keyspace.append(key, out);
+        out.extend_from_slice(&self.set_header_tail);
+        out.extend_from_slice(&self.value_line);
+    }
+
+    /// The length of one set request.
+    pub(crate) fn set_bytes(&self) -> usize {
+        b"set ".len()
+            + self.keyspace.key_bytes()
+            + self.set_header_tail.len()
+            + self.value_line.len()
+    }
+}
+
+/// Sets every key once, in order, over all connections; every reply must be `STORED`.
+pub(crate) struct Prefill<'a> {
+    wire: &'a Wire,
+    server: &'a ServerAddr,
+    keys: u64,
+    next_key: u64,
+    last_reply: Instant,
+}
+
+impl<'a> Prefill<'a> {
+    /// The prefill of `keys` keys.
+    pub(crate) fn new(wire: &'a Wire, server: &'a ServerAddr, keys: u64) -> Prefill<'a> {
+        Prefill {
+            wire,
+            server,
+            keys,
+            next_key: 0,
+            last_reply: Instant::now(),
+        }
+    }
+}
+
+impl Workload for Prefill<'_> {
+    fn next(&mut self, out: &mut Vec<u8>) -> Option<(Kind, u64)> {
+        if self.next_key == self.keys {
+            return None;
+        }
+        let key = self.next_key;
+        self.wire.append_set(key, out);
+        self.next_key += 1;
+        Some((Kind::Set, key))
+    }
+
+    fn complete(&mut self, request: &Pending, reply: Reply, now: Instant) -> Result<(), LoadError> {
+        self.last_reply = now;
+        if reply == Reply::Stored {
+            return Ok(());
+        }
+        Err(LoadError::Prefill {
+            server: self.server.to_string(),
+            key: request.key,
+            reply: describe(&reply),
+        })
+    }
+
+    fn status(&mut self, now: Instant, outstanding: usize) -> Result<Status, LoadError> {
+        if self.next_key == self.keys && outstanding == 0 {
+            return Ok(Status::Done);
+        }
+        let silent = now.saturating_duration_since(self.last_reply);
+        if silent >= PREFILL_STALL {
+            return Err(LoadError::Stalled {
+                server: self.server.to_string(),
+                seconds: PREFILL_STALL.as_secs(),
+                outstanding,
+                phase: "prefill",
+            });
+        }
+        Ok(Status::Running {
+            wake_within: PREFILL_STALL - silent,
+        })
+    }
+}
+
+/// When the measured time begins and ends, the same for every thread.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    pub(crate) measure_from: Instant,
+    pub(crate) measure_until: Instant,
+}
+
+impl Window {
+    fn measures(&self, sent_at: Instant) -> bool {
+        self.measure_from <= sent_at && sent_at < self.measure_until
+    }
+}
+
+/// Gets and sets in `get_ratio` proportion on keys drawn from the distribution, until the
+/// measured time ends; then no new requests, and the outstanding ones drain.
+pub(crate) struct Load<'a> {
+    wire: &'a Wire,
+    server: &'a ServerAddr,
+    chooser: KeyChooser,
+    get_ratio: f64,
+    value_bytes: u64,
+    window: Window,
+    sending: bool,
+    tally: Tally,
+}
+
+impl<'a> Load<'a> {
+    /// The load of `config` over `window`, its random choices from the stream of `seed`.
+    pub(crate) fn new(config: &'a Config, wire: &'a Wire, window: Window, seed: u64) -> Load<'a> {
+        Load {
+            wire,
+            server: &config.server,
+            chooser: KeyChooser::new(config.keys, config.distribution, seed),
+            get_ratio: config.get_ratio,
+            value_bytes: config.value_bytes as u64,
+            window,
+            sending: true,
+            tally: Tally::new(),
+        }
+    }
+
+    /// What was measured.
+    pub(crate) fn into_tally(self) -> Tally {
+        self.tally
+    }
+}
+
+impl Workload for Load<'_> {
+    fn next(&mut self, out: &mut Vec<u8>) -> Option<(Kind, u64)> {
+        if !self.sending {
+            return None;
+        }
+        let key = self.chooser.next_key();
+        if self.chooser.unit() < self.get_ratio {
+            self.wire.append_get(key, out);
+            Some((Kind::Get, key))
+        } else {
+            self.wire.append_set(key, out);
+            Some((Kind::Set, key))
+        }
+    }
+
+    fn complete(&mut self, request: &Pending, reply: Reply, now: Instant) -> Result<(), LoadError> {
+        if !self.window.measures(request.sent_at) {
+            return Ok(());
+        }
+        let tally = &mut self.tally;
+        tally.record_latency(now.saturating_duration_since(request.sent_at));
+        match request.kind {
+            Kind::Get => tally.gets += 1,
+            Kind::Set => tally.sets += 1,
+        }
+        match (request.kind, reply) {
+            (Kind::Get, Reply::Values { count: 0, .. }) => tally.get_misses += 1,
+            (
+                Kind::Get,
+                Reply::Values {
+                    count: 1,
+                    first_bytes,
+                },
+            ) if first_bytes == self.value_bytes => tally.get_hits += 1,
+            (Kind::Get, Reply::Values { count, first_bytes }) => tally.record_error(|| {
+                format!(
+                    "get of key #{} returned {count} value(s), the first of {first_bytes} bytes, \
+                     where sets write one of {} bytes",
+                    request.key, self.value_bytes
+                )
+            }),
+            (Kind::Set, Reply::Stored) => {}
+            (_, reply) => tally.record_error(|| describe(&reply)),
+        }
+        Ok(())
+    }
+
+    fn status(&mut self, now: Instant, outstanding: usize) -> Result<Status, LoadError> {
+        if now < self.window.measure_until {
+            return Ok(Status::Running {
+                wake_within: self.window.measure_until - now,
+            });
+        }
+        self.sending = false;
+        if outstanding == 0 {
+            return Ok(Status::Done);
+        }
+        let drained_by = self.window.measure_until + DRAIN;
+        if now >= drained_by {
+            return Err(LoadError::Stalled {
+                server: self.server.to_string(),
+                seconds: DRAIN.as_secs(),
+                outstanding,
+                phase: "after the measured time",
+            });
+        }
+        Ok(Status::Running {
+            wake_within: drained_by - now,
+        })
+    }
+}
+
+/// A reply as the report names it: its line, or what a values reply held.
+fn describe(reply: &Reply) -> String {
+    match reply {
+        Reply::Stored => "STORED".to_string(),
+        Reply::Values { count, .. } => format!("{count} VALUE block(s) and END"),
+        Reply::Line(line) => line.clone(),
+    }
+}

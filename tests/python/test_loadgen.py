@@ -1,0 +1,206 @@
+"""`heterarchy loadgen kv`, the memcached text-protocol load generator of scripts/bench-kv,
+against the real memcached (one thread, 64 MiB, as kv_support starts it): the counts add up and
+match memcached's own counters, gets hit after the prefill, latency percentiles are ordered, a
+server's error replies are counted and fail the run, and an unreachable, dying or stalled server
+gives a one-line error and a non-zero exit within a bounded time. Every process is killed at
+teardown, and every run is bounded by RUN_SECONDS."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from helpers import BINARY, free_port
+from kv_support import Raw, Servers
+
+# A generous bound on any run here: prefill, warm-up, 1 s measured, and the 2 s drain bound.
+RUN_SECONDS = 30
+KEYS = 10_000
+MEMCACHED_ITEM_MAX = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def built(heterarchy):
+    """Every test runs the release binary: fail clearly when it is missing."""
+
+
+@pytest.fixture
+def servers(tmp_path):
+    """Starts memcached instances for one test; kills every one at teardown."""
+    started = Servers(tmp_path)
+    yield started
+    started.kill_all()
+
+
+@pytest.fixture
+def memcached(servers):
+    """A fresh memcached: `memcached -l 127.0.0.1 -p PORT -U 0 -t 1 -m 64`."""
+    return servers.start("memcached")
+
+
+def loadgen(*args, duration="1s", warmup="200ms") -> subprocess.CompletedProcess:
+    """Runs `heterarchy loadgen kv ARGS --duration 1s --warmup 200ms --format json`; the run
+    must end by itself well within RUN_SECONDS (subprocess.run kills it otherwise)."""
+    argv = [str(BINARY), "loadgen", "kv", *map(str, args), "--duration", duration, "--warmup", warmup]
+    return subprocess.run([*argv, "--format", "json"], capture_output=True, text=True, timeout=RUN_SECONDS)
+
+
+def report_of(done: subprocess.CompletedProcess) -> dict:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def one_line_error(done: subprocess.CompletedProcess) -> str:
+    """The error of a failed run: a non-zero exit and exactly one line on stderr."""
+    assert done.returncode != 0, done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    return lines[0]
+
+
+def assert_consistent(report: dict, connections: int, pipeline: int):
+    """Counts that add up and latency percentiles in order."""
+    assert report["ops"] > 0
+    assert report["ops"] == report["gets"] + report["sets"]
+    assert report["duration_secs"] == 1.0
+    assert report["ops_per_sec"] == pytest.approx(report["ops"] / report["duration_secs"])
+    assert (report["connections"], report["pipeline"]) == (connections, pipeline)
+    latencies = [report[f"latency_us_{name}"] for name in ("p50", "p90", "p99", "p999", "max")]
+    assert 0 < latencies[0] and latencies == sorted(latencies), latencies
+
+
+def test_default_mix_hits_every_prefilled_key(memcached):
+    """The defaults (32 connections, 100 000 keys of 32 bytes, 100-byte values, 90% gets,
+    uniform) after the prefill: no errors, every get hits, and gets are 90% of the requests.
+    memcached holds exactly the 100 000 distinct keys and counted at least the sets and gets
+    reported (the warm-up's come on top)."""
+    before = memcached.stats()
+    report = report_of(loadgen("--server", f"127.0.0.1:{memcached.port}"))
+    assert_consistent(report, connections=32, pipeline=1)
+    assert report["errors"] == 0 and report["first_error"] is None
+    assert report["get_hits"] == report["gets"] and report["get_misses"] == 0
+    # Each request is a get with probability 0.9, independently: the share of gets has standard
+    # deviation sqrt(0.09 / ops). Five of them (a false failure about once in 3.5 million runs),
+    # and never tighter than one percentage point.
+    tolerance = max(0.01, 5 * math.sqrt(0.09 / report["ops"]))
+    assert report["gets"] / report["ops"] == pytest.approx(0.9, abs=tolerance)
+    after = memcached.stats()
+    assert int(after["curr_items"]) == 100_000
+    assert int(after["cmd_set"]) - int(before["cmd_set"]) >= 100_000 + report["sets"]
+    assert int(after["get_hits"]) - int(before["get_hits"]) >= report["get_hits"]
+    assert int(after["get_misses"]) == 0
+
+
+def test_pipelined_zipf_4k_values_over_a_unix_socket(servers, tmp_path):
+    """--pipeline 8 on 4 connections to a Unix socket, Zipf keys and 4 KiB values: the replies
+    of a batch arrive cut anywhere across reads and every one is matched to its request."""
+    socket_path = tmp_path / "memcached.sock"
+    server = servers.start("memcached", unix=socket_path)
+    report = report_of(loadgen(
+        "--server", f"unix:{socket_path}", "--connections", 4, "--pipeline", 8,
+        "--distribution", "zipf:0.99", "--value-bytes", "4k", "--keys", KEYS,
+    ))
+    assert_consistent(report, connections=4, pipeline=8)
+    assert report["errors"] == 0
+    assert report["get_hits"] == report["gets"] > 0
+
+
+def test_without_prefill_every_get_misses(memcached):
+    """--no-prefill --get-ratio 1 on an empty memcached: only gets, and all miss."""
+    report = report_of(loadgen(
+        "--server", f"127.0.0.1:{memcached.port}", "--no-prefill", "--get-ratio", 1,
+        "--connections", 4, "--keys", KEYS,
+    ))
+    assert_consistent(report, connections=4, pipeline=1)
+    assert report["errors"] == 0 and report["sets"] == 0
+    assert report["get_misses"] == report["gets"] == report["ops"]
+    assert int(memcached.stats()["curr_items"]) == 0
+
+
+def test_values_over_the_item_limit_are_counted_errors_and_fail_the_run(memcached):
+    """Values of 2 000 000 bytes, over memcached's default 1 MiB item limit, get
+    `SERVER_ERROR object too large for cache`. During the load, every set counts as an error:
+    the report is still printed (errors == sets, the first error line quoted) and the run exits
+    non-zero with one line saying how many requests failed. With the prefill, the first set
+    that is not STORED ends the run at once with a one-line error and no report."""
+    assert 2_000_000 > MEMCACHED_ITEM_MAX
+    address = f"127.0.0.1:{memcached.port}"
+    common = ("--server", address, "--value-bytes", 2_000_000, "--keys", 100, "--connections", 4)
+    done = loadgen(*common, "--no-prefill")
+    message = one_line_error(done)
+    report = json.loads(done.stdout)
+    assert report["sets"] > 0 and report["errors"] == report["sets"]
+    assert report["first_error"] == "SERVER_ERROR object too large for cache"
+    assert report["get_misses"] == report["gets"]
+    assert f"{report['errors']} of {report['ops']} requests to {address}" in message
+    assert "SERVER_ERROR object too large for cache" in message
+
+    done = loadgen(*common)
+    message = one_line_error(done)
+    assert done.stdout == ""
+    assert f"prefill of {address} failed" in message and "SERVER_ERROR" in message
+    # memcached swallowed the oversized values and serves on.
+    with Raw(memcached.port) as conn:
+        conn.exchange(b"set after 0 0 2\r\nok\r\n", b"STORED\r\n")
+
+
+@pytest.mark.parametrize("server", ["tcp", "unix"])
+def test_an_unreachable_server_is_a_one_line_error(server, tmp_path):
+    """Nothing listening at the address: one line naming it and why, a non-zero exit."""
+    address = f"127.0.0.1:{free_port()}" if server == "tcp" else f"unix:{tmp_path / 'none.sock'}"
+    started = time.monotonic()
+    done = loadgen("--server", address)
+    message = one_line_error(done)
+    assert time.monotonic() - started < 10
+    assert done.stdout == ""
+    assert f"cannot connect to {address}" in message
+    assert ("refused" if server == "tcp" else "No such file") in message
+
+
+def test_a_bad_address_is_refused_before_connecting():
+    done = loadgen("--server", "127.0.0.1")
+    assert done.returncode != 0
+    assert "expected HOST:PORT" in done.stderr
+
+
+def test_a_server_that_dies_mid_run_is_a_one_line_error(memcached):
+    """memcached killed during the measured time: the run stops at once with one line naming
+    the server and what happened to the connection."""
+    address = f"127.0.0.1:{memcached.port}"
+    argv = [str(BINARY), "loadgen", "kv", "--server", address, "--connections", 4, "--keys", KEYS,
+            "--duration", "5s", "--warmup", "0s", "--format", "json"]
+    with subprocess.Popen(list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+        try:
+            time.sleep(1)
+            memcached.kill()
+            stdout, stderr = run.communicate(timeout=RUN_SECONDS)
+        finally:
+            run.kill()
+    done = subprocess.CompletedProcess(argv, run.returncode, stdout, stderr)
+    message = one_line_error(done)
+    assert address in message
+    assert any(what in message for what in ("reset", "Broken pipe", "closed connection")), message
+
+
+def test_a_stalled_server_ends_the_run_after_the_drain_bound(memcached):
+    """memcached stopped (SIGSTOP) during the run answers nothing: the run still ends by itself,
+    2 s after the measured time, saying how many requests were left unanswered."""
+    argv = [str(BINARY), "loadgen", "kv", "--server", f"127.0.0.1:{memcached.port}",
+            "--connections", 4, "--no-prefill", "--duration", "1s", "--warmup", "0s"]
+    started = time.monotonic()
+    with subprocess.Popen(list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+        try:
+            time.sleep(0.3)
+            os.kill(memcached.process.pid, signal.SIGSTOP)
+            stdout, stderr = run.communicate(timeout=RUN_SECONDS)
+        finally:
+            run.kill()
+            memcached.kill()  # SIGKILL ends a stopped process too
+    elapsed = time.monotonic() - started
+    message = one_line_error(subprocess.CompletedProcess(argv, run.returncode, stdout, stderr))
+    assert "4 requests unanswered for 2 s" in message, message
+    assert 2.5 < elapsed < 10, elapsed
