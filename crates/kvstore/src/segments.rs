@@ -136,11 +136,6 @@ impl Segments {
         (u64::from(segment.write_offset) + bytes <= u64::from(self.segment_bytes)).then_some(index)
     }
 
-    /// True when a free segment is there to open.
-    pub fn has_free(&self) -> bool {
-        !self.free.is_empty()
-    }
-
     /// Opens a free segment for `bucket` (sealing the bucket's previous one); returns it with
     /// the header to write. `None` when none is free.
     pub fn open_free(&mut self, bucket: usize, now_secs: u32) -> Option<(u32, SegmentHeader)> {
@@ -184,6 +179,14 @@ impl Segments {
                 .next()
                 .map(|&index| Reclaim::Evicted(index)),
         }
+    }
+
+    /// The segment in use with the fewest live bytes: the cheapest to compact.
+    pub fn emptiest(&self) -> Option<u32> {
+        self.by_age
+            .values()
+            .copied()
+            .min_by_key(|&index| self.segments[index as usize].live_bytes)
     }
 
     /// Returns segment `index` to the free list; gives its records (for the index to drop)

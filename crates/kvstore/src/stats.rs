@@ -37,6 +37,8 @@ pub struct StoreStats {
     pub limit_maxbytes: u64,
     /// Segments holding records.
     pub segments_in_use: u64,
+    /// Segments freed by moving their live items to new segments, instead of evicting them.
+    pub segments_compacted: u64,
     /// DRAM the index takes (entries and keys), about.
     pub index_bytes: u64,
     /// The limit on that; 0 when there is none.
@@ -56,7 +58,7 @@ impl StoreStats {
     }
 
     /// Every counter as (memcached name, value), in memcached's order.
-    pub fn named(&self) -> [(&'static str, u64); 26] {
+    pub fn named(&self) -> [(&'static str, u64); 27] {
         [
             ("get_hits", self.get_hits),
             ("get_misses", self.get_misses),
@@ -82,6 +84,7 @@ impl StoreStats {
             ("evictions", self.evictions),
             ("reclaimed", self.reclaimed),
             ("segments_in_use", self.segments_in_use),
+            ("segments_compacted", self.segments_compacted),
             ("index_bytes", self.index_bytes),
             ("index_max_bytes", self.index_max_bytes),
         ]
