@@ -7,9 +7,10 @@ use memmap2::{Advice, MmapMut};
 
 use super::{copy_in, copy_out, Backend};
 
-/// Storage in anonymous memory, zero-filled (the pages come from the OS on first touch), on
-/// huge pages where the kernel has them: a cache read lands anywhere in it, and a TLB miss per
-/// 4 KiB read costs as much as the copy.
+/// Storage in anonymous memory, zero-filled, on huge pages where the kernel has them: a cache
+/// read lands anywhere in it, and a TLB miss per 4 KiB read costs as much as the copy. Every
+/// page is faulted in when it is made, so no request pays for a fault: a huge page's fault
+/// zeroes 2 MiB and may stall for milliseconds compacting memory.
 pub struct RamBackend {
     bytes: MmapMut,
 }
@@ -31,6 +32,8 @@ impl RamBackend {
         })?;
         // Only a hint: without transparent huge pages the mapping works the same.
         let _ = bytes.advise(Advice::HugePage);
+        let mut bytes = bytes;
+        bytes.fill(0);
         Ok(RamBackend { bytes })
     }
 }
