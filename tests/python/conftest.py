@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from helpers import BINARY, TRACES
+from kv_support import Servers
 from zipf_trace import write_zipf_trace
 
 
@@ -39,3 +40,12 @@ def zipf_trace(tmp_path_factory):
         return made[spec]
 
     return make
+
+
+@pytest.fixture
+def servers(tmp_path):
+    """Starts key-value servers for one test (`servers.start(kind, ...)`); kills every one at
+    teardown."""
+    started = Servers(tmp_path)
+    yield started
+    started.kill_all()

@@ -47,14 +47,6 @@ def kind(request) -> str:
 
 
 @pytest.fixture
-def servers(tmp_path):
-    """Starts servers for one test (`servers.start(kind, ...)`); kills all at teardown."""
-    started = Servers(tmp_path)
-    yield started
-    started.kill_all()
-
-
-@pytest.fixture
 def kv(servers, kind):
     """A fresh server of the kind under test: one thread, 64 MiB, a free port on 127.0.0.1."""
     return servers.start(kind)

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from helpers import BINARY, free_port
-from kv_support import Raw, Servers
+from kv_support import Raw
 
 # A generous bound on any run here: prefill, warm-up, 1 s measured, and the 2 s drain bound.
 RUN_SECONDS = 30
@@ -26,14 +26,6 @@ MEMCACHED_ITEM_MAX = 1 << 20
 @pytest.fixture(autouse=True)
 def built(heterarchy):
     """Every test runs the release binary: fail clearly when it is missing."""
-
-
-@pytest.fixture
-def servers(tmp_path):
-    """Starts memcached instances for one test; kills every one at teardown."""
-    started = Servers(tmp_path)
-    yield started
-    started.kill_all()
 
 
 @pytest.fixture
