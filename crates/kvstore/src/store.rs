@@ -379,10 +379,11 @@ impl Store {
     pub fn store(&mut self, now_secs: u32, write: &Write) -> io::Result<Stored> {
         self.apply_pending_flush(now_secs);
         let existing = self.live_hash(now_secs, write.key)?;
-        let hash = self.hash(write.key);
+        let hash = existing.unwrap_or_else(|| self.hash(write.key));
+        // What is needed of the item it replaces, without cloning its key.
         let current = existing
             .and_then(|hash| self.find(write.key, hash))
-            .cloned();
+            .map(|item| found_of(item, now_secs));
         let mut stale = false;
         if let Some(expected) = write.compare_cas {
             match &current {
@@ -409,7 +410,7 @@ impl Store {
         let (value, client_flags, expiry) = match (write.mode, &current) {
             (Mode::Append | Mode::Prepend, Some(item)) => {
                 let mut joined = vec![0; item.value_len as usize];
-                self.read_item_value(item, &mut joined)?;
+                self.read_value(item, &mut joined)?;
                 if write.mode == Mode::Append {
                     joined.extend_from_slice(write.value);
                 } else {
@@ -665,7 +666,7 @@ impl Store {
         state: u8,
         given_cas: Option<u64>,
     ) -> io::Result<u64> {
-        if self.find(key, hash).is_none() {
+        if self.config.index_max_bytes.is_some() && self.find(key, hash).is_none() {
             self.make_index_room(now_secs, index_entry_bytes(key.len()))?;
         }
         let bytes = record_bytes(key.len(), value.len());

@@ -6,7 +6,7 @@ use std::io::{self, Read, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use heterarchy_memcache::{parse, Limits, ParseError};
+use heterarchy_memcache::{compose, parse, Limits, ParseError};
 
 use super::execute::{execute, Outcome};
 use super::tenant::{unix_now_secs, Tenant};
@@ -294,7 +294,7 @@ impl Connection {
                     if let Some(key) = unlink_key {
                         let store = store.get_or_insert_with(|| tenant.store());
                         if let Err(error) = store.discard(now_secs, &key) {
-                            self.protocol_error(&format!("SERVER_ERROR {error}"), false);
+                            compose::line(&mut self.output, &format!("SERVER_ERROR {error}"));
                         }
                     }
                     match noreply {

@@ -65,7 +65,7 @@ pub fn execute(
                     output_limit,
                     out,
                 );
-                let count = *answered.as_ref().unwrap_or(&0) as u64;
+                let count = answered.as_ref().map_or(0, |&answered| answered as u64);
                 Tenant::count(&counters.cmd_get, count);
                 if lookup.touch.is_some() {
                     Tenant::count(&counters.cmd_touch, count);
@@ -94,13 +94,7 @@ pub fn execute(
                     value: data,
                     client_flags: *client_flags,
                     expiry: Expiry::from_exptime(*exptime, now_secs),
-                    mode: match mode {
-                        StoreMode::Set | StoreMode::Cas => Mode::Set,
-                        StoreMode::Add => Mode::Add,
-                        StoreMode::Replace => Mode::Replace,
-                        StoreMode::Append => Mode::Append,
-                        StoreMode::Prepend => Mode::Prepend,
-                    },
+                    mode: store_mode(*mode),
                     compare_cas: (*mode == StoreMode::Cas).then_some(*cas_unique),
                     invalidate: false,
                     new_cas: None,
@@ -192,6 +186,17 @@ pub fn execute(
         reply(out, false, &format!("SERVER_ERROR {error}"));
     }
     Outcome::Continue
+}
+
+/// The store's write mode for a protocol's (a cas is a set with a CAS comparison).
+fn store_mode(mode: StoreMode) -> Mode {
+    match mode {
+        StoreMode::Set | StoreMode::Cas => Mode::Set,
+        StoreMode::Add => Mode::Add,
+        StoreMode::Replace => Mode::Replace,
+        StoreMode::Append => Mode::Append,
+        StoreMode::Prepend => Mode::Prepend,
+    }
 }
 
 fn reply(out: &mut Vec<u8>, quiet: bool, line: &str) {
@@ -408,11 +413,7 @@ fn meta_set(
     let flags = &meta.flags;
     Tenant::count(&tenant.counters.cmd_set, 1);
     let mode = match flags.store_mode() {
-        Ok(StoreMode::Set | StoreMode::Cas) => Mode::Set,
-        Ok(StoreMode::Add) => Mode::Add,
-        Ok(StoreMode::Append) => Mode::Append,
-        Ok(StoreMode::Prepend) => Mode::Prepend,
-        Ok(StoreMode::Replace) => Mode::Replace,
+        Ok(mode) => store_mode(mode),
         Err(error) => {
             compose::line(out, error.reply());
             return Ok(Ok(()));
