@@ -5,6 +5,7 @@
 //! persistent memory.
 
 mod expiry;
+mod key;
 mod layout;
 mod recover;
 mod segments;

@@ -22,6 +22,7 @@ use std::io;
 use heterarchy_device::backend::Backend;
 
 use crate::expiry::Expiry;
+use crate::key::Key;
 use crate::layout::{
     record_bytes, RecordHeader, SegmentHeader, StoreHeader, RECORD_HEADER_BYTES,
     SEGMENT_HEADER_BYTES, STATE_LIVE, STATE_STALE, STORE_HEADER_BYTES,
@@ -116,7 +117,7 @@ pub(crate) fn scan(
     let clean = header.clean;
     let mut segments = Segments::new(config.segment_bytes, &vec![0; count]);
     // Each item with the sequence of its record, the newest of a key's records winning.
-    let mut items: HashMap<Box<[u8]>, (u64, Item)> = HashMap::new();
+    let mut items: HashMap<Key, (u64, Item)> = HashMap::new();
     let mut next_sequence = header.flushed_through + 1;
     let mut buffer = vec![0u8; config.segment_bytes as usize];
     for index in 0..count as u32 {
@@ -145,7 +146,6 @@ pub(crate) fn scan(
             } else {
                 let item = Item {
                     key: key.into(),
-                    hash,
                     cas: record_header.cas,
                     segment: index,
                     offset: offset as u32,
@@ -213,7 +213,7 @@ fn read_record(
 
 /// Keeps the newer of two records of one key; the older one's bytes are dead.
 fn keep_newest(
-    items: &mut HashMap<Box<[u8]>, (u64, Item)>,
+    items: &mut HashMap<Key, (u64, Item)>,
     (sequence, item): (u64, Item),
     segments: &mut Segments,
     scanning: &mut Segment,

@@ -14,6 +14,7 @@ use heterarchy_device::backend::{wait_until, Backend, Throttle};
 use heterarchy_device::model::IoKind;
 
 use crate::expiry::Expiry;
+use crate::key::Key;
 use crate::layout::{
     record_bytes, RecordHeader, SegmentHeader, StoreHeader, RECORD_HEADER_BYTES,
     SEGMENT_HEADER_BYTES, STATE_LIVE, STATE_STALE,
@@ -42,9 +43,10 @@ pub struct StoreConfig {
     pub index_max_bytes: Option<u64>,
 }
 
-/// DRAM one index entry takes: the entry, the table's control byte, and its key's bytes.
+/// DRAM one index entry takes: the entry, the table's control byte, and its key's bytes when
+/// they are too long to be held in the entry.
 pub fn index_entry_bytes(key_len: usize) -> u64 {
-    (std::mem::size_of::<Item>() + 1 + key_len) as u64
+    (std::mem::size_of::<Item>() + 1 + Key::heap_bytes(key_len)) as u64
 }
 
 impl Default for StoreConfig {
@@ -60,8 +62,7 @@ impl Default for StoreConfig {
 /// An item in the DRAM index.
 #[derive(Clone, Debug)]
 pub(crate) struct Item {
-    pub key: Box<[u8]>,
-    pub hash: u64,
+    pub key: Key,
     /// The CAS unique.
     pub cas: u64,
     pub segment: u32,
@@ -215,7 +216,7 @@ pub struct Store {
     throttle: Option<(Throttle, Instant)>,
     config: StoreConfig,
     index: HashTable<Item>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: foldhash::quality::RandomState,
     pub(crate) segments: Segments,
     next_sequence: u64,
     header: StoreHeader,
@@ -242,7 +243,7 @@ impl Store {
         now_secs: u32,
     ) -> io::Result<(Store, Recovery)> {
         check_config(&config, backend.size_bytes())?;
-        let hasher = std::collections::hash_map::RandomState::new();
+        let hasher = foldhash::quality::RandomState::default();
         let found = recover::scan(backend.as_mut(), &config, &hasher, now_secs)?;
         let persist_each_write = backend.persist_is_cheap();
         let checksums = backend.is_persistent();
@@ -264,7 +265,8 @@ impl Store {
             record: Vec::new(),
         };
         for item in found.items {
-            store.index_insert(item);
+            let hash = store.hash(&item.key);
+            store.index_insert(hash, item);
         }
         store.stats.total_items = store.index.len() as u64;
         // A restart with less DRAM for the index than before keeps the newest items.
@@ -308,7 +310,18 @@ impl Store {
     /// Looks `key` up (get, gets, gat, mg).
     pub fn get(&mut self, now_secs: u32, key: &[u8], lookup: &Lookup) -> io::Result<Option<Found>> {
         self.apply_pending_flush(now_secs);
-        let Some(hash) = self.live_hash(now_secs, key)? else {
+        let hash = self.hash(key);
+        // One probe serves a hit: this is the path nearly every request takes.
+        let found = match self.index.find_mut(hash, |item| *item.key == *key) {
+            Some(item) if !item.expiry.has_passed(now_secs) => Some(access(item, lookup, now_secs)),
+            Some(item) => {
+                let fetched = item.fetched;
+                self.drop_expired(key, hash, fetched)?;
+                None
+            }
+            None => None,
+        };
+        let Some(mut found) = found else {
             self.stats.get_misses += 1;
             let Some(expiry) = lookup.vivify else {
                 return Ok(None);
@@ -327,34 +340,14 @@ impl Store {
             if !matches!(self.store(now_secs, &write)?, Stored::Stored(_)) {
                 return Ok(None);
             }
-            let item = self.find_mut(key, self.hash(key)).expect("just stored");
+            let item = self.find_mut(key, hash).expect("just stored");
             item.win_sent = true;
             let mut found = found_of(item, now_secs);
             found.win = true;
             return Ok(Some(found));
         };
         self.stats.get_hits += 1;
-        let touched = lookup.touch;
-        let item = self.find_mut(key, hash).expect("live");
-        let mut found = found_of(item, now_secs);
-        let wants_recache = item.stale
-            || lookup.recache_below_secs.is_some_and(|below| {
-                item.expiry
-                    .remaining_secs(now_secs)
-                    .is_some_and(|left| left < below)
-            });
-        // One client at a time is handed the right to recache; the others learn it is taken.
-        if item.win_sent {
-            found.already_won = true;
-        } else if wants_recache {
-            item.win_sent = true;
-            found.win = true;
-        }
-        if !lookup.no_bump {
-            item.fetched = true;
-            item.accessed_secs = now_secs;
-        }
-        if let Some(expiry) = touched {
+        if let Some(expiry) = lookup.touch {
             found.expiry = expiry;
             self.stats.touch_hits += 1;
             self.set_expiry(key, hash, expiry)?;
@@ -625,25 +618,31 @@ impl Store {
     /// The hash of `key` if it holds an item that has not expired; an expired one is removed.
     fn live_hash(&mut self, now_secs: u32, key: &[u8]) -> io::Result<Option<u64>> {
         let hash = self.hash(key);
-        let Some(item) = self.find(key, hash) else {
-            return Ok(None);
-        };
-        if !item.expiry.has_passed(now_secs) {
-            return Ok(Some(hash));
+        match self.find(key, hash) {
+            None => Ok(None),
+            Some(item) if !item.expiry.has_passed(now_secs) => Ok(Some(hash)),
+            Some(item) => {
+                let fetched = item.fetched;
+                self.drop_expired(key, hash, fetched)?;
+                Ok(None)
+            }
         }
-        if !item.fetched {
+    }
+
+    /// Removes an item found expired, counting it as reclaimed.
+    fn drop_expired(&mut self, key: &[u8], hash: u64, fetched: bool) -> io::Result<()> {
+        if !fetched {
             self.stats.expired_unfetched += 1;
         }
         self.stats.reclaimed += 1;
-        self.remove(key, hash)?;
-        Ok(None)
+        self.remove(key, hash)
     }
 
-    fn index_insert(&mut self, item: Item) {
+    fn index_insert(&mut self, hash: u64, item: Item) {
         self.index_bytes += index_entry_bytes(item.key.len());
         let hasher = &self.hasher;
         self.index
-            .insert_unique(item.hash, item, |item| hasher.hash_one(&item.key));
+            .insert_unique(hash, item, |item| hasher.hash_one(&*item.key));
     }
 
     fn fits(&self, key_len: usize, value_len: usize) -> bool {
@@ -722,20 +721,22 @@ impl Store {
                 item.stale = stale;
                 item.win_sent = false;
             }
-            None => self.index_insert(Item {
-                key: key.into(),
+            None => self.index_insert(
                 hash,
-                cas,
-                segment,
-                offset,
-                value_len: value.len() as u32,
-                client_flags,
-                expiry,
-                accessed_secs: now_secs,
-                fetched: false,
-                stale,
-                win_sent: false,
-            }),
+                Item {
+                    key: key.into(),
+                    cas,
+                    segment,
+                    offset,
+                    value_len: value.len() as u32,
+                    client_flags,
+                    expiry,
+                    accessed_secs: now_secs,
+                    fetched: false,
+                    stale,
+                    win_sent: false,
+                },
+            ),
         }
         self.stats.total_items += 1;
         Ok(cas)
@@ -802,6 +803,7 @@ impl Store {
 
     fn move_items(&mut self, moving: Vec<(Item, Vec<u8>)>, now_secs: u32) -> io::Result<()> {
         for (item, value) in moving {
+            let hash = self.hash(&item.key);
             let state = match item.stale {
                 true => STATE_LIVE | STATE_STALE,
                 false => STATE_LIVE,
@@ -809,7 +811,7 @@ impl Store {
             self.put(
                 now_secs,
                 &item.key,
-                item.hash,
+                hash,
                 &value,
                 item.client_flags,
                 item.expiry,
@@ -817,7 +819,7 @@ impl Store {
                 Some(item.cas),
             )?;
             self.stats.total_items -= 1;
-            if let Some(moved) = self.find_mut(&item.key, item.hash) {
+            if let Some(moved) = self.find_mut(&item.key, hash) {
                 moved.accessed_secs = item.accessed_secs;
                 moved.fetched = item.fetched;
                 moved.win_sent = item.win_sent;
@@ -987,6 +989,29 @@ fn found_of(item: &Item, now_secs: u32) -> Found {
         already_won: false,
         location: (item.segment, item.offset, item.key.len() as u16),
     }
+}
+
+/// What a hit on `item` finds, with its access state updated as `lookup` asks.
+fn access(item: &mut Item, lookup: &Lookup, now_secs: u32) -> Found {
+    let mut found = found_of(item, now_secs);
+    let wants_recache = item.stale
+        || lookup.recache_below_secs.is_some_and(|below| {
+            item.expiry
+                .remaining_secs(now_secs)
+                .is_some_and(|left| left < below)
+        });
+    // One client at a time is handed the right to recache; the others learn it is taken.
+    if item.win_sent {
+        found.already_won = true;
+    } else if wants_recache {
+        item.win_sent = true;
+        found.win = true;
+    }
+    if !lookup.no_bump {
+        item.fetched = true;
+        item.accessed_secs = now_secs;
+    }
+    found
 }
 
 /// A counter's value: decimal digits, with the spaces an in-place decrement may have left
