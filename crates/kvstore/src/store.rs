@@ -355,16 +355,16 @@ impl Store {
         Ok(Some(found))
     }
 
-    /// Copies the value of `found` (from [`get`](Self::get), with no write since) into `out`,
-    /// which must be `found.value_len` long.
-    pub fn read_value(&mut self, found: &Found, out: &mut [u8]) -> io::Result<()> {
+    /// Appends the value of `found` (from [`get`](Self::get), with no write since) to `out`.
+    pub fn read_value(&mut self, found: &Found, out: &mut Vec<u8>) -> io::Result<()> {
         let (segment, offset, key_len) = found.location;
         let at = self.segments.base_offset(segment)
             + u64::from(offset)
             + u64::from(RECORD_HEADER_BYTES)
             + u64::from(key_len);
-        self.backend.read_at(at, out)?;
-        self.pace(IoKind::Read, at, out.len());
+        let len = found.value_len as usize;
+        self.backend.append_to(at, len, out)?;
+        self.pace(IoKind::Read, at, len);
         Ok(())
     }
 
@@ -402,12 +402,13 @@ impl Store {
         }
         let (value, client_flags, expiry) = match (write.mode, &current) {
             (Mode::Append | Mode::Prepend, Some(item)) => {
-                let mut joined = vec![0; item.value_len as usize];
+                let mut joined = Vec::with_capacity(item.value_len as usize + write.value.len());
+                if write.mode == Mode::Prepend {
+                    joined.extend_from_slice(write.value);
+                }
                 self.read_value(item, &mut joined)?;
                 if write.mode == Mode::Append {
                     joined.extend_from_slice(write.value);
-                } else {
-                    joined.splice(0..0, write.value.iter().copied());
                 }
                 (
                     std::borrow::Cow::Owned(joined),
@@ -455,8 +456,7 @@ impl Store {
         }
         self.stats.delete_hits += 1;
         if let Some(expiry) = how.invalidate {
-            let mut value = vec![0; item.value_len as usize];
-            self.read_item_value(&item, &mut value)?;
+            let value = self.read_item_value(&item)?;
             let expiry = expiry.unwrap_or(item.expiry);
             let state = STATE_LIVE | STATE_STALE;
             self.put(
@@ -535,8 +535,7 @@ impl Store {
         if request.compare_cas.is_some_and(|cas| cas != item.cas) {
             return Ok(Counted::Exists);
         }
-        let mut old = vec![0; item.value_len as usize];
-        self.read_item_value(&item, &mut old)?;
+        let old = self.read_item_value(&item)?;
         let Some(current) = parse_counter(&old) else {
             return Ok(Counted::NonNumeric);
         };
@@ -790,8 +789,7 @@ impl Store {
                 self.stats.reclaimed += 1;
                 continue;
             }
-            let mut value = vec![0; item.value_len as usize];
-            self.read_item_value(&item, &mut value)?;
+            let value = self.read_item_value(&item)?;
             moving.push((item, value));
         }
         self.compacting = true;
@@ -934,12 +932,11 @@ impl Store {
         Ok(())
     }
 
-    fn read_item_value(&mut self, item: &Item, out: &mut [u8]) -> io::Result<()> {
-        let found = Found {
-            location: (item.segment, item.offset, item.key.len() as u16),
-            ..found_of(item, 0)
-        };
-        self.read_value(&found, out)
+    fn read_item_value(&mut self, item: &Item) -> io::Result<Vec<u8>> {
+        let found = found_of(item, 0);
+        let mut value = Vec::with_capacity(item.value_len as usize);
+        self.read_value(&found, &mut value)?;
+        Ok(value)
     }
 
     fn write_segment_header(&mut self, segment: u32, header: &SegmentHeader) -> io::Result<()> {

@@ -43,8 +43,9 @@ fn set(store: &mut Store, now: u32, key: &[u8], value: &[u8], expiry: Expiry) ->
 
 fn get(store: &mut Store, now: u32, key: &[u8]) -> Option<Vec<u8>> {
     let found = store.get(now, key, &Lookup::default()).unwrap()?;
-    let mut value = vec![0; found.value_len as usize];
+    let mut value = Vec::new();
     store.read_value(&found, &mut value).unwrap();
+    assert_eq!(value.len(), found.value_len as usize);
     Some(value)
 }
 

@@ -35,6 +35,18 @@ pub trait Backend: Send {
     /// Fills `buf` from byte `offset`.
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
 
+    /// Appends `len` bytes from `offset` to `out`. Memory-backed storage copies them straight
+    /// from its bytes; the default reads them into zeroed room.
+    fn append_to(&mut self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        let start = out.len();
+        out.resize(start + len, 0);
+        let read = self.read_at(offset, &mut out[start..]);
+        if read.is_err() {
+            out.truncate(start);
+        }
+        read
+    }
+
     /// Writes `data` at byte `offset`.
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
 
@@ -94,6 +106,14 @@ fn copy_out(bytes: &[u8], offset: u64, buf: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Appends `len` bytes at `offset` of memory-backed storage to `out`.
+fn append_out(bytes: &[u8], offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+    check_range(bytes.len() as u64, offset, len as u64)?;
+    let start = offset as usize;
+    out.extend_from_slice(&bytes[start..start + len]);
+    Ok(())
+}
+
 /// Writes `data` at `offset` of memory-backed storage.
 fn copy_in(bytes: &mut [u8], offset: u64, data: &[u8]) -> io::Result<()> {
     check_range(bytes.len() as u64, offset, data.len() as u64)?;
@@ -125,6 +145,19 @@ pub(crate) mod tests {
         assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
         let error = backend.read_at(u64::MAX, &mut tail).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        let mut appended = b"head".to_vec();
+        backend
+            .append_to(1234, pattern.len(), &mut appended)
+            .unwrap();
+        assert_eq!(&appended[..4], b"head");
+        assert_eq!(&appended[4..], &pattern[..]);
+        let error = backend.append_to(size - 2, 3, &mut appended).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            appended.len(),
+            4 + pattern.len(),
+            "a failed append adds nothing"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use memmap2::MmapMut;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::{check_range, copy_in, copy_out, Backend};
+use super::{append_out, check_range, copy_in, copy_out, Backend};
 
 /// The CPU's persistence unit.
 const CACHE_LINE: u64 = 64;
@@ -257,6 +257,10 @@ impl Backend for PmemBackend {
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         copy_out(&self.map, offset, buf)
+    }
+
+    fn append_to(&mut self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        append_out(&self.map, offset, len, out)
     }
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {

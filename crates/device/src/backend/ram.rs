@@ -5,7 +5,7 @@ use std::io;
 
 use memmap2::{Advice, MmapMut};
 
-use super::{copy_in, copy_out, Backend};
+use super::{append_out, copy_in, copy_out, Backend};
 
 /// Storage in anonymous memory, zero-filled, on huge pages where the kernel has them: a cache
 /// read lands anywhere in it, and a TLB miss per 4 KiB read costs as much as the copy. Every
@@ -45,6 +45,10 @@ impl Backend for RamBackend {
 
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         copy_out(&self.bytes, offset, buf)
+    }
+
+    fn append_to(&mut self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        append_out(&self.bytes, offset, len, out)
     }
 
     fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {

@@ -2,7 +2,7 @@
 //! doc/protocol.txt: the text commands, and the meta commands with their flags).
 
 use heterarchy_kvstore::{
-    Arithmetic, Counted, Delete, Deleted, Expiry, Found, Lookup, Mode, Store, Stored, Write,
+    Arithmetic, Counted, Delete, Deleted, Expiry, Lookup, Mode, Store, Stored, Write,
 };
 use heterarchy_memcache::{compose, Direction, Meta, MetaCommand, MetaFlags, Request, StoreMode};
 
@@ -232,22 +232,11 @@ fn get_many<'a>(
             found.value_len as usize,
             with_cas.then_some(found.cas),
         );
-        append_value(store, &found, out)?;
+        store.read_value(&found, out)?;
         out.extend_from_slice(b"\r\n");
     }
     compose::end(out);
     Ok(answered)
-}
-
-/// Reads the value of `found` straight onto the end of `out`.
-fn append_value(store: &mut Store, found: &Found, out: &mut Vec<u8>) -> std::io::Result<()> {
-    let start = out.len();
-    out.resize(start + found.value_len as usize, 0);
-    let read = store.read_value(found, &mut out[start..]);
-    if read.is_err() {
-        out.truncate(start);
-    }
-    read
 }
 
 /// A meta flag's token as an expiry (`T`, `N`): memcached's exptime rules.
@@ -395,7 +384,7 @@ fn meta_get(
     }
     out.extend_from_slice(b"\r\n");
     if with_value {
-        if let Err(error) = append_value(store, &found, out) {
+        if let Err(error) = store.read_value(&found, out) {
             return Ok(Err(error));
         }
         out.extend_from_slice(b"\r\n");
