@@ -84,6 +84,8 @@ impl std::fmt::Debug for Key {
 
 #[cfg(test)]
 mod tests {
+    use std::hash::BuildHasher;
+
     use super::*;
 
     #[test]
@@ -104,8 +106,7 @@ mod tests {
 
     #[test]
     fn equal_bytes_are_equal_keys_and_hash_alike() {
-        let hasher = std::collections::hash_map::RandomState::new();
-        use std::hash::BuildHasher;
+        let hasher = foldhash::quality::RandomState::default();
         let short = Key::from(&b"abc"[..]);
         assert_eq!(short, Key::from(&b"abc"[..]));
         assert_ne!(short, Key::from(&b"abd"[..]));

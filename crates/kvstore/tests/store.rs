@@ -84,6 +84,15 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Key number `k`, of a length around the longest the index holds inline (38 bytes) or of
+/// memcached's longest (250), as `k` picks.
+fn model_key(k: u8) -> Vec<u8> {
+    let mut key = format!("key{k}").into_bytes();
+    let len = [key.len(), 38, 39, 250][usize::from(k % 4)];
+    key.resize(len, b'-');
+    key
+}
+
 /// TTL choice `t`: 0 never, else t seconds.
 fn expiry_of(t: u8, now: u32) -> Expiry {
     Expiry::from_exptime(i64::from(t), now)
@@ -100,7 +109,7 @@ proptest! {
         let mut now = NOW;
         for op in ops {
             model.retain(|_, (_, expiry)| !expiry.has_passed(now));
-            let key_of = |k: u8| format!("key{k}").into_bytes();
+            let key_of = model_key;
             match op.clone() {
                 Op::Set(k, v, t) => {
                     let stored = set(&mut store, now, &key_of(k), &v, expiry_of(t, now));
@@ -173,7 +182,7 @@ proptest! {
         }
         model.retain(|_, (_, expiry)| !expiry.has_passed(now));
         for k in 0..12u8 {
-            let key = format!("key{k}").into_bytes();
+            let key = model_key(k);
             prop_assert_eq!(get(&mut store, now, &key), model.get(&key).map(|(v, _)| v.clone()));
         }
     }
@@ -479,6 +488,10 @@ fn warm_restart_after_shutdown_and_after_a_process_crash() {
     store.delete(NOW, b"gone", &Delete::default()).unwrap();
     set(&mut store, NOW, b"twice", b"old", Expiry::NEVER);
     set(&mut store, NOW, b"twice", b"new", Expiry::NEVER);
+    // A key too long to be held in its index entry.
+    let long_key = [b'L'; 250];
+    set(&mut store, NOW, &long_key, b"old", Expiry::NEVER);
+    set(&mut store, NOW, &long_key, b"new", Expiry::NEVER);
     let given_cas = Write {
         key: b"given",
         value: b"g",
@@ -498,7 +511,7 @@ fn warm_restart_after_shutdown_and_after_a_process_crash() {
     assert_eq!(
         recovery,
         Recovery::Recovered {
-            items: 102,
+            items: 103,
             clean: true
         }
     );
@@ -508,6 +521,7 @@ fn warm_restart_after_shutdown_and_after_a_process_crash() {
     );
     assert_eq!(get(&mut store, NOW, b"gone"), None);
     assert_eq!(get(&mut store, NOW, b"twice"), Some(b"new".to_vec()));
+    assert_eq!(get(&mut store, NOW, &long_key), Some(b"new".to_vec()));
     // a CAS unique a client gave (meta E) is kept on storage too
     let found = store.get(NOW, b"given", &Lookup::default()).unwrap();
     assert_eq!(found.map(|found| found.cas), Some(4242));
