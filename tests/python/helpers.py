@@ -70,6 +70,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def wait_ready(process: subprocess.Popen, addresses: list) -> str | None:
+    """Waits, for at most READY_SECONDS, until every address (a port or a Unix socket path)
+    takes connections; None then, else why not. Connecting is the readiness test: it depends on
+    no log line's wording or timing."""
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return f"exited {process.returncode}"
+        if all(map(accepts_connections, addresses)):
+            return None
+        time.sleep(0.02)
+    return f"accepted no connection within {READY_SECONDS} s"
+
+
 class Started:
     """A server process started by `serving`: its pid and the first address it listens on."""
 
@@ -85,13 +99,8 @@ def serving(name: str, command: list, log: Path, addresses: list):
     with open(log, "wb") as output:
         process = subprocess.Popen(list(map(str, command)), stdout=output, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + READY_SECONDS
-        while process.poll() is None and time.monotonic() < deadline:
-            if all(map(accepts_connections, addresses)):
-                break
-            time.sleep(0.05)
-        if process.poll() is not None or not all(map(accepts_connections, addresses)):
-            sys.exit(f"{name} did not start: {log.read_text().strip()}")
+        if failure := wait_ready(process, addresses):
+            sys.exit(f"{name} did not start ({failure}): {log.read_text().strip()}")
         yield Started(process, addresses[0])
     finally:
         process.kill()

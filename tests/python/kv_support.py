@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 from pymemcache.client.base import Client
 
-from helpers import BINARY, accepts_connections, free_port
+from helpers import BINARY, free_port, wait_ready
 
 KINDS = ("heterarchy", "memcached")
-READY_SECONDS = 10
 IO_SECONDS = 10
 # The key length limit of the text protocol, in bytes.
 KEY_MAX = 250
@@ -53,15 +52,8 @@ class KvServer:
             self.process = subprocess.Popen(self.argv, stdout=output, stderr=subprocess.STDOUT)
 
     def wait_until_ready(self):
-        # Connecting is the readiness test: it depends on no log line's wording or timing.
-        deadline = time.monotonic() + READY_SECONDS
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"{self.argv[0]} exited {self.process.returncode}: {self.log.read_text()}")
-            if all(map(accepts_connections, self.addresses)):
-                return
-            time.sleep(0.02)
-        pytest.fail(f"{' '.join(self.argv)} accepted no connection within {READY_SECONDS} s: {self.log.read_text()}")
+        if failure := wait_ready(self.process, self.addresses):
+            pytest.fail(f"{' '.join(self.argv)} {failure}: {self.log.read_text()}")
 
     def client(self, port: int | None = None, unix=False, **options) -> Client:
         """A pymemcache client (on the server's port, on `port`, a tenant's, or with `unix` on

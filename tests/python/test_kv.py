@@ -15,12 +15,11 @@ import time
 import pytest
 from pymemcache.exceptions import MemcacheClientError
 
-from helpers import BINARY
+from helpers import BINARY, READY_SECONDS
 
 from kv_support import (
     IO_SECONDS,
     KEY_MAX,
-    READY_SECONDS,
     Raw,
     Servers,
     cas_of,

@@ -34,11 +34,29 @@ def memcached(servers):
     return servers.start("memcached")
 
 
+def loadgen_argv(*args) -> list:
+    return [str(BINARY), "loadgen", "kv", *map(str, args)]
+
+
 def loadgen(*args, duration="1s", warmup="200ms") -> subprocess.CompletedProcess:
     """Runs `heterarchy loadgen kv ARGS --duration 1s --warmup 200ms --format json`; the run
     must end by itself well within RUN_SECONDS (subprocess.run kills it otherwise)."""
-    argv = [str(BINARY), "loadgen", "kv", *map(str, args), "--duration", duration, "--warmup", warmup]
-    return subprocess.run([*argv, "--format", "json"], capture_output=True, text=True, timeout=RUN_SECONDS)
+    argv = loadgen_argv(*args, "--duration", duration, "--warmup", warmup, "--format", "json")
+    return subprocess.run(argv, capture_output=True, text=True, timeout=RUN_SECONDS)
+
+
+def loadgen_while(args: list, after_seconds: float, action) -> subprocess.CompletedProcess:
+    """Runs `heterarchy loadgen kv ARGS`, does `action` `after_seconds` into the run, and waits
+    for the run to end by itself (killing it after RUN_SECONDS)."""
+    argv = loadgen_argv(*args)
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+        try:
+            time.sleep(after_seconds)
+            action()
+            stdout, stderr = run.communicate(timeout=RUN_SECONDS)
+        finally:
+            run.kill()
+    return subprocess.CompletedProcess(argv, run.returncode, stdout, stderr)
 
 
 def report_of(done: subprocess.CompletedProcess) -> dict:
@@ -163,17 +181,9 @@ def test_a_server_that_dies_mid_run_is_a_one_line_error(memcached):
     """memcached killed during the measured time: the run stops at once with one line naming
     the server and what happened to the connection."""
     address = f"127.0.0.1:{memcached.port}"
-    argv = [str(BINARY), "loadgen", "kv", "--server", address, "--connections", 4, "--keys", KEYS,
-            "--duration", "5s", "--warmup", "0s", "--format", "json"]
-    with subprocess.Popen(list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
-        try:
-            time.sleep(1)
-            memcached.kill()
-            stdout, stderr = run.communicate(timeout=RUN_SECONDS)
-        finally:
-            run.kill()
-    done = subprocess.CompletedProcess(argv, run.returncode, stdout, stderr)
-    message = one_line_error(done)
+    args = ["--server", address, "--connections", 4, "--keys", KEYS, "--duration", "5s", "--warmup", "0s",
+            "--format", "json"]
+    message = one_line_error(loadgen_while(args, 1, memcached.kill))
     assert address in message
     assert any(what in message for what in ("reset", "Broken pipe", "closed connection")), message
 
@@ -181,18 +191,14 @@ def test_a_server_that_dies_mid_run_is_a_one_line_error(memcached):
 def test_a_stalled_server_ends_the_run_after_the_drain_bound(memcached):
     """memcached stopped (SIGSTOP) during the run answers nothing: the run still ends by itself,
     2 s after the measured time, saying how many requests were left unanswered."""
-    argv = [str(BINARY), "loadgen", "kv", "--server", f"127.0.0.1:{memcached.port}",
-            "--connections", 4, "--no-prefill", "--duration", "1s", "--warmup", "0s"]
+    args = ["--server", f"127.0.0.1:{memcached.port}", "--connections", 4, "--no-prefill", "--duration", "1s",
+            "--warmup", "0s"]
     started = time.monotonic()
-    with subprocess.Popen(list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
-        try:
-            time.sleep(0.3)
-            os.kill(memcached.process.pid, signal.SIGSTOP)
-            stdout, stderr = run.communicate(timeout=RUN_SECONDS)
-        finally:
-            run.kill()
-            memcached.kill()  # SIGKILL ends a stopped process too
+    try:
+        done = loadgen_while(args, 0.3, lambda: os.kill(memcached.process.pid, signal.SIGSTOP))
+    finally:
+        memcached.kill()  # SIGKILL ends a stopped process too
     elapsed = time.monotonic() - started
-    message = one_line_error(subprocess.CompletedProcess(argv, run.returncode, stdout, stderr))
+    message = one_line_error(done)
     assert "4 requests unanswered for 2 s" in message, message
     assert 2.5 < elapsed < 10, elapsed

@@ -14,13 +14,12 @@ import socket
 import struct
 import subprocess
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from helpers import accepts_connections, free_port, run, run_json
+from helpers import READY_SECONDS, free_port, run, run_json, wait_ready
 
 TOOLS = ("nbdinfo", "nbdcopy", "qemu-img", "qemu-io", "fio")
 MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
@@ -34,7 +33,6 @@ EXPORT = "vol"
 VOLUME_BYTES = 64 << 20
 IMAGE_BYTES = 32 << 20
 BLOCK = 4096
-READY_SECONDS = 10
 IO_SECONDS = 10
 
 # The NBD protocol (NetworkBlockDevice/nbd doc/proto.md); every field is big-endian.
@@ -76,18 +74,9 @@ class Server:
             )
 
     def wait_until_ready(self):
-        # Connecting is the readiness test: it depends on no log line's wording or timing.
         addresses = [address for address in (self.nbd, self.metrics) if address is not None]
-        deadline = time.monotonic() + READY_SECONDS
-        for _ in range(READY_SECONDS * 20):
-            if self.process.poll() is not None:
-                pytest.fail(f"the server exited {self.process.returncode}: {self.log.read_text()}")
-            if all(map(accepts_connections, addresses)):
-                return
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        pytest.fail(f"the server accepted no connection within {READY_SECONDS} s: {self.log.read_text()}")
+        if failure := wait_ready(self.process, addresses):
+            pytest.fail(f"the server {failure}: {self.log.read_text()}")
 
     @property
     def port(self) -> int:

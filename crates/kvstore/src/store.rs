@@ -311,16 +311,7 @@ impl Store {
     pub fn get(&mut self, now_secs: u32, key: &[u8], lookup: &Lookup) -> io::Result<Option<Found>> {
         self.apply_pending_flush(now_secs);
         let hash = self.hash(key);
-        // One probe serves a hit: this is the path nearly every request takes.
-        let found = match self.index.find_mut(hash, |item| *item.key == *key) {
-            Some(item) if !item.expiry.has_passed(now_secs) => Some(access(item, lookup, now_secs)),
-            Some(item) => {
-                let fetched = item.fetched;
-                self.drop_expired(key, hash, fetched)?;
-                None
-            }
-            None => None,
-        };
+        let found = self.live(now_secs, key, hash, |item| access(item, lookup, now_secs))?;
         let Some(mut found) = found else {
             self.stats.get_misses += 1;
             let Some(expiry) = lookup.vivify else {
@@ -371,12 +362,9 @@ impl Store {
     /// Stores an item (set, add, replace, append, prepend, cas, ms).
     pub fn store(&mut self, now_secs: u32, write: &Write) -> io::Result<Stored> {
         self.apply_pending_flush(now_secs);
-        let existing = self.live_hash(now_secs, write.key)?;
-        let hash = existing.unwrap_or_else(|| self.hash(write.key));
+        let hash = self.hash(write.key);
         // What is needed of the item it replaces, without cloning its key.
-        let current = existing
-            .and_then(|hash| self.find(write.key, hash))
-            .map(|item| found_of(item, now_secs));
+        let current = self.live(now_secs, write.key, hash, |item| found_of(item, now_secs))?;
         let mut stale = false;
         if let Some(expected) = write.compare_cas {
             match &current {
@@ -446,11 +434,11 @@ impl Store {
     /// Deletes `key` (delete, md), or marks it stale or empties it as `how` says.
     pub fn delete(&mut self, now_secs: u32, key: &[u8], how: &Delete) -> io::Result<Deleted> {
         self.apply_pending_flush(now_secs);
-        let Some(hash) = self.live_hash(now_secs, key)? else {
+        let hash = self.hash(key);
+        let Some(item) = self.live(now_secs, key, hash, |item| item.clone())? else {
             self.stats.delete_misses += 1;
             return Ok(Deleted::NotFound);
         };
-        let item = self.find(key, hash).expect("live").clone();
         if how.compare_cas.is_some_and(|cas| cas != item.cas) {
             return Ok(Deleted::Exists);
         }
@@ -493,8 +481,9 @@ impl Store {
     /// set refused as too large leaves behind, so that no stale value outlives the failed
     /// update (memcached does the same).
     pub fn discard(&mut self, now_secs: u32, key: &[u8]) -> io::Result<()> {
-        match self.live_hash(now_secs, key)? {
-            Some(hash) => self.remove(key, hash),
+        let hash = self.hash(key);
+        match self.live(now_secs, key, hash, |_| ())? {
+            Some(()) => self.remove(key, hash),
             None => Ok(()),
         }
     }
@@ -509,7 +498,8 @@ impl Store {
         request: &Arithmetic,
     ) -> io::Result<Counted> {
         self.apply_pending_flush(now_secs);
-        let Some(hash) = self.live_hash(now_secs, key)? else {
+        let hash = self.hash(key);
+        let Some(item) = self.live(now_secs, key, hash, |item| item.clone())? else {
             self.stats.count_arithmetic(request.incr, false);
             let Some((expiry, initial)) = request.vivify else {
                 return Ok(Counted::NotFound);
@@ -518,7 +508,7 @@ impl Store {
             let cas = self.put(
                 now_secs,
                 key,
-                self.hash(key),
+                hash,
                 digits.as_bytes(),
                 0,
                 expiry,
@@ -531,7 +521,6 @@ impl Store {
                 expiry,
             });
         };
-        let item = self.find(key, hash).expect("live").clone();
         if request.compare_cas.is_some_and(|cas| cas != item.cas) {
             return Ok(Counted::Exists);
         }
@@ -566,14 +555,13 @@ impl Store {
     /// Sets a new expiry on `key` (touch); false when it is not there.
     pub fn touch(&mut self, now_secs: u32, key: &[u8], expiry: Expiry) -> io::Result<bool> {
         self.apply_pending_flush(now_secs);
-        let Some(hash) = self.live_hash(now_secs, key)? else {
+        let hash = self.hash(key);
+        let accessed = self.live(now_secs, key, hash, |item| item.accessed_secs = now_secs)?;
+        if accessed.is_none() {
             self.stats.touch_misses += 1;
             return Ok(false);
-        };
-        self.stats.touch_hits += 1;
-        if let Some(item) = self.find_mut(key, hash) {
-            item.accessed_secs = now_secs;
         }
+        self.stats.touch_hits += 1;
         self.set_expiry(key, hash, expiry)?;
         Ok(true)
     }
@@ -614,18 +602,22 @@ impl Store {
         self.index.find_mut(hash, |item| *item.key == *key)
     }
 
-    /// The hash of `key` if it holds an item that has not expired; an expired one is removed.
-    fn live_hash(&mut self, now_secs: u32, key: &[u8]) -> io::Result<Option<u64>> {
-        let hash = self.hash(key);
-        match self.find(key, hash) {
-            None => Ok(None),
-            Some(item) if !item.expiry.has_passed(now_secs) => Ok(Some(hash)),
-            Some(item) => {
-                let fetched = item.fetched;
-                self.drop_expired(key, hash, fetched)?;
-                Ok(None)
-            }
-        }
+    /// What `on_live` makes of `key`'s item, if it has one that has not expired; an expired
+    /// one is removed. One probe of the index: every command starts here.
+    fn live<R>(
+        &mut self,
+        now_secs: u32,
+        key: &[u8],
+        hash: u64,
+        on_live: impl FnOnce(&mut Item) -> R,
+    ) -> io::Result<Option<R>> {
+        let fetched = match self.index.find_mut(hash, |item| *item.key == *key) {
+            None => return Ok(None),
+            Some(item) if !item.expiry.has_passed(now_secs) => return Ok(Some(on_live(item))),
+            Some(item) => item.fetched,
+        };
+        self.drop_expired(key, hash, fetched)?;
+        Ok(None)
     }
 
     /// Removes an item found expired, counting it as reclaimed.
@@ -692,23 +684,14 @@ impl Store {
         self.backend.write_streaming(at, &self.record)?;
         self.pace(IoKind::Write, at, self.record.len());
         self.segments.segments[segment as usize].note_record(hash, offset, bytes, expiry);
-        // Void the record this one replaces before the reply: a restart must not find it.
-        let replaced = self.find(key, hash).map(|item| {
-            (
-                item.segment,
-                item.offset,
-                record_bytes(item.key.len(), item.value_len as usize),
-            )
-        });
-        if let Some((old_segment, old_offset, old_bytes)) = replaced {
-            self.void_record(old_segment, old_offset, old_bytes)?;
-        }
-        if self.persist_each_write {
-            self.backend.persist(at, bytes)?;
-        }
         let stale = state & STATE_STALE != 0;
-        match self.find_mut(key, hash) {
+        let replaced = match self.find_mut(key, hash) {
             Some(item) => {
+                let old = (
+                    item.segment,
+                    item.offset,
+                    record_bytes(item.key.len(), item.value_len as usize),
+                );
                 item.cas = cas;
                 item.segment = segment;
                 item.offset = offset;
@@ -719,10 +702,10 @@ impl Store {
                 item.fetched = false;
                 item.stale = stale;
                 item.win_sent = false;
+                Some(old)
             }
-            None => self.index_insert(
-                hash,
-                Item {
+            None => {
+                let item = Item {
                     key: key.into(),
                     cas,
                     segment,
@@ -734,8 +717,17 @@ impl Store {
                     fetched: false,
                     stale,
                     win_sent: false,
-                },
-            ),
+                };
+                self.index_insert(hash, item);
+                None
+            }
+        };
+        // Void the record this one replaces before the reply: a restart must not find it.
+        if let Some((old_segment, old_offset, old_bytes)) = replaced {
+            self.void_record(old_segment, old_offset, old_bytes)?;
+        }
+        if self.persist_each_write {
+            self.backend.persist(at, bytes)?;
         }
         self.stats.total_items += 1;
         Ok(cas)

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
+use heterarchy_memcache::PROTOCOL_MAX_KEY_BYTES;
+
 use crate::error::LoadError;
 use crate::keys::KeySpace;
 
-/// The longest key the memcached text protocol accepts.
-pub const KEY_BYTES_MAX: usize = 250;
 /// The largest value asked for: memcached's largest item size (`-I 1024m`). The run holds the
 /// whole value in memory once.
 pub const VALUE_BYTES_MAX: usize = 1 << 30;
@@ -178,9 +178,9 @@ impl Config {
         if self.keys == 0 {
             return bad("--keys must be at least 1".into());
         }
-        if !(1..=KEY_BYTES_MAX).contains(&self.key_bytes) {
+        if !(1..=PROTOCOL_MAX_KEY_BYTES).contains(&self.key_bytes) {
             return bad(format!(
-                "--key-bytes {} is outside the protocol's 1 to {KEY_BYTES_MAX}",
+                "--key-bytes {} is outside the protocol's 1 to {PROTOCOL_MAX_KEY_BYTES}",
                 self.key_bytes
             ));
         }
@@ -192,8 +192,9 @@ impl Config {
         }
         if self.value_bytes > VALUE_BYTES_MAX {
             return bad(format!(
-                "--value-bytes {} is more than memcached's largest item, 1 GiB",
-                self.value_bytes
+                "--value-bytes {} is more than memcached's largest item, {} MiB",
+                self.value_bytes,
+                VALUE_BYTES_MAX >> 20
             ));
         }
         if !(0.0..=1.0).contains(&self.get_ratio) {
@@ -280,7 +281,10 @@ mod tests {
             (|config| config.threads = 33, "--threads 33"),
             (|config| config.duration = Duration::ZERO, "--duration"),
             (|config| config.get_ratio = f64::NAN, "--get-ratio NaN"),
-            (|config| config.value_bytes = (1 << 30) + 1, "--value-bytes"),
+            (
+                |config| config.value_bytes = VALUE_BYTES_MAX + 1,
+                "--value-bytes",
+            ),
         ];
         for (spoil, named) in cases {
             let mut config = default_config();

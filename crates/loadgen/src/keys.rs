@@ -47,8 +47,9 @@ impl KeySpace {
     fn write(&self, index: u64, key: &mut [u8]) {
         debug_assert_eq!(key.len(), self.key_bytes);
         let (filler, digits) = key.split_at_mut(self.key_bytes - self.index_chars);
+        let index_hash = mix64(index);
         for (chunk_number, chunk) in filler.chunks_mut(CHARS_PER_HASH).enumerate() {
-            let mut hash = mix64(mix64(index).wrapping_add(chunk_number as u64));
+            let mut hash = mix64(index_hash.wrapping_add(chunk_number as u64));
             for byte in chunk {
                 *byte = ALPHABET[(hash & 63) as usize];
                 hash >>= BITS_PER_CHAR;

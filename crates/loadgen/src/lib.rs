@@ -8,12 +8,12 @@
 //! requests written with one system call and its replies parsed in place from one read buffer
 //! per thread.
 
-pub mod config;
+mod config;
 mod connection;
-pub mod error;
-pub mod keys;
-pub mod reply;
-pub mod report;
+mod error;
+mod keys;
+mod reply;
+mod report;
 mod run;
 mod workload;
 

@@ -46,12 +46,6 @@ pub struct ReplyParser {
     first_bytes: u64,
 }
 
-impl Default for ReplyParser {
-    fn default() -> ReplyParser {
-        ReplyParser::new()
-    }
-}
-
 impl ReplyParser {
     /// A parser at the start of a stream.
     pub fn new() -> ReplyParser {

@@ -131,18 +131,12 @@ impl Workload for Prefill<'_> {
         if self.next_key == self.keys && outstanding == 0 {
             return Ok(Status::Done);
         }
-        let silent = now.saturating_duration_since(self.last_reply);
-        if silent >= PREFILL_STALL {
-            return Err(LoadError::Stalled {
-                server: self.server.to_string(),
-                seconds: PREFILL_STALL.as_secs(),
-                outstanding,
-                phase: "prefill",
-            });
-        }
-        Ok(Status::Running {
-            wake_within: PREFILL_STALL - silent,
-        })
+        let stall = Stall {
+            server: self.server,
+            limit: PREFILL_STALL,
+            phase: "prefill",
+        };
+        stall.running_until(self.last_reply + PREFILL_STALL, now, outstanding)
     }
 }
 
@@ -250,17 +244,40 @@ impl Workload for Load<'_> {
         if outstanding == 0 {
             return Ok(Status::Done);
         }
-        let drained_by = self.window.measure_until + DRAIN;
-        if now >= drained_by {
+        let stall = Stall {
+            server: self.server,
+            limit: DRAIN,
+            phase: "after the measured time",
+        };
+        stall.running_until(self.window.measure_until + DRAIN, now, outstanding)
+    }
+}
+
+/// A wait for replies that may last `limit`: past it the server counts as stalled.
+struct Stall<'a> {
+    server: &'a ServerAddr,
+    limit: Duration,
+    phase: &'static str,
+}
+
+impl Stall<'_> {
+    /// Still running until `deadline`, stalled from then on.
+    fn running_until(
+        &self,
+        deadline: Instant,
+        now: Instant,
+        outstanding: usize,
+    ) -> Result<Status, LoadError> {
+        if now >= deadline {
             return Err(LoadError::Stalled {
                 server: self.server.to_string(),
-                seconds: DRAIN.as_secs(),
+                seconds: self.limit.as_secs(),
                 outstanding,
-                phase: "after the measured time",
+                phase: self.phase,
             });
         }
         Ok(Status::Running {
-            wake_within: drained_by - now,
+            wake_within: deadline - now,
         })
     }
 }

@@ -45,143 +45,143 @@ pub fn execute(
     out: &mut Vec<u8>,
 ) -> Outcome {
     let counters = &tenant.counters;
-    let result =
-        match request {
-            Request::Get {
-                keys,
-                with_cas,
-                touch_exptime,
-            } => {
-                let lookup = Lookup {
-                    touch: touch_exptime.map(|exptime| Expiry::from_exptime(exptime, now_secs)),
-                    ..Lookup::default()
-                };
-                let answered = get_many(
-                    store,
-                    keys.iter().skip(keys_done),
-                    *with_cas,
-                    &lookup,
-                    now_secs,
-                    output_limit,
-                    out,
-                );
-                let count = answered.as_ref().map_or(0, |&answered| answered as u64);
-                Tenant::count(&counters.cmd_get, count);
-                if lookup.touch.is_some() {
-                    Tenant::count(&counters.cmd_touch, count);
-                }
-                match answered {
-                    Ok(answered) if keys_done + answered < keys.len() => {
-                        return Outcome::Paused {
-                            keys_done: keys_done + answered,
-                        }
+    let result = match request {
+        Request::Get {
+            keys,
+            with_cas,
+            touch_exptime,
+        } => {
+            let lookup = Lookup {
+                touch: touch_exptime.map(|exptime| Expiry::from_exptime(exptime, now_secs)),
+                ..Lookup::default()
+            };
+            let answered = get_many(
+                store,
+                keys.iter().skip(keys_done),
+                *with_cas,
+                &lookup,
+                now_secs,
+                output_limit,
+                out,
+            );
+            let count = answered.as_ref().map_or(0, |&answered| answered as u64);
+            Tenant::count(&counters.cmd_get, count);
+            if lookup.touch.is_some() {
+                Tenant::count(&counters.cmd_touch, count);
+            }
+            match answered {
+                Ok(answered) if keys_done + answered < keys.len() => {
+                    return Outcome::Paused {
+                        keys_done: keys_done + answered,
                     }
-                    result => result.map(drop),
                 }
+                result => result.map(drop),
             }
-            Request::Store {
-                mode,
+        }
+        Request::Store {
+            mode,
+            key,
+            client_flags,
+            exptime,
+            cas_unique,
+            noreply,
+            data,
+        } => {
+            Tenant::count(&counters.cmd_set, 1);
+            let write = Write {
                 key,
-                client_flags,
-                exptime,
-                cas_unique,
-                noreply,
-                data,
-            } => {
-                Tenant::count(&counters.cmd_set, 1);
-                let write = Write {
-                    key,
-                    value: data,
-                    client_flags: *client_flags,
-                    expiry: Expiry::from_exptime(*exptime, now_secs),
-                    mode: store_mode(*mode),
-                    compare_cas: (*mode == StoreMode::Cas).then_some(*cas_unique),
-                    invalidate: false,
-                    new_cas: None,
+                value: data,
+                client_flags: *client_flags,
+                expiry: Expiry::from_exptime(*exptime, now_secs),
+                mode: store_mode(*mode),
+                compare_cas: (*mode == StoreMode::Cas).then_some(*cas_unique),
+                invalidate: false,
+                new_cas: None,
+            };
+            store.store(now_secs, &write).map(|stored| {
+                let line = match stored {
+                    Stored::Stored(_) => "STORED",
+                    Stored::NotStored => "NOT_STORED",
+                    Stored::Exists => "EXISTS",
+                    Stored::NotFound => "NOT_FOUND",
+                    Stored::TooLarge => TOO_LARGE,
                 };
-                store.store(now_secs, &write).map(|stored| {
-                    let line = match stored {
-                        Stored::Stored(_) => "STORED",
-                        Stored::NotStored => "NOT_STORED",
-                        Stored::Exists => "EXISTS",
-                        Stored::NotFound => "NOT_FOUND",
-                        Stored::TooLarge => TOO_LARGE,
-                    };
-                    reply(out, *noreply && stored != Stored::TooLarge, line);
-                })
-            }
-            Request::Delete { key, noreply } => store
-                .delete(now_secs, key, &Delete::default())
-                .map(|deleted| {
-                    let line = match deleted {
-                        Deleted::Deleted => "DELETED",
-                        Deleted::NotFound => "NOT_FOUND",
-                        Deleted::Exists => "EXISTS",
-                    };
-                    reply(out, *noreply, line);
-                }),
-            Request::Arithmetic {
-                key,
-                direction,
-                delta,
-                noreply,
-            } => {
-                let request = Arithmetic {
-                    incr: *direction == Direction::Incr,
-                    delta: *delta,
-                    compare_cas: None,
-                    vivify: None,
-                    touch: None,
-                    new_cas: None,
+                reply(out, *noreply && stored != Stored::TooLarge, line);
+            })
+        }
+        Request::Delete { key, noreply } => {
+            let deleted = store.delete(now_secs, key, &Delete::default());
+            deleted.map(|deleted| {
+                let line = match deleted {
+                    Deleted::Deleted => "DELETED",
+                    Deleted::NotFound => "NOT_FOUND",
+                    Deleted::Exists => "EXISTS",
                 };
-                store
-                    .arithmetic(now_secs, key, &request)
-                    .map(|counted| match counted {
-                        Counted::Value { value, .. } => reply(out, *noreply, &value.to_string()),
-                        Counted::NotFound => reply(out, *noreply, "NOT_FOUND"),
-                        Counted::NonNumeric => reply(out, false, NON_NUMERIC),
-                        Counted::Exists => reply(out, *noreply, "EXISTS"),
-                    })
-            }
-            Request::Touch {
-                key,
-                exptime,
-                noreply,
-            } => {
-                Tenant::count(&counters.cmd_touch, 1);
-                let expiry = Expiry::from_exptime(*exptime, now_secs);
-                store.touch(now_secs, key, expiry).map(|touched| {
-                    reply(out, *noreply, if touched { "TOUCHED" } else { "NOT_FOUND" });
+                reply(out, *noreply, line);
+            })
+        }
+        Request::Arithmetic {
+            key,
+            direction,
+            delta,
+            noreply,
+        } => {
+            let request = Arithmetic {
+                incr: *direction == Direction::Incr,
+                delta: *delta,
+                compare_cas: None,
+                vivify: None,
+                touch: None,
+                new_cas: None,
+            };
+            store
+                .arithmetic(now_secs, key, &request)
+                .map(|counted| match counted {
+                    Counted::Value { value, .. } => reply(out, *noreply, &value.to_string()),
+                    Counted::NotFound => reply(out, *noreply, "NOT_FOUND"),
+                    Counted::NonNumeric => reply(out, false, NON_NUMERIC),
+                    Counted::Exists => reply(out, *noreply, "EXISTS"),
                 })
-            }
-            Request::FlushAll {
-                delay_seconds,
-                noreply,
-            } => {
-                Tenant::count(&counters.cmd_flush, 1);
-                let delay = (*delay_seconds).clamp(0, i64::from(u32::MAX)) as u32;
-                store
-                    .flush_all(now_secs, delay)
-                    .map(|()| reply(out, *noreply, "OK"))
-            }
-            Request::Stats { group, .. } => {
-                write_stats(tenant, store, *group, out);
-                Ok(())
-            }
-            Request::Version => {
-                reply(out, false, &format!("VERSION {VERSION}"));
-                Ok(())
-            }
-            Request::Verbosity { noreply, .. } => {
-                reply(out, *noreply, "OK");
-                Ok(())
-            }
-            Request::Quit => return Outcome::Close,
-            Request::Meta(meta) => {
-                Tenant::count(&counters.cmd_meta, 1);
-                execute_meta(meta, tenant, store, now_secs, out)
-            }
-        };
+        }
+        Request::Touch {
+            key,
+            exptime,
+            noreply,
+        } => {
+            Tenant::count(&counters.cmd_touch, 1);
+            let expiry = Expiry::from_exptime(*exptime, now_secs);
+            store.touch(now_secs, key, expiry).map(|touched| {
+                reply(out, *noreply, if touched { "TOUCHED" } else { "NOT_FOUND" });
+            })
+        }
+        Request::FlushAll {
+            delay_seconds,
+            noreply,
+        } => {
+            Tenant::count(&counters.cmd_flush, 1);
+            let delay = (*delay_seconds).clamp(0, i64::from(u32::MAX)) as u32;
+            store
+                .flush_all(now_secs, delay)
+                .map(|()| reply(out, *noreply, "OK"))
+        }
+        Request::Stats { group, .. } => {
+            write_stats(tenant, store, *group, out);
+            Ok(())
+        }
+        Request::Version => {
+            reply(out, false, &format!("VERSION {VERSION}"));
+            Ok(())
+        }
+        Request::Verbosity { noreply, .. } => {
+            reply(out, *noreply, "OK");
+            Ok(())
+        }
+        Request::Quit => return Outcome::Close,
+        Request::Meta(meta) => {
+            Tenant::count(&counters.cmd_meta, 1);
+            execute_meta(meta, tenant, store, now_secs, out)
+        }
+    };
     if let Err(error) = result {
         reply(out, false, &format!("SERVER_ERROR {error}"));
     }
@@ -245,6 +245,11 @@ fn expiry_flag(flags: &MetaFlags, letter: u8, now_secs: u32) -> Result<Option<Ex
         .number::<i64>(letter)
         .map(|ttl| ttl.map(|ttl| Expiry::from_exptime(ttl, now_secs)))
         .map_err(|_| ())
+}
+
+/// A meta flag's token as a CAS unique (`C` to compare, `E` to give).
+fn cas_flag(flags: &MetaFlags, letter: u8) -> Result<Option<u64>, ()> {
+    flags.number::<u64>(letter).map_err(|_| ())
 }
 
 fn execute_meta(
@@ -347,7 +352,7 @@ fn meta_get(
         no_bump: flags.has(b'u'),
         vivify: expiry_flag(flags, b'N', now_secs)?,
         recache_below_secs: flags.number::<u32>(b'R').map_err(|_| ())?,
-        new_cas: flags.number::<u64>(b'E').map_err(|_| ())?,
+        new_cas: cas_flag(flags, b'E')?,
     };
     let found = match store.get(now_secs, &meta.key, &lookup) {
         Ok(found) => found,
@@ -415,9 +420,9 @@ fn meta_set(
         client_flags: flags.number::<u32>(b'F').map_err(|_| ())?.unwrap_or(0),
         expiry,
         mode,
-        compare_cas: flags.number::<u64>(b'C').map_err(|_| ())?,
+        compare_cas: cas_flag(flags, b'C')?,
         invalidate: flags.has(b'I'),
-        new_cas: flags.number::<u64>(b'E').map_err(|_| ())?,
+        new_cas: cas_flag(flags, b'E')?,
     };
     let mut stored = match store.store(now_secs, &write) {
         Ok(stored) => stored,
@@ -463,13 +468,13 @@ fn meta_set(
 fn meta_delete(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<u8>) -> MetaResult {
     let flags = &meta.flags;
     let how = Delete {
-        compare_cas: flags.number::<u64>(b'C').map_err(|_| ())?,
+        compare_cas: cas_flag(flags, b'C')?,
         invalidate: match flags.has(b'I') {
             true => Some(expiry_flag(flags, b'T', now_secs)?),
             false => None,
         },
         drop_value: flags.has(b'x'),
-        new_cas: flags.number::<u64>(b'E').map_err(|_| ())?,
+        new_cas: cas_flag(flags, b'E')?,
     };
     let deleted = match store.delete(now_secs, &meta.key, &how) {
         Ok(deleted) => deleted,
@@ -509,11 +514,11 @@ fn meta_arithmetic(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<
     let request = Arithmetic {
         incr,
         delta: flags.number::<u64>(b'D').map_err(|_| ())?.unwrap_or(1),
-        compare_cas: flags.number::<u64>(b'C').map_err(|_| ())?,
+        compare_cas: cas_flag(flags, b'C')?,
         // An item created by N takes the T expiry when both are given, as memcached does.
         vivify: vivify.map(|(expiry, initial)| (touch.unwrap_or(expiry), initial)),
         touch,
-        new_cas: flags.number::<u64>(b'E').map_err(|_| ())?,
+        new_cas: cas_flag(flags, b'E')?,
     };
     let counted = match store.arithmetic(now_secs, &meta.key, &request) {
         Ok(counted) => counted,

@@ -48,7 +48,7 @@ impl ZipfSampler {
     }
 
     /// Changes the number of items (at least 1) without touching anything else.
-    pub fn set_items(&mut self, items: u64) {
+    pub(crate) fn set_items(&mut self, items: u64) {
         self.items = items.max(1);
         self.upper = self.integral(self.items as f64 + 0.5);
     }
