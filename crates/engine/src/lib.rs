@@ -9,6 +9,7 @@ pub mod cache;
 pub mod controller;
 pub mod plan;
 pub mod split;
+pub mod timing;
 
 pub use admission::{
     AdmissionConfig, AdmissionScheme, AdmitSettings, FixedConfig, LbicaConfig, NhcConfig,
@@ -22,3 +23,4 @@ pub use cache::CacheController;
 pub use controller::{Controller, ControllerStats, Decision, Feedback, Reply};
 pub use plan::{DeviceOp, IoKind, Plan};
 pub use split::SplitController;
+pub use timing::{time_plan, time_stage, PlanTimes, SoftwareCost};

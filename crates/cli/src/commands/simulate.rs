@@ -40,7 +40,7 @@ pub struct SimulateArgs {
     /// Open loop: replay trace timestamps this many times faster (overrides the config).
     #[arg(long)]
     pub speedup: Option<f64>,
-    /// Requests to run at most (overrides the config).
+    /// Requests to measure, after the warm-up (overrides the config).
     #[arg(long)]
     pub requests: Option<u64>,
     /// Requests that warm the caches before measuring (overrides the config).
@@ -121,12 +121,17 @@ fn hierarchy(args: &SimulateArgs) -> Result<Hierarchy> {
         }
         hierarchy.load.arrivals = Arrivals::Open { speedup };
     }
-    if let Some(requests) = args.requests {
-        hierarchy.load.max_requests = requests;
-    }
+    // `requests` counts measured requests, after the warm-up, in the file and here alike.
+    let load = &mut hierarchy.load;
+    let measured = args.requests.or_else(|| {
+        (load.max_requests != u64::MAX).then(|| load.max_requests - load.warmup_requests)
+    });
     if let Some(warmup) = args.warmup {
-        hierarchy.load.warmup_requests = warmup;
+        load.warmup_requests = warmup;
     }
+    load.max_requests = measured.map_or(u64::MAX, |requests| {
+        requests.saturating_add(load.warmup_requests)
+    });
     if let Some(seed) = args.seed {
         hierarchy.seed = seed;
     }

@@ -14,15 +14,18 @@
 //! device = "optane-ssd"   # the last tier is the backing store and needs no size
 //! [load]
 //! outstanding = 16        # closed loop; or `speedup = 10.0` to replay trace timestamps
-//! requests = 1000000
+//! requests = 1000000      # measured, after the warm-up
 //! warmup = 100000
+//! [software]              # CPU time per request besides device time (engine::timing)
+//! per_request_ns = 0.0
+//! per_kib_ns = 0.0
 //! ```
 
 use std::path::Path;
 
 use heterarchy_device::presets::resolve_device;
 use heterarchy_device::DeviceSpec;
-use heterarchy_engine::{CacheConfig, CacheController, Controller, SplitController};
+use heterarchy_engine::{CacheConfig, CacheController, Controller, SoftwareCost, SplitController};
 use heterarchy_trace::units::parse_bytes;
 use serde::Deserialize;
 
@@ -69,6 +72,7 @@ struct TierFile {
 struct LoadFile {
     outstanding: Option<u32>,
     speedup: Option<f64>,
+    /// Requests measured, after the warm-up.
     requests: Option<u64>,
     warmup: Option<u64>,
 }
@@ -94,6 +98,8 @@ struct HierarchyFile {
     load: LoadFile,
     #[serde(default)]
     split: Option<SplitFile>,
+    #[serde(default)]
+    software: SoftwareCost,
 }
 
 fn default_seed() -> u64 {
@@ -217,7 +223,16 @@ impl Hierarchy {
             }
             devices.push(device);
         }
-        let load = load_of(&file.load).map_err(|(key, m)| fail(key, m))?;
+        let mut load = load_of(&file.load).map_err(|(key, m)| fail(key, m))?;
+        for (key, value) in [
+            ("software.per_request_ns", file.software.per_request_ns),
+            ("software.per_kib_ns", file.software.per_kib_ns),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(fail(key, format!("{value} must be a finite number ≥ 0")));
+            }
+        }
+        load.software = file.software;
         let scheme = match &file.split {
             None => Scheme::Caching,
             Some(split) => match split.rate.clone() {
@@ -292,14 +307,18 @@ fn load_of(file: &LoadFile) -> Result<Load, (&'static str, String)> {
             outstanding: outstanding.unwrap_or(DEFAULT_OUTSTANDING),
         },
     };
+    let warmup_requests = file.warmup.unwrap_or(0);
     Ok(Load {
         arrivals,
-        max_requests: file.requests.unwrap_or(u64::MAX),
-        warmup_requests: file.warmup.unwrap_or(0),
+        max_requests: file.requests.map_or(u64::MAX, |requests| {
+            requests.saturating_add(warmup_requests)
+        }),
+        warmup_requests,
         warmup_ns: 0,
         settle_ns: 0,
         measure_ns: None,
         max_time_ns: None,
+        software: SoftwareCost::NONE,
     })
 }
 
@@ -388,9 +407,10 @@ device = "optane-ssd"
         let open = format!("{TWO_TIERS}[load]\nspeedup = 10.0\nrequests = 5\nwarmup = 1\n");
         let hierarchy = Hierarchy::from_toml(&open, "h.toml", None).unwrap();
         assert_eq!(hierarchy.load.arrivals, Arrivals::Open { speedup: 10.0 });
+        // `requests` counts the measured requests, as README's example means it.
         assert_eq!(
             (hierarchy.load.max_requests, hierarchy.load.warmup_requests),
-            (5, 1)
+            (6, 1)
         );
     }
 

@@ -10,7 +10,9 @@ use std::collections::BinaryHeap;
 
 use hdrhistogram::Histogram;
 use heterarchy_device::{DeviceModel, DeviceSpec, IoKind};
-use heterarchy_engine::{Controller, Feedback, Plan, Reply, TuningHistory};
+use heterarchy_engine::{
+    time_stage, Controller, Feedback, Plan, Reply, SoftwareCost, TuningHistory,
+};
 use heterarchy_policy::eviction::{PREFETCH_NODE_DISTANCE, PREFETCH_SLOT_DISTANCE};
 use heterarchy_trace::read::TraceReader;
 use heterarchy_trace::request::BLOCK_NUMBER_BITS;
@@ -78,6 +80,9 @@ pub struct Load {
     pub measure_ns: Option<u64>,
     /// No request is issued at or after this virtual time, ns (`None`: no limit).
     pub max_time_ns: Option<u64>,
+    /// CPU time each request costs besides its device operations, charged on the stage that
+    /// answers it (see [`heterarchy_engine::timing`]).
+    pub software: SoftwareCost,
 }
 
 impl Load {
@@ -91,6 +96,7 @@ impl Load {
             settle_ns: 0,
             measure_ns: None,
             max_time_ns: None,
+            software: SoftwareCost::NONE,
         }
     }
 }
@@ -148,6 +154,8 @@ struct InFlight {
     measured: bool,
     hit: bool,
     bytes: u32,
+    /// The request's software cost, ns (0 for background work).
+    software_ns: u64,
 }
 
 /// Requests pulled from the phases' readers a batch at a time.
@@ -263,6 +271,7 @@ struct Executor<'a> {
     ready_clients: Vec<u32>,
     /// What the controller wants reported.
     feedback: Feedback,
+    software: SoftwareCost,
 }
 
 /// Runs `controller` over `devices` (top tier first, backing store last) with requests from
@@ -339,6 +348,7 @@ pub fn run_timed_phases(
         spare_plans: Vec::new(),
         ready_clients: Vec::new(),
         feedback: Feedback::default(),
+        software: load.software,
     };
     executor.feedback = executor.controller.feedback();
     executor.run_background(0);
@@ -499,6 +509,7 @@ impl Executor<'_> {
         let in_flight = &mut self.slots[slot as usize];
         in_flight.hit = decision.hit_tier.is_some();
         in_flight.bytes = request.size;
+        in_flight.software_ns = self.software.request_ns(request.size);
         self.unreplied += 1;
         if self.background_due_ns.is_none() {
             self.run_background(now_ns);
@@ -532,6 +543,7 @@ impl Executor<'_> {
             measured,
             hit: false,
             bytes: 0,
+            software_ns: 0,
         };
         slot
     }
@@ -566,26 +578,40 @@ impl Executor<'_> {
         let in_flight = &mut self.slots[slot as usize];
         let stage = in_flight.completed_stages;
         if stage < in_flight.plan.stage_count() {
-            let mut done_ns = now_ns;
             let measuring = self.measure_start_ns.is_some();
-            for op in in_flight.plan.stage(stage) {
-                let device = op.device as usize;
-                let offset =
-                    (op.key & ((1 << BLOCK_NUMBER_BITS) - 1)).wrapping_mul(u64::from(op.bytes));
-                let completes = self.devices[device].submit(now_ns, op.kind, offset, op.bytes);
-                done_ns = done_ns.max(completes);
-                if self.feedback.device_ops {
-                    self.controller
-                        .on_device_op(op.device, op.bytes, completes - now_ns);
-                }
-                if measuring {
-                    let write = op.kind == IoKind::Write;
-                    self.ops[device][usize::from(write)] += 1;
-                    self.bytes[device][usize::from(write)] += u64::from(op.bytes);
-                    self.series
-                        .transfer(now_ns, device, write, u64::from(op.bytes));
-                }
-            }
+            let device_ops = self.feedback.device_ops;
+            let devices = &mut self.devices;
+            let (controller, ops, bytes, series) = (
+                &mut *self.controller,
+                &mut self.ops,
+                &mut self.bytes,
+                &mut self.series,
+            );
+            let done_ns = time_stage(
+                &in_flight.plan,
+                stage,
+                now_ns,
+                in_flight.software_ns,
+                &mut |start_ns, op| {
+                    // Block keys carry the volume in their high bits; the block number times
+                    // the line size is the line's offset on the device.
+                    let offset =
+                        (op.key & ((1 << BLOCK_NUMBER_BITS) - 1)).wrapping_mul(u64::from(op.bytes));
+                    devices[usize::from(op.device)].submit(start_ns, op.kind, offset, op.bytes)
+                },
+                &mut |op, latency_ns| {
+                    if device_ops {
+                        controller.on_device_op(op.device, op.bytes, latency_ns);
+                    }
+                    if measuring {
+                        let device = usize::from(op.device);
+                        let write = op.kind == IoKind::Write;
+                        ops[device][usize::from(write)] += 1;
+                        bytes[device][usize::from(write)] += u64::from(op.bytes);
+                        series.transfer(now_ns, device, write, u64::from(op.bytes));
+                    }
+                },
+            );
             self.events.push(Reverse((done_ns, slot)));
         } else {
             let mut plan = std::mem::take(&mut in_flight.plan);
