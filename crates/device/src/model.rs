@@ -51,6 +51,10 @@ pub struct DeviceModel {
     write: DirectionTiming,
     /// Channel time a written granule takes from readers, ns (0 without interference).
     interference_ns_per_granule: f64,
+    /// The same for writes of at least `bulk_write_bytes` (the same as above when the spec
+    /// draws no line between small and bulk writes).
+    bulk_interference_ns_per_granule: f64,
+    bulk_write_bytes: u64,
     /// When each channel of each queue is next free, ns: the read (or shared) queue's channels
     /// first, then the write queue's.
     busy_until_ns: Vec<f64>,
@@ -117,16 +121,23 @@ impl DeviceModel {
     /// An idle device, nothing written yet.
     pub fn new(spec: &DeviceSpec) -> DeviceModel {
         let queues = if spec.shared_queue { 1 } else { 2 };
-        let interference_ns_per_granule = if spec.shared_queue {
-            0.0
-        } else {
-            spec.write_interference * f64::from(spec.granularity_bytes) / spec.read.bandwidth_gb_s
-                * f64::from(spec.channels)
+        let per_granule = |interference: f64| {
+            if spec.shared_queue {
+                0.0
+            } else {
+                interference * f64::from(spec.granularity_bytes) / spec.read.bandwidth_gb_s
+                    * f64::from(spec.channels)
+            }
         };
         DeviceModel {
             read: DirectionTiming::new(spec, &spec.read),
             write: DirectionTiming::new(spec, &spec.write),
-            interference_ns_per_granule,
+            interference_ns_per_granule: per_granule(spec.write_interference),
+            bulk_interference_ns_per_granule: per_granule(
+                spec.bulk_write_interference
+                    .unwrap_or(spec.write_interference),
+            ),
+            bulk_write_bytes: spec.bulk_write_bytes.map_or(u64::MAX, u64::from),
             busy_until_ns: vec![0.0; queues * spec.channels as usize],
             written_bytes: 0.0,
             write_stream_ends: [u64::MAX; WRITE_STREAMS],
@@ -197,10 +208,14 @@ impl DeviceModel {
                     self.next_stream_slot = (self.next_stream_slot + 1) % WRITE_STREAMS;
                 }
             }
-            if self.interference_ns_per_granule > 0.0 {
+            let interference_ns = if bytes >= self.bulk_write_bytes {
+                self.bulk_interference_ns_per_granule
+            } else {
+                self.interference_ns_per_granule
+            };
+            if interference_ns > 0.0 {
                 let read_queue = &mut self.busy_until_ns[channel];
-                *read_queue =
-                    read_queue.max(now) + granules as f64 * self.interference_ns_per_granule;
+                *read_queue = read_queue.max(now) + granules as f64 * interference_ns;
             }
         }
         let queue = match kind {
@@ -322,6 +337,23 @@ max_iops = 575000
             model.submit(0, IoKind::Read, 0, 4096),
             (charge + 10_000.0).ceil() as u64
         );
+    }
+
+    #[test]
+    fn bulk_writes_interfere_at_their_own_rate() {
+        let mut spec = ssd();
+        spec.shared_queue = false;
+        spec.write_interference = 8.0;
+        spec.bulk_write_interference = Some(1.5);
+        spec.bulk_write_bytes = Some(8192);
+        let read_after_write = |bytes: u32| {
+            let mut model = DeviceModel::new(&spec);
+            model.submit(0, IoKind::Write, 0, bytes);
+            model.submit(0, IoKind::Read, 1 << 20, 4096) as f64 - 10_000.0
+        };
+        // A 4 KiB write is small: 8 bytes of reading per byte; an 8 KiB one is bulk.
+        assert!((read_after_write(4096) - 8.0 * 4096.0 / 2.5).abs() <= 1.0);
+        assert!((read_after_write(8192) - 1.5 * 8192.0 / 2.5).abs() <= 1.0);
     }
 
     #[test]

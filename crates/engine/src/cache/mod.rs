@@ -1,7 +1,7 @@
 //! The cache controller: one or two cache tiers over a backing store, with Open CAS's cache
 //! modes, dirty tracking, cleaning and promotion policies (issue 3, item 6; seed 000 §4.1–4.2,
-//! whose caching model, Eqs 4.1 and 4.4, puts a miss's install on the request's path as a
-//! write to the fast device).
+//! whose caching model charges a miss's install to the fast device as a write, Eq 4.4; Eq 4.1
+//! also puts it on the request's path, which Open CAS does not, issue 16).
 //!
 //! Devices are numbered from the top: cache tiers `0..n`, then the backing store `n`. Each
 //! request becomes a [`Plan`] in up to four stages, any of which may be empty:
@@ -11,8 +11,10 @@
 //! 3. moves into tier 1 (exclusive demotions, dirty tier-0 victims of an inclusive pair);
 //! 4. the request's own writes: installs and the client's data.
 //!
-//! so a victim's slot is reused only after its data is safe below, and the client is answered
-//! when all four are done. Metadata changes at decision time.
+//! so a victim's slot is reused only after its data is safe below. A read is answered when
+//! stage 1 is done and the rest goes on in the background, as Open CAS answers a read miss
+//! and then fills the cache; a write is answered when all four are done. Metadata changes at
+//! decision time.
 //!
 //! Reads pass the decision points of non-hierarchical caching (seed 000 §4.3.2), which an
 //! admission tuner sets when one is configured ([`crate::admission`]): a clean read hit in
@@ -273,8 +275,9 @@ impl CacheController {
     }
 
     /// Lays the request's source read, moves and writes out in the four stages of the module
-    /// docs.
-    fn emit_request_plan(&mut self, plan: &mut Plan) {
+    /// docs; a read is answered once the first stage has brought its data (Open CAS answers
+    /// a miss and then fills the cache).
+    fn emit_request_plan(&mut self, plan: &mut Plan, read: bool) {
         let backing_bit = 1u8 << self.backing;
         if let Some(read) = self.source {
             plan.push(read);
@@ -282,7 +285,11 @@ impl CacheController {
         for m in &self.moves {
             plan.push(Self::op(m.from, IoKind::Read, m.key, m.bytes));
         }
-        plan.end_stage();
+        if read {
+            plan.reply_here();
+        } else {
+            plan.end_stage();
+        }
         for m in self.moves.iter().filter(|m| m.to & backing_bit != 0) {
             plan.push(Self::op(self.backing, IoKind::Write, m.key, m.bytes));
         }
@@ -400,7 +407,7 @@ impl Controller for CacheController {
             }
             Access::Discard => self.discard(request.key),
         }
-        self.emit_request_plan(plan);
+        self.emit_request_plan(plan, access == Access::Read);
         self.dirty.cleaner.compact(&self.lines, self.dirty.copies());
         self.stats.dirty_lines = self.dirty.copies();
         Decision {
