@@ -2,19 +2,19 @@
 //! hierarchies, read-only, 95% and 80% hits, Load-0.5 to Load-2.0 (§4.5.1.1).
 //!
 //! Load-1.0 is "the minimum read load to achieve the maximum read bandwidth of the cache
-//! device": here the fewest outstanding 64 KiB reads at which the cache device alone delivers
-//! 95% of its peak ([`saturating_queue_depth`]); Load-x keeps x times as many outstanding,
-//! rounded, at least one. On DRAM and PM one outstanding 64 KiB read already saturates the
-//! device, so Load-0.5 and Load-1.0 are both one client there. The FlashSim devices serve
+//! device": here the fewest outstanding 64 KiB reads at which Open CAS (classic caching, with
+//! its installs and its per-request software cost, [`crate::micro::OPEN_CAS_SOFTWARE`]) delivers 95% of its
+//! maximum on that hierarchy and hit ratio ([`full_load`]); Load-x keeps x times as many
+//! outstanding, rounded, at least one. The FlashSim devices serve
 //! requests 50 times slower than the Optane SSD, so NHC runs with `tuning_time_scale` 50 on
-//! them: each interval spans as many requests as 5 ms does on the real devices.
+//! //! them: each interval spans as many requests as 5 ms does on the real devices.
 
 use heterarchy_device::DeviceSpec;
 use heterarchy_report::{LineChart, Series};
 use heterarchy_sim::timed::TimedResult;
 use serde::Serialize;
 
-use crate::micro::{saturating_queue_depth, Micro};
+use crate::micro::{full_load, Micro};
 use crate::{preset, Comparison, ExperimentError, Options, Output};
 
 /// The hierarchies of Figure 4.7, cache device first, with their tuning time scale.
@@ -103,25 +103,33 @@ pub fn rows(
         load: f64,
         peak: f64,
     }
-    let mut settings = Vec::new();
+    let mut bases = Vec::new();
     for &(cache, capacity, time_scale) in hierarchies {
         let devices = [preset(cache)?, preset(capacity)?];
-        let full_load = saturating_queue_depth(&devices[0], LINE_BYTES);
         let peak = peak_read_bandwidth(&devices[0]);
         for hit_ratio in HIT_RATIOS {
-            for load in LOADS {
-                let outstanding = ((f64::from(full_load) * load).round() as u32).max(1);
-                let mut micro = Micro::orthus_cas(devices.clone(), outstanding);
-                micro.hit_ratio = hit_ratio;
-                micro.time_scale = time_scale;
-                micro.measure_s *= options.scale;
-                settings.push(Setting {
-                    hierarchy: format!("{cache}+{capacity}"),
-                    micro,
-                    load,
-                    peak,
-                });
-            }
+            let mut micro = Micro::orthus_cas(devices.clone(), 1);
+            micro.hit_ratio = hit_ratio;
+            micro.time_scale = time_scale;
+            micro.measure_s *= options.scale;
+            bases.push((format!("{cache}+{capacity}"), micro, peak));
+        }
+    }
+    let full_loads = options.run_all(&bases, |(_, micro, _)| full_load(micro));
+    let mut settings = Vec::new();
+    for ((hierarchy, base, peak), full_load) in bases.into_iter().zip(full_loads) {
+        let full_load = full_load?;
+        for load in LOADS {
+            let outstanding = ((f64::from(full_load) * load).round() as u32).max(1);
+            settings.push(Setting {
+                hierarchy: hierarchy.clone(),
+                micro: Micro {
+                    outstanding,
+                    ..base.clone()
+                },
+                load,
+                peak,
+            });
         }
     }
     let results = options.run_classic_and_nhc(&settings, |setting, scheme| {
