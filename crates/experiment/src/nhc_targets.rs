@@ -6,6 +6,7 @@ use heterarchy_engine::{AdmissionScheme, TargetMetric};
 use serde::Serialize;
 
 use crate::micro::Micro;
+use crate::nhc_orthus_cas::admission_after;
 use crate::{preset, Comparison, ExperimentError, Options, Output};
 
 pub const HIERARCHIES: [(&str, &str); 2] =
@@ -45,6 +46,8 @@ pub struct Row {
     pub throughput_gb_s: f64,
     pub mean_latency_us: f64,
     pub p99_latency_us: f64,
+    /// NHC's mean `load_admit` over the measured time (1 for Open CAS).
+    pub load_admit: f64,
     pub thesis_throughput_gb_s: f64,
     pub thesis_mean_latency_us: f64,
     pub thesis_p99_latency_us: f64,
@@ -57,6 +60,15 @@ fn target_name(target: Option<TargetMetric>) -> &'static str {
         Some(TargetMetric::MeanLatency) => "mean-latency",
         Some(TargetMetric::P99Latency) => "p99-latency",
     }
+}
+
+/// The setting of hierarchy `index` among the jobs.
+fn micro_of(jobs: &[(usize, usize, Micro, Option<TargetMetric>)], index: usize) -> &Micro {
+    &jobs
+        .iter()
+        .find(|job| job.0 == index)
+        .expect("every hierarchy has jobs")
+        .2
 }
 
 /// Every line of the table.
@@ -83,6 +95,8 @@ pub fn rows(options: &Options) -> Result<Vec<Row>, ExperimentError> {
         .zip(results)
         .map(|((index, line, _, target), result)| {
             let result = result?;
+            let measured_from_s = micro_of(&jobs, *index).load().warmup_ns as f64 / 1e9;
+            let (load_admit, _) = admission_after(&result, measured_from_s);
             let (cache, capacity) = HIERARCHIES[*index];
             let thesis = THESIS[*index][*line];
             Ok(Row {
@@ -91,6 +105,7 @@ pub fn rows(options: &Options) -> Result<Vec<Row>, ExperimentError> {
                 throughput_gb_s: result.throughput_bytes_per_s / 1e9,
                 mean_latency_us: result.mean_latency_us,
                 p99_latency_us: result.p99_latency_us,
+                load_admit,
                 thesis_throughput_gb_s: thesis.0,
                 thesis_mean_latency_us: thesis.1,
                 thesis_p99_latency_us: thesis.2,

@@ -19,6 +19,14 @@
 //!   it lasts until the hit rate has stopped climbing.
 //! - An interval without replies measures nothing (−∞); an iteration that measured nothing at
 //!   all returns to State 1, so an idle system does not drift.
+//! - The 99th percentile of one 5 ms interval rests on a few hundred answers, so its rank is
+//!   uncertain by several places: with the P99 target each f carries the 95% confidence range
+//!   of its order statistic (the ranks n·0.99 ± 1.96·√(n·0.99·0.01)), and a move is taken only
+//!   when its range lies wholly above staying's; otherwise the points tie, and a tie stays
+//!   (which at 1.0 returns to State 1). Without this, the algorithm's tie-break (down first)
+//!   walks `load_admit` down through any flat stretch of a noisy curve (issue 16, item 1(c)).
+//!   Throughput and mean latency are measured to a few parts in a thousand per interval and
+//!   keep Algorithm 1's comparison exactly.
 //! - With more than two levels, one instance runs per pair (tier i over the level below) and
 //!   the intervals go round the pairs, one each, so that no two instances measure at once;
 //!   with two levels there is one pair and this is Algorithm 1 exactly.
@@ -33,8 +41,30 @@ use super::{AdmitSettings, Interval, Tuner};
 struct Iteration {
     ratio: u32,
     probe: usize,
-    f: [f64; 3],
+    f: [Measured; 3],
     start_hit_rate: f64,
+}
+
+/// One measurement of the target metric f (larger is better) and the range the true value
+/// lies in, as far as the interval's samples tell (`low == value == high` when the measure is
+/// taken as exact).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Measured {
+    value: f64,
+    low: f64,
+    high: f64,
+}
+
+impl Measured {
+    const UNMEASURED: Measured = Measured::exact(f64::NEG_INFINITY);
+
+    const fn exact(value: f64) -> Measured {
+        Measured {
+            value,
+            low: value,
+            high: value,
+        }
+    }
 }
 
 /// Where Algorithm 1 is.
@@ -92,7 +122,7 @@ impl Algorithm1 {
                 settings.load_admit = self.load_admit(level as u32);
                 return true;
             }
-            iteration.f[iteration.probe] = f64::NEG_INFINITY;
+            iteration.f[iteration.probe] = Measured::UNMEASURED;
             iteration.probe += 1;
         }
         false
@@ -103,7 +133,7 @@ impl Algorithm1 {
         let mut iteration = Iteration {
             ratio,
             probe: 0,
-            f: [f64::NEG_INFINITY; 3],
+            f: [Measured::UNMEASURED; 3],
             start_hit_rate,
         };
         self.start_probe(&mut iteration, settings);
@@ -117,7 +147,7 @@ impl Algorithm1 {
         interval: &Interval,
         pair: usize,
         owns: bool,
-        measured: f64,
+        measured: Measured,
         settings: &mut AdmitSettings,
     ) {
         self.window.push(
@@ -153,16 +183,25 @@ impl Algorithm1 {
                     start_hit_rate,
                     ..
                 } = iteration;
-                let max_f = f.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let max_f = f.iter().map(|m| m.value).fold(f64::NEG_INFINITY, f64::max);
                 if max_f == f64::NEG_INFINITY {
                     // Nothing was measured: fall back to classic caching.
                     self.improve_hit_rate(interval.end_ns, settings);
                     return;
                 }
+                let chosen = if let Some(moved) = noisy_choice(&f) {
+                    match moved {
+                        Some(probe) => ratio + probe as u32 - 1,
+                        None if ratio == self.levels => {
+                            self.improve_hit_rate(interval.end_ns, settings);
+                            return;
+                        }
+                        None => ratio,
+                    }
                 // Lines 9–16, in the algorithm's order.
-                let chosen = if f[0] == max_f {
+                } else if f[0].value == max_f {
                     ratio - 1
-                } else if f[2] == max_f {
+                } else if f[2].value == max_f {
                     ratio + 1
                 } else {
                     if ratio == self.levels {
@@ -182,6 +221,23 @@ impl Algorithm1 {
             }
         }
     }
+}
+
+/// The choice among noisy measurements (any with a range): `Some(Some(probe))` to move to
+/// probe 0 (down) or 2 (up), `Some(None)` to stay; a move must be better than staying beyond
+/// both ranges, and of two such moves the better wins (down on a tie, as line 9 has it).
+/// `None` when every measurement is exact: Algorithm 1's own comparison decides.
+fn noisy_choice(f: &[Measured; 3]) -> Option<Option<usize>> {
+    if f.iter().all(|m| m.low == m.high) {
+        return None;
+    }
+    let beats_staying = |probe: usize| f[probe].low > f[1].high;
+    Some(match (beats_staying(0), beats_staying(2)) {
+        (true, true) if f[2].value > f[0].value => Some(2),
+        (true, _) => Some(0),
+        (false, true) => Some(2),
+        (false, false) => None,
+    })
 }
 
 /// NHC over every pair of levels; see the module docs.
@@ -209,27 +265,47 @@ impl Nhc {
     }
 
     /// f of one interval: larger is better; −∞ when nothing was answered.
-    fn measure(&self, interval: &Interval) -> f64 {
+    fn measure(&self, interval: &Interval) -> Measured {
         if interval.replies == 0 {
-            return f64::NEG_INFINITY;
+            return Measured::UNMEASURED;
         }
         match self.target {
-            TargetMetric::Throughput => interval.throughput_bytes_per_s(),
-            TargetMetric::MeanLatency => -interval.mean_latency_ns().unwrap_or(f64::INFINITY),
-            TargetMetric::P99Latency => -p99(&interval.latencies_ns),
+            TargetMetric::Throughput => Measured::exact(interval.throughput_bytes_per_s()),
+            TargetMetric::MeanLatency => {
+                Measured::exact(-interval.mean_latency_ns().unwrap_or(f64::INFINITY))
+            }
+            TargetMetric::P99Latency => {
+                let (p99, low, high) = p99_with_range(&interval.latencies_ns);
+                Measured {
+                    value: -p99,
+                    low: -high,
+                    high: -low,
+                }
+            }
         }
     }
 }
 
-/// The 99th percentile (nearest rank) of `latencies`, found in a copy; +∞ for none.
-fn p99(latencies: &[u64]) -> f64 {
+/// z of a two-sided 95% confidence range.
+const Z_95: f64 = 1.96;
+
+/// The 99th percentile (nearest rank) of `latencies` and the 95% confidence range of the
+/// percentile it estimates: the values at ranks n·p ∓ z·√(n·p·(1 − p)) (the order statistic's
+/// binomial rank spread), found in a copy; +∞ for none.
+fn p99_with_range(latencies: &[u64]) -> (f64, f64, f64) {
     if latencies.is_empty() {
-        return f64::INFINITY;
+        return (f64::INFINITY, f64::INFINITY, f64::INFINITY);
     }
     let mut sorted = latencies.to_vec();
-    let rank = ((sorted.len() as f64 * 0.99).ceil() as usize).clamp(1, sorted.len()) - 1;
-    let (_, value, _) = sorted.select_nth_unstable(rank);
-    *value as f64
+    sorted.sort_unstable();
+    let n = sorted.len() as f64;
+    let at_rank = |rank: f64| sorted[(rank.ceil().max(1.0) as usize).min(sorted.len()) - 1] as f64;
+    let spread = Z_95 * (n * 0.99 * 0.01).sqrt();
+    (
+        at_rank(n * 0.99),
+        at_rank(n * 0.99 - spread),
+        at_rank(n * 0.99 + spread),
+    )
 }
 
 impl Tuner for Nhc {
@@ -439,11 +515,57 @@ mod tests {
         fast.latencies_ns = (1..=100).collect();
         let mut slow = fast.clone();
         slow.latencies_ns = (1..=100).map(|l| l * 2).collect();
-        assert_eq!(nhc.measure(&fast), -99.0);
-        assert!(nhc.measure(&fast) > nhc.measure(&slow));
+        assert_eq!(nhc.measure(&fast).value, -99.0);
+        assert!(nhc.measure(&fast).value > nhc.measure(&slow).value);
         config.nhc.target = TargetMetric::MeanLatency;
         let nhc = Nhc::new(&config, 1);
-        assert_eq!(nhc.measure(&fast), -100_000.0);
+        assert_eq!(nhc.measure(&fast), Measured::exact(-100_000.0));
+    }
+
+    #[test]
+    fn the_p99_range_follows_the_rank_spread_of_its_order_statistic() {
+        // 1000 samples: rank 990, ± 1.96 · √(1000 · 0.99 · 0.01) = ± 6.2 ranks.
+        let latencies: Vec<u64> = (1..=1000).rev().collect();
+        assert_eq!(p99_with_range(&latencies), (990.0, 984.0, 997.0));
+        let one = p99_with_range(&[7]);
+        assert_eq!(one, (7.0, 7.0, 7.0));
+    }
+
+    /// An interval whose answers took `base + i` ns for i in 0..n.
+    fn latencies_interval(end_ms: u64, base: u64, n: u64) -> Interval {
+        Interval {
+            latencies_ns: (0..n).map(|i| base + i).collect(),
+            ..interval(end_ms, 950, 1_000_000)
+        }
+    }
+
+    #[test]
+    fn noisy_p99_ties_stay_instead_of_walking_down() {
+        let mut config = AdmissionConfig::default();
+        config.nhc.target = TargetMetric::P99Latency;
+        let mut nhc = Nhc::new(&config, 1);
+        let mut settings = [AdmitSettings::CLASSIC];
+        for k in 1..=40 {
+            nhc.end_interval(&latencies_interval(5 * k, 1000, 300), &mut settings);
+        }
+        assert_eq!(nhc.state(), "state 2");
+        // A flat curve whose p99 differs by a few ns from interval to interval, within the
+        // range 300 samples leave: every iteration ties and stays, so at 1.0 NHC goes back to
+        // State 1 instead of stepping down.
+        let jitter = [3, 0, 5, 1, 4, 2];
+        for k in 41..=43 {
+            let base = 1000 + jitter[k as usize % jitter.len()];
+            nhc.end_interval(&latencies_interval(5 * k, base, 300), &mut settings);
+        }
+        assert_eq!(nhc.state(), "state 1");
+        assert_eq!(settings[0], AdmitSettings::CLASSIC);
+        // A clear improvement still moves: the p99 of the step down is far below.
+        let choice = noisy_choice(&[
+            nhc.measure(&latencies_interval(5, 500, 300)),
+            nhc.measure(&latencies_interval(5, 1000, 300)),
+            Measured::UNMEASURED,
+        ]);
+        assert_eq!(choice, Some(Some(0)));
     }
 
     #[test]
