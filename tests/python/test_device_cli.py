@@ -22,6 +22,7 @@ PRESETS = {
     "nvme-flash",
     "sata-flash",
     "hdd",
+    "fast-hdd-seed002",
     "flashsim-50",
     "flashsim-25",
     "flashsim-10",

@@ -13,4 +13,4 @@ pub mod spec;
 
 pub use model::{DeviceModel, IoKind};
 pub use probe::{run_probe, BackgroundLoad, Probe, ProbeResult};
-pub use spec::{DeviceError, DeviceKind, DeviceSpec, DirectionSpec, GcSpec};
+pub use spec::{DeviceError, DeviceKind, DeviceSpec, DirectionSpec, GcSpec, MechanicalSpec};

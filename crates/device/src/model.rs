@@ -8,6 +8,8 @@
 //! linearly with the number outstanding: exactly Rule 1 of seed 000 §3.1.1 (Optane SSD 4 KiB
 //! reads at QD 64 take 8× QD 8 and 11× QD 1 with a 10 µs latency and a 575K IOPS cap).
 
+use std::collections::VecDeque;
+
 use crate::spec::{DeviceSpec, DirectionSpec, GcSpec};
 
 /// Direction of one device operation.
@@ -19,6 +21,9 @@ pub enum IoKind {
 
 /// Sequential write streams told apart at once (fio-style runs use up to 32 jobs or QD 32).
 const WRITE_STREAMS: usize = 32;
+
+/// Recent accesses remembered to find crowded ones (Rule 3): streams told apart at once.
+const RECENT_ACCESSES: usize = 16;
 
 /// Per-direction constants derived from the spec once.
 #[derive(Clone, Copy, Debug)]
@@ -68,6 +73,61 @@ pub struct DeviceModel {
     /// Byte offsets split into granules, by shifts when the granularity is a power of two
     /// (every preset's is): this runs once per simulated operation.
     granules: GranuleMath,
+    /// The same streams for reads, kept only when sequential reads are faster (Rule 2).
+    read_stream_ends: Option<Box<Streams>>,
+    /// Recent accesses' last granule, direction and end offset, kept only when crowded
+    /// accesses cost more (Rule 3).
+    recent: Option<Box<[(u64, IoKind, u64); RECENT_ACCESSES]>>,
+    recent_next: usize,
+    /// A spinning disk's head: where the last access ended and when queued accesses finish.
+    disk: Option<Box<Disk>>,
+}
+
+/// Ends of recent sequential streams, round robin.
+#[derive(Clone, Debug)]
+struct Streams {
+    ends: [u64; WRITE_STREAMS],
+    next: usize,
+}
+
+impl Streams {
+    fn new() -> Streams {
+        Streams {
+            ends: [u64::MAX; WRITE_STREAMS],
+            next: 0,
+        }
+    }
+
+    /// True when an access at `offset` continues a stream; records it as ending at `end`.
+    fn continues(&mut self, offset: u64, end: u64) -> bool {
+        match self
+            .ends
+            .iter()
+            .position(|&stream_end| stream_end == offset)
+        {
+            Some(stream) => {
+                self.ends[stream] = end;
+                true
+            }
+            None => {
+                self.ends[self.next] = end;
+                self.next = (self.next + 1) % WRITE_STREAMS;
+                false
+            }
+        }
+    }
+}
+
+/// The mechanics of a spinning disk in ns (see [`crate::spec::MechanicalSpec`]).
+#[derive(Clone, Debug)]
+struct Disk {
+    revolution_ns: f64,
+    seek_ns: [f64; 2],
+    /// Transfer time of one granule, reads then writes.
+    per_granule_ns: [f64; 2],
+    last_end: u64,
+    /// Completion times of the accesses queued or in service, oldest first.
+    queued: VecDeque<f64>,
 }
 
 /// Division by the granularity, by shift and mask when it is a power of two.
@@ -138,6 +198,28 @@ impl DeviceModel {
                     .unwrap_or(spec.write_interference),
             ),
             bulk_write_bytes: spec.bulk_write_bytes.map_or(u64::MAX, u64::from),
+            read_stream_ends: spec
+                .sequential_read_speedup
+                .map(|_| Box::new(Streams::new())),
+            recent: spec
+                .crowded_factors
+                .map(|_| Box::new([(u64::MAX, IoKind::Read, u64::MAX); RECENT_ACCESSES])),
+            recent_next: 0,
+            disk: spec.mechanical.as_ref().map(|mechanical| {
+                let per_granule = |direction: &DirectionSpec| {
+                    f64::from(spec.granularity_bytes) / direction.bandwidth_gb_s
+                };
+                Box::new(Disk {
+                    revolution_ns: mechanical.revolution_ns(),
+                    seek_ns: [
+                        mechanical.average_seek_read_ns,
+                        mechanical.average_seek_write_ns,
+                    ],
+                    per_granule_ns: [per_granule(&spec.read), per_granule(&spec.write)],
+                    last_end: u64::MAX,
+                    queued: VecDeque::new(),
+                })
+            }),
             busy_until_ns: vec![0.0; queues * spec.channels as usize],
             written_bytes: 0.0,
             write_stream_ends: [u64::MAX; WRITE_STREAMS],
@@ -161,6 +243,9 @@ impl DeviceModel {
     /// Issues an access of `bytes` at byte `offset` at time `now_ns`; returns when it completes,
     /// in ns. Calls must come in non-decreasing `now_ns` order.
     pub fn submit(&mut self, now_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64 {
+        if self.disk.is_some() {
+            return self.submit_to_disk(now_ns, kind, offset, bytes);
+        }
         let math = self.granules;
         let bytes = u64::from(bytes.max(1));
         let granules = math.count(bytes);
@@ -218,6 +303,18 @@ impl DeviceModel {
                 *read_queue = read_queue.max(now) + granules as f64 * interference_ns;
             }
         }
+        let mut in_flight_ns = timing.in_flight_ns * misalign_factor;
+        if kind == IoKind::Read {
+            if let (Some(streams), Some(speedup)) = (
+                &mut self.read_stream_ends,
+                self.spec.sequential_read_speedup,
+            ) {
+                if streams.continues(offset, end) {
+                    // The whole unloaded latency shrinks; the channel time stays.
+                    in_flight_ns = ((service_ns + in_flight_ns) / speedup - service_ns).max(0.0);
+                }
+            }
+        }
         let queue = match kind {
             IoKind::Write if !self.spec.shared_queue => channels + channel,
             _ => channel,
@@ -225,7 +322,49 @@ impl DeviceModel {
         let busy_until = &mut self.busy_until_ns[queue];
         let start = busy_until.max(now);
         *busy_until = start + service_ns;
-        let done = start + service_ns + timing.in_flight_ns * misalign_factor;
+        if let (Some(recent), Some(factors)) = (&self.recent, self.spec.crowded_factors) {
+            // Seed 000 §3.1.3: "sequential 1KB accesses must introduce contention": an access
+            // that continues a recent one inside the same chunk crowds it.
+            let crowded = recent.iter().any(|&(last_granule, other, other_end)| {
+                other_end == offset && last_granule == first_granule && other == kind
+            });
+            if crowded {
+                let factor = factors[usize::from(kind == IoKind::Write)];
+                in_flight_ns = (service_ns + in_flight_ns) * factor - service_ns;
+            }
+        }
+        let done = start + service_ns + in_flight_ns;
+        if let Some(recent) = &mut self.recent {
+            recent[self.recent_next] = (math.index(end - 1), kind, end);
+            self.recent_next = (self.recent_next + 1) % RECENT_ACCESSES;
+        }
+        ceil_ns(done)
+    }
+
+    /// A spinning disk's access: a seek and the rotational wait unless it continues where the
+    /// last access ended, then the transfer, one access at a time (see
+    /// [`crate::spec::MechanicalSpec`]).
+    fn submit_to_disk(&mut self, now_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64 {
+        let granules = self.granules.count(u64::from(bytes.max(1)));
+        let end = offset + u64::from(bytes.max(1));
+        let now = now_ns as f64;
+        let disk = self.disk.as_mut().expect("a disk");
+        while disk.queued.front().is_some_and(|&done| done <= now) {
+            disk.queued.pop_front();
+        }
+        let direction = usize::from(kind == IoKind::Write);
+        let positioning_ns = if offset == disk.last_end {
+            0.0
+        } else {
+            let candidates = disk.queued.len() as f64 + 1.0;
+            disk.seek_ns[direction] + disk.revolution_ns / (candidates + 1.0)
+        };
+        disk.last_end = end;
+        let service_ns = positioning_ns + granules as f64 * disk.per_granule_ns[direction];
+        let busy_until = &mut self.busy_until_ns[0];
+        let done = busy_until.max(now) + service_ns;
+        *busy_until = done;
+        disk.queued.push_back(done);
         ceil_ns(done)
     }
 }

@@ -16,6 +16,10 @@ const PRESETS: &[(&str, &str)] = &[
     ("nvme-flash", include_str!("../presets/nvme-flash.toml")),
     ("sata-flash", include_str!("../presets/sata-flash.toml")),
     ("hdd", include_str!("../presets/hdd.toml")),
+    (
+        "fast-hdd-seed002",
+        include_str!("../presets/fast-hdd-seed002.toml"),
+    ),
     ("flashsim-50", include_str!("../presets/flashsim-50.toml")),
     ("flashsim-25", include_str!("../presets/flashsim-25.toml")),
     ("flashsim-10", include_str!("../presets/flashsim-10.toml")),

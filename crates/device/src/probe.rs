@@ -33,6 +33,9 @@ pub struct Probe {
     pub misalignment_bytes: u32,
     /// Each client walks consecutive addresses instead of random ones.
     pub sequential: bool,
+    /// With `sequential`, all clients take turns on one stream (fio's one job at an I/O depth)
+    /// instead of each walking its own.
+    pub one_stream: bool,
     /// Accesses measured, after `warmup_accesses` that are not.
     pub accesses: u64,
     pub warmup_accesses: u64,
@@ -50,6 +53,7 @@ impl Default for Probe {
             queue_depth: 1,
             misalignment_bytes: 0,
             sequential: false,
+            one_stream: false,
             accesses: 20_000,
             warmup_accesses: 2_000,
             preconditioned_bytes: 0,
@@ -74,22 +78,30 @@ pub fn run_probe(spec: &DeviceSpec, probe: &Probe) -> ProbeResult {
     model.precondition(probe.preconditioned_bytes);
     let granularity = u64::from(spec.granularity_bytes);
     let span_granules = (spec.capacity_bytes().unwrap_or(DEFAULT_SPAN_BYTES) / granularity).max(1);
-    let stride = u64::from(probe.bytes).div_ceil(granularity).max(1);
+    // Sequential clients walk byte by byte: 1 KiB accesses share 4 KiB granules (Rule 3).
+    let span_bytes = span_granules * granularity;
     let mut random = Xoshiro256PlusPlus::seed_from_u64(probe.seed);
     let queue_depth = probe.queue_depth.max(1);
-    // Each client's next sequential granule; clients start far apart.
-    let mut cursor: Vec<u64> = (0..u64::from(queue_depth))
-        .map(|client| client * span_granules / u64::from(queue_depth))
+    // Each client's next sequential byte; clients start far apart, granule-aligned, or all
+    // share one stream.
+    let streams = if probe.one_stream {
+        1
+    } else {
+        u64::from(queue_depth)
+    };
+    let mut cursor: Vec<u64> = (0..streams)
+        .map(|client| client * span_granules / streams * granularity)
         .collect();
     let mut next_address = |client: usize, random: &mut Xoshiro256PlusPlus| {
-        let granule = if probe.sequential {
-            let granule = cursor[client];
-            cursor[client] = (granule + stride) % span_granules;
-            granule
+        let byte = if probe.sequential {
+            let stream = if probe.one_stream { 0 } else { client };
+            let byte = cursor[stream];
+            cursor[stream] = (byte + u64::from(probe.bytes)) % span_bytes;
+            byte
         } else {
-            random.gen_range(0..span_granules)
+            random.gen_range(0..span_granules) * granularity
         };
-        granule * granularity + u64::from(probe.misalignment_bytes)
+        byte + u64::from(probe.misalignment_bytes)
     };
 
     // Completion events of measured clients, earliest first.

@@ -49,6 +49,32 @@ pub struct GcSpec {
     pub sequential_floor: f64,
 }
 
+/// A spinning disk's mechanics (Ruemmler and Wilkes, "An introduction to disk drive modeling",
+/// IEEE Computer 1994: an access costs a seek, the rotational wait for its sector, then the
+/// transfer). An access that starts where the last one ended needs neither: the head is there.
+/// With several accesses queued, the drive takes first the one whose sector comes under the
+/// head soonest (command queueing): of q independent rotational waits, each uniform over one
+/// revolution, the first ends after 1/(q + 1) of a revolution on average. The seek is not
+/// shortened: the model keeps FIFO order and charges each access the expected wait of the best
+/// of the queue, which is conservative for throughput at depth.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MechanicalSpec {
+    /// Spindle speed, revolutions per minute.
+    pub rpm: f64,
+    /// Average seek of a random read, ns (the data sheet's weighted average of all seeks).
+    pub average_seek_read_ns: f64,
+    /// Average seek of a random write, ns.
+    pub average_seek_write_ns: f64,
+}
+
+impl MechanicalSpec {
+    /// One revolution, ns.
+    pub fn revolution_ns(&self) -> f64 {
+        60e9 / self.rpm
+    }
+}
+
 /// One device's performance model, as loaded from TOML (see `presets/*.toml` for commented
 /// examples, each number with its source).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -102,6 +128,21 @@ pub struct DeviceSpec {
     pub write: DirectionSpec,
     #[serde(default)]
     pub gc: Option<GcSpec>,
+    /// A read that continues a recent read stream completes this many times sooner than a
+    /// random one at low queue depth (the controller prefetched it): seed 000 §3.1.2 (Rule 2),
+    /// flash "sequential reads can be 7x faster". Only the latency shrinks, not the bandwidth.
+    #[serde(default)]
+    pub sequential_read_speedup: Option<f64>,
+    /// An access that continues a recent access of the same direction inside the same granule
+    /// takes this many times its unloaded latency, reads then writes: seed 000 §3.1.3 (Rule 3)
+    /// on the Optane SSD, where "sequential 1KB accesses must introduce contention" and cost
+    /// "+63% latency for reads and 3.6x for writes" against random ones.
+    #[serde(default)]
+    pub crowded_factors: Option<[f64; 2]>,
+    /// Seek and rotation of a spinning disk: random accesses pay them, sequential runs do not.
+    /// With it, `latency_ns` is what a random access of one granule takes at queue depth 1.
+    #[serde(default)]
+    pub mechanical: Option<MechanicalSpec>,
 }
 
 fn one() -> u32 {
@@ -216,6 +257,29 @@ impl DeviceSpec {
                     ),
                 ));
             }
+        }
+        if let Some(speedup) = self.sequential_read_speedup {
+            if !(speedup.is_finite() && speedup >= 1.0) {
+                return Err(fail(
+                    "sequential_read_speedup",
+                    format!("{speedup} must be at least 1"),
+                ));
+            }
+        }
+        if let Some(factors) = self.crowded_factors {
+            if factors.iter().any(|f| !(f.is_finite() && *f >= 1.0)) {
+                return Err(fail(
+                    "crowded_factors",
+                    format!("{factors:?}: each must be at least 1"),
+                ));
+            }
+        }
+        if let Some(mechanical) = &self.mechanical {
+            positive(mechanical.rpm).map_err(|m| fail("mechanical.rpm", m))?;
+            non_negative(mechanical.average_seek_read_ns)
+                .map_err(|m| fail("mechanical.average_seek_read_ns", m))?;
+            non_negative(mechanical.average_seek_write_ns)
+                .map_err(|m| fail("mechanical.average_seek_write_ns", m))?;
         }
         if let Some(gc) = &self.gc {
             non_negative(gc.start_after_gb).map_err(|m| fail("gc.start_after_gb", m))?;

@@ -12,7 +12,7 @@
 //! alpha = 0.05
 //! target = "throughput"      # throughput | mean-latency | p99-latency
 //! always_data_admit = false
-//! admit_while_filling = false
+//! admit_while_filling = true
 //! [cache.sib]
 //! training_ms = 1000.0
 //! [cache.lbica]
@@ -112,9 +112,10 @@ pub struct NhcConfig {
     pub target: TargetMetric,
     /// The ablation of Figure 4.14: read misses stay admitted while `load_admit` is tuned.
     pub always_data_admit: bool,
-    /// Read misses are admitted while the tier has free room, whatever `data_admit` says (ours,
-    /// for live caches): Algorithm 1 reaches State 2 on a stable 0% hit rate during a scan and
-    /// would leave an empty cache empty. Off in the thesis' experiments; live volumes turn it on.
+    /// Read misses are admitted while the tier has free room, whatever `data_admit` says (ours):
+    /// Algorithm 1 can judge the hit rate stable while the cache still fills (a slow climb, or
+    /// a stable 0% during a scan) and would then freeze it below full. On by default, in the
+    /// simulator as in live volumes (issue 16); off reproduces Algorithm 1 to the letter.
     pub admit_while_filling: bool,
 }
 
@@ -128,7 +129,7 @@ impl Default for NhcConfig {
             alpha: 0.05,
             target: TargetMetric::Throughput,
             always_data_admit: false,
-            admit_while_filling: false,
+            admit_while_filling: true,
         }
     }
 }
