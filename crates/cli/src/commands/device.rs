@@ -275,7 +275,6 @@ fn probe(args: &ProbeArgs) -> Result<()> {
                 queue_depth,
                 sequential: args.sequential,
                 one_stream: false,
-                sequential: args.sequential,
                 accesses: defaults.accesses.max(20 * u64::from(queue_depth)),
                 warmup_accesses: defaults.warmup_accesses.max(2 * u64::from(queue_depth)),
                 preconditioned_bytes,
