@@ -273,6 +273,7 @@ fn probe(args: &ProbeArgs) -> Result<()> {
                 write_fraction,
                 bytes: size_bytes,
                 queue_depth,
+                misalignment_bytes: offset_bytes,
                 sequential: args.sequential,
                 one_stream: false,
                 accesses: defaults.accesses.max(20 * u64::from(queue_depth)),
