@@ -64,12 +64,9 @@ pub struct DeviceModel {
     /// first, then the write queue's.
     busy_until_ns: Vec<f64>,
     written_bytes: f64,
-    /// Offsets just past recent writes, one per write stream, to tell sequential writes from
-    /// random ones when several writers interleave (a flash controller keeps one open block per
-    /// stream).
-    write_stream_ends: [u64; WRITE_STREAMS],
-    /// The stream slot the next new stream takes (round robin).
-    next_stream_slot: usize,
+    /// Offsets just past recent writes, to tell sequential writes from random ones when several
+    /// writers interleave (a flash controller keeps one open block per stream).
+    write_stream_ends: Streams,
     /// Byte offsets split into granules, by shifts when the granularity is a power of two
     /// (every preset's is): this runs once per simulated operation.
     granules: GranuleMath,
@@ -83,38 +80,40 @@ pub struct DeviceModel {
     disk: Option<Box<Disk>>,
 }
 
-/// Ends of recent sequential streams, round robin.
+/// Ends of recent sequential streams in a small direct-mapped table: one probe per access
+/// (this runs once per simulated operation), a stream's slot taken over when another end
+/// hashes to it.
 #[derive(Clone, Debug)]
 struct Streams {
-    ends: [u64; WRITE_STREAMS],
-    next: usize,
+    ends: [u64; STREAM_SLOTS],
 }
+
+/// Slots of a stream table: twice the streams told apart at once.
+const STREAM_SLOTS: usize = 2 * WRITE_STREAMS;
 
 impl Streams {
     fn new() -> Streams {
         Streams {
-            ends: [u64::MAX; WRITE_STREAMS],
-            next: 0,
+            ends: [u64::MAX; STREAM_SLOTS],
         }
     }
 
+    #[inline]
+    fn slot(offset: u64) -> usize {
+        (offset.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - STREAM_SLOTS.trailing_zeros()))
+            as usize
+    }
+
     /// True when an access at `offset` continues a stream; records it as ending at `end`.
+    #[inline]
     fn continues(&mut self, offset: u64, end: u64) -> bool {
-        match self
-            .ends
-            .iter()
-            .position(|&stream_end| stream_end == offset)
-        {
-            Some(stream) => {
-                self.ends[stream] = end;
-                true
-            }
-            None => {
-                self.ends[self.next] = end;
-                self.next = (self.next + 1) % WRITE_STREAMS;
-                false
-            }
+        let slot = Self::slot(offset);
+        let continues = self.ends[slot] == offset;
+        if continues {
+            self.ends[slot] = u64::MAX;
         }
+        self.ends[Self::slot(end)] = end;
+        continues
     }
 }
 
@@ -222,8 +221,7 @@ impl DeviceModel {
             }),
             busy_until_ns: vec![0.0; queues * spec.channels as usize],
             written_bytes: 0.0,
-            write_stream_ends: [u64::MAX; WRITE_STREAMS],
-            next_stream_slot: 0,
+            write_stream_ends: Streams::new(),
             granules: GranuleMath::new(spec.granularity_bytes),
             spec: spec.clone(),
         }
@@ -278,21 +276,10 @@ impl DeviceModel {
         let now = now_ns as f64;
         if kind == IoKind::Write {
             if let Some(gc) = &self.spec.gc {
-                let sequential = self.write_stream_ends.contains(&offset);
+                let sequential = self.write_stream_ends.continues(offset, end);
                 service_ns /= gc_efficiency(gc, self.written_bytes, sequential);
             }
             self.written_bytes += bytes as f64;
-            match self
-                .write_stream_ends
-                .iter()
-                .position(|&stream_end| stream_end == offset)
-            {
-                Some(stream) => self.write_stream_ends[stream] = end,
-                None => {
-                    self.write_stream_ends[self.next_stream_slot] = end;
-                    self.next_stream_slot = (self.next_stream_slot + 1) % WRITE_STREAMS;
-                }
-            }
             let interference_ns = if bytes >= self.bulk_write_bytes {
                 self.bulk_interference_ns_per_granule
             } else {

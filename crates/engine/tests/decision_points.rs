@@ -28,6 +28,11 @@ fn controller(
             load_admit,
             from_ms: 0.0,
         },
+        // The decision points alone, not the fill that admits whatever they say.
+        nhc: heterarchy_engine::NhcConfig {
+            admit_while_filling: false,
+            ..Default::default()
+        },
         ..CacheConfig::default()
     };
     let capacities = vec![64 * u64::from(LINE); tiers];

@@ -171,7 +171,14 @@ impl CacheController {
             defer_victims: count == 1 && !config.mode.writes_back(),
             deferred_victims: Vec::new(),
             departures: Vec::new(),
-            admit_while_filling: config.nhc.admit_while_filling,
+            // NHC's setting, and its pinned oracle's; SIB's and LBICA's admission rules are
+            // their definition.
+            admit_while_filling: config.nhc.admit_while_filling
+                && matches!(
+                    config.admission,
+                    crate::admission::AdmissionScheme::Nhc
+                        | crate::admission::AdmissionScheme::Fixed
+                ),
             tuning: Tuning::new(&config.admission_config(), count, seed),
             tiers,
         })

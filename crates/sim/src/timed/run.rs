@@ -760,6 +760,27 @@ mod tests {
     }
 
     #[test]
+    fn software_cost_is_added_to_every_answer() {
+        let ssd = preset("optane-ssd").unwrap();
+        let mut controller = Direct::new(2);
+        let mut reader = uniform_reads(5_000, 4096);
+        let load = Load {
+            software: SoftwareCost {
+                per_request_ns: 3_000.0,
+                per_kib_ns: 500.0,
+            },
+            ..closed(1, 5_000)
+        };
+        let result = run_timed(&mut controller, &[ssd], &mut *reader, &load).unwrap();
+        // Two stages of 10 us, then 3 us + 4 x 0.5 us of software on the answering stage.
+        assert!(
+            (result.mean_latency_us - 25.0).abs() < 0.01,
+            "{}",
+            result.mean_latency_us
+        );
+    }
+
+    #[test]
     fn stages_run_one_after_another() {
         let ssd = preset("optane-ssd").unwrap();
         let mut controller = Direct::new(3);
@@ -787,12 +808,7 @@ mod tests {
             let mut reader = generator(&spec).unwrap();
             let load = Load {
                 arrivals: Arrivals::Open { speedup },
-                max_requests: u64::MAX,
-                warmup_requests: 0,
-                warmup_ns: 0,
-                settle_ns: 0,
-                measure_ns: None,
-                max_time_ns: None,
+                ..Load::closed(1, u64::MAX, 0)
             };
             run_timed(
                 &mut controller,
