@@ -60,13 +60,22 @@ fn each_target_metric_wins_on_its_own_metric() {
         // ... the mean-latency target does about the same (Little's law, closed loop) ...
         let mean = of("mean-latency");
         assert!((mean.throughput_gb_s / throughput.throughput_gb_s - 1.0).abs() < 0.05);
-        // ... and the P99 target has the best tail, better than Open CAS's.
-        assert!(
-            p99.p99_latency_us <= throughput.p99_latency_us,
-            "{hierarchy}"
-        );
-        assert!(p99.p99_latency_us < classic.p99_latency_us, "{hierarchy}");
+        // ... and the P99 target's tail is no worse than Open CAS's (Table 4.2: 106 and 245
+        // against 115 and 269 us), NHC moving away from classic caching only where the tail
+        // measurably gains.
+        assert!(p99.p99_latency_us <= classic.p99_latency_us, "{hierarchy}");
+        assert!(p99.load_admit >= throughput.load_admit, "{hierarchy}");
     }
+    // On PM + Optane SSD the throughput target costs tail latency (Table 4.2: 147 against 115
+    // us) and the P99 target keeps it at classic's; the model's flash has no slow tail of its
+    // own, so on Optane SSD + flash offloading shortens the tail too (the experiment's notes).
+    let of = |target: &str| {
+        rows.iter()
+            .find(|r| r.hierarchy == "optane-pm+optane-ssd" && r.target == target)
+            .unwrap()
+    };
+    assert!(of("throughput").p99_latency_us > of("open-cas").p99_latency_us);
+    assert!(of("p99-latency").p99_latency_us <= of("throughput").p99_latency_us);
 }
 
 #[test]
