@@ -1,4 +1,4 @@
-//! The cache controller: one or two cache tiers over a backing store, with Open CAS's cache
+//! The cache controller: one or more cache tiers over a backing store, with Open CAS's cache
 //! modes, dirty tracking, cleaning and promotion policies (issue 3, item 6; seed 000 §4.1–4.2,
 //! whose caching model, Eqs 4.1 and 4.4, puts a miss's install on the request's path as a
 //! write to the fast device).
@@ -8,7 +8,7 @@
 //!
 //! 1. reads: where the client's data comes from, and every line that must move;
 //! 2. write-backs of dirty victims to the backing store;
-//! 3. moves into tier 1 (exclusive demotions, dirty tier-0 victims of an inclusive pair);
+//! 3. moves into lower cache tiers (exclusive demotions, dirty victims of an inclusive tier);
 //! 4. the request's own writes: installs and the client's data.
 //!
 //! so a victim's slot is reused only after its data is safe below, and the client is answered
@@ -44,7 +44,8 @@ use crate::controller::{Controller, ControllerStats, Decision, Feedback, Reply};
 use crate::plan::{DeviceOp, IoKind, Plan};
 use cleaning::Cleaner;
 use config::{CacheConfig, ConfigError, TierLayout, WriteMode};
-use dirty::{DirtyTracker, Line, MAX_CACHE_TIERS};
+pub use dirty::MAX_CACHE_TIERS;
+use dirty::{DirtyTracker, Line};
 use promotion::Promoter;
 
 /// A line's data moving between devices: read from `from`, written to every device in `to`.
@@ -79,7 +80,7 @@ fn access_of(op: Op) -> Access {
     }
 }
 
-/// Caching over one or two cache tiers with Open CAS's semantics; see the module docs.
+/// Caching over cache tiers (up to [`MAX_CACHE_TIERS`]) with Open CAS's semantics; see the module docs.
 pub struct CacheController {
     mode: WriteMode,
     layout: TierLayout,
@@ -93,7 +94,7 @@ pub struct CacheController {
     stats: ControllerStats,
     last_request_ns: u64,
     /// Per tier, a reused buffer for the policy's victims.
-    evicted: [Vec<Evicted>; MAX_CACHE_TIERS],
+    evicted: Vec<Vec<Evicted>>,
     /// The request's source read, if any.
     source: Option<DeviceOp>,
     moves: Vec<Move>,
@@ -116,7 +117,7 @@ pub struct CacheController {
 }
 
 impl CacheController {
-    /// A controller for cache tiers of `tier_capacity_bytes` (top first; one or two) over a
+    /// A controller for cache tiers of `tier_capacity_bytes` (top first; 1 to [`MAX_CACHE_TIERS`]) over a
     /// backing store. `seed` is for random choices; classic caching makes none, tuned
     /// admission draws `load_admit`'s.
     pub fn new(
@@ -129,7 +130,7 @@ impl CacheController {
             return Err(ConfigError::new(
                 "tier",
                 format!(
-                    "{} cache tiers given; expected 1 or {MAX_CACHE_TIERS}",
+                    "{} cache tiers given; expected 1 to {MAX_CACHE_TIERS}",
                     tier_capacity_bytes.len()
                 ),
             ));
@@ -161,7 +162,7 @@ impl CacheController {
                 ..ControllerStats::default()
             },
             last_request_ns: 0,
-            evicted: Default::default(),
+            evicted: vec![Vec::new(); count],
             source: None,
             moves: Vec::new(),
             writes: Vec::new(),
