@@ -547,12 +547,23 @@ fn plans_name_every_line_leaving_a_tier() {
 #[test]
 fn restored_lines_are_held_as_they_were() {
     let mut wb = controller(WriteMode::Wb, TierLayout::Inclusive, &[2]);
-    assert!(wb.restore_line(0, 7, LINE, true, 0));
-    assert!(wb.restore_line(0, 8, LINE, false, 0));
-    assert!(!wb.restore_line(0, 8, LINE, false, 0), "already held");
+    let mut plan = Plan::new();
+    assert!(wb.restore_line(0, 7, LINE, true, 0, &mut plan));
+    assert!(wb.restore_line(0, 8, LINE, false, 0, &mut plan));
+    assert!(
+        !wb.restore_line(0, 8, LINE, false, 0, &mut plan),
+        "already held"
+    );
+    assert!(plan.is_empty() && plan.departures().is_empty());
     assert!(wb.is_dirty(0, 7) && !wb.is_dirty(0, 8));
     assert_eq!(wb.stats().dirty_lines, 1);
-    let mut plan = Plan::new();
+    // A tier that cannot keep everything restored evicts, and says so in the plan.
+    let mut small = controller(WriteMode::Wb, TierLayout::Inclusive, &[1]);
+    assert!(small.restore_line(0, 1, LINE, true, 0, &mut plan));
+    assert!(small.restore_line(0, 2, LINE, false, 0, &mut plan));
+    assert_eq!(plan.departures(), &[(0, 1)]);
+    assert_eq!(stages_of(&plan), vec![vec![(0, 'r', 1)], vec![(1, 'w', 1)]]);
+    plan.clear();
     assert_eq!(wb.flush(&mut plan), 1);
     assert_eq!(plan.stage(1)[0].key, 7);
     let read = run(&mut wb, Op::Read, 8, 0);

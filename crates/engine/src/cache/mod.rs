@@ -317,9 +317,11 @@ impl CacheController {
     }
 
     /// Takes in a line that a persistent cache tier still held when the cache last stopped (a
-    /// warm restart), dirty or clean, without any I/O. Returns false when the tier's policy
-    /// would not keep it (the tier is smaller than before); the caller then writes the line's
-    /// dirty data back itself.
+    /// warm restart), dirty or clean. Restoring needs no I/O unless the tier's policy evicts to
+    /// make room (a policy that keeps less than the tier's size): the victims' moves and
+    /// departures go into `plan`, laid out as a cleaning plan, for the caller to carry out.
+    /// Returns whether the tier keeps the line; when it does not, the caller writes the line's
+    /// dirty data back itself. With inclusive tiers, restore a line's lower copies first.
     pub fn restore_line(
         &mut self,
         tier: usize,
@@ -327,6 +329,7 @@ impl CacheController {
         bytes: u32,
         dirty: bool,
         now_ns: u64,
+        plan: &mut Plan,
     ) -> bool {
         if tier >= self.tiers.len() || self.holds(tier, key) {
             return false;
@@ -334,16 +337,15 @@ impl CacheController {
         self.forget_deferred_victims();
         self.moves.clear();
         let kept = self.admit(tier, &Request::new(key, bytes), now_ns);
-        let clean_evictions = self.moves.is_empty();
-        self.departures.clear();
-        debug_assert!(clean_evictions, "restoring evicted a dirty line");
+        self.emit_cleaning_plan(plan);
+        self.emit_departures(plan);
         if kept && dirty {
             let mut line = self.line_or_absent(key, bytes);
             self.dirty.mark_dirty(key, &mut line, tier, now_ns);
             self.store(key, line);
             self.stats.dirty_lines = self.dirty.copies();
         }
-        kept && clean_evictions
+        kept
     }
 
     /// Lays cleaning moves out in two stages: read the newest copies, then write them below.
