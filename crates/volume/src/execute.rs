@@ -23,6 +23,7 @@ use std::io;
 use heterarchy_engine::{IoKind, Plan};
 
 use crate::layout::sector_bits;
+use crate::order::Turns;
 use crate::sectors::{
     sector_span, whole_sector_bits, ClientWrite, Copies, Merged, ReadInfo, Storage,
 };
@@ -82,14 +83,14 @@ pub struct RequestPart {
 }
 
 /// A plan, resolved to slots and ordered against other plans on the same lines.
-pub struct Job {
+pub struct Job<'a> {
     pub plan: Plan,
     /// Every line the plan touches.
     pub lines: Vec<LineJob>,
     /// `None` for cleaning.
     pub request: Option<RequestPart>,
-    /// (line, ticket) for every line held.
-    pub tickets: Vec<(u64, u64)>,
+    /// Its turn on every line it holds.
+    pub turns: Turns<'a>,
     /// When the request was planned, ns since the volume opened.
     pub now_ns: u64,
 }

@@ -261,7 +261,7 @@ impl Volume {
             let mut control = self.lock_control();
             self.resolve(&mut control, plan, None, 0)
         };
-        self.with_tickets(job, |storage, job| storage.execute(job, Client::None))
+        self.in_turn(job, |storage, job| storage.execute(job, Client::None))
             .map(|_| ())
     }
 

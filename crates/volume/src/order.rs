@@ -58,7 +58,7 @@ impl LineOrder {
 
     /// A ticket on `key`'s line, behind every ticket taken before. Taken under the planning
     /// lock only, so that tickets on all lines follow one order.
-    pub fn take(&self, key: u64) -> u64 {
+    fn take(&self, key: u64) -> u64 {
         let mut queues = Self::lock(self.shard(key));
         let queue = queues.entry(key).or_insert(Queue {
             next: 0,
@@ -77,7 +77,7 @@ impl LineOrder {
     }
 
     /// Waits until `ticket` is served on `key`'s line.
-    pub fn wait(&self, key: u64, ticket: u64) {
+    fn wait(&self, key: u64, ticket: u64) {
         let shard = self.shard(key);
         let mut queues = Self::lock(shard);
         while queues
@@ -91,8 +91,18 @@ impl LineOrder {
         }
     }
 
+    /// Tickets on every line of `keys`, as one request's [`Turns`]. Taken under the planning
+    /// lock only.
+    pub fn take_turns(&self, keys: &[u64]) -> Turns<'_> {
+        Turns {
+            order: self,
+            tickets: keys.iter().map(|&key| (key, self.take(key))).collect(),
+            waited: false,
+        }
+    }
+
     /// Ends the served ticket's turn on `key`'s line; the next one's begins.
-    pub fn release(&self, key: u64) {
+    fn release(&self, key: u64) {
         let shard = self.shard(key);
         let mut queues = Self::lock(shard);
         let Some(queue) = queues.get_mut(&key) else {
@@ -120,47 +130,73 @@ impl LineOrder {
     }
 }
 
+/// One request's tickets on its lines. Its turn has come once [`wait`](Turns::wait) returns; it
+/// ends when the value is dropped, waited for or not — a request that fails, panics or is
+/// abandoned still takes its turn and ends it, so it never holds a line from the requests
+/// planned after it.
+pub struct Turns<'a> {
+    order: &'a LineOrder,
+    tickets: Vec<(u64, u64)>,
+    waited: bool,
+}
+
+impl Turns<'_> {
+    /// Waits until every ticket is served. The tickets were taken in the global order, so the
+    /// requests waited for never wait for this one.
+    pub fn wait(&mut self) {
+        for &(key, ticket) in &self.tickets {
+            self.order.wait(key, ticket);
+        }
+        self.waited = true;
+    }
+}
+
+impl Drop for Turns<'_> {
+    fn drop(&mut self) {
+        if !self.waited {
+            self.wait();
+        }
+        for &(key, _) in &self.tickets {
+            self.order.release(key);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn turns_follow_tickets_and_idle_lines_leave_no_trace() {
         let order = LineOrder::default();
-        let first = order.take(5);
-        let second = order.take(5);
-        let other = order.take(6);
-        assert!(order.is_served(5, first) && !order.is_served(5, second));
-        assert!(order.is_served(6, other));
-        order.wait(6, other);
-        order.release(6);
-        order.release(5);
-        assert!(order.is_served(5, second));
-        order.release(5);
+        let mut first = order.take_turns(&[5]);
+        let second = order.take_turns(&[5, 6]);
+        let mut other = order.take_turns(&[7]);
+        assert!(order.is_served(5, 0) && !order.is_served(5, 1));
+        other.wait();
+        drop(other);
+        first.wait();
+        drop(first);
+        assert!(order.is_served(5, 1));
+        // Dropped without waiting, a request still takes its turn and ends it.
+        drop(second);
         assert_eq!(order.busy_lines(), 0);
     }
 
     #[test]
     fn waiters_run_in_ticket_order() {
-        let order = Arc::new(LineOrder::default());
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let tickets: Vec<u64> = (0..16).map(|_| order.take(1)).collect();
-        let threads: Vec<_> = tickets
-            .into_iter()
-            .rev()
-            .map(|ticket| {
-                let (order, log) = (Arc::clone(&order), Arc::clone(&log));
-                std::thread::spawn(move || {
-                    order.wait(1, ticket);
-                    log.lock().unwrap().push(ticket);
-                    order.release(1);
-                })
-            })
-            .collect();
-        for thread in threads {
-            thread.join().unwrap();
-        }
+        let order = LineOrder::default();
+        let log = Mutex::new(Vec::new());
+        let turns: Vec<(u64, Turns)> = (0..16).map(|index| (index, order.take_turns(&[1]))).collect();
+        std::thread::scope(|scope| {
+            for (index, mut turn) in turns.into_iter().rev() {
+                let log = &log;
+                scope.spawn(move || {
+                    turn.wait();
+                    log.lock().unwrap().push(index);
+                });
+            }
+        });
         assert_eq!(*log.lock().unwrap(), (0..16).collect::<Vec<u64>>());
         assert_eq!(order.busy_lines(), 0);
     }

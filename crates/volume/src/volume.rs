@@ -217,7 +217,7 @@ impl Volume {
             // A line partly trimmed stays whole where a tier holds it.
             let kept = job.plan.is_empty() && job.lines[0].before.iter().any(Option::is_some);
             let backing_offset = self.storage.backing_offset(piece.key, piece.start);
-            self.with_tickets(job, |storage, job| {
+            self.in_turn(job, |storage, job| {
                 storage.execute(job, Client::None)?;
                 if kept {
                     return Ok(0);
@@ -295,7 +295,7 @@ impl Volume {
         offset: u64,
         len: u64,
         arrival: Instant,
-    ) -> io::Result<Vec<(Job, Piece)>> {
+    ) -> io::Result<Vec<(Job<'_>, Piece)>> {
         let now = self.ns_since_epoch(arrival);
         let mut control = self.lock_control();
         let full = control.placement.iter().all(|tier| tier.free_count() == 0);
@@ -318,7 +318,7 @@ impl Volume {
         piece: Piece,
         now: u64,
         bypass: bool,
-    ) -> Job {
+    ) -> Job<'_> {
         let key = piece.key;
         let mut plan = control.spare_plans.pop().unwrap_or_default();
         plan.clear();
@@ -373,7 +373,7 @@ impl Volume {
         plan: Plan,
         mut request: Option<RequestPart>,
         now: u64,
-    ) -> Job {
+    ) -> Job<'_> {
         let tiers = self.tiers();
         let mut keys: Vec<u64> = request.iter().map(|part| part.key).collect();
         let touched = plan
@@ -432,36 +432,30 @@ impl Volume {
                 keys.push(key);
             }
         }
-        let tickets = keys
-            .iter()
-            .map(|&key| (key, self.order.take(key)))
-            .collect();
+        let turns = self.order.take_turns(&keys);
         Job {
             plan,
             lines,
             request,
-            tickets,
+            turns,
             now_ns: now,
         }
     }
 
-    /// Waits for `job`'s turn on each of its lines, runs `work`, and ends the turns.
-    pub(crate) fn with_tickets(
+    /// Waits for `job`'s turn on each of its lines, runs `work`, and ends the turn (also when
+    /// `work` fails or panics: see [`crate::order::Turns`]).
+    pub(crate) fn in_turn(
         &self,
-        job: Job,
+        mut job: Job,
         work: impl FnOnce(&Storage, &Job) -> io::Result<u64>,
     ) -> io::Result<u64> {
-        for &(key, ticket) in &job.tickets {
-            self.order.wait(key, ticket);
-        }
+        job.turns.wait();
         let result = work(&self.storage, &job);
-        for &(key, _) in &job.tickets {
-            self.order.release(key);
-        }
+        let Job { mut plan, turns, .. } = job;
+        drop(turns);
         if let Ok(writebacks) = result {
             Counters::add(&self.counters.writebacks, writebacks);
         }
-        let mut plan = job.plan;
         plan.clear();
         self.lock_control().spare_plans.push(plan);
         result
@@ -472,7 +466,7 @@ impl Volume {
     fn run(&self, job: Job, client: Client<'_>, times: &mut Vec<DeviceTime>) -> io::Result<u64> {
         let mut due = job.now_ns;
         let wants_times = self.feedback.device_ops;
-        self.with_tickets(job, |storage, job| {
+        self.in_turn(job, |storage, job| {
             let writebacks = storage.execute(job, client)?;
             due = storage.time_job(job, wants_times.then_some(&mut *times));
             Ok(writebacks)
