@@ -19,7 +19,7 @@ pub use cache::config::{
     AcpConfig, AlruConfig, CacheConfig, CleaningPolicy, ConfigError, NhitConfig, PromotionPolicy,
     TierLayout, WriteMode,
 };
-pub use cache::CacheController;
+pub use cache::{CacheController, MAX_CACHE_TIERS};
 pub use controller::{Controller, ControllerStats, Decision, Feedback, Reply};
 pub use plan::{DeviceOp, IoKind, Plan};
 pub use split::SplitController;

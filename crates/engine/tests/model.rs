@@ -3,11 +3,12 @@
 //! Plans are executed on a toy store that keeps, per device, the version of each key. A write
 //! stores the version its client request produced, or for any other key the version the same
 //! plan read earlier (a move carries what it read); a cache slot never written holds nothing.
-//! Over random request sequences (every mode, both layouts, one or two tiers, random capacities
+//! Over random request sequences (every mode, both layouts, one to three tiers, random capacities
 //! and policies, cleaning interleaved as an executor would call it) the checks are: every
 //! client read reads the latest acknowledged version; the latest version of every key is in the
 //! backing store or in a dirty copy; no stage both reads and writes, or twice writes, the same
-//! slot; capacities hold; tier 0 is inside tier 1 (inclusive) or apart from it (exclusive);
+//! slot; capacities hold; each tier is inside the one below (inclusive) or apart from every other
+//! (exclusive);
 //! the dirty count is right; and after a final flush the backing store holds every latest
 //! version.
 
@@ -286,17 +287,19 @@ impl Harness {
                     dirty_copies += 1;
                 }
             }
-            if self.tiers == 2 {
-                let (top, lower) = (c.holds(0, key), c.holds(1, key));
-                match self.layout {
-                    TierLayout::Inclusive if top && !lower => {
-                        return Err(format!("tier 0 holds {key}, tier 1 does not"))
+            let holders: Vec<usize> = (0..self.tiers).filter(|&t| c.holds(t, key)).collect();
+            match self.layout {
+                TierLayout::Inclusive => {
+                    if let Some(&top) = holders.first() {
+                        if holders.len() != self.tiers - top {
+                            return Err(format!("tiers {holders:?} hold {key}: not inclusive"));
+                        }
                     }
-                    TierLayout::Exclusive if top && lower => {
-                        return Err(format!("both exclusive tiers hold {key}"))
-                    }
-                    _ => {}
                 }
+                TierLayout::Exclusive if holders.len() > 1 => {
+                    return Err(format!("exclusive tiers {holders:?} all hold {key}"))
+                }
+                TierLayout::Exclusive => {}
             }
             let Some(latest) = self.latest.get(&key).copied().unwrap_or(Some(0)) else {
                 continue;
@@ -406,7 +409,7 @@ proptest! {
     #[test]
     fn nothing_acknowledged_is_lost(
         config in config(),
-        capacity_lines in prop::collection::vec(1..6u64, 1..=2),
+        capacity_lines in prop::collection::vec(1..6u64, 1..=3),
         steps in prop::collection::vec(step(), 1..200),
     ) {
         if let Err(message) = run_model(config.clone(), capacity_lines.clone(), steps) {
@@ -446,7 +449,13 @@ fn every_mode_and_layout_survives_a_fixed_workload() {
                 config.alru.staleness_time_s = 1;
                 config.alru.wake_up_s = 1;
                 config.alru.activity_threshold_ms = 100;
-                for capacities in [vec![3], vec![2, 5], vec![3, 3]] {
+                for capacities in [
+                    vec![3],
+                    vec![2, 5],
+                    vec![3, 3],
+                    vec![1, 2, 4],
+                    vec![2, 2, 2],
+                ] {
                     if let Err(message) =
                         run_model(config.clone(), capacities.clone(), steps.clone())
                     {

@@ -506,11 +506,11 @@ fn bad_configurations_are_rejected_with_their_key() {
     };
     assert_eq!(
         error(&[], &config),
-        "cache.tier: 0 cache tiers given; expected 1 or 2"
+        "cache.tier: 0 cache tiers given; expected 1 to 4"
     );
     assert_eq!(
-        error(&[1, 2, 3], &config),
-        "cache.tier: 3 cache tiers given; expected 1 or 2"
+        error(&[1, 2, 3, 4, 5], &config),
+        "cache.tier: 5 cache tiers given; expected 1 to 4"
     );
     assert_eq!(
         error(&[8, 0], &config),
@@ -555,14 +555,93 @@ fn plans_name_every_line_leaving_a_tier() {
 #[test]
 fn restored_lines_are_held_as_they_were() {
     let mut wb = controller(WriteMode::Wb, TierLayout::Inclusive, &[2]);
-    assert!(wb.restore_line(0, 7, LINE, true, 0));
-    assert!(wb.restore_line(0, 8, LINE, false, 0));
-    assert!(!wb.restore_line(0, 8, LINE, false, 0), "already held");
+    let mut plan = Plan::new();
+    assert!(wb.restore_line(0, 7, LINE, true, 0, &mut plan));
+    assert!(wb.restore_line(0, 8, LINE, false, 0, &mut plan));
+    assert!(
+        !wb.restore_line(0, 8, LINE, false, 0, &mut plan),
+        "already held"
+    );
+    assert!(plan.is_empty() && plan.departures().is_empty());
     assert!(wb.is_dirty(0, 7) && !wb.is_dirty(0, 8));
     assert_eq!(wb.stats().dirty_lines, 1);
-    let mut plan = Plan::new();
+    // A tier that cannot keep everything restored evicts, and says so in the plan.
+    let mut small = controller(WriteMode::Wb, TierLayout::Inclusive, &[1]);
+    assert!(small.restore_line(0, 1, LINE, true, 0, &mut plan));
+    assert!(small.restore_line(0, 2, LINE, false, 0, &mut plan));
+    assert_eq!(plan.departures(), &[(0, 1)]);
+    assert_eq!(stages_of(&plan), vec![vec![(0, 'r', 1)], vec![(1, 'w', 1)]]);
+    plan.clear();
     assert_eq!(wb.flush(&mut plan), 1);
     assert_eq!(plan.stage(1)[0].key, 7);
     let read = run(&mut wb, Op::Read, 8, 0);
     assert_eq!(read.hit_tier, Some(0));
+}
+
+#[test]
+fn three_inclusive_tiers_install_bottom_up_and_dirty_victims_step_down() {
+    let mut c = controller(WriteMode::Wb, TierLayout::Inclusive, &[1, 2, 3]);
+    // A miss lands in every tier; the read is answered once all three hold it.
+    assert_plan(
+        &read(&mut c, 1),
+        &[&[(3, 'r', 1)], &[(0, 'w', 1), (1, 'w', 1), (2, 'w', 1)]],
+    );
+    // A dirty tier-0 victim goes one level down, to tier 1, not to the backing store.
+    write(&mut c, 1);
+    assert!(c.is_dirty(0, 1));
+    assert_plan(
+        &read(&mut c, 2),
+        &[
+            &[(0, 'r', 1), (3, 'r', 2)],
+            &[(1, 'w', 1)],
+            &[(0, 'w', 2), (1, 'w', 2), (2, 'w', 2)],
+        ],
+    );
+    assert!(c.is_dirty(1, 1) && !c.holds(0, 1));
+    // A hit in tier 2 is copied up into tiers 1 and 0.
+    read(&mut c, 3);
+    read(&mut c, 4);
+    assert!(c.holds(0, 4) && c.holds(1, 4) && c.holds(2, 4));
+    // Tier 2 now holds 2, 3, 4 (1 was evicted from it): 2 is only in tier 2.
+    assert!(c.holds(2, 2) && !c.holds(1, 2) && !c.holds(0, 2));
+    let hit = read(&mut c, 2);
+    assert_eq!(hit.hit_tier, Some(2));
+    assert_eq!(hit.stages[0], vec![(2, 'r', 2)]);
+    assert!(c.holds(0, 2) && c.holds(1, 2) && c.holds(2, 2));
+}
+
+#[test]
+fn three_inclusive_tiers_evicting_the_last_tier_invalidates_above_and_writes_back() {
+    let mut c = controller(WriteMode::Wb, TierLayout::Inclusive, &[1, 1, 1]);
+    write(&mut c, 1);
+    // Tier 2 evicts 1: it leaves tiers 0 and 1 too, and its dirty tier-0 data goes to the
+    // backing store before anything is installed.
+    let miss = read(&mut c, 2);
+    assert_eq!(miss.stages[0], vec![(0, 'r', 1), (3, 'r', 2)]);
+    assert_eq!(miss.stages[1], vec![(3, 'w', 1)]);
+    assert!((0..3).all(|tier| !c.holds(tier, 1)));
+    assert_eq!(c.stats().dirty_lines, 0);
+    assert_eq!(c.stats().evictions_per_tier, vec![1, 1, 1]);
+}
+
+#[test]
+fn three_exclusive_tiers_demote_victims_down_the_cascade() {
+    let mut c = controller(WriteMode::Wb, TierLayout::Exclusive, &[1, 1, 1]);
+    write(&mut c, 1);
+    read(&mut c, 2);
+    // 1 went dirty into tier 1; now 3 pushes 2 into tier 1 and 1 into tier 2, both read first.
+    let miss = read(&mut c, 3);
+    assert_eq!(miss.stages[0], vec![(0, 'r', 2), (1, 'r', 1), (3, 'r', 3)]);
+    assert_eq!(miss.stages[1], vec![(1, 'w', 2), (2, 'w', 1)]);
+    assert_eq!(miss.stages[2], vec![(0, 'w', 3)]);
+    assert!(c.holds(2, 1) && c.is_dirty(2, 1));
+    assert!(c.holds(1, 2) && !c.is_dirty(1, 2));
+    // A fourth line pushes the dirty 1 out of the last tier: written back.
+    let miss = read(&mut c, 4);
+    assert!(miss.stages.iter().any(|stage| stage.contains(&(3, 'w', 1))));
+    assert!((0..3).all(|tier| !c.holds(tier, 1)));
+    // A hit in tier 2 moves up to tier 0 (exclusive), shifting the others down.
+    let hit = read(&mut c, 2);
+    assert_eq!(hit.hit_tier, Some(2));
+    assert!(c.holds(0, 2) && !c.holds(2, 2));
 }

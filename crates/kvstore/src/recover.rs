@@ -56,7 +56,7 @@ pub(crate) struct Scanned {
 
 /// Reads the store's header and segments, and decides what to keep.
 pub(crate) fn scan(
-    backend: &mut dyn Backend,
+    backend: &dyn Backend,
     config: &StoreConfig,
     hasher: &impl BuildHasher,
     now_secs: u32,
@@ -237,7 +237,7 @@ fn keep_newest(
 
 /// Writes every segment's header as free, each at a generation none of its old records carry.
 fn format(
-    backend: &mut dyn Backend,
+    backend: &dyn Backend,
     config: &StoreConfig,
     count: usize,
     hasher: &impl BuildHasher,

@@ -238,13 +238,13 @@ impl Store {
     /// Opens a store on `backend`: finds the items a previous run left on persistent storage
     /// (see [`Recovery`]), or starts empty. `now_secs` is the current Unix time.
     pub fn open(
-        mut backend: Box<dyn Backend>,
+        backend: Box<dyn Backend>,
         config: StoreConfig,
         now_secs: u32,
     ) -> io::Result<(Store, Recovery)> {
         check_config(&config, backend.size_bytes())?;
         let hasher = foldhash::quality::RandomState::default();
-        let found = recover::scan(backend.as_mut(), &config, &hasher, now_secs)?;
+        let found = recover::scan(backend.as_ref(), &config, &hasher, now_secs)?;
         let persist_each_write = backend.persist_is_cheap();
         let checksums = backend.is_persistent();
         let mut store = Store {

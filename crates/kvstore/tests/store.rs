@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use heterarchy_device::backend::{Backend, PmemBackend, RamBackend};
 use heterarchy_kvstore::{
@@ -317,26 +317,26 @@ fn oversized_items_are_refused() {
 /// A pmem file shared with the test, so the test can crash it under the store; it claims DAX
 /// so the store persists every write before answering.
 #[derive(Clone)]
-struct SharedPmem(Arc<Mutex<PmemBackend>>);
+struct SharedPmem(Arc<PmemBackend>);
 
 impl Backend for SharedPmem {
     fn size_bytes(&self) -> u64 {
-        self.0.lock().unwrap().size_bytes()
+        self.0.size_bytes()
     }
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.0.lock().unwrap().read_at(offset, buf)
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.0.read_at(offset, buf)
     }
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.0.lock().unwrap().write_at(offset, data)
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.0.write_at(offset, data)
     }
-    fn write_streaming(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.0.lock().unwrap().write_streaming(offset, data)
+    fn write_streaming(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.0.write_streaming(offset, data)
     }
-    fn persist(&mut self, offset: u64, len: u64) -> io::Result<()> {
-        self.0.lock().unwrap().persist(offset, len)
+    fn persist(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.0.persist(offset, len)
     }
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.lock().unwrap().flush()
+    fn flush(&self) -> io::Result<()> {
+        self.0.flush()
     }
     fn persist_is_cheap(&self) -> bool {
         true
@@ -549,8 +549,9 @@ fn injected_machine_crashes_lose_no_answered_write() {
     let dir = tempfile::tempdir().unwrap();
     for seed in 0..20u64 {
         let path = dir.path().join(format!("crash{seed}.pm"));
-        let pmem = Arc::new(Mutex::new(PmemBackend::open(&path, 64 << 10).unwrap()));
-        pmem.lock().unwrap().enable_crash_injection();
+        let mut pmem = PmemBackend::open(&path, 64 << 10).unwrap();
+        pmem.enable_crash_injection();
+        let pmem = Arc::new(pmem);
         let shared = SharedPmem(Arc::clone(&pmem));
         let (mut store, _) = Store::open(Box::new(shared.clone()), small_config(), NOW).unwrap();
         let mut expected: HashMap<u32, Option<Vec<u8>>> = HashMap::new();
@@ -567,7 +568,7 @@ fn injected_machine_crashes_lose_no_answered_write() {
                 expected.insert(key, Some(value));
             }
         }
-        let outcome = pmem.lock().unwrap().crash(seed).unwrap();
+        let outcome = pmem.crash(seed).unwrap();
         drop(store);
         let (mut store, _) = Store::open(Box::new(shared), small_config(), NOW).unwrap();
         for (key, value) in &expected {

@@ -6,21 +6,22 @@
 //! [[export]]
 //! name = "vol0"
 //! backing = "file:/srv/disk.img:8g"
-//! cache = "pmem:/mnt/pm/vol0:1g"
+//! cache = ["ram:1g", "pmem:/mnt/pm/vol0:8g"]   # cache tiers, fastest first (or one string)
 //! cache_line = "64k"              # 4k .. 64k
-//! cache_throttle = "optane-pm"    # pace the cache like a preset (optional)
+//! cache_throttle = ["none", "optane-pm"]        # pace a tier like a preset (optional)
 //! backing_throttle = "optane-ssd" # pace the backing store like a preset (optional)
-//! [export.caching]                # the engine's cache settings: mode, policy, cleaning,
-//! mode = "wb"                     # promotion, admission = "nhc", ...
+//! queue_depth = 64                # most operations outstanding on a file or block device
+//! [export.caching]                # the engine's cache settings: mode, policy, layout,
+//! mode = "wb"                     # cleaning, promotion, admission = "nhc", ...
 //! [export.seq_cutoff]
 //! policy = "full"                 # always | full | never
 //! threshold = "1m"
 //! ```
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use heterarchy_device::backend::BackendSpec;
-use heterarchy_engine::CacheConfig;
+use heterarchy_engine::{CacheConfig, MAX_CACHE_TIERS};
 
 /// When sequential streams bypass the cache (casadm `--set-param --name seq-cutoff`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,17 +64,23 @@ pub struct VolumeConfig {
     pub name: String,
     /// The capacity device: its size is the volume's.
     pub backing: BackendSpec,
-    /// The cache device.
-    pub cache: BackendSpec,
+    /// The cache tiers, fastest first (a single string is one tier).
+    #[serde(deserialize_with = "one_or_many")]
+    pub cache: Vec<BackendSpec>,
     /// Cache line size (Open CAS's default for Orthus-CAS: 64 KiB).
     #[serde(default = "default_line", with = "byte_size")]
     pub cache_line: u64,
-    /// A device preset or device file the cache is paced like.
-    #[serde(default)]
-    pub cache_throttle: Option<String>,
+    /// Per cache tier, a device preset or device file it is paced like (`none` or an empty
+    /// string for a tier left at its own speed); empty for none at all.
+    #[serde(default, deserialize_with = "throttles")]
+    pub cache_throttle: Vec<Option<String>>,
     /// A device preset or device file the backing store is paced like.
     #[serde(default)]
     pub backing_throttle: Option<String>,
+    /// Most operations outstanding at once on each file or block device (memory takes
+    /// whatever comes).
+    #[serde(default = "default_queue_depth")]
+    pub queue_depth: usize,
     /// The engine's cache settings (mode, eviction policy, cleaning, promotion, admission).
     #[serde(default = "default_caching", deserialize_with = "caching_with_clock")]
     pub caching: CacheConfig,
@@ -86,6 +93,57 @@ pub struct VolumeConfig {
 
 fn default_line() -> u64 {
     64 * 1024
+}
+
+/// Deep enough for flash to reach its bandwidth (seed 000 §3.1.1: flash keeps gaining past
+/// 32 outstanding) and for fio's deepest usual runs.
+fn default_queue_depth() -> usize {
+    64
+}
+
+/// A list of strings, or one string standing for a list of one; each parsed as `T`, whose
+/// error is kept (an untagged enum would drop it).
+fn one_or_many<'de, D: Deserializer<'de>, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    struct Items<T>(std::marker::PhantomData<T>);
+    impl<'de, T> serde::de::Visitor<'de> for Items<T>
+    where
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+    {
+        type Value = Vec<T>;
+
+        fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+            formatter.write_str("a string or a list of strings")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Vec<T>, E> {
+            text.parse().map(|item| vec![item]).map_err(E::custom)
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<Vec<T>, A::Error> {
+            let mut parsed = Vec::new();
+            while let Some(text) = items.next_element::<String>()? {
+                parsed.push(text.parse().map_err(serde::de::Error::custom)?);
+            }
+            Ok(parsed)
+        }
+    }
+    deserializer.deserialize_any(Items(std::marker::PhantomData))
+}
+
+/// Throttle names, one or a list; `none` and the empty string leave a tier unthrottled.
+fn throttles<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Option<String>>, D::Error> {
+    let names: Vec<String> = one_or_many(deserializer)?;
+    Ok(names.into_iter().map(throttle_name).collect())
+}
+
+/// A throttle as written: `none` or nothing means no throttle.
+pub fn throttle_name(name: String) -> Option<String> {
+    (!name.is_empty() && name != "none").then_some(name)
 }
 
 /// The engine's defaults, but approximate LRU (CLOCK) for live eviction (no list to reorder on
@@ -102,13 +160,19 @@ pub fn default_caching() -> CacheConfig {
 impl VolumeConfig {
     /// A volume named `name` with every default: write-through, 64 KiB lines, CLOCK.
     pub fn new(name: &str, backing: BackendSpec, cache: BackendSpec) -> VolumeConfig {
+        VolumeConfig::with_tiers(name, backing, vec![cache])
+    }
+
+    /// A volume over cache tiers `cache` (fastest first), with every default.
+    pub fn with_tiers(name: &str, backing: BackendSpec, cache: Vec<BackendSpec>) -> VolumeConfig {
         VolumeConfig {
             name: name.to_string(),
             backing,
             cache,
             cache_line: default_line(),
-            cache_throttle: None,
+            cache_throttle: Vec::new(),
             backing_throttle: None,
+            queue_depth: default_queue_depth(),
             caching: default_caching(),
             seq_cutoff: SeqCutoffConfig::default(),
             force: false,
@@ -135,10 +199,60 @@ impl VolumeConfig {
         self.caching
             .validate()
             .map_err(|error| error.to_string().replacen("cache.", "caching.", 1))?;
-        if self.caching.layout != heterarchy_engine::TierLayout::default() {
-            return Err("caching.layout: a volume has one cache tier".to_string());
+        let tiers = self.cache.len();
+        if !(1..=MAX_CACHE_TIERS).contains(&tiers) {
+            return Err(format!(
+                "cache: {tiers} tiers given; expected 1 to {MAX_CACHE_TIERS}"
+            ));
+        }
+        if !self.cache_throttle.is_empty() && self.cache_throttle.len() != tiers {
+            return Err(format!(
+                "cache_throttle: {} given for {tiers} cache tiers; expected one per tier (none \
+                 for a tier at its own speed)",
+                self.cache_throttle.len()
+            ));
+        }
+        if self.queue_depth == 0 {
+            return Err("queue_depth: expected at least 1".to_string());
+        }
+        let devices = std::iter::once(("backing".to_string(), &self.backing)).chain(
+            self.cache
+                .iter()
+                .enumerate()
+                .map(|(index, spec)| (format!("cache[{index}]"), spec)),
+        );
+        let mut files: Vec<(String, &std::path::Path)> = Vec::new();
+        for (key, spec) in devices {
+            let path = match spec {
+                BackendSpec::File { path, .. } | BackendSpec::Pmem { path, .. } => path,
+                BackendSpec::Ram { .. } => continue,
+            };
+            if let Some((other, _)) = files.iter().find(|(_, seen)| same_file(seen, path)) {
+                return Err(format!(
+                    "{key}: {} is already {other}; each tier needs storage of its own",
+                    path.display()
+                ));
+            }
+            files.push((key, path));
         }
         Ok(())
+    }
+
+    /// The throttle of cache tier `tier`, if any.
+    pub fn tier_throttle(&self, tier: usize) -> Option<&str> {
+        self.cache_throttle.get(tier).and_then(Option::as_deref)
+    }
+}
+
+/// True when `a` and `b` name one file: the same path, or the same inode once both exist.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if a == b {
+        return true;
+    }
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
     }
 }
 
@@ -208,6 +322,41 @@ mod tests {
             toml::from_str("name = \"v\"\nbacking = \"ram:1m\"\ncache = \"ram:1m\"\n").unwrap();
         assert_eq!(bare.caching.policy, "clock");
         assert_eq!(bare.cache_line, 65_536);
+        assert_eq!(bare.cache.len(), 1);
+        assert!(bare.cache_throttle.is_empty());
+        let tiers: VolumeConfig = toml::from_str(
+            "name = \"v\"\nbacking = \"ram:8m\"\ncache = [\"ram:1m\", \"ram:2m\"]\n\
+             cache_throttle = [\"none\", \"optane-pm\"]\n[caching]\nlayout = \"exclusive\"\n",
+        )
+        .unwrap();
+        tiers.validate().unwrap();
+        assert_eq!(tiers.cache.len(), 2);
+        assert_eq!(tiers.tier_throttle(0), None);
+        assert_eq!(tiers.tier_throttle(1), Some("optane-pm"));
+    }
+
+    #[test]
+    fn tier_lists_that_make_no_sense_are_refused_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str| -> BackendSpec {
+            format!("file:{}:1m", dir.path().join(name).display())
+                .parse()
+                .unwrap()
+        };
+        let mut config = VolumeConfig::with_tiers("v", file("b"), vec![file("c"), file("c")]);
+        assert!(config.validate().unwrap_err().starts_with("cache[1]:"));
+        config.cache = vec![file("b")];
+        assert!(config.validate().unwrap_err().starts_with("cache[0]:"));
+        config.cache = Vec::new();
+        assert!(config.validate().unwrap_err().starts_with("cache: 0 tiers"));
+        config.cache = (0..5).map(|i| file(&format!("t{i}"))).collect();
+        assert!(config.validate().unwrap_err().starts_with("cache: 5 tiers"));
+        config.cache = vec![file("c"), file("d")];
+        config.cache_throttle = vec![Some("optane-pm".into())];
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .starts_with("cache_throttle:"));
     }
 
     #[test]

@@ -1,11 +1,16 @@
-//! The cache device's on-media format, so that a persistent cache is found again after a crash
-//! or a restart (issue 5, item 3).
+//! A cache tier's on-media format, so that a persistent tier is found again after a crash or a
+//! restart (issue 5, item 3; issue 16, item 2).
 //!
 //! ```text
-//! 0        superblock (4 KiB): magic, version, line size, slot count, backing size, checksum
+//! 0        superblock (4 KiB): two sealed 64-byte blocks:
+//!            geometry: magic, version, line size, slot count, backing size, data offset
+//!            place: this tier's index, the tier count, the hierarchy's signature
 //! 4096     entry table: two 64-byte entries per slot, written alternately
 //! data     slot i at data_offset + i * line_bytes
 //! ```
+//!
+//! The place says which tier of which hierarchy the device was formatted as, so that a restart
+//! with the tiers in another order, number or size is noticed before a line is misread.
 //!
 //! An entry says which line a slot holds and which of its 512-byte sectors are valid and
 //! dirty. Updates go to the slot's older copy with the next sequence number, so a torn update
@@ -21,7 +26,9 @@ pub const MAX_LINE_BYTES: u32 = 64 * 1024;
 const SUPERBLOCK_BYTES: u64 = 4096;
 const ENTRY_BYTES: u64 = 64;
 const MAGIC: u64 = u64::from_le_bytes(*b"HTRCHYVC");
-const VERSION: u64 = 1;
+/// Version 2 added the place block.
+const VERSION: u64 = 2;
+const PLACE_MAGIC: u64 = u64::from_le_bytes(*b"HTRCHYPL");
 /// Entries of a free slot name this key.
 const NO_KEY: u64 = u64::MAX;
 
@@ -105,6 +112,51 @@ impl Geometry {
             slot_count: words[3],
             backing_bytes: words[4],
             data_offset: words[5],
+        })
+    }
+}
+
+/// Which tier of which hierarchy a device was formatted as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// 0 is the top (fastest) tier.
+    pub tier: u8,
+    pub tiers: u8,
+    /// [`Place::signature`] of the whole tier list.
+    pub signature: u64,
+}
+
+impl Place {
+    /// A hierarchy's signature: its layout and every tier's size, in order, so that another
+    /// order, number or size of tiers gives another one.
+    pub fn signature(exclusive: bool, tier_bytes: &[u64]) -> u64 {
+        tier_bytes
+            .iter()
+            .fold(mix64(u64::from(exclusive) ^ 0x7469_6572), |hash, &bytes| {
+                mix64(hash ^ bytes)
+            })
+    }
+
+    /// The superblock's second block.
+    pub fn encode(&self) -> [u8; 64] {
+        seal([
+            PLACE_MAGIC,
+            u64::from(self.tier),
+            u64::from(self.tiers),
+            self.signature,
+            0,
+            0,
+            0,
+        ])
+    }
+
+    /// Reads the second block; `None` when there is none.
+    pub fn decode(bytes: &[u8; 64]) -> Option<Place> {
+        let words = unseal(bytes)?;
+        (words[0] == PLACE_MAGIC).then_some(Place {
+            tier: u8::try_from(words[1]).ok()?,
+            tiers: u8::try_from(words[2]).ok()?,
+            signature: words[3],
         })
     }
 }
@@ -209,6 +261,31 @@ pub fn runs(mut bits: u128) -> impl Iterator<Item = (u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn places_round_trip_and_tell_hierarchies_apart() {
+        let place = Place {
+            tier: 1,
+            tiers: 3,
+            signature: Place::signature(false, &[1 << 20, 8 << 20, 64 << 20]),
+        };
+        assert_eq!(Place::decode(&place.encode()), Some(place));
+        assert!(Place::decode(&[0; 64]).is_none());
+        let sizes = [1 << 20, 8 << 20];
+        let swapped = [8 << 20, 1 << 20];
+        assert_ne!(
+            Place::signature(false, &sizes),
+            Place::signature(false, &swapped)
+        );
+        assert_ne!(
+            Place::signature(false, &sizes),
+            Place::signature(true, &sizes)
+        );
+        assert_ne!(
+            Place::signature(false, &sizes),
+            Place::signature(false, &sizes[..1])
+        );
+    }
 
     #[test]
     fn geometry_fits_the_device_and_round_trips() {

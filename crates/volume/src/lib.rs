@@ -1,14 +1,23 @@
-//! Live cached block volumes (issue 5): a cache device in front of a backing store, served by
-//! the engine's cache controller, with Open CAS's modes and settings, crash-safe write-back and
-//! NHC's admission tuning on the live request stream (seed 000 §4.4, Orthus-CAS).
+//! Live cached block volumes (issues 5 and 16): cache tiers in front of a backing store, served
+//! by the engine's cache controller with many requests in flight, with Open CAS's modes and
+//! settings, crash-safe write-back and NHC's admission tuning on the live request stream
+//! (seed 000 §4.4, Orthus-CAS). docs/architecture.md, "A request through a live volume", shows
+//! how the modules fit.
 
 pub mod config;
 mod cutoff;
+mod device;
+mod execute;
+mod format;
 pub mod layout;
+mod order;
+mod placement;
+mod sectors;
 mod slots;
 mod stats;
+mod timing;
 mod volume;
 
 pub use config::{CutoffPolicy, SeqCutoffConfig, VolumeConfig};
-pub use stats::{AdmissionStats, DeviceStats, VolumeStats};
+pub use stats::{AdmissionStats, DeviceStats, PairSettings, TierStats, VolumeStats};
 pub use volume::Volume;

@@ -1,71 +1,85 @@
-//! Which cache slot holds which line, and which of its sectors are valid and dirty: the live
-//! counterpart of the controller's line table, kept on the cache device in [`crate::layout`]'s
-//! double-buffered entries.
+//! Which line each slot of one cache tier holds, and which of its 512-byte sectors are valid,
+//! dirty and not yet safe to record valid, as the data on the device stands (docs/architecture.md,
+//! "A request through a live volume"): the executor's side of the tier, kept on persistent
+//! devices in [`crate::layout`]'s double-buffered entries.
+//!
+//! Which slot a line *will* use is decided earlier, when the request is planned
+//! ([`crate::placement`]); this table changes only as requests are carried out, one at a time
+//! per line, so each slot has a lock of its own that nobody contends for but the occasional
+//! flush settling its unflushed sectors.
 
 use std::io;
-
-use rustc_hash::FxHashMap;
+use std::sync::{Mutex, MutexGuard};
 
 use heterarchy_device::backend::Backend;
 
 use crate::layout::{Entry, Geometry};
 
-/// One occupied slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Slot {
-    pub index: u32,
+/// One slot as the executor knows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotState {
+    /// The line held; `None` for a free slot.
+    pub key: Option<u64>,
+    /// Sectors holding the line's data at this tier.
     pub valid: u128,
+    /// Valid sectors newer than the backing store's.
     pub dirty: u128,
     /// Valid clean sectors whose data the backing store may not hold durably yet (written
     /// through, or filled from it, since its last flush): recorded invalid on the device until
-    /// [`Slots::settle`], so a machine crash that loses the backing store's copy cannot leave
-    /// the cache with another.
+    /// a flush settles them, so a machine crash that loses the backing store's copy cannot
+    /// leave the cache with another.
     pub unflushed: u128,
 }
 
-/// The slot map of one cache device.
-pub struct Slots {
-    geometry: Geometry,
-    by_key: FxHashMap<u64, Slot>,
-    free: Vec<u32>,
-    /// Sequence number of each slot's newest entry copy.
-    sequences: Vec<u64>,
-    /// Keys whose slots gained unflushed sectors since the last settle (some may be gone).
-    unsettled: Vec<u64>,
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    state: SlotState,
+    /// The flush epoch ([`TierSlots::settle`]) in which `unflushed` last grew.
+    unflushed_epoch: u64,
+    /// Sequence number of the newest entry copy on the device.
+    sequence: u64,
 }
 
-impl Slots {
-    /// An empty map; the caller formats the table.
-    pub fn empty(geometry: Geometry) -> Slots {
-        let count = geometry.slot_count as usize;
-        Slots {
+/// The slots of one cache tier.
+pub struct TierSlots {
+    geometry: Geometry,
+    /// Entries are written to the device (a tier that outlives the process).
+    persistent: bool,
+    slots: Vec<Mutex<Slot>>,
+    /// Slots whose `unflushed` sectors grew since the last settle (some may be clean again).
+    unsettled: Mutex<Vec<u32>>,
+}
+
+impl TierSlots {
+    /// Every slot free; a persistent caller formats the table itself.
+    pub fn empty(geometry: Geometry, persistent: bool) -> TierSlots {
+        TierSlots {
             geometry,
-            by_key: FxHashMap::default(),
-            free: (0..count as u32).rev().collect(),
-            sequences: vec![0; count],
-            unsettled: Vec::new(),
+            persistent,
+            slots: (0..geometry.slot_count)
+                .map(|_| Mutex::new(Slot::default()))
+                .collect(),
+            unsettled: Mutex::new(Vec::new()),
         }
     }
 
-    /// Reads the entry table of a formatted cache: each slot's newest intact entry. A key found
-    /// twice (a crash between freeing a slot and reusing the line elsewhere cannot do that, but
-    /// damaged media might) keeps its newest.
-    pub fn load(geometry: Geometry, cache: &mut dyn Backend) -> io::Result<Slots> {
-        let mut slots = Slots::empty(geometry);
-        slots.free.clear();
+    /// Reads the entry table of a formatted device: each slot's newest intact entry. A key
+    /// found in two slots (damaged media; no crash leaves that) keeps its newest.
+    pub fn load(geometry: Geometry, device: &dyn Backend) -> io::Result<TierSlots> {
+        let table = TierSlots::empty(geometry, true);
         let (table_start, table_len) = geometry.table_range();
-        let mut table = vec![0u8; table_len as usize];
-        cache.read_at(table_start, &mut table)?;
-        let mut newest: FxHashMap<u64, (u64, u32)> = FxHashMap::default();
-        for (index, pair) in table.chunks_exact(128).enumerate() {
+        let mut bytes = vec![0u8; table_len as usize];
+        device.read_at(table_start, &mut bytes)?;
+        let mut newest: rustc_hash::FxHashMap<u64, (u64, u32)> = Default::default();
+        for (index, pair) in bytes.chunks_exact(128).enumerate() {
             let index = index as u32;
-            let copies = [&pair[..64], &pair[64..]]
-                .map(|bytes| Entry::decode(bytes.try_into().expect("64-byte entry")));
-            let entry = copies
+            let entry = [&pair[..64], &pair[64..]]
+                .map(|bytes| Entry::decode(bytes.try_into().expect("64-byte entry")))
                 .into_iter()
                 .flatten()
                 .max_by_key(|entry| entry.sequence);
-            slots.sequences[index as usize] = entry.map_or(0, |entry| entry.sequence);
+            let mut slot = table.lock(index);
+            slot.sequence = entry.map_or(0, |entry| entry.sequence);
             let Some(Entry {
                 key: Some(key),
                 sequence,
@@ -73,133 +87,162 @@ impl Slots {
                 dirty,
             }) = entry
             else {
-                slots.free.push(index);
                 continue;
             };
             if let Some(&(older_sequence, older_index)) = newest.get(&key) {
                 if older_sequence >= sequence {
-                    slots.free.push(index);
                     continue;
                 }
-                slots.by_key.remove(&key);
-                slots.free.push(older_index);
+                table.lock(older_index).state = SlotState::default();
             }
             newest.insert(key, (sequence, index));
-            slots.by_key.insert(
-                key,
-                Slot {
-                    index,
-                    valid,
-                    dirty: dirty & valid,
-                    unflushed: 0,
-                },
-            );
+            slot.state = SlotState {
+                key: Some(key),
+                valid,
+                dirty: dirty & valid,
+                unflushed: 0,
+            };
         }
-        slots.free.sort_unstable_by(|a, b| b.cmp(a));
-        Ok(slots)
+        Ok(table)
     }
 
     pub fn geometry(&self) -> &Geometry {
         &self.geometry
     }
 
-    pub fn get(&self, key: u64) -> Option<Slot> {
-        self.by_key.get(&key).copied()
+    /// True when the table is kept on the device.
+    pub fn is_persistent(&self) -> bool {
+        self.persistent
     }
 
-    /// Every occupied slot, in no order.
-    pub fn occupied(&self) -> impl Iterator<Item = (u64, Slot)> + '_ {
-        self.by_key.iter().map(|(&key, &slot)| (key, slot))
+    fn lock(&self, slot: u32) -> MutexGuard<'_, Slot> {
+        self.slots[slot as usize]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn len(&self) -> usize {
-        self.by_key.len()
+    /// Slot `slot` now.
+    pub fn state(&self, slot: u32) -> SlotState {
+        self.lock(slot).state
     }
 
-    pub fn free_count(&self) -> usize {
-        self.free.len()
+    /// Every occupied slot, in slot order.
+    pub fn occupied(&self) -> Vec<(u32, SlotState)> {
+        (0..self.slots.len() as u32)
+            .map(|slot| (slot, self.state(slot)))
+            .filter(|(_, state)| state.key.is_some())
+            .collect()
     }
 
-    /// Lines with dirty sectors.
-    pub fn dirty_count(&self) -> usize {
-        self.by_key.values().filter(|slot| slot.dirty != 0).count()
+    /// Lines held, and those with dirty sectors.
+    pub fn counts(&self) -> (u64, u64) {
+        self.slots.iter().fold((0, 0), |(held, dirty), slot| {
+            let state = slot
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .state;
+            (
+                held + u64::from(state.key.is_some()),
+                dirty + u64::from(state.dirty != 0),
+            )
+        })
     }
 
-    /// A free slot for `key`, with nothing valid yet (the entry is written by the first
-    /// [`update`](Self::update)). `None` when every slot is taken, which the controller's
-    /// capacity rules out.
-    pub fn allocate(&mut self, key: u64) -> Option<Slot> {
-        let index = self.free.pop()?;
-        let slot = Slot {
-            index,
-            valid: 0,
-            dirty: 0,
-            unflushed: 0,
-        };
-        self.by_key.insert(key, slot);
-        Some(slot)
-    }
-
-    /// Records `key`'s new sector bits, on the device too. The data they describe must already
-    /// be written (and persisted) when the bits grow.
-    pub fn update(&mut self, key: u64, slot: Slot, cache: &mut dyn Backend) -> io::Result<()> {
-        let had_unflushed = self.by_key.get(&key).is_some_and(|old| old.unflushed != 0);
-        if slot.unflushed != 0 && !had_unflushed {
-            self.unsettled.push(key);
-            if self.unsettled.len() > 2 * self.sequences.len() {
-                let by_key = &self.by_key;
+    /// Changes slot `slot` with `change` and records the result on the device. Data whose
+    /// sectors become valid or dirty must already be written (and persisted); `epoch` is the
+    /// flush epoch now, for sectors that become unflushed.
+    pub fn update(
+        &self,
+        slot: u32,
+        device: &dyn Backend,
+        epoch: u64,
+        change: impl FnOnce(&mut SlotState),
+    ) -> io::Result<()> {
+        let mut guard = self.lock(slot);
+        let before = guard.state;
+        change(&mut guard.state);
+        let state = &mut guard.state;
+        state.dirty &= state.valid;
+        state.unflushed &= state.valid & !state.dirty;
+        if state.key.is_none() {
+            *state = SlotState::default();
+        }
+        let after = *state;
+        if after.unflushed & !before.unflushed != 0 {
+            guard.unflushed_epoch = epoch;
+            if before.unflushed == 0 {
                 self.unsettled
-                    .retain(|key| by_key.get(key).is_some_and(|slot| slot.unflushed != 0));
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .push(slot);
             }
         }
-        self.by_key.insert(key, slot);
-        let durable = slot.valid & !slot.unflushed;
-        self.write_entry(slot.index, Some(key), durable, slot.dirty & durable, cache)
-    }
-
-    /// Once the backing store has been flushed: records every unflushed sector valid.
-    pub fn settle(&mut self, cache: &mut dyn Backend) -> io::Result<()> {
-        for key in std::mem::take(&mut self.unsettled) {
-            if let Some(mut slot) = self.by_key.get(&key).copied() {
-                if slot.unflushed != 0 {
-                    slot.unflushed = 0;
-                    self.update(key, slot, cache)?;
-                }
-            }
+        if durable(&before) != durable(&after) {
+            self.write_entry(&mut guard, slot, device)?;
         }
         Ok(())
     }
 
-    /// Frees `key`'s slot, on the device first: its data may be overwritten afterwards.
-    pub fn free(&mut self, key: u64, cache: &mut dyn Backend) -> io::Result<Option<Slot>> {
-        let Some(slot) = self.by_key.remove(&key) else {
-            return Ok(None);
-        };
-        self.write_entry(slot.index, None, 0, 0, cache)?;
-        self.free.push(slot.index);
-        Ok(Some(slot))
+    /// Frees slot `slot`, on the device first: its data may be overwritten afterwards.
+    pub fn free(&self, slot: u32, device: &dyn Backend) -> io::Result<()> {
+        self.update(slot, device, 0, |state| state.key = None)
     }
 
-    fn write_entry(
-        &mut self,
-        index: u32,
-        key: Option<u64>,
-        valid: u128,
-        dirty: u128,
-        cache: &mut dyn Backend,
-    ) -> io::Result<()> {
-        let sequence = self.sequences[index as usize] + 1;
-        self.sequences[index as usize] = sequence;
+    /// Once the backing store has been flushed: records valid the unflushed sectors marked in
+    /// epochs up to `epoch` (later ones wait for the next flush).
+    pub fn settle(&self, epoch: u64, device: &dyn Backend) -> io::Result<()> {
+        let pending = std::mem::take(
+            &mut *self
+                .unsettled
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        let mut kept = Vec::new();
+        let mut result = Ok(());
+        for slot in pending {
+            let mut guard = self.lock(slot);
+            if guard.state.unflushed == 0 {
+                continue;
+            }
+            if guard.unflushed_epoch > epoch || result.is_err() {
+                kept.push(slot);
+                continue;
+            }
+            guard.state.unflushed = 0;
+            result = self.write_entry(&mut guard, slot, device);
+            if result.is_err() {
+                kept.push(slot);
+            }
+        }
+        self.unsettled
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .extend(kept);
+        result
+    }
+
+    fn write_entry(&self, slot: &mut Slot, index: u32, device: &dyn Backend) -> io::Result<()> {
+        if !self.persistent {
+            return Ok(());
+        }
+        let (key, valid, dirty) = durable(&slot.state);
+        slot.sequence += 1;
         let entry = Entry {
-            sequence,
+            sequence: slot.sequence,
             key,
             valid,
             dirty,
         };
-        let offset = self.geometry.entry_offset(index, sequence % 2);
-        cache.write_at(offset, &entry.encode())?;
-        cache.persist(offset, 64)
+        let offset = self.geometry.entry_offset(index, slot.sequence % 2);
+        device.write_at(offset, &entry.encode())?;
+        device.persist(offset, 64)
     }
+}
+
+/// What the device records of a slot: unflushed sectors count as invalid.
+fn durable(state: &SlotState) -> (Option<u64>, u128, u128) {
+    let valid = state.valid & !state.unflushed;
+    (state.key, valid, state.dirty & valid)
 }
 
 #[cfg(test)]
@@ -210,26 +253,42 @@ mod tests {
     #[test]
     fn the_table_is_found_again() {
         let geometry = Geometry::for_cache(1 << 20, 4096, 1 << 30).unwrap();
-        let mut cache = RamBackend::new(1 << 20).unwrap();
-        let mut slots = Slots::empty(geometry);
-        let count = slots.free_count();
-        let mut a = slots.allocate(10).unwrap();
-        a.valid = 0b1111;
-        a.dirty = 0b0110;
-        slots.update(10, a, &mut cache).unwrap();
-        let mut b = slots.allocate(11).unwrap();
-        b.valid = 1;
-        slots.update(11, b, &mut cache).unwrap();
-        b.valid = 3;
-        slots.update(11, b, &mut cache).unwrap();
-        slots.free(10, &mut cache).unwrap();
-        let again = Slots::load(geometry, &mut cache).unwrap();
-        assert_eq!(again.get(10), None);
-        assert_eq!(again.get(11), Some(b));
-        assert_eq!(again.len(), 1);
-        assert_eq!(again.free_count(), count - 1);
-        let mut again = again;
-        let reused = again.allocate(12).unwrap();
-        assert_ne!(reused.index, b.index);
+        let cache = RamBackend::new(1 << 20).unwrap();
+        let slots = TierSlots::empty(geometry, true);
+        slots
+            .update(3, &cache, 0, |s| {
+                *s = SlotState {
+                    key: Some(10),
+                    valid: 0b1111,
+                    dirty: 0b0110,
+                    unflushed: 0,
+                }
+            })
+            .unwrap();
+        slots
+            .update(5, &cache, 0, |s| {
+                s.key = Some(11);
+                s.valid = 1;
+            })
+            .unwrap();
+        slots.update(5, &cache, 0, |s| s.valid = 3).unwrap();
+        // Unflushed sectors are recorded invalid until a flush settles them.
+        slots
+            .update(5, &cache, 7, |s| {
+                s.valid |= 4;
+                s.unflushed |= 4;
+            })
+            .unwrap();
+        slots.free(3, &cache).unwrap();
+        let again = TierSlots::load(geometry, &cache).unwrap();
+        assert_eq!(again.state(3), SlotState::default());
+        assert_eq!(again.state(5).valid, 3);
+        assert_eq!(again.occupied().len(), 1);
+        // Marks of a later epoch wait; of this one, settle.
+        slots.settle(6, &cache).unwrap();
+        assert_eq!(TierSlots::load(geometry, &cache).unwrap().state(5).valid, 3);
+        slots.settle(7, &cache).unwrap();
+        assert_eq!(TierSlots::load(geometry, &cache).unwrap().state(5).valid, 7);
+        assert_eq!(slots.counts(), (1, 0));
     }
 }

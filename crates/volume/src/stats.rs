@@ -1,34 +1,44 @@
 //! A volume's counters and state, for `heterarchy volume stats` and Prometheus metrics (issue 5,
-//! item 5: "hits, misses, dirty blocks, per-device bandwidth, NHC state").
+//! item 5: "hits, misses, dirty blocks, per-device bandwidth, NHC state"; issue 16, item 2:
+//! per tier).
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
 use heterarchy_engine::{CacheController, Controller, WriteMode};
 
-use crate::slots::Slots;
+use crate::sectors::Storage;
 
-/// What the volume counts as it serves.
-#[derive(Clone, Debug, Default)]
+/// What the volume counts as it serves; requests on many threads count at once.
+#[derive(Debug, Default)]
 pub struct Counters {
-    pub reads: u64,
-    pub writes: u64,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub flushes: u64,
-    pub trims: u64,
-    pub cutoff_bypasses: u64,
-    pub writebacks: u64,
-    /// Lines found in the cache at start.
-    pub restored_lines: u64,
-    /// Per device (cache, backing).
-    pub device_read_bytes: [u64; 2],
-    pub device_write_bytes: [u64; 2],
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    pub read_bytes: AtomicU64,
+    pub write_bytes: AtomicU64,
+    pub flushes: AtomicU64,
+    pub trims: AtomicU64,
+    pub cutoff_bypasses: AtomicU64,
+    pub writebacks: AtomicU64,
+    /// Lines found in the persistent tiers at start.
+    pub restored_lines: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(counter: &AtomicU64, amount: u64) {
+        counter.fetch_add(amount, Ordering::Relaxed);
+    }
+
+    fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
 }
 
 /// One device's traffic.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct DeviceStats {
-    /// `cache` or `backing`.
+    /// `tier0`, `tier1`, ... (fastest first) or `backing`.
     pub role: String,
     pub storage: String,
     pub read_bytes: u64,
@@ -38,20 +48,45 @@ pub struct DeviceStats {
     pub write_mb_per_s: f64,
 }
 
-/// The admission tuner's latest settings (seed 000 §4.3).
+/// One cache tier's state and what the controller did with it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TierStats {
+    pub tier: usize,
+    pub storage: String,
+    pub persistent: bool,
+    pub slots: u64,
+    pub resident_lines: u64,
+    pub dirty_lines: u64,
+    /// Line accesses whose highest copy was in this tier.
+    pub hits: u64,
+    pub installs: u64,
+    pub evictions: u64,
+}
+
+/// The admission tuner's latest settings (seed 000 §4.3), for the top pair of levels.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct AdmissionStats {
     pub state: String,
     pub load_admit: f64,
     pub data_admit: bool,
     pub intervals: u64,
+    /// Every pair's settings, top first (tier i over the level below it).
+    pub pairs: Vec<PairSettings>,
 }
 
-/// A snapshot of one volume.
+/// One pair of levels' NHC knobs.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PairSettings {
+    pub load_admit: f64,
+    pub data_admit: bool,
+}
+
+/// A snapshot of one volume. The cache-wide figures add the tiers up.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct VolumeStats {
     pub name: String,
     pub mode: String,
+    pub layout: String,
     pub size_bytes: u64,
     pub line_bytes: u32,
     pub uptime_s: f64,
@@ -65,13 +100,14 @@ pub struct VolumeStats {
     pub write_bytes: u64,
     pub flushes: u64,
     pub trims: u64,
-    /// Line accesses planned by the controller, and those the cache held.
+    /// Line accesses planned by the controller, and those some cache tier held.
     pub line_requests: u64,
     pub hits: u64,
     pub misses: u64,
     pub hit_ratio: f64,
     pub writebacks: u64,
     pub cutoff_bypasses: u64,
+    pub tiers: Vec<TierStats>,
     pub devices: Vec<DeviceStats>,
     pub admission: Option<AdmissionStats>,
 }
@@ -80,14 +116,12 @@ pub struct VolumeStats {
 pub(crate) struct StatsSource<'a> {
     pub name: &'a str,
     pub mode: WriteMode,
+    pub layout: &'a str,
     pub size_bytes: u64,
-    pub line_bytes: u32,
     pub uptime_s: f64,
     pub controller: &'a CacheController,
-    pub slots: &'a Slots,
+    pub storage: &'a Storage,
     pub counters: &'a Counters,
-    /// How the cache and the backing store describe themselves.
-    pub storage: [String; 2],
 }
 
 impl VolumeStats {
@@ -95,64 +129,100 @@ impl VolumeStats {
         let StatsSource {
             name,
             mode,
+            layout,
             size_bytes,
-            line_bytes,
             uptime_s,
             controller,
-            slots,
-            counters,
             storage,
+            counters,
         } = source;
         let engine = controller.stats();
         let per_s = |bytes: u64| bytes as f64 / 1e6 / uptime_s.max(1e-9);
-        let devices = ["cache", "backing"]
-            .into_iter()
-            .zip(storage)
+        let tier_count = storage.tiers();
+        let devices = storage
+            .devices
+            .iter()
             .enumerate()
-            .map(|(index, (role, storage))| DeviceStats {
-                role: role.to_string(),
-                storage,
-                read_bytes: counters.device_read_bytes[index],
-                write_bytes: counters.device_write_bytes[index],
-                read_mb_per_s: per_s(counters.device_read_bytes[index]),
-                write_mb_per_s: per_s(counters.device_write_bytes[index]),
+            .map(|(index, device)| {
+                let (read_bytes, write_bytes) = device.traffic();
+                DeviceStats {
+                    role: if index == tier_count {
+                        "backing".to_string()
+                    } else {
+                        format!("tier{index}")
+                    },
+                    storage: device.backend.describe(),
+                    read_bytes,
+                    write_bytes,
+                    read_mb_per_s: per_s(read_bytes),
+                    write_mb_per_s: per_s(write_bytes),
+                }
+            })
+            .collect();
+        let tiers: Vec<TierStats> = storage.devices[..tier_count]
+            .iter()
+            .enumerate()
+            .map(|(tier, device)| {
+                let slots = device.slots();
+                let (resident_lines, dirty_lines) = slots.counts();
+                TierStats {
+                    tier,
+                    storage: device.backend.describe(),
+                    persistent: slots.is_persistent(),
+                    slots: slots.geometry().slot_count,
+                    resident_lines,
+                    dirty_lines,
+                    hits: engine.hits_per_tier[tier],
+                    installs: engine.installs_per_tier[tier],
+                    evictions: engine.evictions_per_tier[tier],
+                }
             })
             .collect();
         let admission = controller.tuning_history().map(|history| {
             let last = history.points.last();
+            let pairs: Vec<PairSettings> = last.map_or_else(Vec::new, |point| {
+                point
+                    .load_admit
+                    .iter()
+                    .zip(&point.data_admit)
+                    .map(|(&load_admit, &data_admit)| PairSettings {
+                        load_admit,
+                        data_admit,
+                    })
+                    .collect()
+            });
             AdmissionStats {
                 state: last.map_or("starting", |point| point.state).to_string(),
-                load_admit: last
-                    .and_then(|p| p.load_admit.first().copied())
-                    .unwrap_or(1.0),
-                data_admit: last
-                    .and_then(|p| p.data_admit.first().copied())
-                    .unwrap_or(true),
+                load_admit: pairs.first().map_or(1.0, |pair| pair.load_admit),
+                data_admit: pairs.first().is_none_or(|pair| pair.data_admit),
                 intervals: history.intervals,
+                pairs,
             }
         });
         VolumeStats {
             name: name.to_string(),
             mode: mode.name().to_string(),
+            layout: layout.to_string(),
             size_bytes,
-            line_bytes,
+            line_bytes: storage.line_bytes,
             uptime_s,
-            slots: slots.geometry().slot_count,
-            resident_lines: slots.len() as u64,
-            dirty_lines: slots.dirty_count() as u64,
-            restored_lines: counters.restored_lines,
-            reads: counters.reads,
-            writes: counters.writes,
-            read_bytes: counters.read_bytes,
-            write_bytes: counters.write_bytes,
-            flushes: counters.flushes,
-            trims: counters.trims,
+            slots: tiers.iter().map(|tier| tier.slots).sum(),
+            resident_lines: tiers.iter().map(|tier| tier.resident_lines).sum(),
+            dirty_lines: tiers.iter().map(|tier| tier.dirty_lines).sum(),
+            restored_lines: Counters::get(&counters.restored_lines),
+            reads: Counters::get(&counters.reads),
+            writes: Counters::get(&counters.writes),
+            read_bytes: Counters::get(&counters.read_bytes),
+            write_bytes: Counters::get(&counters.write_bytes),
+            flushes: Counters::get(&counters.flushes),
+            trims: Counters::get(&counters.trims),
             line_requests: engine.requests,
             hits: engine.hits,
             misses: engine.requests - engine.hits,
             hit_ratio: engine.hit_ratio(),
-            writebacks: counters.writebacks,
-            cutoff_bypasses: counters.cutoff_bypasses,
+            writebacks: Counters::get(&counters.writebacks),
+            cutoff_bypasses: Counters::get(&counters.cutoff_bypasses),
+            tiers,
             devices,
             admission,
         }

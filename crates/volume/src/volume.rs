@@ -1,107 +1,97 @@
-//! A cached volume: the engine's cache controller executing its plans on real storage (DESIGN.md
-//! "One policy code, two executors"; issue 5, items 2 and 3; Orthus-CAS, seed 000 §4.4).
+//! A cached volume: the engine's cache controller executing its plans on real storage, one or
+//! more cache tiers over a backing store, many requests at once (DESIGN.md "One policy code,
+//! two executors"; issue 5, items 2 and 3; issue 16, items 1 and 2; Orthus-CAS, seed 000 §4.4;
+//! docs/architecture.md, "A request through a live volume").
 //!
 //! Client requests are cut at cache-line boundaries and each piece is planned by the
-//! [`CacheController`] exactly as in the simulator. The volume then moves the data: the plan's
-//! reads first (the client's source, and dirty victims written back), then the lines that left
-//! the cache are freed, then the plan's writes (installs, the client's data). A cache line is
-//! tracked in 512-byte sectors, valid and dirty, as Open CAS does, so a 4 KiB write into a
-//! 64 KiB line moves 4 KiB.
+//! [`CacheController`] exactly as in the simulator, under one short lock that also chooses
+//! slots ([`crate::placement`]) and hands out per-line tickets ([`crate::order`]). The data then
+//! moves outside that lock ([`crate::execute`]): requests on different lines run at once, and
+//! requests on the same line run in the order they were planned. So a hit never waits for a
+//! miss's, a write-back's or a cleaner's device I/O, and a read never returns a value older
+//! than a write already answered.
 //!
 //! Crash safety of write-back: sector data is written and persisted before the entry that makes
-//! it valid or dirty; a dirty line's data reaches the backing store, durably, before its entry
-//! says clean or its slot is freed; a freed slot's entry is persisted before the slot is reused.
-//! A FLUSH persists both devices; on a cache that forgets (RAM) it first writes every dirty line
-//! back. So what a completed FLUSH or a FUA write covered is found again by [`Volume::open`].
-//! Clean sectors whose data the backing store may not hold durably yet (written through or
-//! filled since its last flush) are recorded invalid on the device until the next flush, so a
-//! crash that loses a backing write cannot leave the cache holding a different block.
-//! Sectors are overwritten in place: a write interrupted by a machine crash (not by killing
-//! the process, which leaves the mapping's stores in place) may leave a sector part old, part
-//! new, 8 bytes at a time, as an unacknowledged write to PM without a BTT would.
+//! it valid or dirty; a dirty line's data reaches the backing store, durably, or a lower
+//! persistent tier before its entry says clean or its slot is freed; a freed slot's entry is
+//! persisted before the slot is reused. A FLUSH persists every device; when a tier forgets
+//! (RAM), it first writes every dirty line back. So what a completed FLUSH or a FUA write
+//! covered is found again by [`Volume::open`]. Clean sectors whose data the backing store may
+//! not hold durably yet are recorded invalid on the device until the next flush, so a crash
+//! that loses a backing write cannot leave a tier holding a different block. Sectors are
+//! overwritten in place: a write interrupted by a machine crash (not by killing the process,
+//! which leaves the mapping's stores in place) may leave a sector part old, part new, 8 bytes
+//! at a time, as an unacknowledged write to PM without a BTT would.
 //!
 //! With throttled devices the data still moves at once; each plan's stages are timed on the
-//! devices' models, and the answer is due when the reply stage completes.
+//! devices' shared models, and the answer is due when the reply stage completes.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use heterarchy_device::backend::{check_range, open_backend, Backend, Throttle};
-use heterarchy_device::presets::resolve_device;
-use heterarchy_engine::{CacheController, Controller, Feedback, IoKind, Plan, Reply, WriteMode};
-use heterarchy_trace::generate::mix64;
+use heterarchy_device::backend::check_range;
+use heterarchy_engine::{
+    CacheController, Controller, DeviceOp, Feedback, IoKind, Plan, Reply, TierLayout, WriteMode,
+};
 use heterarchy_trace::{Op, Request};
 
-use crate::config::VolumeConfig;
 use crate::cutoff::SequentialCutoff;
-use crate::layout::{runs, sector_bits, Geometry, SECTOR_BYTES};
-use crate::slots::Slots;
+use crate::execute::{Access, Client, Job, LineJob, RequestPart};
+use crate::order::LineOrder;
+use crate::placement::Placement;
+use crate::sectors::{Copies, Storage};
 use crate::stats::{Counters, StatsSource, VolumeStats};
-
-/// Device numbers, as the controller numbers a one-tier hierarchy.
-const CACHE: u8 = 0;
-const BACKING: u8 = 1;
+use crate::timing::DeviceTime;
 
 /// Zeroes for WRITE_ZEROES, one line at most.
 static ZEROES: [u8; crate::layout::MAX_LINE_BYTES as usize] =
     [0; crate::layout::MAX_LINE_BYTES as usize];
 
-/// A block volume with a cache in front of its backing store; shared by every connection.
+/// A block volume with cache tiers in front of its backing store; shared by every connection
+/// and every thread.
 pub struct Volume {
-    name: String,
-    size_bytes: u64,
-    line_bytes: u32,
-    epoch: Instant,
-    throttled: bool,
-    inner: Mutex<Inner>,
+    pub(crate) name: String,
+    pub(crate) size_bytes: u64,
+    pub(crate) line_bytes: u32,
+    pub(crate) mode: WriteMode,
+    pub(crate) layout: TierLayout,
+    pub(crate) epoch: Instant,
+    pub(crate) storage: Storage,
+    pub(crate) control: Mutex<Control>,
+    pub(crate) order: LineOrder,
+    /// Flushes run one at a time (each settles what the one before left).
+    pub(crate) flushing: Mutex<()>,
+    /// Shut down: every request is refused, so nothing is answered after the last clean.
+    pub(crate) closed: AtomicBool,
+    pub(crate) counters: Counters,
+    /// What the controller's tuner wants measured.
+    pub(crate) feedback: Feedback,
 }
 
-/// What the lock guards.
-struct Inner {
-    controller: CacheController,
-    mode: WriteMode,
-    cache: Box<dyn Backend>,
-    backing: Box<dyn Backend>,
-    slots: Slots,
-    cutoff: SequentialCutoff,
-    /// Per device (cache, backing), the model it is paced like.
-    throttles: [Option<Throttle>; 2],
-    plan: Plan,
-    feedback: Feedback,
-    counters: Counters,
-    /// Lines written back by the current plan, to be marked clean once the backing store has
-    /// them durably.
-    written_back: Vec<u64>,
-    /// A line's worth of bytes for write-backs and read-modify-writes.
-    scratch: Vec<u8>,
-    /// Shut down: every request is refused, so nothing is answered after the last clean.
-    closed: bool,
+/// What the planning lock guards: the decisions, taken in one order.
+pub(crate) struct Control {
+    pub controller: CacheController,
+    pub cutoff: SequentialCutoff,
+    /// Per cache tier, which slot each line uses.
+    pub placement: Vec<Placement>,
+    /// Plans of finished jobs, reused.
+    pub spare_plans: Vec<Plan>,
 }
 
 /// One request's part within one cache line.
 #[derive(Clone, Copy, Debug)]
-struct Piece {
-    key: u64,
+pub(crate) struct Piece {
+    pub key: u64,
     /// Byte offset within the line.
-    start: u32,
-    len: u32,
+    pub start: u32,
+    pub len: u32,
     /// Byte offset within the request.
-    at: usize,
+    pub at: usize,
 }
 
-impl Piece {
-    /// The whole sectors the piece touches, as a byte range of the line.
-    fn sector_span(&self) -> (u32, u32) {
-        let first = self.start / SECTOR_BYTES * SECTOR_BYTES;
-        (
-            first,
-            (self.start + self.len).next_multiple_of(SECTOR_BYTES),
-        )
-    }
-}
-
-fn pieces(offset: u64, len: u64, line_bytes: u32) -> impl Iterator<Item = Piece> {
+pub(crate) fn pieces(offset: u64, len: u64, line_bytes: u32) -> impl Iterator<Item = Piece> {
     let line = u64::from(line_bytes);
     let end = offset + len;
     let mut position = offset;
@@ -124,123 +114,40 @@ fn pieces(offset: u64, len: u64, line_bytes: u32) -> impl Iterator<Item = Piece>
 }
 
 impl Volume {
-    /// Opens a volume: the backing store, and the cache found again where it is persistent and
-    /// was formatted for this backing store and line size; formatted afresh otherwise. A cache
-    /// holding dirty lines under another format is refused unless `force` is set. Errors say
-    /// which device and why.
-    pub fn open(config: &VolumeConfig) -> Result<Volume, String> {
-        config.validate()?;
-        let backing = open_backend(&config.backing).map_err(|e| format!("backing: {e}"))?;
-        let cache = open_backend(&config.cache).map_err(|e| format!("cache: {e}"))?;
-        Volume::with_backends(config, cache, backing)
-    }
-
-    /// [`open`](Self::open) on storage already opened (the specs in `config` are not used):
-    /// for storage of the caller's own, such as a crash-injecting wrapper. The volume's size is
-    /// the backing store's, rounded down to whole 512-byte sectors.
-    pub fn with_backends(
-        config: &VolumeConfig,
-        mut cache: Box<dyn Backend>,
-        backing: Box<dyn Backend>,
-    ) -> Result<Volume, String> {
-        config.validate()?;
-        let line_bytes = config.cache_line as u32;
-        let geometry = Geometry::for_cache(cache.size_bytes(), line_bytes, backing.size_bytes())
-            .map_err(|e| format!("cache: {e}"))?;
-        let slots = find_or_format(cache.as_mut(), geometry, config.force)?;
-        // Whole sectors only: a cached sector is read or written whole.
-        let size_bytes = backing.size_bytes() / u64::from(SECTOR_BYTES) * u64::from(SECTOR_BYTES);
-        if size_bytes == 0 {
-            return Err(format!(
-                "backing: {} holds no whole {SECTOR_BYTES}-byte sector",
-                backing.describe()
-            ));
-        }
-        let capacity = geometry.slot_count * u64::from(line_bytes);
-        let seed = config
-            .name
-            .bytes()
-            .fold(0, |hash, byte| mix64(hash ^ u64::from(byte)));
-        let controller = CacheController::new(&config.caching, &[capacity], seed)
-            .map_err(|e| e.to_string().replacen("cache.", "caching.", 1))?;
-        let throttle = |name: &Option<String>, key: &str| -> Result<Option<Throttle>, String> {
-            name.as_deref()
-                .map(|name| {
-                    resolve_device(name, None)
-                        .map(|spec| Throttle::new(&spec))
-                        .map_err(|e| format!("{key}: {e}"))
-                })
-                .transpose()
-        };
-        let throttles = [
-            throttle(&config.cache_throttle, "cache_throttle")?,
-            throttle(&config.backing_throttle, "backing_throttle")?,
-        ];
-        let mut inner = Inner {
-            feedback: controller.feedback(),
-            controller,
-            mode: config.caching.mode,
-            cache,
-            backing,
-            slots,
-            cutoff: SequentialCutoff::new(&config.seq_cutoff),
-            plan: Plan::new(),
-            counters: Counters::default(),
-            written_back: Vec::new(),
-            scratch: vec![0; line_bytes as usize],
-            closed: false,
-            throttles,
-        };
-        inner.restore().map_err(|e| format!("cache: {e}"))?;
-        Ok(Volume {
-            name: config.name.clone(),
-            size_bytes,
-            line_bytes,
-            epoch: Instant::now(),
-            throttled: inner.throttles.iter().any(Option::is_some),
-            inner: Mutex::new(inner),
-        })
-    }
-
     /// The export name.
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// Size in bytes: the backing store's.
+    /// Size in bytes: the backing store's, rounded down to whole sectors.
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes
     }
 
-    /// True when answers wait for the devices' models.
-    pub fn is_throttled(&self) -> bool {
-        self.throttled
+    /// Number of cache tiers.
+    pub fn tiers(&self) -> usize {
+        self.storage.tiers()
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner
+    /// True when answers wait for the devices' models.
+    pub fn is_throttled(&self) -> bool {
+        self.storage.is_throttled()
+    }
+
+    pub(crate) fn lock_control(&self) -> MutexGuard<'_, Control> {
+        self.control
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The lock, for a client's request: refused once the volume is shut down.
-    fn lock_open(&self) -> io::Result<MutexGuard<'_, Inner>> {
-        let inner = self.lock();
-        if inner.closed {
+    fn check_open(&self) -> io::Result<()> {
+        if self.closed.load(Ordering::SeqCst) {
             return Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 format!("volume {} is shutting down", self.name),
             ));
         }
-        Ok(inner)
-    }
-
-    /// Graceful shutdown: writes every dirty line back, makes both devices durable, and refuses
-    /// every request from then on. Returns the lines written back.
-    pub fn shut_down(&self) -> io::Result<u64> {
-        let mut inner = self.lock();
-        inner.closed = true;
-        inner.clean_durably()
+        Ok(())
     }
 
     fn ns_since_epoch(&self, instant: Instant) -> u64 {
@@ -250,18 +157,18 @@ impl Volume {
     /// Reads `buf.len()` bytes at `offset`. Returns when the answer is due (`None`: now).
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<Option<Instant>> {
         check_range(self.size_bytes, offset, buf.len() as u64)?;
+        self.check_open()?;
         let arrival = Instant::now();
-        let now = self.ns_since_epoch(arrival);
-        let mut inner = self.lock_open()?;
-        let bypass = inner.sequential_bypass(offset, buf.len() as u64);
-        let mut done = now;
-        for piece in pieces(offset, buf.len() as u64, self.line_bytes) {
+        let jobs = self.plan_request(Access::Read, offset, buf.len() as u64, arrival)?;
+        let mut due = self.ns_since_epoch(arrival);
+        let mut times = Vec::new();
+        for (job, piece) in jobs {
             let out = &mut buf[piece.at..piece.at + piece.len as usize];
-            done = done.max(inner.read_piece(piece, out, now, bypass)?);
+            due = due.max(self.run(job, Client::Read(out), &mut times)?);
         }
-        inner.counters.reads += 1;
-        inner.counters.read_bytes += buf.len() as u64;
-        Ok(self.answer(&mut inner, arrival, now, done, buf.len()))
+        Counters::add(&self.counters.reads, 1);
+        Counters::add(&self.counters.read_bytes, buf.len() as u64);
+        Ok(self.answer(arrival, due, buf.len(), &times))
     }
 
     /// Writes `data` at `offset`; with `fua`, durably before answering.
@@ -284,597 +191,361 @@ impl Volume {
         data: impl Fn(&Piece) -> &'a [u8],
     ) -> io::Result<Option<Instant>> {
         check_range(self.size_bytes, offset, len)?;
+        self.check_open()?;
         let arrival = Instant::now();
-        let now = self.ns_since_epoch(arrival);
-        let mut inner = self.lock_open()?;
-        let bypass = inner.sequential_bypass(offset, len);
-        let mut done = now;
-        for piece in pieces(offset, len, self.line_bytes) {
-            done = done.max(inner.write_piece(piece, data(&piece), now, bypass)?);
+        let jobs = self.plan_request(Access::Write, offset, len, arrival)?;
+        let mut due = self.ns_since_epoch(arrival);
+        let mut times = Vec::new();
+        for (job, piece) in jobs {
+            due = due.max(self.run(job, Client::Write(data(&piece)), &mut times)?);
         }
-        inner.counters.writes += 1;
-        inner.counters.write_bytes += len;
+        Counters::add(&self.counters.writes, 1);
+        Counters::add(&self.counters.write_bytes, len);
         if fua {
-            inner.make_durable()?;
+            self.make_durable()?;
         }
-        Ok(self.answer(&mut inner, arrival, now, done, len as usize))
+        Ok(self.answer(arrival, due, len as usize, &times))
     }
 
     /// Discards `len` bytes at `offset`: whole lines leave the cache unwritten and the backing
     /// store is told; parts of cached lines are kept (NBD lets a server ignore a trim).
     pub fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
         check_range(self.size_bytes, offset, len)?;
-        let mut inner = self.lock_open()?;
-        let now = self.ns_since_epoch(Instant::now());
-        for piece in pieces(offset, len, self.line_bytes) {
-            inner.trim_piece(piece, now)?;
+        self.check_open()?;
+        let jobs = self.plan_request(Access::Trim, offset, len, Instant::now())?;
+        for (job, piece) in jobs {
+            // A line partly trimmed stays whole where a tier holds it.
+            let kept = job.plan.is_empty() && job.lines[0].before.iter().any(Option::is_some);
+            let backing_offset = self.storage.backing_offset(piece.key, piece.start);
+            self.in_turn(job, |storage, job| {
+                storage.execute(job, Client::None)?;
+                if kept {
+                    return Ok(0);
+                }
+                storage
+                    .backing()
+                    .discard(backing_offset, u64::from(piece.len))
+                    .map(|()| 0)
+            })?;
         }
-        inner.counters.trims += 1;
+        Counters::add(&self.counters.trims, 1);
         Ok(())
     }
 
     /// Makes every write answered so far durable (NBD_CMD_FLUSH).
     pub fn flush(&self) -> io::Result<()> {
-        let mut inner = self.lock_open()?;
-        inner.counters.flushes += 1;
-        inner.make_durable()
+        self.check_open()?;
+        Counters::add(&self.counters.flushes, 1);
+        self.make_durable()
     }
 
-    /// Writes every dirty line back to the backing store and makes both durable (`heterarchy
-    /// volume flush`). Returns the lines written back.
+    /// Writes every dirty line back to the backing store and makes every device durable
+    /// (`heterarchy volume flush`). Returns the lines written back.
     pub fn clean(&self) -> io::Result<u64> {
-        self.lock().clean_durably()
-    }
-
-    /// Runs the cleaner if due; returns how long until it wants to run again (`None`: until
-    /// the next request).
-    pub fn background(&self) -> io::Result<Option<std::time::Duration>> {
-        let mut inner = self.lock();
-        let now = self.ns_since_epoch(Instant::now());
-        let next = inner.with_plan(|inner, plan| {
-            let next = inner.controller.background(now, plan);
-            inner.execute_cleaning(plan).map(|()| next)
-        })?;
-        Ok(next.map(|at| std::time::Duration::from_nanos(at.saturating_sub(now))))
-    }
-
-    /// Counters and state now.
-    pub fn stats(&self) -> VolumeStats {
-        let inner = self.lock();
-        VolumeStats::gather(StatsSource {
-            name: &self.name,
-            mode: inner.mode,
-            size_bytes: self.size_bytes,
-            line_bytes: self.line_bytes,
-            uptime_s: self.epoch.elapsed().as_secs_f64(),
-            controller: &inner.controller,
-            slots: &inner.slots,
-            counters: &inner.counters,
-            storage: [inner.cache.describe(), inner.backing.describe()],
-        })
-    }
-
-    /// Reports the answer to the controller's tuner and says when it is due.
-    fn answer(
-        &self,
-        inner: &mut Inner,
-        arrival: Instant,
-        now: u64,
-        done: u64,
-        bytes: usize,
-    ) -> Option<Instant> {
-        if inner.feedback.replies {
-            let latency_ns = if self.throttled {
-                done - now
-            } else {
-                arrival.elapsed().as_nanos() as u64
-            };
-            inner.controller.on_reply(&Reply {
-                now_ns: now + latency_ns,
-                latency_ns,
-                bytes: bytes.min(u32::MAX as usize) as u32,
-            });
-        }
-        (self.throttled && done > now).then(|| self.epoch + std::time::Duration::from_nanos(done))
-    }
-}
-
-/// Reads the cache's superblock and table, or formats it.
-fn find_or_format(
-    cache: &mut dyn Backend,
-    geometry: Geometry,
-    force: bool,
-) -> Result<Slots, String> {
-    let io_error = |e: io::Error| format!("cache: {e}");
-    if cache.is_persistent() {
-        let mut superblock = [0u8; 64];
-        cache.read_at(0, &mut superblock).map_err(io_error)?;
-        match Geometry::decode(&superblock) {
-            Some(found) if found == geometry => {
-                return Slots::load(geometry, cache).map_err(io_error);
-            }
-            Some(found) if !force => {
-                let dirty = Slots::load(found, cache).map_err(io_error)?.dirty_count();
-                if dirty > 0 {
-                    return Err(format!(
-                        "cache: holds {dirty} dirty lines of a volume of {} bytes with {}-byte \
-                         lines; serve it with those settings and flush it, or set force to \
-                         discard them",
-                        found.backing_bytes, found.line_bytes
-                    ));
-                }
-            }
-            _ => {}
-        }
-        let (table_start, table_len) = geometry.table_range();
-        let zeroes = vec![0u8; 1 << 20];
-        let mut offset = table_start;
-        while offset < table_start + table_len {
-            let chunk = (table_start + table_len - offset).min(zeroes.len() as u64);
-            cache
-                .write_at(offset, &zeroes[..chunk as usize])
-                .map_err(io_error)?;
-            offset += chunk;
-        }
-        cache.flush().map_err(io_error)?;
-        cache.write_at(0, &geometry.encode()).map_err(io_error)?;
-        cache.flush().map_err(io_error)?;
-    }
-    Ok(Slots::empty(geometry))
-}
-
-impl Inner {
-    fn line_bytes(&self) -> u32 {
-        self.slots.geometry().line_bytes
-    }
-
-    fn backing_offset(&self, key: u64, start: u32) -> u64 {
-        key * u64::from(self.line_bytes()) + u64::from(start)
-    }
-
-    /// Gives the controller the lines the cache held when it last stopped.
-    fn restore(&mut self) -> io::Result<()> {
-        let line = self.line_bytes();
-        let mut found: Vec<(u64, bool)> = self
-            .slots
-            .occupied()
-            .map(|(key, slot)| (key, slot.dirty != 0))
-            .collect();
-        found.sort_unstable();
-        for (key, dirty) in found {
-            if !self.controller.restore_line(0, key, line, dirty, 0) {
-                self.write_back(key)?;
-                self.finish_write_backs()?;
-                self.slots.free(key, self.cache.as_mut())?;
-            }
-        }
-        self.counters.restored_lines = self.slots.len() as u64;
-        if !self.mode.writes_back() {
-            self.clean_all()?;
-        }
-        Ok(())
-    }
-
-    fn sequential_bypass(&mut self, offset: u64, len: u64) -> bool {
-        let full = self.slots.free_count() == 0;
-        let bypass = self.cutoff.bypass(offset, len, full);
-        self.counters.cutoff_bypasses += u64::from(bypass);
-        bypass
-    }
-
-    fn read_piece(
-        &mut self,
-        piece: Piece,
-        out: &mut [u8],
-        now: u64,
-        bypass: bool,
-    ) -> io::Result<u64> {
-        if bypass && !self.controller.holds(0, piece.key) {
-            self.backing_read(piece.key, piece.start, out)?;
-            return Ok(self.time_single(BACKING, IoKind::Read, piece, now));
-        }
-        self.planned(Op::Read, piece, now, |inner, plan| {
-            inner.execute_read(plan, piece, out)
-        })
-    }
-
-    /// Has the controller plan `op` on the piece's line, carries the plan out with `execute`,
-    /// and returns when its reply stage completes on the devices' models.
-    fn planned(
-        &mut self,
-        op: Op,
-        piece: Piece,
-        now: u64,
-        execute: impl FnOnce(&mut Inner, &Plan) -> io::Result<()>,
-    ) -> io::Result<u64> {
-        let request = Request {
-            op,
-            time_ns: now,
-            ..Request::new(piece.key, self.line_bytes())
-        };
-        self.with_plan(|inner, plan| {
-            inner.controller.plan(&request, now, plan);
-            let result = execute(inner, plan);
-            let done = inner.time_plan(plan, piece, now);
-            result.map(|()| done)
-        })
-    }
-
-    /// Lends the reused plan, cleared, to `work`.
-    fn with_plan<T>(&mut self, work: impl FnOnce(&mut Inner, &mut Plan) -> T) -> T {
-        let mut plan = std::mem::take(&mut self.plan);
-        plan.clear();
-        let result = work(self, &mut plan);
-        self.plan = plan;
-        result
-    }
-
-    fn execute_read(&mut self, plan: &Plan, piece: Piece, out: &mut [u8]) -> io::Result<()> {
-        let mut source = BACKING;
-        for op in plan.ops().iter().filter(|op| op.kind == IoKind::Read) {
-            if op.key == piece.key {
-                source = op.device;
-            } else {
-                self.write_back(op.key)?;
-            }
-        }
-        self.free_departed(plan, true)?;
-        // A hit whose sectors were not all cached fills the gaps (Open CAS's partial hit).
-        let partly_from_backing = if source == CACHE {
-            self.read_cached(piece.key, piece.start, out)?
-        } else {
-            self.backing_read(piece.key, piece.start, out)?;
-            false
-        };
-        let installed = plan
-            .ops()
-            .iter()
-            .any(|op| op.kind == IoKind::Write && op.device == CACHE && op.key == piece.key);
-        let reads_change_nothing = matches!(self.mode, WriteMode::Wo | WriteMode::Pt);
-        if installed || (partly_from_backing && !reads_change_nothing) {
-            self.fill(piece.key, piece.start, out)?;
-        }
-        Ok(())
-    }
-
-    fn write_piece(
-        &mut self,
-        piece: Piece,
-        data: &[u8],
-        now: u64,
-        bypass: bool,
-    ) -> io::Result<u64> {
-        if bypass && !self.controller.holds(0, piece.key) {
-            self.backing_write(piece.key, piece.start, data)?;
-            return Ok(self.time_single(BACKING, IoKind::Write, piece, now));
-        }
-        self.planned(Op::Write, piece, now, |inner, plan| {
-            inner.execute_write(plan, piece, data)
-        })
-    }
-
-    fn execute_write(&mut self, plan: &Plan, piece: Piece, data: &[u8]) -> io::Result<()> {
-        for op in plan.ops().iter().filter(|op| op.kind == IoKind::Read) {
-            if op.key != piece.key {
-                self.write_back(op.key)?;
-            }
-        }
-        self.free_departed(plan, true)?;
-        let writes_to = |device: u8| {
-            plan.ops()
-                .iter()
-                .any(|op| op.kind == IoKind::Write && op.device == device && op.key == piece.key)
-        };
-        let (to_cache, to_backing) = (writes_to(CACHE), writes_to(BACKING));
-        let dirty = self.controller.is_dirty(0, piece.key);
-        if to_cache {
-            self.prepare_overwrite(piece, dirty)?;
-        }
-        if to_backing {
-            self.backing_write(piece.key, piece.start, data)?;
-        }
-        if to_cache {
-            self.write_cached(piece, data, dirty)?;
-        }
-        Ok(())
-    }
-
-    /// Before valid sectors of a persistent cache are overwritten in place, records a state
-    /// that is right whichever copy a crash leaves: for a dirty write, the sectors marked dirty
-    /// (their old data equals the backing store's, so writing it back is harmless); for a clean
-    /// write, the sectors marked invalid (reads go to the backing store, written first). So a
-    /// block never reads one thing after a restart and another once its line is evicted.
-    fn prepare_overwrite(&mut self, piece: Piece, dirty: bool) -> io::Result<()> {
-        if !self.cache.is_persistent() {
-            return Ok(());
-        }
-        let Some(mut slot) = self.slots.get(piece.key) else {
-            return Ok(());
-        };
-        let (first, end) = piece.sector_span();
-        let overwritten = sector_bits(first, end - first) & slot.valid;
-        if dirty {
-            if overwritten & !slot.dirty == 0 {
-                return Ok(());
-            }
-            slot.dirty |= overwritten;
-        } else {
-            if overwritten == 0 {
-                return Ok(());
-            }
-            slot.valid &= !overwritten;
-            slot.dirty &= !overwritten;
-        }
-        self.slots.update(piece.key, slot, self.cache.as_mut())
-    }
-
-    fn trim_piece(&mut self, piece: Piece, now: u64) -> io::Result<()> {
-        let whole_line = piece.start == 0 && piece.len == self.line_bytes();
-        if whole_line {
-            self.planned(Op::Trim, piece, now, |inner, plan| {
-                inner.free_departed(plan, false)
-            })?;
-        } else if self.slots.get(piece.key).is_some() {
-            return Ok(());
-        }
-        let offset = self.backing_offset(piece.key, piece.start);
-        self.backing.discard(offset, u64::from(piece.len))
-    }
-
-    /// Reads a piece from the cache: valid sectors from its slot, the rest from the backing
-    /// store (a line is cached sector by sector). Returns whether the backing store gave any.
-    fn read_cached(&mut self, key: u64, start: u32, out: &mut [u8]) -> io::Result<bool> {
-        let Some(slot) = self.slots.get(key) else {
-            self.backing_read(key, start, out)?;
-            return Ok(true);
-        };
-        let wanted = sector_bits(start, out.len() as u32);
-        let partial = wanted & !slot.valid != 0;
-        if partial {
-            self.backing_read(key, start, out)?;
-        }
-        let slot_offset = self.slots.geometry().slot_offset(slot.index);
-        let end = start + out.len() as u32;
-        for (first, count) in runs(slot.valid & wanted) {
-            let from = (first * SECTOR_BYTES).max(start);
-            let to = ((first + count) * SECTOR_BYTES).min(end);
-            let window = &mut out[(from - start) as usize..(to - start) as usize];
-            self.cache.read_at(slot_offset + u64::from(from), window)?;
-            self.counters.device_read_bytes[CACHE as usize] += window.len() as u64;
-        }
-        Ok(partial)
-    }
-
-    /// Stores the whole sectors of `data` (the line's current contents at `start`) that the
-    /// slot does not hold yet; never over valid sectors, which may be newer.
-    fn fill(&mut self, key: u64, start: u32, data: &[u8]) -> io::Result<()> {
-        let whole = whole_sector_bits(start, data.len() as u32);
-        let Some(mut slot) = self.slots.get(key).or_else(|| self.slots.allocate(key)) else {
-            return Ok(());
-        };
-        let missing = whole & !slot.valid;
-        if missing == 0 {
-            return Ok(());
-        }
-        let slot_offset = self.slots.geometry().slot_offset(slot.index);
-        for (first, count) in runs(missing) {
-            let from = first * SECTOR_BYTES;
-            let bytes =
-                &data[(from - start) as usize..((first + count) * SECTOR_BYTES - start) as usize];
-            self.cache.write_at(slot_offset + u64::from(from), bytes)?;
-            self.cache
-                .persist(slot_offset + u64::from(from), bytes.len() as u64)?;
-            self.counters.device_write_bytes[CACHE as usize] += bytes.len() as u64;
-        }
-        slot.valid |= missing;
-        if self.cache.is_persistent() {
-            slot.unflushed |= missing;
-        }
-        self.slots.update(key, slot, self.cache.as_mut())
-    }
-
-    /// Writes a client's piece into the cache, dirty or not; partial sectors at its edges are
-    /// completed from the line's current contents first.
-    fn write_cached(&mut self, piece: Piece, data: &[u8], dirty: bool) -> io::Result<()> {
-        let Some(mut slot) = self
-            .slots
-            .get(piece.key)
-            .or_else(|| self.slots.allocate(piece.key))
-        else {
-            // The slot map disagrees with the controller: keep the data safe below.
-            return self.backing_write(piece.key, piece.start, data);
-        };
-        let (first, end) = piece.sector_span();
-        let slot_offset = self.slots.geometry().slot_offset(slot.index);
-        if first == piece.start && end == piece.start + piece.len {
-            self.cache.write_at(slot_offset + u64::from(first), data)?;
-        } else {
-            let mut line = std::mem::take(&mut self.scratch);
-            let window = &mut line[first as usize..end as usize];
-            self.read_cached(piece.key, first, window)?;
-            let at = (piece.start - first) as usize;
-            window[at..at + data.len()].copy_from_slice(data);
-            let result = self.cache.write_at(slot_offset + u64::from(first), window);
-            self.scratch = line;
-            result?;
-        }
-        self.cache
-            .persist(slot_offset + u64::from(first), u64::from(end - first))?;
-        self.counters.device_write_bytes[CACHE as usize] += u64::from(end - first);
-        let bits = sector_bits(first, end - first);
-        slot.valid |= bits;
-        if dirty {
-            slot.dirty |= bits;
-            slot.unflushed &= !bits;
-        } else if self.cache.is_persistent() {
-            slot.unflushed |= bits;
-        }
-        self.slots.update(piece.key, slot, self.cache.as_mut())
-    }
-
-    fn backing_read(&mut self, key: u64, start: u32, out: &mut [u8]) -> io::Result<()> {
-        let offset = self.backing_offset(key, start);
-        self.counters.device_read_bytes[BACKING as usize] += out.len() as u64;
-        self.backing.read_at(offset, out)
-    }
-
-    fn backing_write(&mut self, key: u64, start: u32, data: &[u8]) -> io::Result<()> {
-        let offset = self.backing_offset(key, start);
-        self.counters.device_write_bytes[BACKING as usize] += data.len() as u64;
-        self.backing.write_at(offset, data)
-    }
-
-    /// Copies a line's dirty sectors to the backing store; its entry says clean only after
-    /// [`finish_write_backs`](Self::finish_write_backs).
-    fn write_back(&mut self, key: u64) -> io::Result<()> {
-        let Some(slot) = self.slots.get(key) else {
-            return Ok(());
-        };
-        if slot.dirty == 0 || self.written_back.contains(&key) {
-            return Ok(());
-        }
-        let slot_offset = self.slots.geometry().slot_offset(slot.index);
-        let mut line = std::mem::take(&mut self.scratch);
-        for (first, count) in runs(slot.dirty) {
-            let (from, bytes) = (first * SECTOR_BYTES, count * SECTOR_BYTES);
-            let window = &mut line[..bytes as usize];
-            self.cache.read_at(slot_offset + u64::from(from), window)?;
-            self.counters.device_read_bytes[CACHE as usize] += u64::from(bytes);
-            self.backing_write(key, from, window)?;
-        }
-        self.scratch = line;
-        self.written_back.push(key);
-        self.counters.writebacks += 1;
-        Ok(())
-    }
-
-    /// Makes the write-backs durable below, then records their lines clean.
-    fn finish_write_backs(&mut self) -> io::Result<()> {
-        if self.written_back.is_empty() {
-            return Ok(());
-        }
-        self.backing.flush()?;
-        for key in std::mem::take(&mut self.written_back) {
-            if let Some(mut slot) = self.slots.get(key) {
-                slot.dirty = 0;
-                self.slots.update(key, slot, self.cache.as_mut())?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Frees the slots of lines that left the cache, writing back any dirty sectors they still
-    /// hold first when `keep_dirty_data` (a partial write invalidating a dirty line must not lose
-    /// its other sectors; a trim means to).
-    fn free_departed(&mut self, plan: &Plan, keep_dirty_data: bool) -> io::Result<()> {
-        if keep_dirty_data {
-            for &(_, key) in plan.departures() {
-                self.write_back(key)?;
-            }
-        }
-        self.finish_write_backs()?;
-        for &(_, key) in plan.departures() {
-            self.slots.free(key, self.cache.as_mut())?;
-        }
-        Ok(())
-    }
-
-    /// Carries out a cleaning plan: every line it reads from the cache is written back.
-    fn execute_cleaning(&mut self, plan: &Plan) -> io::Result<()> {
-        for op in plan.ops().iter().filter(|op| op.kind == IoKind::Read) {
-            self.write_back(op.key)?;
-        }
-        self.finish_write_backs()
-    }
-
-    /// Writes every dirty line back.
-    fn clean_all(&mut self) -> io::Result<u64> {
-        self.with_plan(|inner, plan| {
-            let lines = inner.controller.flush(plan) as u64;
-            inner.execute_cleaning(plan).map(|()| lines)
-        })
-    }
-
-    /// Writes every dirty line back, then makes everything durable; returns the lines.
-    fn clean_durably(&mut self) -> io::Result<u64> {
         let lines = self.clean_all()?;
         self.make_durable()?;
         Ok(lines)
     }
 
+    /// Graceful shutdown: refuses every request from then on, writes every dirty line back,
+    /// and makes every device durable. Returns the lines written back.
+    pub fn shut_down(&self) -> io::Result<u64> {
+        self.closed.store(true, Ordering::SeqCst);
+        self.clean()
+    }
+
+    /// Runs the cleaner if due; returns how long until it wants to run again (`None`: until
+    /// the next request). Requests go on meanwhile: only the lines being cleaned wait.
+    pub fn background(&self) -> io::Result<Option<Duration>> {
+        let now = self.ns_since_epoch(Instant::now());
+        let (job, next) = {
+            let mut control = self.lock_control();
+            let mut plan = control.spare_plans.pop().unwrap_or_default();
+            plan.clear();
+            let next = control.controller.background(now, &mut plan);
+            (self.resolve(&mut control, plan, None, now), next)
+        };
+        self.run(job, Client::None, &mut Vec::new())?;
+        Ok(next.map(|at| Duration::from_nanos(at.saturating_sub(now))))
+    }
+
+    /// Counters and state now.
+    pub fn stats(&self) -> VolumeStats {
+        let control = self.lock_control();
+        VolumeStats::gather(StatsSource {
+            name: &self.name,
+            mode: self.mode,
+            layout: match self.layout {
+                TierLayout::Inclusive => "inclusive",
+                TierLayout::Exclusive => "exclusive",
+            },
+            size_bytes: self.size_bytes,
+            uptime_s: self.epoch.elapsed().as_secs_f64(),
+            controller: &control.controller,
+            storage: &self.storage,
+            counters: &self.counters,
+        })
+    }
+
+    /// Plans every piece of a request at once, so that its tickets on all lines are taken in
+    /// one go, in the global order.
+    fn plan_request(
+        &self,
+        access: Access,
+        offset: u64,
+        len: u64,
+        arrival: Instant,
+    ) -> io::Result<Vec<(Job<'_>, Piece)>> {
+        let now = self.ns_since_epoch(arrival);
+        let mut control = self.lock_control();
+        let full = control.placement.iter().all(|tier| tier.free_count() == 0);
+        let bypass = access != Access::Trim && control.cutoff.bypass(offset, len, full);
+        Counters::add(&self.counters.cutoff_bypasses, u64::from(bypass));
+        let mut jobs = Vec::new();
+        for piece in pieces(offset, len, self.line_bytes) {
+            let job = self.plan_piece(&mut control, access, piece, now, bypass);
+            jobs.push((job, piece));
+        }
+        Ok(jobs)
+    }
+
+    /// Plans one piece: the controller's plan, or for a bypassed or partly trimmed line a
+    /// plan of the volume's own.
+    fn plan_piece(
+        &self,
+        control: &mut Control,
+        access: Access,
+        piece: Piece,
+        now: u64,
+        bypass: bool,
+    ) -> Job<'_> {
+        let key = piece.key;
+        let mut plan = control.spare_plans.pop().unwrap_or_default();
+        plan.clear();
+        let held = (0..self.tiers()).any(|tier| control.controller.holds(tier, key));
+        let whole_line = piece.start == 0 && piece.len == self.line_bytes;
+        match access {
+            Access::Trim if !whole_line => {}
+            Access::Read | Access::Write if bypass && !held => {
+                let kind = if access == Access::Read {
+                    IoKind::Read
+                } else {
+                    IoKind::Write
+                };
+                plan.push(DeviceOp {
+                    device: self.tiers() as u8,
+                    kind,
+                    key,
+                    bytes: self.line_bytes,
+                });
+                plan.end_stage();
+            }
+            _ => {
+                let op = match access {
+                    Access::Read => Op::Read,
+                    Access::Write => Op::Write,
+                    Access::Trim => Op::Trim,
+                };
+                let request = Request {
+                    op,
+                    time_ns: now,
+                    ..Request::new(key, self.line_bytes)
+                };
+                control.controller.plan(&request, now, &mut plan);
+            }
+        }
+        let part = RequestPart {
+            access,
+            key,
+            start: piece.start,
+            len: piece.len,
+            dirty_after: 0,
+            reads_change_nothing: matches!(self.mode, WriteMode::Wo | WriteMode::Pt),
+        };
+        self.resolve(control, plan, Some(part), now)
+    }
+
+    /// Gives a plan its slots and tickets: every line it touches takes a ticket, and so does
+    /// the last line of every slot it fills (whose emptying must come first).
+    pub(crate) fn resolve(
+        &self,
+        control: &mut Control,
+        plan: Plan,
+        mut request: Option<RequestPart>,
+        now: u64,
+    ) -> Job<'_> {
+        let tiers = self.tiers();
+        let mut keys: Vec<u64> = request.iter().map(|part| part.key).collect();
+        let touched = plan
+            .ops()
+            .iter()
+            .map(|op| op.key)
+            .chain(plan.departures().iter().map(|&(_, key)| key));
+        for key in touched {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        let mut lines: Vec<LineJob> = keys
+            .iter()
+            .map(|&key| {
+                let mut before = Copies::default();
+                for (tier, slot) in before.iter_mut().enumerate().take(tiers) {
+                    *slot = control.placement[tier].get(key);
+                }
+                LineJob {
+                    key,
+                    before,
+                    after: Copies::default(),
+                }
+            })
+            .collect();
+        // Slots follow the controller: first every slot a line leaves, so a victim's slot can
+        // go to the line that displaced it, then every slot a line enters.
+        let control = &mut *control;
+        for line in &lines {
+            for tier in 0..tiers {
+                if !control.controller.holds(tier, line.key) {
+                    control.placement[tier].release(line.key);
+                }
+            }
+        }
+        let mut predecessors = Vec::new();
+        for line in &mut lines {
+            for tier in 0..tiers {
+                if control.controller.holds(tier, line.key) {
+                    let (slot, previous) = control.placement[tier]
+                        .assign(line.key)
+                        .expect("the controller holds no more lines than a tier has slots");
+                    line.after[tier] = Some(slot);
+                    predecessors.extend(previous);
+                }
+            }
+        }
+        if let Some(part) = &mut request {
+            part.dirty_after = (0..tiers)
+                .filter(|&tier| control.controller.is_dirty(tier, part.key))
+                .fold(0, |bits, tier| bits | 1 << tier);
+        }
+        for key in predecessors {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        let turns = self.order.take_turns(&keys);
+        Job {
+            plan,
+            lines,
+            request,
+            turns,
+            now_ns: now,
+        }
+    }
+
+    /// Waits for `job`'s turn on each of its lines, runs `work`, and ends the turn (also when
+    /// `work` fails or panics: see [`crate::order::Turns`]).
+    pub(crate) fn in_turn(
+        &self,
+        mut job: Job,
+        work: impl FnOnce(&Storage, &Job) -> io::Result<u64>,
+    ) -> io::Result<u64> {
+        job.turns.wait();
+        let result = work(&self.storage, &job);
+        let Job { mut plan, turns, .. } = job;
+        drop(turns);
+        if let Ok(writebacks) = result {
+            Counters::add(&self.counters.writebacks, writebacks);
+        }
+        plan.clear();
+        self.lock_control().spare_plans.push(plan);
+        result
+    }
+
+    /// Carries `job` out in its turn; returns when its answer is due (ns since the epoch),
+    /// noting each device operation's time in `times` when a tuner wants them.
+    fn run(&self, job: Job, client: Client<'_>, times: &mut Vec<DeviceTime>) -> io::Result<u64> {
+        let mut due = job.now_ns;
+        let wants_times = self.feedback.device_ops;
+        self.in_turn(job, |storage, job| {
+            let writebacks = storage.execute(job, client)?;
+            due = storage.time_job(job, wants_times.then_some(&mut *times));
+            Ok(writebacks)
+        })?;
+        Ok(due)
+    }
+
+    /// Reports the answer to the controller's tuner and says when it is due.
+    fn answer(
+        &self,
+        arrival: Instant,
+        due: u64,
+        bytes: usize,
+        times: &[DeviceTime],
+    ) -> Option<Instant> {
+        let now = self.ns_since_epoch(arrival);
+        let throttled = self.is_throttled();
+        if !self.feedback.device_ops && !self.feedback.replies {
+            return (throttled && due > now).then(|| self.epoch + Duration::from_nanos(due));
+        }
+        let mut control = self.lock_control();
+        if self.feedback.device_ops {
+            for time in times {
+                control
+                    .controller
+                    .on_device_op(time.device, time.bytes, time.latency_ns);
+            }
+        }
+        if self.feedback.replies {
+            let latency_ns = if throttled {
+                due - now
+            } else {
+                arrival.elapsed().as_nanos() as u64
+            };
+            control.controller.on_reply(&Reply {
+                now_ns: now + latency_ns,
+                latency_ns,
+                bytes: bytes.min(u32::MAX as usize) as u32,
+            });
+        }
+        (throttled && due > now).then(|| self.epoch + Duration::from_nanos(due))
+    }
+
+    /// Writes every dirty line back.
+    pub(crate) fn clean_all(&self) -> io::Result<u64> {
+        let (job, lines) = {
+            let mut control = self.lock_control();
+            let mut plan = control.spare_plans.pop().unwrap_or_default();
+            plan.clear();
+            let lines = control.controller.flush(&mut plan) as u64;
+            (self.resolve(&mut control, plan, None, 0), lines)
+        };
+        self.run(job, Client::None, &mut Vec::new())?;
+        Ok(lines)
+    }
+
     /// Everything answered so far survives a crash from now on.
-    fn make_durable(&mut self) -> io::Result<()> {
-        if !self.cache.is_persistent() && self.controller.stats().dirty_lines > 0 {
+    pub(crate) fn make_durable(&self) -> io::Result<()> {
+        let _one_at_a_time = self
+            .flushing
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let volatile = self.storage.devices[..self.tiers()]
+            .iter()
+            .any(|device| !device.slots().is_persistent());
+        if volatile && self.lock_control().controller.stats().dirty_lines > 0 {
             self.clean_all()?;
         }
-        self.cache.flush()?;
-        self.backing.flush()?;
-        self.slots.settle(self.cache.as_mut())
-    }
-
-    /// When a plan's reply stage completes on the devices' models (at once for devices not
-    /// throttled), reporting device operations to a tuner that measures them.
-    fn time_plan(&mut self, plan: &Plan, piece: Piece, now: u64) -> u64 {
-        if self.throttles.iter().all(Option::is_none) {
-            return now;
+        let sealed = self.storage.flush_epoch.fetch_add(1, Ordering::SeqCst);
+        for device in &self.storage.devices {
+            device.flush()?;
         }
-        let mut stage_start = now;
-        let mut reply_done = now;
-        for stage in 0..plan.stage_count() {
-            let mut stage_end = stage_start;
-            for op in plan.stage(stage) {
-                let (offset, bytes) = if op.key == piece.key {
-                    (
-                        self.device_offset(op.device, op.key, piece.start),
-                        piece.len,
-                    )
-                } else {
-                    (self.device_offset(op.device, op.key, 0), self.line_bytes())
-                };
-                let done = match &mut self.throttles[op.device as usize] {
-                    Some(throttle) => throttle.complete_ns(stage_start, op.kind, offset, bytes),
-                    None => stage_start,
-                };
-                if self.feedback.device_ops {
-                    self.controller
-                        .on_device_op(op.device, bytes, done - stage_start);
-                }
-                stage_end = stage_end.max(done);
-            }
-            stage_start = stage_end;
-            if stage < plan.reply_after() {
-                reply_done = stage_end;
+        for device in &self.storage.devices[..self.tiers()] {
+            let slots = device.slots();
+            if slots.is_persistent() {
+                slots.settle(sealed, device.backend.as_ref())?;
             }
         }
-        reply_done
-    }
-
-    fn time_single(&mut self, device: u8, kind: IoKind, piece: Piece, now: u64) -> u64 {
-        let offset = self.device_offset(device, piece.key, piece.start);
-        match &mut self.throttles[device as usize] {
-            Some(throttle) => throttle.complete_ns(now, kind, offset, piece.len),
-            None => now,
-        }
-    }
-
-    fn device_offset(&self, device: u8, key: u64, start: u32) -> u64 {
-        if device == CACHE {
-            let index = self.slots.get(key).map_or(0, |slot| slot.index);
-            self.slots.geometry().slot_offset(index) + u64::from(start)
-        } else {
-            self.backing_offset(key, start)
-        }
-    }
-}
-
-/// The sectors that `len` bytes at `start` cover whole.
-fn whole_sector_bits(start: u32, len: u32) -> u128 {
-    let first = start.next_multiple_of(SECTOR_BYTES);
-    let end = (start + len) / SECTOR_BYTES * SECTOR_BYTES;
-    if end <= first {
-        0
-    } else {
-        sector_bits(first, end - first)
+        Ok(())
     }
 }
 
@@ -896,12 +567,5 @@ mod tests {
             ]
         );
         assert_eq!(pieces(0, 0, 4096).count(), 0);
-    }
-
-    #[test]
-    fn only_whole_sectors_are_filled() {
-        assert_eq!(whole_sector_bits(0, 1024), 0b11);
-        assert_eq!(whole_sector_bits(100, 1000), 0b10);
-        assert_eq!(whole_sector_bits(100, 200), 0);
     }
 }

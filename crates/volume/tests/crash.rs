@@ -1,20 +1,19 @@
 //! Injected machine crashes (DESIGN.md "Device models": crash injection drops unflushed lines
-//! and tears unflushed 8-byte words): a write-back volume on emulated persistent memory, over a
-//! backing store that loses unflushed writes too, is stopped dead after a random number of
-//! device operations, both devices crash, and the volume is opened again (write-back, and
-//! write-through every third time). Every block whose
+//! and tears unflushed 8-byte words): a write-back volume with tiers on emulated persistent
+//! memory (one, two inclusive or exclusive, or RAM over PM), over a backing store that loses
+//! unflushed writes too, is stopped dead after a random number of device operations, every
+//! device crashes, and the volume is opened again (write-back, and write-through every third
+//! time). Every block whose
 //! last acknowledged write was covered by a completed FLUSH (or was a FUA write) must read
 //! back exactly; once the cache is cleaned, the backing store holds what was read; a block
 //! written after that reads back as its durable version or a later one,
 //! word by word (an interrupted in-place overwrite on PM is not atomic; see the module docs of
 //! `heterarchy_volume::volume`).
 
-use std::io;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use heterarchy_device::backend::{Backend, PmemBackend};
-use heterarchy_engine::{CleaningPolicy, WriteMode};
+use heterarchy_device::backend::{Backend, CrashAfter, CrashBudget, PmemBackend, RamBackend};
+use heterarchy_engine::{CleaningPolicy, TierLayout, WriteMode};
 use heterarchy_volume::{CutoffPolicy, Volume, VolumeConfig};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -23,50 +22,83 @@ const BLOCK: usize = 4096;
 const BLOCKS: usize = 48;
 const CACHE_BYTES: u64 = 64 * 1024;
 
-/// A device of a machine that stops working after a budget of operations.
-struct Dying {
-    device: Arc<Mutex<PmemBackend>>,
-    budget: Arc<AtomicI64>,
+/// The hierarchies crashed: a persistent tier alone, two persistent tiers either way, and a
+/// volatile tier over a persistent one (whose dirty lines a FLUSH must bring down).
+#[derive(Clone, Copy, Debug)]
+enum Hierarchy {
+    Pm,
+    PmOverPm(TierLayout),
+    RamOverPm,
 }
 
-impl Dying {
-    fn spend(&self) -> io::Result<()> {
-        if self.budget.fetch_sub(1, Ordering::SeqCst) <= 0 {
-            return Err(io::Error::other("the machine crashed"));
+const HIERARCHIES: [Hierarchy; 4] = [
+    Hierarchy::Pm,
+    Hierarchy::PmOverPm(TierLayout::Inclusive),
+    Hierarchy::PmOverPm(TierLayout::Exclusive),
+    Hierarchy::RamOverPm,
+];
+
+/// The devices of one emulated machine: persistent tiers and the backing store crash
+/// together; the RAM tier is simply gone.
+struct Machine {
+    pm_tiers: Vec<Arc<PmemBackend>>,
+    backing: Arc<PmemBackend>,
+    budget: CrashBudget,
+    hierarchy: Hierarchy,
+}
+
+impl Machine {
+    fn new(dir: &std::path::Path, name: &str, hierarchy: Hierarchy) -> Machine {
+        let open = |path: &str, bytes: u64| {
+            let mut device = PmemBackend::open(&dir.join(format!("{name}-{path}")), bytes).unwrap();
+            device.enable_crash_injection();
+            Arc::new(device)
+        };
+        let pm_tiers = match hierarchy {
+            Hierarchy::Pm | Hierarchy::RamOverPm => vec![open("tier", CACHE_BYTES)],
+            Hierarchy::PmOverPm(_) => vec![
+                open("tier0", CACHE_BYTES),
+                open("tier1", CACHE_BYTES + CACHE_BYTES / 2),
+            ],
+        };
+        Machine {
+            pm_tiers,
+            backing: open("backing", (BLOCKS * BLOCK) as u64),
+            budget: CrashBudget::new(i64::MAX),
+            hierarchy,
         }
-        Ok(())
     }
 
-    fn device(&self) -> std::sync::MutexGuard<'_, PmemBackend> {
-        self.device.lock().unwrap()
+    fn dying(&self, device: &Arc<PmemBackend>) -> Box<dyn Backend> {
+        Box::new(CrashAfter::new(Arc::clone(device), self.budget.clone()))
     }
-}
 
-impl Backend for Dying {
-    fn size_bytes(&self) -> u64 {
-        self.device().size_bytes()
+    /// The volume on this machine's devices (a fresh RAM tier, if any).
+    fn open(&self, mode: WriteMode) -> Result<Volume, String> {
+        let mut caches: Vec<Box<dyn Backend>> =
+            self.pm_tiers.iter().map(|tier| self.dying(tier)).collect();
+        let mut config = config(mode);
+        match self.hierarchy {
+            Hierarchy::Pm => {}
+            Hierarchy::PmOverPm(layout) => {
+                config.caching.layout = layout;
+                config.cache.push(config.cache[0].clone());
+            }
+            Hierarchy::RamOverPm => {
+                caches.insert(0, Box::new(RamBackend::new(CACHE_BYTES / 2).unwrap()));
+                config.cache.push(config.cache[0].clone());
+            }
+        }
+        Volume::with_backends(&config, caches, self.dying(&self.backing))
     }
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.spend()?;
-        self.device().read_at(offset, buf)
-    }
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.spend()?;
-        self.device().write_at(offset, data)
-    }
-    fn persist(&mut self, offset: u64, len: u64) -> io::Result<()> {
-        self.spend()?;
-        self.device().persist(offset, len)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.spend()?;
-        self.device().flush()
-    }
-    fn is_persistent(&self) -> bool {
-        true
-    }
-    fn describe(&self) -> String {
-        "dying pmem".to_string()
+
+    /// Power fails: what was not persisted is lost or torn.
+    fn crash(&self, seed: u64) {
+        for (index, tier) in self.pm_tiers.iter().enumerate() {
+            tier.crash(seed + 2 + index as u64).unwrap();
+        }
+        self.backing.crash(seed + 1).unwrap();
+        self.budget.set(i64::MAX);
     }
 }
 
@@ -84,6 +116,7 @@ fn pattern(block: usize, version: u32) -> Vec<u8> {
 }
 
 fn config(mode: WriteMode) -> VolumeConfig {
+    // The specs are placeholders: the tests hand the volume its storage.
     let mut config = VolumeConfig::new("crash", "ram:1".parse().unwrap(), "ram:1".parse().unwrap());
     config.cache_line = BLOCK as u64;
     config.caching.mode = mode;
@@ -97,33 +130,20 @@ fn flushed_writes_survive_injected_crashes() {
     let dir = tempfile::tempdir().unwrap();
     let mut random = Xoshiro256PlusPlus::seed_from_u64(2026);
     let mut crashes_mid_work = 0;
-    for iteration in 0..150 {
-        let open = |path: &str, bytes: u64| {
-            let mut device =
-                PmemBackend::open(&dir.path().join(format!("{path}{iteration}")), bytes).unwrap();
-            device.enable_crash_injection();
-            Arc::new(Mutex::new(device))
-        };
-        let cache = open("cache", CACHE_BYTES);
-        let backing = open("backing", (BLOCKS * BLOCK) as u64);
-        let budget = Arc::new(AtomicI64::new(i64::MAX));
-        let dying = |device: &Arc<Mutex<PmemBackend>>| -> Box<dyn Backend> {
-            Box::new(Dying {
-                device: Arc::clone(device),
-                budget: Arc::clone(&budget),
-            })
-        };
+    for iteration in 0..160 {
+        let hierarchy = HIERARCHIES[iteration % HIERARCHIES.len()];
+        let machine = Machine::new(dir.path(), &iteration.to_string(), hierarchy);
         let mode = if iteration % 3 == 2 {
             WriteMode::Wt
         } else {
             WriteMode::Wb
         };
-        let volume = Volume::with_backends(&config(mode), dying(&cache), dying(&backing)).unwrap();
+        let volume = machine.open(mode).unwrap();
         // Version 0 (zeroes) is durable everywhere at first.
         let mut durable = [0u32; BLOCKS];
         let mut since_flush: Vec<Vec<u32>> = vec![Vec::new(); BLOCKS];
         let mut version = 0;
-        budget.store(random.gen_range(0..400), Ordering::SeqCst);
+        machine.budget.set(random.gen_range(0..400));
         let crashed = loop {
             let block = random.gen_range(0..BLOCKS);
             let outcome = match random.gen_range(0..10) {
@@ -162,12 +182,10 @@ fn flushed_writes_survive_injected_crashes() {
         };
         crashes_mid_work += u32::from(crashed);
         drop(volume);
-        let seed = random.gen();
-        cache.lock().unwrap().crash(seed).unwrap();
-        backing.lock().unwrap().crash(seed + 1).unwrap();
-        budget.store(i64::MAX, Ordering::SeqCst);
-        let volume = Volume::with_backends(&config(mode), dying(&cache), dying(&backing))
-            .unwrap_or_else(|e| panic!("iteration {iteration}: reopening: {e}"));
+        machine.crash(random.gen_range(0..u64::MAX / 2));
+        let volume = machine
+            .open(mode)
+            .unwrap_or_else(|e| panic!("iteration {iteration} ({hierarchy:?}): reopening: {e}"));
         for block in 0..BLOCKS {
             let mut data = vec![0u8; BLOCK];
             volume.read((block * BLOCK) as u64, &mut data).unwrap();
@@ -175,14 +193,14 @@ fn flushed_writes_survive_injected_crashes() {
             // the backing store, or the block would change once its line is evicted.
             volume.clean().unwrap();
             let mut below = vec![0u8; BLOCK];
-            backing
-                .lock()
-                .unwrap()
+            machine
+                .backing
                 .read_at((block * BLOCK) as u64, &mut below)
                 .unwrap();
             assert!(
                 data == below,
-                "iteration {iteration} ({mode:?}): block {block} differs from the backing store after cleaning"
+                "iteration {iteration} ({hierarchy:?}, {mode:?}): block {block} differs from the \
+                 backing store after cleaning"
             );
             let candidates: Vec<u32> = std::iter::once(durable[block])
                 .chain(since_flush[block].iter().copied())
@@ -191,7 +209,7 @@ fn flushed_writes_survive_injected_crashes() {
                 assert_eq!(
                     data,
                     pattern(block, durable[block]),
-                    "iteration {iteration}: block {block} lost its flushed version {}",
+                    "iteration {iteration} ({hierarchy:?}): block {block} lost its flushed version {}",
                     durable[block]
                 );
                 continue;
@@ -200,12 +218,16 @@ fn flushed_writes_survive_injected_crashes() {
                 let ok = candidates
                     .iter()
                     .any(|&v| word == &pattern(block, v)[i * 8..i * 8 + 8]);
-                assert!(ok, "iteration {iteration}: block {block} word {i} is from no version of {candidates:?}");
+                assert!(
+                    ok,
+                    "iteration {iteration} ({hierarchy:?}): block {block} word {i} is from no \
+                     version of {candidates:?}"
+                );
             }
         }
     }
     assert!(
-        crashes_mid_work > 100,
+        crashes_mid_work > 110,
         "only {crashes_mid_work} crashes hit the work"
     );
 }
@@ -216,57 +238,36 @@ fn flushed_writes_survive_injected_crashes() {
 #[test]
 fn a_crash_at_any_point_of_an_overwrite_leaves_one_version() {
     let dir = tempfile::tempdir().unwrap();
-    for mode in [WriteMode::Wt, WriteMode::Wb] {
-        for budget_left in 0..16 {
-            let open = |path: &str, bytes: u64| {
-                let name = format!("{path}-{mode:?}-{budget_left}");
-                let mut device = PmemBackend::open(&dir.path().join(name), bytes).unwrap();
-                device.enable_crash_injection();
-                Arc::new(Mutex::new(device))
-            };
-            let (cache, backing) = (
-                open("cache", CACHE_BYTES),
-                open("backing", (BLOCKS * BLOCK) as u64),
-            );
-            let budget = Arc::new(AtomicI64::new(i64::MAX));
-            let dying = |device: &Arc<Mutex<PmemBackend>>| -> Box<dyn Backend> {
-                Box::new(Dying {
-                    device: Arc::clone(device),
-                    budget: Arc::clone(&budget),
-                })
-            };
-            let volume =
-                Volume::with_backends(&config(mode), dying(&cache), dying(&backing)).unwrap();
-            volume.read(0, &mut vec![0; BLOCK]).unwrap();
-            volume.flush().unwrap();
-            budget.store(budget_left, Ordering::SeqCst);
-            let _ = volume.write(0, &pattern(0, 1), false);
-            drop(volume);
-            cache.lock().unwrap().crash(budget_left as u64).unwrap();
-            backing
-                .lock()
-                .unwrap()
-                .crash(budget_left as u64 + 1)
-                .unwrap();
-            budget.store(i64::MAX, Ordering::SeqCst);
-            let volume =
-                Volume::with_backends(&config(mode), dying(&cache), dying(&backing)).unwrap();
-            let mut seen = vec![0u8; BLOCK];
-            volume.read(0, &mut seen).unwrap();
-            volume.clean().unwrap();
-            let mut below = vec![0u8; BLOCK];
-            backing.lock().unwrap().read_at(0, &mut below).unwrap();
-            assert!(
-                seen == below,
-                "{mode:?}, crash after {budget_left} operations"
-            );
-            let (old, new) = (pattern(0, 0), pattern(0, 1));
-            for (i, word) in seen.chunks_exact(8).enumerate() {
-                let range = i * 8..i * 8 + 8;
+    for hierarchy in HIERARCHIES {
+        for mode in [WriteMode::Wt, WriteMode::Wb] {
+            for budget_left in 0..24 {
+                let name = format!("{hierarchy:?}-{mode:?}-{budget_left}");
+                let machine = Machine::new(dir.path(), &name, hierarchy);
+                let volume = machine.open(mode).unwrap();
+                volume.read(0, &mut vec![0; BLOCK]).unwrap();
+                volume.flush().unwrap();
+                machine.budget.set(budget_left);
+                let _ = volume.write(0, &pattern(0, 1), false);
+                drop(volume);
+                machine.crash(budget_left as u64);
+                let volume = machine.open(mode).unwrap();
+                let mut seen = vec![0u8; BLOCK];
+                volume.read(0, &mut seen).unwrap();
+                volume.clean().unwrap();
+                let mut below = vec![0u8; BLOCK];
+                machine.backing.read_at(0, &mut below).unwrap();
                 assert!(
-                    word == &old[range.clone()] || word == &new[range],
-                    "{mode:?}, {budget_left}"
+                    seen == below,
+                    "{hierarchy:?}, {mode:?}, crash after {budget_left} operations"
                 );
+                let (old, new) = (pattern(0, 0), pattern(0, 1));
+                for (i, word) in seen.chunks_exact(8).enumerate() {
+                    let range = i * 8..i * 8 + 8;
+                    assert!(
+                        word == &old[range.clone()] || word == &new[range],
+                        "{hierarchy:?}, {mode:?}, {budget_left}"
+                    );
+                }
             }
         }
     }

@@ -117,13 +117,30 @@ fn run(volume: &Volume, actions: &[Action]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Cache tiers, fastest first: small enough that most requests evict somewhere.
+const HIERARCHIES: [&[&str]; 3] = [
+    // 8 slots of 4 KiB for 64 lines.
+    &["ram:48k"],
+    &["ram:24k", "ram:48k"],
+    &["ram:16k", "ram:32k", "ram:48k"],
+];
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
     #[test]
-    fn reads_return_what_was_written(mode in mode(), actions in prop::collection::vec(action(), 1..80)) {
-        // 8 slots of 4 KiB for 64 lines: most requests evict.
-        let volume = Volume::open(&config(mode, "ram:48k", &format!("ram:{VOLUME_BYTES}"))).unwrap();
+    fn reads_return_what_was_written(
+        mode in mode(),
+        tiers in prop::sample::select(HIERARCHIES.to_vec()),
+        exclusive in any::<bool>(),
+        actions in prop::collection::vec(action(), 1..80),
+    ) {
+        let mut config = config(mode, tiers[0], &format!("ram:{VOLUME_BYTES}"));
+        config.cache = tiers.iter().map(|tier| tier.parse().unwrap()).collect();
+        if exclusive {
+            config.caching.layout = heterarchy_engine::TierLayout::Exclusive;
+        }
+        let volume = Volume::open(&config).unwrap();
         run(&volume, &actions)?;
     }
 }
@@ -133,7 +150,7 @@ fn write_back_keeps_data_in_the_cache_until_cleaned() {
     let dir = tempfile::tempdir().unwrap();
     let backing = dir.path().join("backing");
     let spec = format!("file:{}:{VOLUME_BYTES}", backing.display());
-    let volume = Volume::open(&config(WriteMode::Wb, "ram:1m", &spec)).unwrap();
+    let volume = Volume::open(&config(WriteMode::Wb, "ram:128k", &spec)).unwrap();
     volume.write(8192, &[7; 4096], false).unwrap();
     assert_eq!(
         std::fs::read(&backing).unwrap()[8192],
@@ -162,7 +179,7 @@ fn a_persistent_cache_is_found_again_dirty_lines_and_all() {
     let cache = dir.path().join("pm");
     let config = config(
         WriteMode::Wb,
-        &format!("pmem:{}:1m", cache.display()),
+        &format!("pmem:{}:128k", cache.display()),
         &format!("file:{}:{VOLUME_BYTES}", backing.display()),
     );
     {
@@ -204,7 +221,7 @@ fn a_persistent_cache_is_found_again_dirty_lines_and_all() {
 fn a_write_through_restart_cleans_what_write_back_left() {
     let dir = tempfile::tempdir().unwrap();
     let backing = dir.path().join("backing");
-    let cache = format!("pmem:{}:1m", dir.path().join("pm").display());
+    let cache = format!("pmem:{}:128k", dir.path().join("pm").display());
     let backing_spec = format!("file:{}:{VOLUME_BYTES}", backing.display());
     let volume = Volume::open(&config(WriteMode::Wb, &cache, &backing_spec)).unwrap();
     volume.write(0, &[9; 4096], true).unwrap();
@@ -216,7 +233,7 @@ fn a_write_through_restart_cleans_what_write_back_left() {
 
 #[test]
 fn out_of_range_requests_are_refused() {
-    let volume = Volume::open(&config(WriteMode::Wt, "ram:1m", "ram:64k")).unwrap();
+    let volume = Volume::open(&config(WriteMode::Wt, "ram:48k", "ram:64k")).unwrap();
     let error = volume.read(65_000, &mut [0; 1000]).unwrap_err();
     assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
     assert!(volume.write(u64::MAX, &[1], false).is_err());
@@ -226,7 +243,7 @@ fn out_of_range_requests_are_refused() {
 
 #[test]
 fn a_volume_shut_down_refuses_requests_after_cleaning() {
-    let volume = Volume::open(&config(WriteMode::Wb, "ram:1m", "ram:64k")).unwrap();
+    let volume = Volume::open(&config(WriteMode::Wb, "ram:48k", "ram:64k")).unwrap();
     volume.write(0, &[5; 4096], false).unwrap();
     assert_eq!(volume.shut_down().unwrap(), 1);
     let error = volume.write(0, &[6; 4096], false).unwrap_err();
@@ -238,17 +255,17 @@ fn a_volume_shut_down_refuses_requests_after_cleaning() {
 fn a_backing_store_of_odd_size_is_served_in_whole_sectors() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("odd");
-    std::fs::write(&path, vec![1u8; 10_000]).unwrap();
+    std::fs::write(&path, vec![1u8; 100_000]).unwrap();
     let spec = format!("file:{}", path.display());
-    let volume = Volume::open(&config(WriteMode::Wb, "ram:1m", &spec)).unwrap();
-    assert_eq!(volume.size_bytes(), 9728);
-    volume.write(9000, &[2; 728], false).unwrap();
-    volume.write(9700, &[3; 28], true).unwrap();
+    let volume = Volume::open(&config(WriteMode::Wb, "ram:48k", &spec)).unwrap();
+    assert_eq!(volume.size_bytes(), 99_840);
+    volume.write(99_112, &[2; 728], false).unwrap();
+    volume.write(99_812, &[3; 28], true).unwrap();
     let mut tail = vec![0; 728];
-    volume.read(9000, &mut tail).unwrap();
+    volume.read(99_112, &mut tail).unwrap();
     assert_eq!(&tail[..700], &[2; 700][..]);
     assert_eq!(&tail[700..], &[3; 28][..]);
-    assert!(volume.read(9728, &mut [0; 1]).is_err());
+    assert!(volume.read(99_840, &mut [0; 1]).is_err());
     let tiny = dir.path().join("tiny");
     std::fs::write(&tiny, [0u8; 100]).unwrap();
     let error = Volume::open(&config(

@@ -7,10 +7,12 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
 
-use heterarchy_engine::{AdmissionScheme, WriteMode};
+use heterarchy_device::backend::BackendSpec;
+use heterarchy_engine::{AdmissionScheme, TierLayout, WriteMode};
 use heterarchy_server::config::{ServeConfig, ServerSection};
 use heterarchy_server::kv::config::{TenantConfig, DEFAULT_MAX_CONNECTIONS};
 use heterarchy_server::ListenAddr;
+use heterarchy_volume::config::throttle_name;
 use heterarchy_volume::VolumeConfig;
 
 use crate::size::parse_bytes;
@@ -108,9 +110,14 @@ pub struct NbdArgs {
     /// The capacity device: file:PATH[:SIZE][:direct], blockdev:PATH or ram:SIZE.
     #[arg(long)]
     pub backing: String,
-    /// The cache device: ram:SIZE, pmem:PATH:SIZE or file:PATH:SIZE.
-    #[arg(long)]
-    pub cache: String,
+    /// A cache tier: ram:SIZE, pmem:PATH:SIZE or file:PATH:SIZE; give it once per tier,
+    /// fastest first.
+    #[arg(long, required = true)]
+    pub cache: Vec<String>,
+    /// How cache tiers share lines: inclusive (each tier holds what the tiers above hold) or
+    /// exclusive (a line is in one tier at most).
+    #[arg(long, default_value = "inclusive", value_parser = parse_layout)]
+    pub layout: TierLayout,
     /// Open CAS cache mode.
     #[arg(long, default_value = "wt", value_parser = parse_mode)]
     pub mode: WriteMode,
@@ -123,18 +130,40 @@ pub struct NbdArgs {
     /// Tune admission with non-hierarchical caching (seed 000 §4.3).
     #[arg(long)]
     pub nhc: bool,
-    /// Pace the cache like this device preset or device file.
+    /// Pace a cache tier like this device preset or device file (`none`: at its own speed);
+    /// once per tier, in the order of --cache.
     #[arg(long)]
-    pub cache_throttle: Option<String>,
+    pub cache_throttle: Vec<String>,
     /// Pace the backing store like this device preset or device file.
     #[arg(long)]
     pub backing_throttle: Option<String>,
+    /// Most operations outstanding at once on each file or block device.
+    #[arg(long, default_value_t = 64)]
+    pub queue_depth: usize,
     /// HOST:PORT for HTTP metrics, stats and flush.
     #[arg(long)]
     pub metrics: Option<String>,
     /// Reformat a cache that holds another volume's dirty lines.
     #[arg(long)]
     pub force: bool,
+}
+
+pub(crate) fn parse_layout(text: &str) -> Result<TierLayout, String> {
+    match text {
+        "inclusive" => Ok(TierLayout::Inclusive),
+        "exclusive" => Ok(TierLayout::Exclusive),
+        _ => Err(format!(
+            "unknown layout \"{text}\"; expected inclusive or exclusive"
+        )),
+    }
+}
+
+/// The cache tiers of `--cache` flags, fastest first.
+pub(crate) fn parse_tiers(flags: &[String]) -> Result<Vec<BackendSpec>> {
+    flags
+        .iter()
+        .map(|flag| flag.parse().map_err(|e| anyhow!("--cache: {e}")))
+        .collect()
 }
 
 pub(crate) fn parse_mode(text: &str) -> Result<WriteMode, String> {
@@ -147,20 +176,27 @@ pub(crate) fn parse_mode(text: &str) -> Result<WriteMode, String> {
 impl NbdArgs {
     /// The config these arguments stand for.
     pub fn to_config(&self) -> Result<ServeConfig> {
-        let mut volume = VolumeConfig::new(
+        let mut volume = VolumeConfig::with_tiers(
             &self.export,
             self.backing
                 .parse()
                 .map_err(|e| anyhow!("--backing: {e}"))?,
-            self.cache.parse().map_err(|e| anyhow!("--cache: {e}"))?,
+            parse_tiers(&self.cache)?,
         );
         volume.cache_line = self.cache_line;
         volume.caching.mode = self.mode;
+        volume.caching.layout = self.layout;
+        volume.queue_depth = self.queue_depth;
         volume.caching.policy = self.policy.clone();
         if self.nhc {
             volume.caching.admission = AdmissionScheme::Nhc;
         }
-        volume.cache_throttle = self.cache_throttle.clone();
+        volume.cache_throttle = self
+            .cache_throttle
+            .iter()
+            .cloned()
+            .map(throttle_name)
+            .collect();
         volume.backing_throttle = self.backing_throttle.clone();
         volume.force = self.force;
         let config = ServeConfig {

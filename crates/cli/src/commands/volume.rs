@@ -8,9 +8,10 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 
-use heterarchy_engine::WriteMode;
+use heterarchy_engine::{TierLayout, WriteMode};
 use heterarchy_volume::{Volume, VolumeConfig, VolumeStats};
 
+use crate::commands::serve::{parse_layout, parse_tiers};
 use crate::output::{render, Format, Table};
 use crate::size::{human_bytes, parse_bytes};
 
@@ -31,9 +32,12 @@ pub struct DevicesArgs {
     /// The capacity device: file:PATH:SIZE, blockdev:PATH, ...
     #[arg(long)]
     pub backing: String,
-    /// The cache device: pmem:PATH:SIZE, file:PATH:SIZE, ...
-    #[arg(long)]
-    pub cache: String,
+    /// A cache tier: pmem:PATH:SIZE, file:PATH:SIZE, ...; once per tier, fastest first.
+    #[arg(long, required = true)]
+    pub cache: Vec<String>,
+    /// How cache tiers share lines: inclusive or exclusive.
+    #[arg(long, default_value = "inclusive", value_parser = parse_layout)]
+    pub layout: TierLayout,
     /// Cache line size: 4k to 64k.
     #[arg(long, default_value = "64k", value_parser = parse_bytes)]
     pub cache_line: u64,
@@ -44,14 +48,15 @@ pub struct DevicesArgs {
 
 impl DevicesArgs {
     fn config(&self, mode: WriteMode) -> Result<VolumeConfig> {
-        let mut config = VolumeConfig::new(
+        let mut config = VolumeConfig::with_tiers(
             "volume",
             self.backing
                 .parse()
                 .map_err(|e| anyhow!("--backing: {e}"))?,
-            self.cache.parse().map_err(|e| anyhow!("--cache: {e}"))?,
+            parse_tiers(&self.cache)?,
         );
         config.cache_line = self.cache_line;
+        config.caching.layout = self.layout;
         config.caching.mode = mode;
         config.force = self.force;
         Ok(config)
@@ -84,11 +89,14 @@ pub struct FlushArgs {
     /// The capacity device (without --server).
     #[arg(long, required_unless_present = "server")]
     pub backing: Option<String>,
-    /// The cache device (without --server).
+    /// A cache tier (without --server); once per tier, fastest first, as the volume was served.
     #[arg(long, required_unless_present = "server")]
-    pub cache: Option<String>,
+    pub cache: Vec<String>,
     #[arg(long, default_value = "64k", value_parser = parse_bytes)]
     pub cache_line: u64,
+    /// How the cache tiers share lines, as the volume was served.
+    #[arg(long, default_value = "inclusive", value_parser = parse_layout)]
+    pub layout: TierLayout,
 }
 
 pub fn run(command: &VolumeCommand) -> Result<()> {
@@ -138,8 +146,9 @@ pub fn run(command: &VolumeCommand) -> Result<()> {
                 _ => {
                     let devices = DevicesArgs {
                         backing: args.backing.clone().unwrap_or_default(),
-                        cache: args.cache.clone().unwrap_or_default(),
+                        cache: args.cache.clone(),
                         cache_line: args.cache_line,
+                        layout: args.layout,
                         force: false,
                     };
                     let volume = Volume::open(&devices.config(WriteMode::Wb)?)
@@ -163,7 +172,7 @@ fn stats_table(stats: &[VolumeStats]) -> Table {
         "hit ratio",
         "resident",
         "dirty",
-        "cache read MB/s",
+        "tier read MB/s",
         "backing read MB/s",
         "NHC state",
     ]);
@@ -177,8 +186,12 @@ fn stats_table(stats: &[VolumeStats]) -> Table {
             format!("{:.3}", s.hit_ratio),
             format!("{}/{}", s.resident_lines, s.slots),
             s.dirty_lines.to_string(),
-            format!("{:.1}", s.devices[0].read_mb_per_s),
-            format!("{:.1}", s.devices[1].read_mb_per_s),
+            s.devices[..s.devices.len() - 1]
+                .iter()
+                .map(|device| format!("{:.1}", device.read_mb_per_s))
+                .collect::<Vec<_>>()
+                .join(" / "),
+            format!("{:.1}", s.devices[s.devices.len() - 1].read_mb_per_s),
             s.admission.as_ref().map_or("-".to_string(), |a| {
                 format!(
                     "{} (load_admit {:.2}, data_admit {})",

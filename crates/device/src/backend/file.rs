@@ -5,6 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use super::{check_range, Backend};
 
@@ -17,8 +18,9 @@ pub struct FileBackend {
     file: File,
     path: PathBuf,
     size_bytes: u64,
-    /// Bounce buffer for O_DIRECT (aligned; `None` for buffered I/O).
-    direct: Option<AlignedBuffer>,
+    /// Aligned bounce buffers for O_DIRECT, one per thread doing I/O at the moment (`None` for
+    /// buffered I/O).
+    direct: Option<Mutex<Vec<AlignedBuffer>>>,
     block_device: bool,
 }
 
@@ -74,7 +76,7 @@ impl FileBackend {
             file,
             path: path.to_path_buf(),
             size_bytes: size,
-            direct: direct.then(|| AlignedBuffer::new(1 << 20)),
+            direct: direct.then(|| Mutex::new(Vec::new())),
             block_device: is_block,
         })
     }
@@ -135,47 +137,84 @@ fn block_device_size(file: &File) -> io::Result<u64> {
     handle.seek(SeekFrom::End(0))
 }
 
+impl FileBackend {
+    /// Runs `work` with a bounce buffer of this backend's pool (made when every one is in use).
+    fn with_bounce<T>(
+        &self,
+        pool: &Mutex<Vec<AlignedBuffer>>,
+        work: impl FnOnce(&mut AlignedBuffer) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let lock = || pool.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut bounce = lock().pop().unwrap_or_else(|| AlignedBuffer::new(1 << 20));
+        let result = work(&mut bounce);
+        lock().push(bounce);
+        result
+    }
+}
+
+/// True when O_DIRECT can move `len` bytes at `offset` to or from `address` without a bounce
+/// buffer: everything aligned to the block.
+fn direct_ready(address: *const u8, offset: u64, len: usize) -> bool {
+    (address as usize).is_multiple_of(DIRECT_ALIGN)
+        && offset.is_multiple_of(DIRECT_ALIGN as u64)
+        && len.is_multiple_of(DIRECT_ALIGN)
+}
+
 impl Backend for FileBackend {
     fn size_bytes(&self) -> u64 {
         self.size_bytes
     }
 
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         check_range(self.size_bytes, offset, buf.len() as u64)?;
-        if let Some(bounce) = &mut self.direct {
-            let (_, head, window) =
-                direct_window(&self.file, bounce, self.size_bytes, offset, buf.len(), true)?;
-            buf.copy_from_slice(&window[head..head + buf.len()]);
-            return Ok(());
+        match &self.direct {
+            Some(pool) if !direct_ready(buf.as_ptr(), offset, buf.len()) => {
+                self.with_bounce(pool, |bounce| {
+                    let (_, head, window) = direct_window(
+                        &self.file,
+                        bounce,
+                        self.size_bytes,
+                        offset,
+                        buf.len(),
+                        true,
+                    )?;
+                    buf.copy_from_slice(&window[head..head + buf.len()]);
+                    Ok(())
+                })
+            }
+            _ => self.file.read_exact_at(buf, offset),
         }
-        self.file.read_exact_at(buf, offset)
     }
 
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         check_range(self.size_bytes, offset, data.len() as u64)?;
-        if let Some(bounce) = &mut self.direct {
-            let align = DIRECT_ALIGN as u64;
-            let whole_blocks =
-                offset.is_multiple_of(align) && (data.len() as u64).is_multiple_of(align);
-            let (start, head, window) = direct_window(
-                &self.file,
-                bounce,
-                self.size_bytes,
-                offset,
-                data.len(),
-                !whole_blocks,
-            )?;
-            window[head..head + data.len()].copy_from_slice(data);
-            return self.file.write_all_at(window, start);
+        match &self.direct {
+            Some(pool) if !direct_ready(data.as_ptr(), offset, data.len()) => {
+                self.with_bounce(pool, |bounce| {
+                    let align = DIRECT_ALIGN as u64;
+                    let whole_blocks =
+                        offset.is_multiple_of(align) && (data.len() as u64).is_multiple_of(align);
+                    let (start, head, window) = direct_window(
+                        &self.file,
+                        bounce,
+                        self.size_bytes,
+                        offset,
+                        data.len(),
+                        !whole_blocks,
+                    )?;
+                    window[head..head + data.len()].copy_from_slice(data);
+                    self.file.write_all_at(window, start)
+                })
+            }
+            _ => self.file.write_all_at(data, offset),
         }
-        self.file.write_all_at(data, offset)
     }
 
-    fn flush(&mut self) -> io::Result<()> {
+    fn flush(&self) -> io::Result<()> {
         self.file.sync_data()
     }
 
-    fn discard(&mut self, offset: u64, len: u64) -> io::Result<()> {
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         check_range(self.size_bytes, offset, len)?;
         if self.block_device || len == 0 {
             return Ok(());
@@ -195,6 +234,10 @@ impl Backend for FileBackend {
     }
 
     fn is_persistent(&self) -> bool {
+        true
+    }
+
+    fn may_block(&self) -> bool {
         true
     }
 
@@ -255,17 +298,25 @@ mod tests {
     fn buffered_and_direct_files_read_what_was_written() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("backing");
-        let mut file = FileBackend::open(&path, Some(1 << 20), false).unwrap();
-        crate::backend::tests::exercise(&mut file);
+        let file = FileBackend::open(&path, Some(1 << 20), false).unwrap();
+        crate::backend::tests::exercise(&file);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 1 << 20);
         drop(file);
         // Some file systems (tmpfs) refuse O_DIRECT; the unaligned path is what matters.
         match FileBackend::open(&path, None, true) {
-            Ok(mut direct) => {
+            Ok(direct) => {
                 let mut back = vec![0; 3];
                 direct.read_at((1 << 20) - 3, &mut back).unwrap();
                 assert_eq!(back, b"end");
-                crate::backend::tests::exercise(&mut direct);
+                crate::backend::tests::exercise(&direct);
+                // An aligned buffer moves without a bounce.
+                let mut page = AlignedBuffer::new(DIRECT_ALIGN);
+                let page = &mut page.slice_mut()[..DIRECT_ALIGN];
+                page.fill(7);
+                direct.write_at(8192, page).unwrap();
+                page.fill(0);
+                direct.read_at(8192, page).unwrap();
+                assert!(page.iter().all(|&byte| byte == 7));
             }
             Err(error) => assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{error}"),
         }

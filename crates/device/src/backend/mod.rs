@@ -7,17 +7,29 @@
 //! memory-mapped file (cache-line flush and fence on DAX, msync otherwise, with crash injection).
 //! A [`Throttle`] paces any of them like a device preset, so a DRAM-backed file behaves like the
 //! preset's device.
+//!
+//! Storage is used from many threads at once, as a device is (docs/architecture.md, "The device
+//! layer"): every method takes `&self`, and one backend (and one throttle, and one
+//! [`QueueDepth`]) serves every thread that reaches the device. Accesses to disjoint bytes never
+//! interfere; like a real device, storage does not order accesses to the same bytes, so
+//! concurrent accesses that overlap, one of them a write, leave what is read or stored
+//! unspecified: callers order them (a volume does, line by line).
 
+mod crash;
 mod file;
 mod pmem;
+mod queue;
 mod ram;
 mod spec;
 mod throttle;
 
 use std::io;
+use std::sync::Arc;
 
+pub use crash::{CrashAfter, CrashBudget};
 pub use file::FileBackend;
 pub use pmem::{CrashOutcome, PmemBackend};
+pub use queue::QueueDepth;
 pub use ram::RamBackend;
 pub use spec::{open_backend, BackendSpec};
 pub use throttle::{wait_until, Throttle};
@@ -27,17 +39,18 @@ pub use throttle::{wait_until, Throttle};
 /// Writes are visible to later reads at once. They survive a crash of the process once written,
 /// and a crash of the machine (or an injected one) once [`persist`](Backend::persist)ed or
 /// [`flush`](Backend::flush)ed. Every offset and length is checked: out of range is an
-/// `InvalidInput` error, never a panic.
-pub trait Backend: Send {
+/// `InvalidInput` error, never a panic. Methods take `&self`: see the module docs for what
+/// concurrent callers may expect.
+pub trait Backend: Send + Sync {
     /// Size in bytes.
     fn size_bytes(&self) -> u64;
 
     /// Fills `buf` from byte `offset`.
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
 
     /// Appends `len` bytes from `offset` to `out`. Memory-backed storage copies them straight
     /// from its bytes; the default reads them into zeroed room.
-    fn append_to(&mut self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+    fn append_to(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
         let start = out.len();
         out.resize(start + len, 0);
         let read = self.read_at(offset, &mut out[start..]);
@@ -48,29 +61,29 @@ pub trait Backend: Send {
     }
 
     /// Writes `data` at byte `offset`.
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
 
     /// Writes `data` at byte `offset` in the way fastest for data not read back soon: on
     /// persistent memory, non-temporal stores that bypass the CPU cache (seed 000 §5.2.5: NT
     /// stores beat regular stores on random PM writes, Table 5.2). The default is
     /// [`write_at`](Backend::write_at).
-    fn write_streaming(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+    fn write_streaming(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.write_at(offset, data)
     }
 
     /// Makes `len` bytes from `offset` durable before anything written later: an ordering point
     /// (cache-line flush and fence on persistent memory). Storage whose durability comes only
     /// with [`flush`](Backend::flush) does nothing here.
-    fn persist(&mut self, _offset: u64, _len: u64) -> io::Result<()> {
+    fn persist(&self, _offset: u64, _len: u64) -> io::Result<()> {
         Ok(())
     }
 
     /// Makes every completed write durable (fdatasync, msync, or a fence).
-    fn flush(&mut self) -> io::Result<()>;
+    fn flush(&self) -> io::Result<()>;
 
     /// Tells the storage that `len` bytes from `offset` are no longer needed; their contents
     /// are undefined afterwards. The default keeps them.
-    fn discard(&mut self, _offset: u64, _len: u64) -> io::Result<()> {
+    fn discard(&self, _offset: u64, _len: u64) -> io::Result<()> {
         Ok(())
     }
 
@@ -82,6 +95,12 @@ pub trait Backend: Send {
 
     /// True when the contents outlive the process (everything but RAM).
     fn is_persistent(&self) -> bool;
+
+    /// True when an operation may wait on a device (files and block devices); memory answers
+    /// at once, so nothing queues in front of it.
+    fn may_block(&self) -> bool {
+        false
+    }
 
     /// What it is, for logs and stats: `ram 64 MiB`, `file /path`, ...
     fn describe(&self) -> String;
@@ -98,28 +117,125 @@ pub fn check_range(size: u64, offset: u64, len: u64) -> io::Result<()> {
     }
 }
 
-/// Reads `buf.len()` bytes at `offset` of memory-backed storage.
-fn copy_out(bytes: &[u8], offset: u64, buf: &mut [u8]) -> io::Result<()> {
-    check_range(bytes.len() as u64, offset, buf.len() as u64)?;
-    let start = offset as usize;
-    buf.copy_from_slice(&bytes[start..start + buf.len()]);
-    Ok(())
+/// Shared storage is storage: an `Arc` of a backend is the backend (a test keeps a handle to
+/// crash what the code under test uses).
+impl<B: Backend + ?Sized> Backend for Arc<B> {
+    fn size_bytes(&self) -> u64 {
+        (**self).size_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_at(offset, buf)
+    }
+    fn append_to(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        (**self).append_to(offset, len, out)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        (**self).write_at(offset, data)
+    }
+    fn write_streaming(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        (**self).write_streaming(offset, data)
+    }
+    fn persist(&self, offset: u64, len: u64) -> io::Result<()> {
+        (**self).persist(offset, len)
+    }
+    fn flush(&self) -> io::Result<()> {
+        (**self).flush()
+    }
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        (**self).discard(offset, len)
+    }
+    fn persist_is_cheap(&self) -> bool {
+        (**self).persist_is_cheap()
+    }
+    fn is_persistent(&self) -> bool {
+        (**self).is_persistent()
+    }
+    fn may_block(&self) -> bool {
+        (**self).may_block()
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
 }
 
-/// Appends `len` bytes at `offset` of memory-backed storage to `out`.
-fn append_out(bytes: &[u8], offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
-    check_range(bytes.len() as u64, offset, len as u64)?;
-    let start = offset as usize;
-    out.extend_from_slice(&bytes[start..start + len]);
-    Ok(())
+/// Memory that many threads read and write through shared references: a mapping's bytes,
+/// reached by raw pointer so that no `&mut [u8]` is ever formed over bytes another thread may
+/// be using. Overlapping accesses are the caller's to order (module docs).
+struct SharedBytes {
+    base: *mut u8,
+    len: usize,
 }
 
-/// Writes `data` at `offset` of memory-backed storage.
-fn copy_in(bytes: &mut [u8], offset: u64, data: &[u8]) -> io::Result<()> {
-    check_range(bytes.len() as u64, offset, data.len() as u64)?;
-    let start = offset as usize;
-    bytes[start..start + data.len()].copy_from_slice(data);
-    Ok(())
+// SAFETY: the bytes are plain memory owned by the mapping beside it for as long as the backend
+// lives; every access is bounds-checked and copies bytes, never handing out references.
+unsafe impl Send for SharedBytes {}
+// SAFETY: as above; concurrent overlapping accesses yield unspecified bytes, not unsafety of
+// any Rust object, since no reference into the bytes outlives a copy.
+unsafe impl Sync for SharedBytes {}
+
+impl SharedBytes {
+    /// The bytes of `map`, which must outlive the value.
+    fn of(map: &mut memmap2::MmapMut) -> SharedBytes {
+        SharedBytes {
+            base: map.as_mut_ptr(),
+            len: map.len(),
+        }
+    }
+
+    fn len(&self) -> u64 {
+        self.len as u64
+    }
+
+    /// Reads `buf.len()` bytes at `offset`.
+    fn copy_out(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        check_range(self.len(), offset, buf.len() as u64)?;
+        // SAFETY: the range was checked to lie within the mapping; `buf` is caller memory that
+        // cannot overlap the mapping's bytes through a shared reference.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.base.add(offset as usize),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        Ok(())
+    }
+
+    /// Appends `len` bytes at `offset` to `out`.
+    fn append_out(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        check_range(self.len(), offset, len as u64)?;
+        out.reserve(len);
+        let start = out.len();
+        // SAFETY: the source range was checked; `reserve` made room for `len` more bytes, which
+        // are initialized by the copy before the length grows.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.base.add(offset as usize),
+                out.as_mut_ptr().add(start),
+                len,
+            );
+            out.set_len(start + len);
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `offset`.
+    fn copy_in(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        check_range(self.len(), offset, data.len() as u64)?;
+        // SAFETY: the range was checked to lie within the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(offset as usize), data.len())
+        };
+        Ok(())
+    }
+
+    /// A raw view of `len` bytes at `offset`, already bounds-checked by the caller, for copies
+    /// that need the address (non-temporal stores, cache-line flushes).
+    fn range(&self, offset: u64, len: usize) -> *mut u8 {
+        debug_assert!(offset + len as u64 <= self.len());
+        // SAFETY: in bounds, as the caller checked.
+        unsafe { self.base.add(offset as usize) }
+    }
 }
 
 #[cfg(test)]
@@ -127,7 +243,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// Writes, reads back and checks the bounds of any backend of at least 64 KiB.
-    pub fn exercise(backend: &mut dyn Backend) {
+    pub fn exercise(backend: &dyn Backend) {
         let size = backend.size_bytes();
         assert!(size >= 65_536);
         let pattern: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();

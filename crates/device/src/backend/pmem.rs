@@ -10,12 +10,13 @@ use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 
 use memmap2::MmapMut;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use super::{append_out, check_range, copy_in, copy_out, Backend};
+use super::{check_range, Backend, SharedBytes};
 
 /// The CPU's persistence unit.
 const CACHE_LINE: u64 = 64;
@@ -49,11 +50,14 @@ struct CrashShadow {
 
 /// A memory-mapped file standing for persistent memory.
 pub struct PmemBackend {
+    bytes: SharedBytes,
+    /// Owns the mapping `bytes` points into.
     map: MmapMut,
     _file: File,
     path: PathBuf,
     persistence: PmemPersistence,
-    crash: Option<CrashShadow>,
+    /// Present once crash injection is on; every write and persist updates it.
+    crash: Option<Mutex<CrashShadow>>,
 }
 
 impl PmemBackend {
@@ -84,13 +88,14 @@ impl PmemBackend {
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mapping too large"))?;
         // SAFETY: the mapping is shared with no other process of ours; a file changed by others
         // behind our back is the user's doing, as with any storage.
-        let map = unsafe { memmap2::MmapOptions::new().len(length).map_mut(&file)? };
+        let mut map = unsafe { memmap2::MmapOptions::new().len(length).map_mut(&file)? };
         let persistence = if on_dax(path) && cfg!(target_arch = "x86_64") {
             PmemPersistence::Dax
         } else {
             PmemPersistence::Msync
         };
         Ok(PmemBackend {
+            bytes: SharedBytes::of(&mut map),
             map,
             _file: file,
             path: path.to_path_buf(),
@@ -102,37 +107,52 @@ impl PmemBackend {
     /// From now on, remembers what was persisted so that [`crash`](Self::crash) can lose what
     /// was not. Costs a copy of the whole mapping.
     pub fn enable_crash_injection(&mut self) {
-        self.crash = Some(CrashShadow {
-            persisted: self.map.to_vec(),
+        let mut persisted = vec![0; self.bytes.len() as usize];
+        self.bytes
+            .copy_out(0, &mut persisted)
+            .expect("the whole mapping is in range");
+        self.crash = Some(Mutex::new(CrashShadow {
+            persisted,
             unpersisted_lines: BTreeSet::new(),
-        });
+        }));
+    }
+
+    fn shadow(&self) -> Option<MutexGuard<'_, CrashShadow>> {
+        self.crash.as_ref().map(|shadow| {
+            shadow
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+        })
     }
 
     /// Simulates a machine crash: each line written since its last persist keeps its new
     /// contents, loses them, or tears 8-byte word by word, at random from `seed`. The mapping
     /// (and file) then hold the image a restart would find. Without crash injection enabled,
-    /// nothing is lost.
-    pub fn crash(&mut self, seed: u64) -> io::Result<CrashOutcome> {
+    /// nothing is lost. Whoever still writes to the storage meanwhile races the crash, as on a
+    /// machine; tests stop their writers first.
+    pub fn crash(&self, seed: u64) -> io::Result<CrashOutcome> {
         let mut outcome = CrashOutcome::default();
-        let Some(shadow) = self.crash.as_mut() else {
+        let Some(mut shadow) = self.shadow() else {
             return Ok(outcome);
         };
         let mut random = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let size = self.bytes.len() as usize;
         for &line in &shadow.unpersisted_lines {
             let start = (line * CACHE_LINE) as usize;
-            let end = (start + CACHE_LINE as usize).min(self.map.len());
+            let end = (start + CACHE_LINE as usize).min(size);
             match random.gen_range(0..3) {
                 0 => outcome.kept_lines += 1,
                 1 => {
-                    self.map[start..end].copy_from_slice(&shadow.persisted[start..end]);
+                    self.bytes
+                        .copy_in(start as u64, &shadow.persisted[start..end])?;
                     outcome.dropped_lines += 1;
                 }
                 _ => {
                     for word in (start..end).step_by(8) {
                         let word_end = (word + 8).min(end);
                         if random.gen_bool(0.5) {
-                            self.map[word..word_end]
-                                .copy_from_slice(&shadow.persisted[word..word_end]);
+                            self.bytes
+                                .copy_in(word as u64, &shadow.persisted[word..word_end])?;
                         }
                     }
                     outcome.torn_lines += 1;
@@ -140,13 +160,14 @@ impl PmemBackend {
             }
         }
         shadow.unpersisted_lines.clear();
-        shadow.persisted.copy_from_slice(&self.map);
+        let shadow = &mut *shadow;
+        self.bytes.copy_out(0, &mut shadow.persisted)?;
         self.map.flush()?;
         Ok(outcome)
     }
 
-    fn mark_written(&mut self, offset: u64, len: u64) {
-        if let Some(shadow) = &mut self.crash {
+    fn mark_written(&self, offset: u64, len: u64) {
+        if let Some(mut shadow) = self.shadow() {
             if len > 0 {
                 let first = offset / CACHE_LINE;
                 let last = (offset + len - 1) / CACHE_LINE;
@@ -155,8 +176,8 @@ impl PmemBackend {
         }
     }
 
-    fn mark_persisted(&mut self, offset: u64, len: u64) {
-        if let Some(shadow) = &mut self.crash {
+    fn mark_persisted(&self, offset: u64, len: u64) {
+        if let Some(mut shadow) = self.shadow() {
             let first = offset / CACHE_LINE;
             let end = (offset + len).div_ceil(CACHE_LINE);
             let lines: Vec<u64> = shadow
@@ -164,10 +185,13 @@ impl PmemBackend {
                 .range(first..end)
                 .copied()
                 .collect();
+            let size = self.bytes.len() as usize;
             for line in lines {
                 let start = (line * CACHE_LINE) as usize;
-                let stop = (start + CACHE_LINE as usize).min(self.map.len());
-                shadow.persisted[start..stop].copy_from_slice(&self.map[start..stop]);
+                let stop = (start + CACHE_LINE as usize).min(size);
+                self.bytes
+                    .copy_out(start as u64, &mut shadow.persisted[start..stop])
+                    .expect("a line of the mapping is in range");
                 shadow.unpersisted_lines.remove(&line);
             }
         }
@@ -204,14 +228,15 @@ fn on_dax(path: &Path) -> bool {
     best.is_some_and(|(_, dax)| dax)
 }
 
+/// Flushes the CPU cache lines of `len` bytes from `start` (mapped memory) and fences.
 #[cfg(target_arch = "x86_64")]
-fn flush_lines(bytes: &[u8]) {
+fn flush_lines(start: *const u8, len: usize) {
     use std::arch::x86_64::{_mm_clflush, _mm_sfence};
-    let start = bytes.as_ptr() as usize / CACHE_LINE as usize * CACHE_LINE as usize;
-    let end = bytes.as_ptr() as usize + bytes.len();
-    for line in (start..end).step_by(CACHE_LINE as usize) {
-        // SAFETY: every line flushed overlaps `bytes`, which is mapped; clflush has no other
-        // effect on memory.
+    let first = start as usize / CACHE_LINE as usize * CACHE_LINE as usize;
+    let end = start as usize + len;
+    for line in (first..end).step_by(CACHE_LINE as usize) {
+        // SAFETY: every line flushed overlaps the mapped range; clflush has no other effect on
+        // memory.
         unsafe { _mm_clflush(line as *const u8) };
     }
     // SAFETY: a fence has no memory-safety preconditions.
@@ -219,81 +244,86 @@ fn flush_lines(bytes: &[u8]) {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn flush_lines(_bytes: &[u8]) {}
+fn flush_lines(_start: *const u8, _len: usize) {}
 
-/// Copies `data` into `target` (of equal length) with non-temporal 16-byte stores where the
-/// target is 16-byte aligned, regular stores at the unaligned edges, then a store fence so the
-/// weakly ordered NT stores come before anything written later.
+/// Copies `data` to `target` (mapped memory with room for it) with non-temporal 16-byte stores
+/// where the target is 16-byte aligned, regular stores at the unaligned edges, then a store
+/// fence so the weakly ordered NT stores come before anything written later.
+///
+/// # Safety
+/// `target..target + data.len()` must be valid for writes.
 #[cfg(target_arch = "x86_64")]
-fn stream_copy(target: &mut [u8], data: &[u8]) {
+unsafe fn stream_copy(target: *mut u8, data: &[u8]) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-    debug_assert_eq!(target.len(), data.len());
-    let head = target.as_ptr().align_offset(16).min(data.len());
-    target[..head].copy_from_slice(&data[..head]);
+    let head = target.align_offset(16).min(data.len());
+    std::ptr::copy_nonoverlapping(data.as_ptr(), target, head);
     let body = (data.len() - head) / 16 * 16;
     for chunk in (head..head + body).step_by(16) {
-        // SAFETY: `chunk..chunk + 16` lies within both slices; the target address is 16-byte
-        // aligned (from `head` on, in steps of 16), as _mm_stream_si128 requires; the source
-        // load is unaligned by design.
-        unsafe {
-            let value = _mm_loadu_si128(data.as_ptr().add(chunk).cast::<__m128i>());
-            _mm_stream_si128(target.as_mut_ptr().add(chunk).cast::<__m128i>(), value);
-        }
+        // The target address is 16-byte aligned (from `head` on, in steps of 16), as
+        // _mm_stream_si128 requires; the source load is unaligned by design.
+        let value = _mm_loadu_si128(data.as_ptr().add(chunk).cast::<__m128i>());
+        _mm_stream_si128(target.add(chunk).cast::<__m128i>(), value);
     }
-    target[head + body..].copy_from_slice(&data[head + body..]);
-    // SAFETY: a fence has no memory-safety preconditions.
-    unsafe { _mm_sfence() };
+    let tail = head + body;
+    std::ptr::copy_nonoverlapping(data.as_ptr().add(tail), target.add(tail), data.len() - tail);
+    _mm_sfence();
 }
 
+/// # Safety
+/// `target..target + data.len()` must be valid for writes.
 #[cfg(not(target_arch = "x86_64"))]
-fn stream_copy(target: &mut [u8], data: &[u8]) {
-    target.copy_from_slice(data);
+unsafe fn stream_copy(target: *mut u8, data: &[u8]) {
+    std::ptr::copy_nonoverlapping(data.as_ptr(), target, data.len());
 }
 
 impl Backend for PmemBackend {
     fn size_bytes(&self) -> u64 {
-        self.map.len() as u64
+        self.bytes.len()
     }
 
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        copy_out(&self.map, offset, buf)
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.bytes.copy_out(offset, buf)
     }
 
-    fn append_to(&mut self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
-        append_out(&self.map, offset, len, out)
+    fn append_to(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        self.bytes.append_out(offset, len, out)
     }
 
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        copy_in(&mut self.map, offset, data)?;
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.bytes.copy_in(offset, data)?;
         self.mark_written(offset, data.len() as u64);
         Ok(())
     }
 
-    fn write_streaming(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+    fn write_streaming(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         check_range(self.size_bytes(), offset, data.len() as u64)?;
-        let start = offset as usize;
-        stream_copy(&mut self.map[start..start + data.len()], data);
+        // SAFETY: the range was checked to lie within the mapping.
+        unsafe { stream_copy(self.bytes.range(offset, data.len()), data) };
         self.mark_written(offset, data.len() as u64);
         Ok(())
     }
 
-    fn persist(&mut self, offset: u64, len: u64) -> io::Result<()> {
+    fn persist(&self, offset: u64, len: u64) -> io::Result<()> {
         check_range(self.size_bytes(), offset, len)?;
         if len == 0 {
             return Ok(());
         }
-        let (start, end) = (offset as usize, (offset + len) as usize);
         match self.persistence {
-            PmemPersistence::Dax => flush_lines(&self.map[start..end]),
-            PmemPersistence::Msync => self.map.flush_range(start, end - start)?,
+            PmemPersistence::Dax => {
+                flush_lines(self.bytes.range(offset, len as usize), len as usize)
+            }
+            PmemPersistence::Msync => self.map.flush_range(offset as usize, len as usize)?,
         }
         self.mark_persisted(offset, len);
         Ok(())
     }
 
-    fn flush(&mut self) -> io::Result<()> {
+    fn flush(&self) -> io::Result<()> {
         match self.persistence {
-            PmemPersistence::Dax => flush_lines(&self.map),
+            PmemPersistence::Dax => flush_lines(
+                self.bytes.range(0, self.bytes.len() as usize),
+                self.bytes.len() as usize,
+            ),
             PmemPersistence::Msync => self.map.flush()?,
         }
         self.mark_persisted(0, self.size_bytes());
@@ -325,10 +355,10 @@ mod tests {
     fn survives_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pm");
-        let mut pmem = PmemBackend::open(&path, 1 << 20).unwrap();
-        crate::backend::tests::exercise(&mut pmem);
+        let pmem = PmemBackend::open(&path, 1 << 20).unwrap();
+        crate::backend::tests::exercise(&pmem);
         drop(pmem);
-        let mut again = PmemBackend::open(&path, 1 << 20).unwrap();
+        let again = PmemBackend::open(&path, 1 << 20).unwrap();
         let mut tail = [0; 3];
         again.read_at((1 << 20) - 3, &mut tail).unwrap();
         assert_eq!(&tail, b"end");
@@ -337,7 +367,7 @@ mod tests {
     #[test]
     fn streaming_writes_read_back_at_any_alignment() {
         let dir = tempfile::tempdir().unwrap();
-        let mut pmem = PmemBackend::open(&dir.path().join("pm"), 1 << 16).unwrap();
+        let pmem = PmemBackend::open(&dir.path().join("pm"), 1 << 16).unwrap();
         let data: Vec<u8> = (0..1000u32).map(|i| (i * 13 % 256) as u8).collect();
         for (offset, length) in [(0, 1000), (3, 997), (17, 15), (64, 16), (100, 0), (5, 33)] {
             pmem.write_streaming(offset, &data[..length]).unwrap();

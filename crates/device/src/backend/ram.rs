@@ -5,14 +5,16 @@ use std::io;
 
 use memmap2::{Advice, MmapMut};
 
-use super::{append_out, copy_in, copy_out, Backend};
+use super::{Backend, SharedBytes};
 
 /// Storage in anonymous memory, zero-filled, on huge pages where the kernel has them: a cache
 /// read lands anywhere in it, and a TLB miss per 4 KiB read costs as much as the copy. Every
 /// page is faulted in when it is made, so no request pays for a fault: a huge page's fault
 /// zeroes 2 MiB and may stall for milliseconds compacting memory.
 pub struct RamBackend {
-    bytes: MmapMut,
+    bytes: SharedBytes,
+    /// Owns the memory `bytes` points into.
+    _map: MmapMut,
 }
 
 impl RamBackend {
@@ -32,30 +34,33 @@ impl RamBackend {
         })?;
         // Only a hint: without transparent huge pages the mapping works the same.
         let _ = bytes.advise(Advice::HugePage);
-        let mut bytes = bytes;
-        bytes.fill(0);
-        Ok(RamBackend { bytes })
+        let mut map = bytes;
+        map.fill(0);
+        Ok(RamBackend {
+            bytes: SharedBytes::of(&mut map),
+            _map: map,
+        })
     }
 }
 
 impl Backend for RamBackend {
     fn size_bytes(&self) -> u64 {
-        self.bytes.len() as u64
+        self.bytes.len()
     }
 
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        copy_out(&self.bytes, offset, buf)
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.bytes.copy_out(offset, buf)
     }
 
-    fn append_to(&mut self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
-        append_out(&self.bytes, offset, len, out)
+    fn append_to(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        self.bytes.append_out(offset, len, out)
     }
 
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        copy_in(&mut self.bytes, offset, data)
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.bytes.copy_in(offset, data)
     }
 
-    fn flush(&mut self) -> io::Result<()> {
+    fn flush(&self) -> io::Result<()> {
         Ok(())
     }
 
@@ -74,8 +79,8 @@ mod tests {
 
     #[test]
     fn reads_what_was_written() {
-        let mut ram = RamBackend::new(1 << 20).unwrap();
-        crate::backend::tests::exercise(&mut ram);
+        let ram = RamBackend::new(1 << 20).unwrap();
+        crate::backend::tests::exercise(&ram);
         assert!(!ram.is_persistent());
     }
 }

@@ -27,8 +27,8 @@ pub use config::{
 pub use history::{TuningHistory, TuningPoint};
 pub use tuning::Tuning;
 
-/// Most pairs of levels a hierarchy has (two cache tiers over a backing store).
-pub const MAX_PAIRS: usize = 2;
+/// Most pairs of levels a hierarchy has: one per cache tier, over the level below it.
+pub const MAX_PAIRS: usize = crate::cache::MAX_CACHE_TIERS;
 /// Most devices a hierarchy has.
 pub const MAX_DEVICES: usize = MAX_PAIRS + 1;
 

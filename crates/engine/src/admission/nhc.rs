@@ -346,7 +346,7 @@ mod tests {
             start_ns: (end_ms - 5) * MS,
             end_ns: end_ms * MS,
             requests: 1000,
-            hits: [hits, hits],
+            hits: [hits; crate::admission::MAX_PAIRS],
             replies: 1000,
             reply_bytes: bytes,
             latency_sum_ns: 1000 * 100_000,

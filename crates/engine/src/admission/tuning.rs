@@ -32,7 +32,10 @@ impl Tuning {
     /// The tuning `config` asks for over `pairs` pairs of levels; `None` for classic caching,
     /// which needs none. `seed` seeds the `load_admit` draws.
     pub fn new(config: &AdmissionConfig, pairs: usize, seed: u64) -> Option<Tuning> {
-        assert!((1..=MAX_PAIRS).contains(&pairs), "1 or 2 pairs of levels");
+        assert!(
+            (1..=MAX_PAIRS).contains(&pairs),
+            "1 to {MAX_PAIRS} pairs of levels"
+        );
         let tuner: Box<dyn Tuner> = match config.scheme {
             AdmissionScheme::Classic => return None,
             AdmissionScheme::Nhc => Box::new(Nhc::new(config, pairs)),

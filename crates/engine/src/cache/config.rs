@@ -9,7 +9,7 @@
 //! [cache]
 //! mode = "wb"            # wt | wb | wa | wo | pt | wi
 //! policy = "lru"         # any eviction policy of the registry
-//! layout = "inclusive"   # inclusive | exclusive (two cache tiers)
+//! layout = "inclusive"   # inclusive | exclusive (two or more cache tiers)
 //! cleaning = "alru"      # nop | alru | acp
 //! promotion = "nhit"     # always | nhit
 //! [cache.alru]           # casadm --set-param --name cleaning-alru
@@ -93,16 +93,16 @@ impl WriteMode {
     }
 }
 
-/// How two cache tiers share lines.
+/// How cache tiers share lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TierLayout {
-    /// Every line of tier 0 is also in tier 1: a miss installs in both, and an eviction from
-    /// tier 1 also drops the line from tier 0.
+    /// Every line of tier i is also in tier i + 1: a miss installs in every tier, bottom up,
+    /// and an eviction from tier i also drops the line from the tiers above it.
     #[default]
     Inclusive,
-    /// A line is in at most one cache tier: tier-0 victims are demoted into tier 1, and a
-    /// tier-1 hit moves the line up into tier 0.
+    /// A line is in at most one cache tier: a miss installs in tier 0, tier i's victims are
+    /// demoted into tier i + 1, and a hit below tier 0 moves the line up into tier 0.
     Exclusive,
 }
 
@@ -209,7 +209,7 @@ pub struct CacheConfig {
     pub mode: WriteMode,
     /// Eviction policy of every cache tier, by registry name (`heterarchy_policy::create`).
     pub policy: String,
-    /// How two cache tiers share lines (ignored with one).
+    /// How cache tiers share lines (ignored with one).
     pub layout: TierLayout,
     /// Background cleaner for the modes that leave dirty data (wb, wo).
     pub cleaning: CleaningPolicy,

@@ -12,8 +12,9 @@ use rustc_hash::FxHashSet;
 
 use super::cleaning::Cleaner;
 
-/// Most cache tiers a controller manages (a hierarchy has at most three devices).
-pub(crate) const MAX_CACHE_TIERS: usize = 2;
+/// Most cache tiers a controller manages: residency and dirtiness are bits of a byte, and the
+/// backing store's device number must fit a move's device mask beside them.
+pub const MAX_CACHE_TIERS: usize = 4;
 
 /// What the controller knows about one cached line; stored in a prefetching key table, so a
 /// line with no resident copy is the table's empty value and is never stored.
@@ -162,7 +163,7 @@ impl DirtyTracker {
 
     /// Marks every copy of `key` clean.
     pub fn mark_all_clean(&mut self, key: u64, line: &mut Line) {
-        for tier in 0..MAX_CACHE_TIERS {
+        while let Some(tier) = line.top_dirty_tier() {
             self.mark_clean(key, line, tier);
         }
     }

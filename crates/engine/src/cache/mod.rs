@@ -1,4 +1,4 @@
-//! The cache controller: one or two cache tiers over a backing store, with Open CAS's cache
+//! The cache controller: one or more cache tiers over a backing store, with Open CAS's cache
 //! modes, dirty tracking, cleaning and promotion policies (issue 3, item 6; seed 000 §4.1–4.2,
 //! whose caching model charges a miss's install to the fast device as a write, Eq 4.4; Eq 4.1
 //! also puts it on the request's path, which Open CAS does not, issue 16).
@@ -8,7 +8,7 @@
 //!
 //! 1. reads: where the client's data comes from, and every line that must move;
 //! 2. write-backs of dirty victims to the backing store;
-//! 3. moves into tier 1 (exclusive demotions, dirty tier-0 victims of an inclusive pair);
+//! 3. moves into lower cache tiers (exclusive demotions, dirty victims of an inclusive tier);
 //! 4. the request's own writes: installs and the client's data.
 //!
 //! so a victim's slot is reused only after its data is safe below. A read is answered when
@@ -46,7 +46,8 @@ use crate::controller::{Controller, ControllerStats, Decision, Feedback, Reply};
 use crate::plan::{DeviceOp, IoKind, Plan};
 use cleaning::Cleaner;
 use config::{CacheConfig, ConfigError, TierLayout, WriteMode};
-use dirty::{DirtyTracker, Line, MAX_CACHE_TIERS};
+pub use dirty::MAX_CACHE_TIERS;
+use dirty::{DirtyTracker, Line};
 use promotion::Promoter;
 
 /// A line's data moving between devices: read from `from`, written to every device in `to`.
@@ -81,7 +82,7 @@ fn access_of(op: Op) -> Access {
     }
 }
 
-/// Caching over one or two cache tiers with Open CAS's semantics; see the module docs.
+/// Caching over cache tiers (up to [`MAX_CACHE_TIERS`]) with Open CAS's semantics; see the module docs.
 pub struct CacheController {
     mode: WriteMode,
     layout: TierLayout,
@@ -95,7 +96,7 @@ pub struct CacheController {
     stats: ControllerStats,
     last_request_ns: u64,
     /// Per tier, a reused buffer for the policy's victims.
-    evicted: [Vec<Evicted>; MAX_CACHE_TIERS],
+    evicted: Vec<Vec<Evicted>>,
     /// The request's source read, if any.
     source: Option<DeviceOp>,
     moves: Vec<Move>,
@@ -118,7 +119,7 @@ pub struct CacheController {
 }
 
 impl CacheController {
-    /// A controller for cache tiers of `tier_capacity_bytes` (top first; one or two) over a
+    /// A controller for cache tiers of `tier_capacity_bytes` (top first; 1 to [`MAX_CACHE_TIERS`]) over a
     /// backing store. `seed` is for random choices; classic caching makes none, tuned
     /// admission draws `load_admit`'s.
     pub fn new(
@@ -131,7 +132,7 @@ impl CacheController {
             return Err(ConfigError::new(
                 "tier",
                 format!(
-                    "{} cache tiers given; expected 1 or {MAX_CACHE_TIERS}",
+                    "{} cache tiers given; expected 1 to {MAX_CACHE_TIERS}",
                     tier_capacity_bytes.len()
                 ),
             ));
@@ -163,7 +164,7 @@ impl CacheController {
                 ..ControllerStats::default()
             },
             last_request_ns: 0,
-            evicted: Default::default(),
+            evicted: vec![Vec::new(); count],
             source: None,
             moves: Vec::new(),
             writes: Vec::new(),
@@ -330,9 +331,11 @@ impl CacheController {
     }
 
     /// Takes in a line that a persistent cache tier still held when the cache last stopped (a
-    /// warm restart), dirty or clean, without any I/O. Returns false when the tier's policy
-    /// would not keep it (the tier is smaller than before); the caller then writes the line's
-    /// dirty data back itself.
+    /// warm restart), dirty or clean. Restoring needs no I/O unless the tier's policy evicts to
+    /// make room (a policy that keeps less than the tier's size): the victims' moves and
+    /// departures go into `plan`, laid out as a cleaning plan, for the caller to carry out.
+    /// Returns whether the tier keeps the line; when it does not, the caller writes the line's
+    /// dirty data back itself. With inclusive tiers, restore a line's lower copies first.
     pub fn restore_line(
         &mut self,
         tier: usize,
@@ -340,6 +343,7 @@ impl CacheController {
         bytes: u32,
         dirty: bool,
         now_ns: u64,
+        plan: &mut Plan,
     ) -> bool {
         if tier >= self.tiers.len() || self.holds(tier, key) {
             return false;
@@ -347,16 +351,15 @@ impl CacheController {
         self.forget_deferred_victims();
         self.moves.clear();
         let kept = self.admit(tier, &Request::new(key, bytes), now_ns);
-        let clean_evictions = self.moves.is_empty();
-        self.departures.clear();
-        debug_assert!(clean_evictions, "restoring evicted a dirty line");
+        self.emit_cleaning_plan(plan);
+        self.emit_departures(plan);
         if kept && dirty {
             let mut line = self.line_or_absent(key, bytes);
             self.dirty.mark_dirty(key, &mut line, tier, now_ns);
             self.store(key, line);
             self.stats.dirty_lines = self.dirty.copies();
         }
-        kept && clean_evictions
+        kept
     }
 
     /// Lays cleaning moves out in two stages: read the newest copies, then write them below.

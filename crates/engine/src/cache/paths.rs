@@ -13,8 +13,8 @@
 //! | pt   | cache if dirty, else backing | backing | backing, cached copies dropped | backing only |
 //!
 //! "Cache" is the highest tier holding the line, which always has its newest data. A hit in
-//! tier 1 first brings the line up into tier 0 (wt, wb, wa and wi reads; wt, wb and wo
-//! writes), as a miss in tier 0 would. Installs pass the promotion policy first; wa and wi
+//! a lower tier first brings the line up into tier 0 (wt, wb, wa and wi reads; wt, wb and wo
+//! writes), as a miss in tier 0 would: with inclusive tiers into every tier above it. Installs pass the promotion policy first; wa and wi
 //! never install on writes, wo and pt never on reads. Reads in wo and pt change nothing.
 //!
 //! Reads in wt, wb, wa and wi also pass NHC's decision points (seed 000 §4.3.2): a clean hit
@@ -100,11 +100,8 @@ impl CacheController {
             Some(tier) => {
                 let device = self.read_hit_source(key, tier);
                 self.source = Some(Self::op(device, IoKind::Read, key, bytes));
-                if !self.data_admit(0) {
-                    self.tiers[tier].lookup(request);
-                } else if self.promote_to_top(request, now_ns) {
-                    self.writes.push(Self::op(0, IoKind::Write, key, bytes));
-                }
+                let gained = self.promote(request, tier, self.read_installs(), now_ns);
+                self.write_to_tiers(gained, key, bytes);
             }
             None => {
                 self.source = Some(Self::op(self.backing, IoKind::Read, key, bytes));
@@ -169,8 +166,8 @@ impl CacheController {
             Some(0) => {
                 self.tiers[0].lookup(request);
             }
-            Some(_) => {
-                self.promote_to_top(request, now_ns);
+            Some(tier) => {
+                self.promote(request, tier, u8::MAX, now_ns);
             }
             None => {
                 if self.may_install(request) {

@@ -57,9 +57,9 @@ impl CacheController {
                 self.deferred_victims.push(victim.key);
                 continue;
             }
-            match tier {
-                0 => self.leave_top(victim.key, now_ns),
-                _ => self.leave_lower(victim.key),
+            match self.layout {
+                TierLayout::Inclusive => self.leave_inclusive(tier, victim.key, now_ns),
+                TierLayout::Exclusive => self.leave_exclusive(tier, victim.key, now_ns),
             }
         }
         self.evicted[tier] = evicted;
@@ -87,153 +87,137 @@ impl CacheController {
         }
     }
 
-    /// A tier-0 victim: written back if dirty, and with two exclusive tiers demoted into
-    /// tier 1.
-    fn leave_top(&mut self, key: u64, now_ns: u64) {
-        let Some(mut line) = self.take_victim(key, 0) else {
-            return;
-        };
-        let was_dirty = line.is_dirty(0);
-        self.dirty.mark_clean(key, &mut line, 0);
-        line.clear_resident(0);
-        let bytes = line.size;
-        if self.tiers.len() == 1 {
-            if was_dirty {
-                self.moves.push(Move {
-                    key,
-                    bytes,
-                    from: 0,
-                    to: self.backing_bit(),
-                    dirty: true,
-                    writeback: true,
-                });
-            }
-            self.put_back(key, line);
-            return;
-        }
-        match self.layout {
-            TierLayout::Inclusive => {
-                debug_assert!(line.holds(1), "inclusion: tier 1 holds tier 0's key {key}");
-                if was_dirty && !line.holds(1) {
-                    self.moves.push(Move {
-                        key,
-                        bytes,
-                        from: 0,
-                        to: self.backing_bit(),
-                        dirty: true,
-                        writeback: true,
-                    });
-                } else if was_dirty {
-                    // Tier 1's copy is older (or was never written): the newest data goes down.
-                    self.moves.push(Move {
-                        key,
-                        bytes,
-                        from: 0,
-                        to: 1 << 1,
-                        dirty: true,
-                        writeback: true,
-                    });
-                    self.dirty.mark_dirty(key, &mut line, 1, now_ns);
-                }
-                self.put_back(key, line);
-            }
-            TierLayout::Exclusive => {
-                self.put_back(key, line);
-                // Pending first, so a cascade that evicts this very line from tier 1 finds it.
-                self.moves.push(Move {
-                    key,
-                    bytes,
-                    from: 0,
-                    to: 1 << 1,
-                    dirty: was_dirty,
-                    writeback: false,
-                });
-                let demoted = self.admit(1, &Request::new(key, bytes), now_ns);
-                match (demoted, was_dirty) {
-                    (true, true) => {
-                        let mut line = self.line_or_absent(key, bytes);
-                        self.dirty.mark_dirty(key, &mut line, 1, now_ns);
-                        self.lines.insert(key, line);
-                    }
-                    (true, false) => {}
-                    (false, _) => {
-                        self.divert_pending(key);
-                    }
-                }
-            }
-        }
-    }
-
-    /// A line whose move into tier 1 (in this plan) will not land there: dirty data goes to
-    /// the backing store instead, clean data nowhere. Returns whether there was such a move.
-    fn divert_pending(&mut self, key: u64) -> bool {
-        let Some(index) = self
+    /// Takes out of this plan's moves the one carrying `key`'s data into tier `tier`: a line
+    /// evicted from a tier it is still on its way into (a cascade evicted what it had just
+    /// demoted, or installed), whose data must be sent on from where the move reads it.
+    fn take_pending(&mut self, key: u64, tier: usize) -> Option<Move> {
+        let index = self
             .moves
             .iter()
-            .position(|m| m.key == key && m.to == 1 << 1)
-        else {
-            return false;
-        };
-        if self.moves[index].dirty {
-            self.moves[index].to = self.backing_bit();
-            self.moves[index].writeback = true;
-        } else {
-            self.moves.swap_remove(index);
-        }
-        true
+            .position(|m| m.key == key && m.to == 1 << tier)?;
+        Some(self.moves.swap_remove(index))
     }
 
-    /// A tier-1 victim. Inclusive: the line leaves tier 0 too, its newest dirty copy written
-    /// back first. Exclusive: written back if dirty.
-    fn leave_lower(&mut self, key: u64) {
-        let Some(mut line) = self.take_victim(key, 1) else {
-            return;
-        };
-        if self.divert_pending(key) {
-            // Its data was still on its way from tier 0 and has been sent elsewhere.
-            self.dirty.mark_clean(key, &mut line, 1);
-            line.clear_resident(1);
-            self.put_back(key, line);
+    /// Sends a victim's data on: to tier `to` (a cache tier) or the backing store. `from` is
+    /// where the newest copy sits (or the move it is still on, `pending`); clean data bound for
+    /// the backing store needs no move.
+    fn send_down(
+        &mut self,
+        key: u64,
+        bytes: u32,
+        from: u8,
+        dirty: bool,
+        to: usize,
+        writeback: bool,
+    ) {
+        if to == self.backing as usize && !dirty {
             return;
         }
+        self.moves.push(Move {
+            key,
+            bytes,
+            from,
+            to: 1 << to,
+            dirty,
+            writeback: writeback || to == self.backing as usize,
+        });
+    }
+
+    /// A victim of tier `tier` with inclusive tiers: the line leaves the tiers above too (they
+    /// hold only what the tiers below hold), and its newest dirty copy goes one level down —
+    /// to tier `tier + 1`, which holds the line, else the backing store.
+    fn leave_inclusive(&mut self, tier: usize, key: u64, now_ns: u64) {
+        let Some(mut line) = self.take_victim(key, tier) else {
+            return;
+        };
+        let pending = self.take_pending(key, tier);
+        let source = match pending {
+            Some(m) if m.dirty => Some(m.from),
+            _ => (0..=tier)
+                .find(|&level| line.is_dirty(level))
+                .map(|level| level as u8),
+        };
+        for level in 0..=tier {
+            self.dirty.mark_clean(key, &mut line, level);
+            if level < tier && line.holds(level) {
+                self.tiers[level].remove(key);
+                self.note_departure(level, key);
+                self.stats.evictions_per_tier[level] += 1;
+            }
+            if line.holds(level) {
+                line.clear_resident(level);
+            }
+        }
+        let below = tier + 1;
+        if below < self.tiers.len() {
+            debug_assert!(line.holds(below), "inclusion: tier {below} holds key {key}");
+            if let Some(from) = source {
+                self.send_down(key, line.size, from, true, below, true);
+                self.dirty.mark_dirty(key, &mut line, below, now_ns);
+            }
+        } else if let Some(from) = source {
+            self.send_down(key, line.size, from, true, self.backing as usize, true);
+        }
+        self.put_back(key, line);
+    }
+
+    /// A victim of tier `tier` with exclusive tiers: demoted into tier `tier + 1`, dirty or
+    /// not, or from the last tier written back if dirty.
+    fn leave_exclusive(&mut self, tier: usize, key: u64, now_ns: u64) {
+        let Some(mut line) = self.take_victim(key, tier) else {
+            return;
+        };
         debug_assert!(
-            self.layout == TierLayout::Inclusive || !line.holds(0),
+            (0..self.tiers.len()).all(|other| other == tier || !line.holds(other)),
             "exclusive tiers both hold key {key}"
         );
-        let source = match self.layout {
-            TierLayout::Inclusive => {
-                if line.holds(0) {
-                    self.tiers[0].remove(key);
-                    self.note_departure(0, key);
-                    self.stats.evictions_per_tier[0] += 1;
-                }
-                line.top_dirty_tier()
-            }
-            TierLayout::Exclusive => line.is_dirty(1).then_some(1),
+        let pending = self.take_pending(key, tier);
+        let (from, dirty) = match pending {
+            Some(m) => (m.from, m.dirty),
+            None => (tier as u8, line.is_dirty(tier)),
         };
-        if let Some(from) = source {
-            self.moves.push(Move {
-                key,
-                bytes: line.size,
-                from: from as u8,
-                to: self.backing_bit(),
-                dirty: true,
-                writeback: true,
-            });
+        self.dirty.mark_clean(key, &mut line, tier);
+        line.clear_resident(tier);
+        let bytes = line.size;
+        self.put_back(key, line);
+        let below = tier + 1;
+        if below == self.tiers.len() {
+            self.send_down(key, bytes, from, dirty, self.backing as usize, true);
+            return;
         }
-        self.dirty.mark_all_clean(key, &mut line);
+        // Pending first, so a cascade that evicts this very line from the tier below finds it.
+        self.send_down(key, bytes, from, dirty, below, false);
+        let demoted = self.admit(below, &Request::new(key, bytes), now_ns);
+        if demoted {
+            if dirty {
+                let mut line = self.line_or_absent(key, bytes);
+                self.dirty.mark_dirty(key, &mut line, below, now_ns);
+                self.lines.insert(key, line);
+            }
+        } else if let Some(m) = self.take_pending(key, below) {
+            // Refused below (too large): dirty data goes to the backing store, clean nowhere.
+            self.send_down(key, bytes, m.from, m.dirty, self.backing as usize, true);
+        }
     }
 
-    /// Installs a missing line into the tiers of `allowed` (bits) that may take it: both tiers
-    /// of an inclusive pair (tier 1 first, so tier 0 only ever holds what tier 1 holds), else
-    /// tier 0. Returns the tiers now holding it, as bits.
+    /// Installs a missing line into the tiers of `allowed` (bits) that may take it: with
+    /// inclusive tiers, bottom up while each tier admits it (a tier only ever holds what the
+    /// tiers below hold); with exclusive ones, tier 0. Returns the tiers now holding it, as
+    /// bits.
     pub(super) fn install(&mut self, request: &Request, now_ns: u64, allowed: u8) -> u8 {
-        if self.tiers.len() > 1 && self.layout == TierLayout::Inclusive {
-            if allowed & 0b10 != 0 && self.admit(1, request, now_ns) && allowed & 0b01 != 0 {
-                self.admit(0, request, now_ns);
+        match self.layout {
+            TierLayout::Inclusive => {
+                for tier in (0..self.tiers.len()).rev() {
+                    if allowed & (1 << tier) == 0 || !self.admit(tier, request, now_ns) {
+                        break;
+                    }
+                }
             }
-        } else if allowed & 0b01 != 0 {
-            self.admit(0, request, now_ns);
+            TierLayout::Exclusive => {
+                if allowed & 1 != 0 {
+                    self.admit(0, request, now_ns);
+                }
+            }
         }
         let held = self.lines.get(request.key).map_or(0, |line| line.resident);
         if held != 0 {
@@ -242,49 +226,54 @@ impl CacheController {
         held
     }
 
-    /// Brings a line only tier 1 holds up into tier 0: inclusive, a copy (tier 1 keeps it);
-    /// exclusive, a move (tier 1 lets it go, and its dirtiness goes with it). Returns whether
-    /// tier 0 now holds it.
-    pub(super) fn promote_to_top(&mut self, request: &Request, now_ns: u64) -> bool {
+    /// Brings a line whose highest copy is in tier `top` > 0 up into the tiers above it that
+    /// `allowed` (bits) lets in. Inclusive: copies, bottom up while each tier admits it (the
+    /// tiers below keep theirs). Exclusive: a move into tier 0 (tier `top` lets it go, and its
+    /// dirtiness goes with it). Returns the tiers that newly hold it, as bits.
+    pub(super) fn promote(
+        &mut self,
+        request: &Request,
+        top: usize,
+        allowed: u8,
+        now_ns: u64,
+    ) -> u8 {
         let key = request.key;
         match self.layout {
             TierLayout::Inclusive => {
-                self.tiers[1].lookup(request);
-                self.admit(0, request, now_ns)
+                self.tiers[top].lookup(request);
+                let mut gained = 0;
+                for tier in (0..top).rev() {
+                    if allowed & (1 << tier) == 0 || !self.admit(tier, request, now_ns) {
+                        break;
+                    }
+                    gained |= 1 << tier;
+                }
+                // An eviction further down may have taken the line out again.
+                gained & self.lines.get(key).map_or(0, |line| line.resident)
             }
             TierLayout::Exclusive => {
-                if u64::from(request.size) > self.tiers[0].capacity_bytes() {
-                    self.tiers[1].lookup(request);
-                    return false;
+                if allowed & 1 == 0 || u64::from(request.size) > self.tiers[0].capacity_bytes() {
+                    self.tiers[top].lookup(request);
+                    return 0;
                 }
                 let mut line = self.line_or_absent(key, request.size);
                 let bytes = line.size;
-                let was_dirty = line.is_dirty(1);
-                self.tiers[1].remove(key);
-                self.note_departure(1, key);
-                self.dirty.mark_clean(key, &mut line, 1);
-                line.clear_resident(1);
+                let was_dirty = line.is_dirty(top);
+                self.tiers[top].remove(key);
+                self.note_departure(top, key);
+                self.dirty.mark_clean(key, &mut line, top);
+                line.clear_resident(top);
                 self.store(key, line);
                 let promoted = self.admit(0, request, now_ns);
-                if !was_dirty {
-                    return promoted;
-                }
-                if promoted {
+                if promoted && was_dirty {
                     let mut line = self.line_or_absent(key, bytes);
                     self.dirty.mark_dirty(key, &mut line, 0, now_ns);
                     self.store(key, line);
-                } else {
-                    // Refused by tier 0 and already out of tier 1: keep the data below.
-                    self.moves.push(Move {
-                        key,
-                        bytes,
-                        from: 1,
-                        to: self.backing_bit(),
-                        dirty: true,
-                        writeback: true,
-                    });
+                } else if !promoted && was_dirty {
+                    // Refused by tier 0 and already out of tier `top`: keep the data below.
+                    self.send_down(key, bytes, top as u8, true, self.backing as usize, true);
                 }
-                promoted
+                u8::from(promoted)
             }
         }
     }

@@ -25,7 +25,9 @@ use std::path::Path;
 
 use heterarchy_device::presets::resolve_device;
 use heterarchy_device::DeviceSpec;
-use heterarchy_engine::{CacheConfig, CacheController, Controller, SoftwareCost, SplitController};
+use heterarchy_engine::{
+    CacheConfig, CacheController, Controller, SoftwareCost, SplitController, MAX_CACHE_TIERS,
+};
 use heterarchy_trace::units::parse_bytes;
 use serde::Deserialize;
 
@@ -168,13 +170,14 @@ impl Hierarchy {
                 .unwrap_or_default();
             fail("", format!("{position}{}", error.message().trim()))
         })?;
-        if !(2..=3).contains(&file.tier.len()) {
+        if !(2..=MAX_CACHE_TIERS + 1).contains(&file.tier.len()) {
             return Err(fail(
                 "tier",
                 format!(
-                    "{} tiers given; a hierarchy has 2 or 3: one or two cache tiers, then the \
-                     backing store",
-                    file.tier.len()
+                    "{} tiers given; a hierarchy has 2 to {}: 1 to {MAX_CACHE_TIERS} cache tiers, \
+                     then the backing store",
+                    file.tier.len(),
+                    MAX_CACHE_TIERS + 1
                 ),
             ));
         }

@@ -2,8 +2,8 @@
 //! Used", open-cas.github.io/ocf/design/cleaner; OCF `src/cleaning/alru.c`).
 //!
 //! Every write that dirties a line puts it at the head of a list with the time of the write
-//! (with two cache tiers, a line's latest write to either tier dates it, and cleaning it
-//! cleans both copies). A
+//! (with several cache tiers, a line's latest write to any tier dates it, and cleaning it
+//! cleans every copy). A
 //! wake-up cleans nothing while the cache saw a request within the activity threshold, or
 //! within a wake-up period of a wake-up that found nothing to clean; otherwise it takes up to
 //! `flush_max_buffers` lines from the tail whose last write is at least the staleness time old.

@@ -1,0 +1,90 @@
+//! One device of a volume's hierarchy, as the plan numbers it (docs/architecture.md, "The device
+//! layer"): its storage, its slot table if it is a cache tier, the throttle that paces it like
+//! a preset, and its queue depth. Every request thread reaches the device through here, so its
+//! traffic is counted once and its outstanding operations are bounded once.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use heterarchy_device::backend::{Backend, QueueDepth, Throttle};
+
+use crate::slots::TierSlots;
+
+/// A cache tier or the backing store.
+pub struct Device {
+    pub backend: Box<dyn Backend>,
+    /// The tier's slots; `None` for the backing store.
+    pub slots: Option<TierSlots>,
+    /// The model the device is paced like, shared with every other user of the device.
+    pub throttle: Option<Arc<Throttle>>,
+    /// Bounds outstanding operations on devices that block (files, block devices); memory
+    /// answers at once and has none.
+    queue: Option<QueueDepth>,
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+}
+
+impl Device {
+    /// `backend`, with its slot table if it is a cache tier; storage that may block gets a
+    /// queue of `queue_depth`.
+    pub fn new(
+        backend: Box<dyn Backend>,
+        slots: Option<TierSlots>,
+        throttle: Option<Arc<Throttle>>,
+        queue_depth: usize,
+    ) -> Device {
+        Device {
+            queue: backend.may_block().then(|| QueueDepth::new(queue_depth)),
+            backend,
+            slots,
+            throttle,
+            read_bytes: AtomicU64::new(0),
+            write_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// The slot table of a cache tier.
+    pub fn slots(&self) -> &TierSlots {
+        self.slots.as_ref().expect("a cache tier has slots")
+    }
+
+    fn queued<T>(&self, operation: impl FnOnce() -> T) -> T {
+        match &self.queue {
+            Some(queue) => queue.run(operation),
+            None => operation(),
+        }
+    }
+
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.read_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.queued(|| self.backend.read_at(offset, buf))
+    }
+
+    pub fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.write_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.queued(|| self.backend.write_at(offset, data))
+    }
+
+    pub fn persist(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.backend.persist(offset, len)
+    }
+
+    pub fn flush(&self) -> io::Result<()> {
+        self.queued(|| self.backend.flush())
+    }
+
+    pub fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.queued(|| self.backend.discard(offset, len))
+    }
+
+    /// Bytes read and written since the volume opened.
+    pub fn traffic(&self) -> (u64, u64) {
+        (
+            self.read_bytes.load(Ordering::Relaxed),
+            self.write_bytes.load(Ordering::Relaxed),
+        )
+    }
+}

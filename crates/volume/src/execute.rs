@@ -1,0 +1,400 @@
+//! Carrying out one planned request on the devices (DESIGN.md "One policy code, two executors";
+//! docs/architecture.md, "A request through a live volume").
+//!
+//! The controller's plan says, per line, which tiers it leaves, which it enters and where its
+//! data goes; [`crate::placement`] has already said which slots. The executor moves the data in
+//! the order crash safety needs:
+//!
+//! 1. reads: the client's data, the edges of a partial write, and the newest sectors of every
+//!    line that moves ([`Storage::merge`]), before anything is overwritten;
+//! 2. write-backs: dirty sectors of lines leaving for the backing store, made durable with one
+//!    flush before any entry says clean or any slot is freed;
+//! 3. moves into cache tiers (exclusive demotions, dirty lines stepping down, cleaning's copies
+//!    to the tiers below, a line carried up), each persisted before its entry, and the slots
+//!    left behind freed once their data is safe — a slot is reused only after its entry is
+//!    freed;
+//! 4. the request itself: a read's installs and gap fills, or a write's data.
+//!
+//! Every line the plan touches is held (its ticket served, [`crate::order`]) for the whole of
+//! it, so nothing else reads or writes these lines meanwhile.
+
+use std::io;
+
+use heterarchy_engine::{IoKind, Plan};
+
+use crate::layout::sector_bits;
+use crate::order::Turns;
+use crate::sectors::{
+    sector_span, whole_sector_bits, ClientWrite, Copies, Merged, ReadInfo, Storage,
+};
+
+/// One line a plan touches, with its slot in every tier before and after the plan.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LineJob {
+    pub key: u64,
+    pub before: Copies,
+    pub after: Copies,
+}
+
+impl LineJob {
+    /// Tiers the line leaves, as bits.
+    fn departs(&self) -> u8 {
+        tier_bits(|tier| self.before[tier].is_some() && self.after[tier].is_none())
+    }
+
+    /// Tiers the line enters, as bits.
+    fn enters(&self) -> u8 {
+        tier_bits(|tier| self.before[tier].is_none() && self.after[tier].is_some())
+    }
+
+    /// Tiers holding the line before, as bits.
+    fn held(&self) -> u8 {
+        tier_bits(|tier| self.before[tier].is_some())
+    }
+}
+
+fn tier_bits(test: impl Fn(usize) -> bool) -> u8 {
+    (0..heterarchy_engine::MAX_CACHE_TIERS)
+        .filter(|&tier| test(tier))
+        .fold(0, |bits, tier| bits | 1 << tier)
+}
+
+/// What a client's request does to its line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+    /// The whole line is discarded: dirty data is dropped, not written back.
+    Trim,
+}
+
+/// The client's part of a plan: one request's piece of one line.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestPart {
+    pub access: Access,
+    pub key: u64,
+    /// Byte offset within the line, and length.
+    pub start: u32,
+    pub len: u32,
+    /// Tiers whose copy the controller holds dirty once the plan is done, as bits.
+    pub dirty_after: u8,
+    /// A read's partial hit leaves the cache as it is (wo and pt).
+    pub reads_change_nothing: bool,
+}
+
+/// A plan, resolved to slots and ordered against other plans on the same lines.
+pub struct Job<'a> {
+    pub plan: Plan,
+    /// Every line the plan touches.
+    pub lines: Vec<LineJob>,
+    /// `None` for cleaning.
+    pub request: Option<RequestPart>,
+    /// Its turn on every line it holds.
+    pub turns: Turns<'a>,
+    /// When the request was planned, ns since the volume opened.
+    pub now_ns: u64,
+}
+
+/// The client's buffer.
+pub enum Client<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+    None,
+}
+
+/// A line whose data moves in step 1–3.
+struct Moving {
+    line: usize,
+    merged: Merged,
+    /// Cache tiers the newest sectors go to, as bits.
+    deliver_to: u8,
+    delivered: u8,
+    to_backing: bool,
+    /// Sectors written back durably by this job.
+    cleaned: u128,
+    freed: bool,
+}
+
+impl Storage {
+    /// Carries `job` out; returns the lines it wrote back to the backing store.
+    pub fn execute(&self, job: &Job, client: Client<'_>) -> io::Result<u64> {
+        let backing = self.tiers() as u8;
+        let request = job.request;
+        let request_key = request.map(|part| part.key);
+        let keeps_dirty = request.is_some_and(|part| part.access != Access::Trim);
+
+        // 1. Reads.
+        let mut moving = Vec::new();
+        for (index, line) in job.lines.iter().enumerate() {
+            let (mut deliver_to, mut to_backing) = (0u8, false);
+            if Some(line.key) == request_key {
+                if line.departs() != 0 {
+                    deliver_to = line.enters();
+                }
+            } else {
+                for op in job.plan.ops() {
+                    if op.key == line.key && op.kind == IoKind::Write {
+                        if op.device == backing {
+                            to_backing = true;
+                        } else {
+                            deliver_to |= 1 << op.device;
+                        }
+                    }
+                }
+            }
+            let leaves = line.after.iter().all(Option::is_none);
+            to_backing |= leaves && keeps_dirty && line.held() != 0;
+            if deliver_to == 0 && !to_backing && line.departs() == 0 {
+                continue;
+            }
+            let mut merged = self.merge(line.key, &line.before, line.held());
+            let mut wanted = if to_backing { merged.dirty } else { 0 };
+            for tier in 0..self.tiers() {
+                if deliver_to & (1 << tier) != 0 {
+                    wanted |= deliverable(&merged, line, tier);
+                }
+            }
+            if wanted != 0 {
+                self.read_merged(&line.before, &mut merged, wanted)?;
+            }
+            moving.push(Moving {
+                line: index,
+                merged,
+                deliver_to,
+                delivered: 0,
+                to_backing,
+                cleaned: 0,
+                freed: false,
+            });
+        }
+        let request_line =
+            request.and_then(|part| job.lines.iter().find(|line| line.key == part.key).copied());
+        let mut read_info = ReadInfo::default();
+        let mut edges = Vec::new();
+        let writes_to = |key: u64| {
+            job.plan
+                .ops()
+                .iter()
+                .filter(move |op| op.key == key && op.kind == IoKind::Write)
+                .map(|op| op.device)
+        };
+        let source = request.and_then(|part| {
+            job.plan
+                .ops()
+                .iter()
+                .find(|op| op.key == part.key && op.kind == IoKind::Read)
+                .map(|op| op.device as usize)
+        });
+        let mut client = client;
+        if let (Some(part), Some(line)) = (request, &request_line) {
+            match &mut client {
+                Client::Read(out) if part.access == Access::Read => {
+                    let from = source.unwrap_or(self.tiers());
+                    read_info = self.read_line(part.key, &line.before, from, part.start, out)?;
+                }
+                Client::Write(data) if part.access == Access::Write => {
+                    let (first, end) = sector_span(part.start, data.len() as u32);
+                    let aligned = first == part.start && end == part.start + data.len() as u32;
+                    if !aligned && writes_to(part.key).any(|device| device < backing) {
+                        edges = vec![0; (end - first) as usize];
+                        self.read_line(part.key, &line.before, 0, first, &mut edges)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+
+        // 2. Write-backs, durable before anything says clean.
+        let mut writebacks = 0;
+        for entry in moving.iter_mut().filter(|entry| entry.to_backing) {
+            let sectors = entry.merged.dirty;
+            if sectors != 0 {
+                let key = job.lines[entry.line].key;
+                self.write_back_sectors(key, sectors, &entry.merged.data)?;
+                entry.cleaned = sectors;
+                writebacks += 1;
+            }
+        }
+        if writebacks > 0 {
+            self.backing().flush()?;
+        }
+
+        // 3. Moves into cache tiers, and the slots left behind.
+        loop {
+            let mut progress = false;
+            let mut waiting = None;
+            for entry in moving.iter_mut() {
+                let line = job.lines[entry.line];
+                for tier in 0..self.tiers() {
+                    let bit = 1u8 << tier;
+                    if entry.deliver_to & bit == 0 || entry.delivered & bit != 0 {
+                        continue;
+                    }
+                    let slot = line.after[tier].expect("a line moves into a tier it is placed in");
+                    let occupant = self.devices[tier].slots().state(slot).key;
+                    if occupant.is_some_and(|key| key != line.key) {
+                        waiting.get_or_insert((tier, slot, occupant));
+                        continue;
+                    }
+                    self.deliver(entry, &line, tier, slot)?;
+                    entry.delivered |= bit;
+                    progress = true;
+                }
+                if !entry.freed && entry.delivered == entry.deliver_to {
+                    self.free_departed(&line, entry.cleaned)?;
+                    entry.freed = true;
+                    progress = true;
+                }
+            }
+            if moving.iter().all(|entry| entry.freed) {
+                break;
+            }
+            if !progress {
+                // Lines waiting for each other's slots (a line carried up into the tier whose
+                // slot a cascade hands back to it): one is written back first, so its slots
+                // can go before its moves are done.
+                let (tier, slot, occupant) = waiting.expect("no progress means a move waits");
+                let Some(index) = moving.iter().position(|entry| {
+                    Some(job.lines[entry.line].key) == occupant
+                        && job.lines[entry.line].before[tier] == Some(slot)
+                        && !entry.freed
+                }) else {
+                    return Err(io::Error::other(format!(
+                        "tier {tier} slot {slot} holds line {occupant:?}, which this plan does not \
+                         move out: the slot table disagrees with the plan"
+                    )));
+                };
+                let entry = &mut moving[index];
+                let line = job.lines[entry.line];
+                let unsafe_sectors = entry.merged.dirty & !entry.cleaned;
+                if unsafe_sectors != 0 {
+                    self.read_merged(&line.before, &mut entry.merged, unsafe_sectors)?;
+                    self.write_back_sectors(line.key, unsafe_sectors, &entry.merged.data)?;
+                    self.backing().flush()?;
+                    entry.cleaned |= unsafe_sectors;
+                    writebacks += 1;
+                }
+                self.free_departed(&line, entry.cleaned)?;
+                entry.freed = true;
+            }
+        }
+
+        // 4. The request.
+        if let (Some(part), Some(line)) = (request, &request_line) {
+            match client {
+                Client::Read(out) if part.access == Access::Read => {
+                    let mut installs: Vec<usize> = writes_to(part.key)
+                        .filter(|&device| device < backing)
+                        .map(usize::from)
+                        .collect();
+                    // Open CAS's partial hit: the source tier fills its gaps.
+                    if let Some(from) = source.filter(|&from| from < self.tiers()) {
+                        let gaps = read_info.below & whole_sector_bits(part.start, part.len);
+                        if gaps != 0 && !part.reads_change_nothing && line.after[from].is_some() {
+                            installs.push(from);
+                        }
+                    }
+                    for tier in installs {
+                        if let Some(slot) = line.after[tier] {
+                            self.fill(tier, slot, part.key, part.start, out, read_info.dirty)?;
+                        }
+                    }
+                }
+                Client::Write(data) if part.access == Access::Write => {
+                    let (first, end) = sector_span(part.start, data.len() as u32);
+                    let sectors = sector_bits(first, end - first);
+                    let tiers: Vec<(usize, u32, bool)> = writes_to(part.key)
+                        .filter(|&device| device < backing)
+                        .filter_map(|device| {
+                            let tier = usize::from(device);
+                            let dirty = part.dirty_after & (1 << tier) != 0;
+                            line.after[tier].map(|slot| (tier, slot, dirty))
+                        })
+                        .collect();
+                    for &(tier, slot, dirty) in &tiers {
+                        self.prepare_overwrite(tier, slot, part.key, sectors, dirty)?;
+                    }
+                    if writes_to(part.key).any(|device| device == backing) {
+                        self.backing()
+                            .write_at(self.backing_offset(part.key, part.start), data)?;
+                    }
+                    let write = ClientWrite {
+                        key: part.key,
+                        start: part.start,
+                        data,
+                        edges: &edges,
+                    };
+                    for &(tier, slot, dirty) in &tiers {
+                        self.write_cached(tier, slot, &write, dirty)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+
+        // Every slot placed for a line holds it on the device too, written or not, so that the
+        // tables found after a restart are the placement.
+        for line in &job.lines {
+            for tier in 0..self.tiers() {
+                if let Some(slot) = line.after[tier] {
+                    if self.copy_state(tier, Some(slot), line.key).is_none() {
+                        self.update(tier, slot, line.key, |_| {})?;
+                    }
+                }
+            }
+        }
+        Ok(writebacks)
+    }
+
+    /// Writes a moving line's newest sectors into tier `tier`'s slot `slot`.
+    fn deliver(&self, entry: &Moving, line: &LineJob, tier: usize, slot: u32) -> io::Result<()> {
+        let merged = &entry.merged;
+        let sectors = deliverable(merged, line, tier);
+        self.write_sectors(tier, slot, sectors, &merged.data)?;
+        let dirty = merged.dirty & sectors & !entry.cleaned;
+        let unflushed = if self.devices[tier].slots().is_persistent() {
+            merged.unflushed & sectors & !dirty & !entry.cleaned
+        } else {
+            0
+        };
+        self.update(tier, slot, line.key, |state| {
+            state.valid |= sectors;
+            state.dirty = (state.dirty & !sectors) | dirty;
+            state.unflushed = (state.unflushed & !sectors) | unflushed;
+        })
+    }
+
+    /// Frees the slots `line` leaves, and clears the sectors written back (`cleaned`) in the
+    /// copies it keeps.
+    fn free_departed(&self, line: &LineJob, cleaned: u128) -> io::Result<()> {
+        for tier in 0..self.tiers() {
+            match (line.before[tier], line.after[tier]) {
+                (Some(slot), None) => self.free(tier, slot, line.key)?,
+                (Some(slot), Some(_))
+                    if cleaned != 0 && self.copy_state(tier, Some(slot), line.key).is_some() =>
+                {
+                    self.update(tier, slot, line.key, |state| state.dirty &= !cleaned)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The sectors of a merge that tier `tier` must take: those whose newest copy is elsewhere and
+/// either above it or leaving (a copy below that stays keeps them there).
+fn deliverable(merged: &Merged, line: &LineJob, tier: usize) -> u128 {
+    let departs = line.departs();
+    let mut sectors = 0u128;
+    for sector in 0..128 {
+        if merged.valid & (1 << sector) == 0 {
+            continue;
+        }
+        let source = merged.source[sector] as usize;
+        if source != tier && (source < tier || departs & (1 << source) != 0) {
+            sectors |= 1 << sector;
+        }
+    }
+    sectors
+}
