@@ -162,7 +162,10 @@ fn admit_while_filling_installs_read_misses_until_the_tier_is_full() {
         },
         ..CacheConfig::default()
     };
-    let mut cache = CacheController::new(&config, &[4 * u64::from(LINE)], 7).unwrap();
+    // Room for four lines and a half: the half line left once four are in is no room for a
+    // fifth (objects whose size does not divide the capacity, as Orthus-KV's values).
+    let mut cache =
+        CacheController::new(&config, &[4 * u64::from(LINE) + u64::from(LINE / 2)], 7).unwrap();
     for key in 0..4 {
         let (_, ops) = plan(&mut cache, Op::Read, key);
         assert_eq!(ops, [(1, IoKind::Read), (0, IoKind::Write)], "key {key}");

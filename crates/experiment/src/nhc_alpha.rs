@@ -10,7 +10,7 @@ use crate::kv::{ycsb, Kv};
 use crate::timeline::{self, Contender};
 use crate::{nhc_hotspot, nhc_ycsb_d, ExperimentError, Options, Output};
 
-pub const ALPHAS: [f64; 6] = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5];
+pub const ALPHAS: [f64; 7] = [0.002, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5];
 
 /// NHC at one α on one workload.
 #[derive(Clone, Debug, PartialEq, Serialize)]

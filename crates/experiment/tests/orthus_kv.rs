@@ -74,13 +74,16 @@ fn ycsb_d_always_admitting_beats_classic_and_nhc_does_not_lose() {
 
 #[test]
 fn a_tiny_alpha_mistakes_noise_for_locality_changes() {
-    let rows = nhc_alpha::rows(&Options::scaled(0.5), &[0.01, 0.05]).unwrap();
+    // Tiny is below the noise of the hit rate NHC compares: a 100 ms window of YCSB-C at about
+    // 280K requests/s and a 70% hit rate measures it to ±0.4% (one standard deviation,
+    // √(0.7 · 0.3 / 28,000) / 0.7), so a drop of 0.2% is mostly noise and one of 1% mostly not.
+    let rows = nhc_alpha::rows(&Options::scaled(0.5), &[0.002, 0.05]).unwrap();
     let of = |workload: &str, alpha: f64| {
         rows.iter()
             .find(|r| r.workload == workload && r.alpha == alpha)
             .unwrap()
     };
-    let (tiny, default) = (of("ycsb-c", 0.01), of("ycsb-c", 0.05));
+    let (tiny, default) = (of("ycsb-c", 0.002), of("ycsb-c", 0.05));
     assert!(
         tiny.state_1_entries > default.state_1_entries,
         "{tiny:?} {default:?}"

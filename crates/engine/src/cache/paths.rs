@@ -28,25 +28,28 @@ use super::CacheController;
 use crate::plan::IoKind;
 
 impl CacheController {
-    /// Pair `pair`'s `data_admit`: whether a read may install into tier `pair` (always while
-    /// the tier has room, with `admit_while_filling`).
+    /// Pair `pair`'s `data_admit`: whether a read may install `bytes` into tier `pair` (always
+    /// while the tier has room for them without evicting, with `admit_while_filling`). Room
+    /// for the request, not any free byte: a full tier of objects whose sizes do not divide
+    /// its capacity keeps a gap smaller than one object, which is no fill.
     #[inline]
-    fn data_admit(&self, pair: usize) -> bool {
+    fn data_admit(&self, pair: usize, bytes: u32) -> bool {
         self.tuning.as_ref().is_none_or(|tuning| {
             tuning.settings(pair).data_admit
                 || (self.admit_while_filling
-                    && self.tiers[pair].used_bytes() < self.tiers[pair].capacity_bytes())
+                    && self.tiers[pair].used_bytes() + u64::from(bytes)
+                        <= self.tiers[pair].capacity_bytes())
         })
     }
 
-    /// The tiers a read miss may be installed in, as bits.
+    /// The tiers a read miss of `bytes` may be installed in, as bits.
     #[inline]
-    fn read_installs(&self) -> u8 {
+    fn read_installs(&self, bytes: u32) -> u8 {
         if self.tuning.is_none() {
             return u8::MAX;
         }
         (0..self.tiers.len())
-            .filter(|&tier| self.data_admit(tier))
+            .filter(|&tier| self.data_admit(tier, bytes))
             .fold(0, |bits, tier| bits | 1 << tier)
     }
 
@@ -100,12 +103,12 @@ impl CacheController {
             Some(tier) => {
                 let device = self.read_hit_source(key, tier);
                 self.source = Some(Self::op(device, IoKind::Read, key, bytes));
-                let gained = self.promote(request, tier, self.read_installs(), now_ns);
+                let gained = self.promote(request, tier, self.read_installs(bytes), now_ns);
                 self.write_to_tiers(gained, key, bytes);
             }
             None => {
                 self.source = Some(Self::op(self.backing, IoKind::Read, key, bytes));
-                let allowed = self.read_installs();
+                let allowed = self.read_installs(bytes);
                 if allowed != 0 && self.may_install(request) {
                     let installed = self.install(request, now_ns, allowed);
                     self.write_to_tiers(installed, key, bytes);
