@@ -59,6 +59,15 @@ def test_orthus_cas_has_one_row_per_hierarchy_hit_ratio_and_load(orthus_cas):
         assert 0 <= row["nhc_load_admit"] <= 1 and 0 <= row["nhc_data_admit"] <= 1
 
 
+def test_orthus_cas_notes_state_the_software_cost_and_each_deviation(heterarchy):
+    text = run(heterarchy, "experiment", "nhc-orthus-cas", "--scale", "0.5").stdout
+    notes = [line for line in text.splitlines() if line.startswith("note: ")]
+    assert any("48 us" in note and "judgment" in note for note in notes), notes
+    deviations = [note for note in notes if note.startswith("note: Deviation")]
+    for subject in ("Load-0.5", "DRAM + PM", "FlashSim", "Table 4.2", "Figure 4.8"):
+        assert any(subject in note for note in deviations), (subject, deviations)
+
+
 def test_orthus_cas_csv_has_the_json_columns(heterarchy, orthus_cas):
     text = run(heterarchy, "experiment", "nhc-orthus-cas", "--scale", "0.5", "--format", "csv").stdout
     rows = list(csv.DictReader(io.StringIO(text)))

@@ -33,6 +33,16 @@ pub const OPEN_CAS_SOFTWARE: SoftwareCost = SoftwareCost {
     per_kib_ns: 0.0,
 };
 
+/// [`OPEN_CAS_SOFTWARE`] and why, for the notes of the experiments that charge it.
+pub const SOFTWARE_COST_NOTE: &str =
+    "Every request costs Open CAS's CPU time, 48 us, besides its device time (charged when it is \
+     answered, holding no device). A judgment: the thesis gives no figure, but its Table 4.2 \
+     (Open CAS saturates the PM at 8 outstanding on PM + Optane SSD, and NHC gains there) and \
+     Figure 4.7 (Load-2.0 gains more, so Load-1.0 lies between 5 and 8 outstanding there, and \
+     at most 4 on Optane SSD + flash) bracket it between 29 and 67 us; we take the middle. This \
+     project's live volume spends 5.4 us on a 64 KiB hit (scripts/bench-request-cost), without \
+     a kernel block layer or interrupts.";
+
 /// One microbenchmark setting.
 #[derive(Clone, Debug)]
 pub struct Micro {

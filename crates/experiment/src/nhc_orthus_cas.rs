@@ -3,11 +3,13 @@
 //!
 //! Load-1.0 is "the minimum read load to achieve the maximum read bandwidth of the cache
 //! device": here the fewest outstanding 64 KiB reads at which Open CAS (classic caching, with
-//! its installs and its per-request software cost, [`crate::micro::OPEN_CAS_SOFTWARE`]) delivers 95% of its
-//! maximum on that hierarchy and hit ratio ([`full_load`]); Load-x keeps x times as many
-//! outstanding, rounded, at least one. The FlashSim devices serve
-//! requests 50 times slower than the Optane SSD, so NHC runs with `tuning_time_scale` 50 on
-//! //! them: each interval spans as many requests as 5 ms does on the real devices.
+//! its installs and its per-request software cost, [`crate::micro::OPEN_CAS_SOFTWARE`])
+//! delivers 95% of its maximum on that hierarchy and hit ratio ([`full_load`]); Load-x keeps x
+//! times as many
+//! outstanding, rounded, at least one. The FlashSim devices serve requests 50 times slower than
+//! the Optane SSD, so NHC runs with `tuning_time_scale` 50 on them: each interval spans as many
+//! requests as 5 ms does on the real devices. Where the model departs from the thesis, the
+//! experiment's notes say how and why ([`DEVIATIONS`]).
 
 use heterarchy_device::DeviceSpec;
 use heterarchy_report::{LineChart, Series};
@@ -228,9 +230,9 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
         ours: format!("within {:.1}% on every hierarchy", worst * 100.0),
     });
     output.notes.push(
-        "Load-1.0 is the fewest outstanding 64 KiB reads at which the cache device alone \
-         reaches 95% of its peak read bandwidth; DRAM and Optane PM reach it with one, so \
-         their Load-0.5 and Load-1.0 are the same."
+        "Load-1.0 is the fewest outstanding 64 KiB reads at which classic caching on that \
+         hierarchy and hit ratio, installs and software cost included, delivers 95% of what it \
+         does with 256; Load-x keeps x times as many, rounded, at least one."
             .into(),
     );
     output.notes.push(
@@ -238,5 +240,56 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
          requests 50 times slower than the Optane SSD)."
             .into(),
     );
+    output.notes.push(crate::micro::SOFTWARE_COST_NOTE.into());
+    output
+        .notes
+        .extend(DEVIATIONS.iter().map(|note| note.to_string()));
     Ok(output)
 }
+
+/// Figure 4.7 at Load-0.5, against the thesis.
+pub const LOAD_HALF_DEVIATION: &str =
+    "Deviation, Load-0.5: NHC stays within 2.5% of classic caching (the issue asked for 2%). \
+     Algorithm 1 turns data admission off whenever it probes (State 2), also at light load; at \
+     80% hits on Optane SSD + flash the installs it skips (data_admit off 30% of the measured \
+     time) spare the cache device, whose one queue serves reads and writes alike, enough \
+     queueing to gain 2.4%.";
+
+/// Figure 4.7's DRAM + PM at Load-2.0, against the thesis.
+pub const DRAM_PM_DEVIATION: &str =
+    "Deviation, DRAM + PM at Load-2.0: +38% against the thesis' +21%. The model lets the two \
+     memories deliver their bandwidths independently, seed 000 §4.2.1's own assumption (6.8 GB/s \
+     of PM beside 15 GB/s of DRAM bounds the gain at +45%); the thesis gives no figure for what \
+     they share (the memory channel, the CPU's copies).";
+
+/// Figure 4.7's FlashSim 50 over 10, against the thesis.
+pub const FLASHSIM_DEVIATION: &str =
+    "Deviation, FlashSim 50 over 10 at 80% hits: NHC loses up to 1% at Load-2.0 (the thesis: \
+     never). The capacity device is five times slower and has almost nothing to give, so \
+     Algorithm 1's probes below load_admit 1.0 cost more than they find.";
+
+/// Table 4.2's tails on Optane SSD + flash, against the thesis.
+pub const TAILS_DEVIATION: &str =
+    "Deviation, Table 4.2 (nhc-targets) on Optane SSD + flash: the model's flash has no slow \
+     tail of its own (the seed gives none for reads alone), so offloading reads to it shortens \
+     the p99 (188 against Open CAS's 267 us) where the thesis saw it lengthen (289 against 269 \
+     us); on PM + Optane SSD the throughput target lengthens it as in the thesis.";
+
+/// Figure 4.8's write-saturated settings, against the thesis.
+pub const WRITE_SATURATED_DEVIATION: &str =
+    "Deviation, Figure 4.8 (nhc-write-modes): at 50% writes on PM + Optane SSD the Optane SSD's \
+     write bandwidth caps both schemes and load_admit 1.0 is best. One 5 ms interval's \
+     throughput varies by about 5% there (how many of its ~340 requests are writes), more than \
+     a 2% step of load_admit changes it, so Algorithm 1's probes wander below 1.0 and NHC loses \
+     up to 4% (the thesis: never). The loss is the scheduler's, which compares single noisy \
+     intervals as Algorithm 1 does, not the device model's.";
+
+/// Where the Orthus-CAS experiments (Figures 4.7 and 4.8, Table 4.2) depart from the thesis,
+/// and why: printed with Figure 4.7, each also with its own experiment.
+pub const DEVIATIONS: [&str; 5] = [
+    LOAD_HALF_DEVIATION,
+    DRAM_PM_DEVIATION,
+    FLASHSIM_DEVIATION,
+    TAILS_DEVIATION,
+    WRITE_SATURATED_DEVIATION,
+];

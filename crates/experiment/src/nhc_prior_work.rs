@@ -140,5 +140,6 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
          thesis describes both only in words (see crates/engine/src/admission/)."
             .into(),
     );
+    output.notes.push(crate::micro::SOFTWARE_COST_NOTE.into());
     Ok(output)
 }

@@ -135,9 +135,13 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
         });
     }
     output.notes.push(
-        "Latencies are the simulator's end-to-end latencies on the device models; the thesis \
-         measured Open CAS on real devices, with its software overheads."
+        "Latencies are the simulator's end-to-end latencies on the device models, Open CAS's \
+         software cost included; the thesis measured Open CAS on real devices."
             .into(),
     );
+    output.notes.push(crate::micro::SOFTWARE_COST_NOTE.into());
+    output
+        .notes
+        .push(crate::nhc_orthus_cas::TAILS_DEVIATION.into());
     Ok(output)
 }

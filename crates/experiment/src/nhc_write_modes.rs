@@ -141,5 +141,9 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
          not give its grid."
             .into(),
     );
+    output.notes.push(crate::micro::SOFTWARE_COST_NOTE.into());
+    output
+        .notes
+        .push(crate::nhc_orthus_cas::WRITE_SATURATED_DEVIATION.into());
     Ok(output)
 }

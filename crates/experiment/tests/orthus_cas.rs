@@ -35,17 +35,21 @@ fn every_setting_has_its_row() {
 
 #[test]
 fn nhc_is_never_worse_than_classic_caching() {
+    // Within 1%: FlashSim 50 over 10 at 80% hits and Load-2.0 loses 0.85%, a known deviation
+    // (nhc_orthus_cas::FLASHSIM_DEVIATION); the thesis never loses.
     for r in figure() {
-        assert!(r.gain >= -0.02, "{r:?}");
+        assert!(r.gain >= -0.01, "{r:?}");
     }
 }
 
 #[test]
 fn at_light_load_nhc_keeps_caching_classically() {
     for r in figure().iter().filter(|r| r.load == 0.5) {
-        // "NHC does not bypass any load and behaves the same as classic caching." Within 2.5%:
-        // the installs NHC's probes skip (data_admit off a third of the time on Optane SSD +
-        // flash at 80% hits) still spare a shared-queue cache device some queueing.
+        // "NHC does not bypass any load and behaves the same as classic caching." Within 2.5%,
+        // not the 2% (nhc_orthus_cas::LOAD_HALF_DEVIATION): the installs Algorithm 1
+        // skips while it probes (data_admit off 30% of the time on Optane SSD + flash at 80%
+        // hits) spare a shared-queue cache device some queueing, +2.4%. The thesis prints
+        // bars, no values; the bound is ours.
         assert!(r.nhc_load_admit >= 0.99, "{r:?}");
         assert!(r.gain.abs() <= 0.025, "{r:?}");
     }

@@ -8,10 +8,22 @@ use heterarchy_experiment::{nhc_prior_work, nhc_targets, nhc_write_modes, Option
 fn write_modes_nhc_never_loses_and_gains_most_with_few_writes_and_clean_reads() {
     let rows = nhc_write_modes::rows(&Options::scaled(0.5), &nhc_write_modes::HIERARCHIES).unwrap();
     assert_eq!(rows.len(), 3 * 3 * 3 * 3);
-    // Known deviation (issue 16): with Open CAS's software cost, write-around at 50% writes on
-    // PM + Optane SSD loses up to 5% to classic caching; the thesis never loses.
+    // "NHC improves reads irrespective of write ratios": at least 1 everywhere, within half a
+    // percent (the cost of Algorithm 1's probes where staying at 1.0 is best) ...
     for row in &rows {
+        let write_saturated = row.hierarchy == "optane-pm+optane-ssd" && row.write_ratio == 0.5;
+        assert!(row.speedup >= 0.995 || write_saturated, "{row:?}");
+        // ... except a known deviation (nhc_orthus_cas::WRITE_SATURATED_DEVIATION): where the
+        // Optane SSD's write bandwidth caps both schemes, one interval's throughput varies by
+        // about 5% and Algorithm 1's probes wander below load_admit 1.0, losing up to 4.1%
+        // (0.959, write-around with 60% of the keys written). The thesis prints no values;
+        // this bound is ours.
         assert!(row.speedup >= 0.95, "{row:?}");
+        if write_saturated {
+            // Every write reaches the Optane SSD (2.3 GB/s of writes): at 50% writes both
+            // schemes run within 10% of that cap.
+            assert!(row.classic_gb_s > 0.9 * 2.3 / 0.5, "{row:?}");
+        }
     }
     let mean = |filter: &dyn Fn(&nhc_write_modes::Row) -> bool| {
         let chosen: Vec<f64> = rows
