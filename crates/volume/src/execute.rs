@@ -1,5 +1,5 @@
-//! Carrying out one planned request on the devices (DESIGN.md "One policy code, two executors";
-//! docs/architecture.md, "A request through a live volume").
+//! Carrying out one planned request on the devices (docs/architecture.md, "One policy code, two
+//! executors" and "A request through a live volume").
 //!
 //! The controller's plan says, per line, which tiers it leaves, which it enters and where its
 //! data goes; [`crate::placement`] has already said which slots. The executor moves the data in

@@ -187,7 +187,9 @@ mod tests {
     fn waiters_run_in_ticket_order() {
         let order = LineOrder::default();
         let log = Mutex::new(Vec::new());
-        let turns: Vec<(u64, Turns)> = (0..16).map(|index| (index, order.take_turns(&[1]))).collect();
+        let turns: Vec<(u64, Turns)> = (0..16)
+            .map(|index| (index, order.take_turns(&[1])))
+            .collect();
         std::thread::scope(|scope| {
             for (index, mut turn) in turns.into_iter().rev() {
                 let log = &log;

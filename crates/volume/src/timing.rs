@@ -1,5 +1,5 @@
-//! When a plan's answer is due on throttled devices (DESIGN.md "Device models": a throttle
-//! paces live storage like a preset): the data has already moved at memory speed; each stage's
+//! When a plan's answer is due on throttled devices (docs/architecture.md, "The device
+//! layer": a throttle paces live storage like a preset): the data has already moved at memory speed; each stage's
 //! operations are submitted to their devices' shared models when the stage starts, and the
 //! answer is due when the reply stage completes.
 

@@ -1,7 +1,7 @@
 //! A cached volume: the engine's cache controller executing its plans on real storage, one or
-//! more cache tiers over a backing store, many requests at once (DESIGN.md "One policy code,
-//! two executors"; issue 5, items 2 and 3; issue 16, items 1 and 2; Orthus-CAS, seed 000 §4.4;
-//! docs/architecture.md, "A request through a live volume").
+//! more cache tiers over a backing store, many requests at once (docs/architecture.md, "One
+//! policy code, two executors" and "A request through a live volume"; issue 5, items 2 and 3;
+//! issue 16, items 1 and 2; Orthus-CAS, seed 000 §4.4).
 //!
 //! Client requests are cut at cache-line boundaries and each piece is planned by the
 //! [`CacheController`] exactly as in the simulator, under one short lock that also chooses
@@ -451,7 +451,9 @@ impl Volume {
     ) -> io::Result<u64> {
         job.turns.wait();
         let result = work(&self.storage, &job);
-        let Job { mut plan, turns, .. } = job;
+        let Job {
+            mut plan, turns, ..
+        } = job;
         drop(turns);
         if let Ok(writebacks) = result {
             Counters::add(&self.counters.writebacks, writebacks);
