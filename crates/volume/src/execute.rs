@@ -83,14 +83,14 @@ pub struct RequestPart {
 }
 
 /// A plan, resolved to slots and ordered against other plans on the same lines.
-pub struct Job<'a> {
+pub struct Job {
     pub plan: Plan,
     /// Every line the plan touches.
     pub lines: Vec<LineJob>,
     /// `None` for cleaning.
     pub request: Option<RequestPart>,
     /// Its turn on every line it holds.
-    pub turns: Turns<'a>,
+    pub turns: Turns,
     /// When the request was planned, ns since the volume opened.
     pub now_ns: u64,
 }
