@@ -140,8 +140,12 @@ fn serve(mut stream: UnixStream, batch: usize) -> JoinHandle<Vec<u8>> {
                 }
                 Parsed::Found { value, consumed } => {
                     buffer.drain(..consumed);
-                    stream.write_all(&output).unwrap();
+                    let sent = stream.write_all(&output);
                     output.clear();
+                    // proto.md NBD_OPT_ABORT: the client may close without waiting for the ACK.
+                    if value != ServerEvent::Closed {
+                        sent.expect("the server writes");
+                    }
                     match value {
                         ServerEvent::Negotiating => {}
                         ServerEvent::Transmission {
