@@ -11,8 +11,8 @@ use heterarchy_nbd::transmission::{
     compose_error, compose_none, compose_offset_data, compose_offset_hole, compose_simple_reply,
 };
 use heterarchy_nbd::{
-    BlockSizes, Client, ClientError, Command, ExportCatalog, ExportInfo, Parsed, Request,
-    ServerEvent, ServerHandshake,
+    BlockSizes, Client, ClientError, Command, ExportInfo, Parsed, Request, ServerEvent,
+    ServerHandshake,
 };
 
 const DISK_BYTES: usize = 1 << 20;
@@ -20,31 +20,17 @@ const FLAGS: u16 =
     FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES;
 
 /// One export, "disk".
-struct Disk;
-
-impl ExportCatalog for Disk {
-    type Export = ();
-
-    fn names(&self) -> Vec<String> {
-        vec!["disk".into()]
-    }
-
-    fn find(&self, name: &[u8]) -> Option<()> {
-        matches!(name, b"" | b"disk").then_some(())
-    }
-
-    fn describe(&self, _: &()) -> ExportInfo {
-        ExportInfo {
-            name: "disk".into(),
-            size_bytes: DISK_BYTES as u64,
-            transmission_flags: FLAGS,
-            block_sizes: BlockSizes {
-                minimum: 1,
-                preferred: 4096,
-                maximum: MAX_PAYLOAD_BYTES,
-            },
-        }
-    }
+fn catalog() -> Vec<ExportInfo> {
+    vec![ExportInfo {
+        name: "disk".into(),
+        size_bytes: DISK_BYTES as u64,
+        transmission_flags: FLAGS,
+        block_sizes: BlockSizes {
+            minimum: 1,
+            preferred: 4096,
+            maximum: MAX_PAYLOAD_BYTES,
+        },
+    }]
 }
 
 /// Reads more bytes into `buffer`; false once the client closed.
@@ -126,11 +112,12 @@ fn serve(mut stream: UnixStream, batch: usize) -> JoinHandle<Vec<u8>> {
         let mut disk = vec![0u8; DISK_BYTES];
         let mut buffer = Vec::new();
         let mut output = Vec::new();
+        let catalog = catalog();
         let mut handshake = ServerHandshake::new();
         stream.write_all(&ServerHandshake::greeting()).unwrap();
         let structured = loop {
             match handshake
-                .receive(&buffer, &Disk, &mut output)
+                .receive(&buffer, &catalog[..], &mut output)
                 .expect("a good handshake")
             {
                 Parsed::NeedMore => {

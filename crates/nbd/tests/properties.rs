@@ -14,8 +14,8 @@ use heterarchy_nbd::transmission::{
     parse_chunk_payload, parse_reply, parse_reply_header,
 };
 use heterarchy_nbd::{
-    BlockSizes, ChunkHeader, ChunkPayload, ClientEvent, ClientHandshake, Command, ExportCatalog,
-    ExportInfo, Parsed, ProtocolError, Reply, Request, ServerEvent, ServerHandshake,
+    BlockSizes, ChunkHeader, ChunkPayload, ClientEvent, ClientHandshake, Command, ExportInfo,
+    Parsed, ProtocolError, Reply, Request, ServerEvent, ServerHandshake,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -118,36 +118,22 @@ fn mutated(valid: impl Strategy<Value = Vec<u8>>) -> impl Strategy<Value = Vec<u
 
 // ---- The server's handshake ----
 
-/// Exports "vol" (the default) and "scratch".
-struct Catalog;
-
-impl ExportCatalog for Catalog {
-    type Export = usize;
-
-    fn names(&self) -> Vec<String> {
-        vec!["vol".into(), "scratch".into()]
-    }
-
-    fn find(&self, name: &[u8]) -> Option<usize> {
-        match name {
-            b"" | b"vol" => Some(0),
-            b"scratch" => Some(1),
-            _ => None,
-        }
-    }
-
-    fn describe(&self, export: &usize) -> ExportInfo {
-        ExportInfo {
-            name: self.names()[*export].clone(),
-            size_bytes: 1 << (20 + export),
+/// Exports "vol" (the default, 1 MiB) and "scratch" (2 MiB).
+fn catalog() -> Vec<ExportInfo> {
+    ["vol", "scratch"]
+        .iter()
+        .enumerate()
+        .map(|(index, name)| ExportInfo {
+            name: name.to_string(),
+            size_bytes: 1 << (20 + index),
             transmission_flags: FLAG_HAS_FLAGS | FLAG_SEND_FLUSH,
             block_sizes: BlockSizes {
                 minimum: 1,
                 preferred: 4096,
                 maximum: MAX_PAYLOAD_BYTES,
             },
-        }
-    }
+        })
+        .collect()
 }
 
 fn option(option: u32, data: &[u8]) -> Vec<u8> {
@@ -203,11 +189,12 @@ fn client_transcript() -> impl Strategy<Value = Vec<u8>> {
 /// A server handshake's outcomes over `pieces`: its events but `Negotiating` (whose count
 /// depends on the pieces when oversized data is skipped), its output, and how it ended.
 fn serve_handshake(pieces: &[&[u8]]) -> (Vec<String>, Vec<u8>) {
+    let catalog = catalog();
     let mut handshake = ServerHandshake::new();
     let mut output = Vec::new();
     let outcomes = drive(
         pieces,
-        |input| handshake.receive(input, &Catalog, &mut output),
+        |input| handshake.receive(input, &catalog[..], &mut output),
         |event| (event != ServerEvent::Negotiating).then(|| format!("{event:?}")),
     );
     (outcomes, output)
@@ -514,7 +501,7 @@ proptest! {
             prop_assert_eq!(data.len() + 8, bytes.len());
         }
         let mut output = Vec::new();
-        prop_assert!(within(ServerHandshake::new().receive(&bytes, &Catalog, &mut output).map(|p| p.map(drop))));
+        prop_assert!(within(ServerHandshake::new().receive(&bytes, &catalog()[..], &mut output).map(|p| p.map(drop))));
         let mut client = handshake;
         prop_assert!(within(client.receive(&bytes, &mut output).map(|p| p.map(drop))));
     }

@@ -8,12 +8,9 @@ use heterarchy_nbd::transmission::{
     parse_reply,
 };
 use heterarchy_nbd::{
-    BlockSizes, ChunkPayload, ClientEvent, ClientHandshake, Command, ExportCatalog, ExportInfo,
-    Negotiated, Parsed, ProtocolError, Reply, Request, ServerEvent, ServerHandshake,
+    BlockSizes, ChunkPayload, ClientEvent, ClientHandshake, Command, ExportInfo, Negotiated,
+    Parsed, ProtocolError, Reply, Request, ServerEvent, ServerHandshake,
 };
-
-/// Exports "vol" (the default, 64 MiB) and "scratch" (1 MiB), by index.
-struct Catalog;
 
 const FLAGS: u16 = FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_CAN_MULTI_CONN;
 const SIZES: BlockSizes = BlockSizes {
@@ -22,29 +19,17 @@ const SIZES: BlockSizes = BlockSizes {
     maximum: MAX_PAYLOAD_BYTES,
 };
 
-impl ExportCatalog for Catalog {
-    type Export = usize;
-
-    fn names(&self) -> Vec<String> {
-        vec!["vol".into(), "scratch".into()]
-    }
-
-    fn find(&self, name: &[u8]) -> Option<usize> {
-        match name {
-            b"" | b"vol" => Some(0),
-            b"scratch" => Some(1),
-            _ => None,
-        }
-    }
-
-    fn describe(&self, export: &usize) -> ExportInfo {
-        ExportInfo {
-            name: self.names()[*export].clone(),
-            size_bytes: [64 << 20, 1 << 20][*export],
+/// Exports "vol" (the default, 64 MiB) and "scratch" (1 MiB).
+fn catalog() -> Vec<ExportInfo> {
+    [("vol", 64 << 20), ("scratch", 1 << 20)]
+        .into_iter()
+        .map(|(name, size_bytes)| ExportInfo {
+            name: name.into(),
+            size_bytes,
             transmission_flags: FLAGS,
             block_sizes: SIZES,
-        }
-    }
+        })
+        .collect()
 }
 
 /// How both sides ended.
@@ -54,52 +39,82 @@ struct Ending {
     server: Option<Result<ServerEvent<usize>, ProtocolError>>,
 }
 
+/// One direction of an in-memory connection: what one side sent, and the other side's receive
+/// buffer, filled from it in pieces.
+#[derive(Default)]
+struct Pipe {
+    sent: Vec<u8>,
+    delivered: usize,
+    received: Vec<u8>,
+}
+
+impl Pipe {
+    /// Moves at most `piece_bytes` more of what was sent into the receive buffer; whether any.
+    fn deliver(&mut self, piece_bytes: usize) -> bool {
+        let piece = (self.sent.len() - self.delivered).min(piece_bytes);
+        self.received
+            .extend_from_slice(&self.sent[self.delivered..self.delivered + piece]);
+        self.delivered += piece;
+        piece > 0
+    }
+}
+
+/// Applies one side's step to its receive buffer; records how the side ended, if it did, and
+/// says whether the step consumed anything.
+fn step<E: PartialEq>(
+    received: &mut Vec<u8>,
+    result: Result<Parsed<E>, ProtocolError>,
+    negotiating: E,
+    end: &mut Option<Result<E, ProtocolError>>,
+) -> bool {
+    match result {
+        Ok(Parsed::NeedMore) => false,
+        Ok(Parsed::Found { value, consumed }) => {
+            received.drain(..consumed);
+            if value != negotiating {
+                *end = Some(Ok(value));
+            }
+            true
+        }
+        Err(error) => {
+            *end = Some(Err(error));
+            true
+        }
+    }
+}
+
 /// Runs `client` against a fresh server, each side reading the other's output through a pipe
 /// in pieces of at most `piece_bytes`, until neither can go on.
 fn negotiate(mut client: ClientHandshake, piece_bytes: usize) -> Ending {
+    let catalog = catalog();
     let mut server = ServerHandshake::new();
-    // What each side has sent, and how much of it the other has read into its buffer.
-    let mut to_client = ServerHandshake::greeting().to_vec();
-    let mut to_server = Vec::new();
-    let (mut client_read, mut server_read) = (0, 0);
-    let (mut client_buffer, mut server_buffer) = (Vec::new(), Vec::new());
-    let mut client_end = None;
-    let mut server_end = None;
+    let mut to_client = Pipe {
+        sent: ServerHandshake::greeting().to_vec(),
+        ..Pipe::default()
+    };
+    let mut to_server = Pipe::default();
+    let (mut client_end, mut server_end) = (None, None);
     loop {
         let mut progressed = false;
         if client_end.is_none() {
-            let piece = (to_client.len() - client_read).min(piece_bytes);
-            client_buffer.extend_from_slice(&to_client[client_read..client_read + piece]);
-            client_read += piece;
-            progressed |= piece > 0;
-            match client.receive(&client_buffer, &mut to_server) {
-                Ok(Parsed::NeedMore) => {}
-                Ok(Parsed::Found { value, consumed }) => {
-                    client_buffer.drain(..consumed);
-                    progressed = true;
-                    if value != ClientEvent::Negotiating {
-                        client_end = Some(Ok(value));
-                    }
-                }
-                Err(error) => client_end = Some(Err(error)),
-            }
+            progressed |= to_client.deliver(piece_bytes);
+            let result = client.receive(&to_client.received, &mut to_server.sent);
+            progressed |= step(
+                &mut to_client.received,
+                result,
+                ClientEvent::Negotiating,
+                &mut client_end,
+            );
         }
         if server_end.is_none() {
-            let piece = (to_server.len() - server_read).min(piece_bytes);
-            server_buffer.extend_from_slice(&to_server[server_read..server_read + piece]);
-            server_read += piece;
-            progressed |= piece > 0;
-            match server.receive(&server_buffer, &Catalog, &mut to_client) {
-                Ok(Parsed::NeedMore) => {}
-                Ok(Parsed::Found { value, consumed }) => {
-                    server_buffer.drain(..consumed);
-                    progressed = true;
-                    if value != ServerEvent::Negotiating {
-                        server_end = Some(Ok(value));
-                    }
-                }
-                Err(error) => server_end = Some(Err(error)),
-            }
+            progressed |= to_server.deliver(piece_bytes);
+            let result = server.receive(&to_server.received, &catalog[..], &mut to_client.sent);
+            progressed |= step(
+                &mut to_server.received,
+                result,
+                ServerEvent::Negotiating,
+                &mut server_end,
+            );
         }
         if !progressed {
             break;

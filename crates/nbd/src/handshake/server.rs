@@ -45,6 +45,29 @@ pub trait ExportCatalog {
     fn describe(&self, export: &Self::Export) -> ExportInfo;
 }
 
+/// A fixed list of exports is a catalog, the first being the default export: for servers whose
+/// exports never change, and for tests. An export is its index in the list.
+impl ExportCatalog for [ExportInfo] {
+    type Export = usize;
+
+    fn names(&self) -> Vec<String> {
+        self.iter().map(|export| export.name.clone()).collect()
+    }
+
+    fn find(&self, name: &[u8]) -> Option<usize> {
+        if name.is_empty() {
+            return (!self.is_empty()).then_some(0);
+        }
+        self.iter()
+            .position(|export| export.name.as_bytes() == name)
+    }
+
+    /// `export` is an index [`find`](ExportCatalog::find) returned.
+    fn describe(&self, export: &usize) -> ExportInfo {
+        self[*export].clone()
+    }
+}
+
 /// What one step of the server's handshake came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerEvent<E> {
@@ -110,7 +133,7 @@ impl ServerHandshake {
     /// appending the reply to `output`. `Found { consumed, .. }` says how many input bytes to
     /// drop; `NeedMore` consumed none. After `Transmission`, the bytes that follow belong to
     /// the transmission phase.
-    pub fn receive<C: ExportCatalog>(
+    pub fn receive<C: ExportCatalog + ?Sized>(
         &mut self,
         input: &[u8],
         catalog: &C,
@@ -192,7 +215,7 @@ impl ServerHandshake {
     }
 
     /// Answers one whole option (proto.md "Option types").
-    fn answer<C: ExportCatalog>(
+    fn answer<C: ExportCatalog + ?Sized>(
         &mut self,
         option: u32,
         data: &[u8],
@@ -300,36 +323,22 @@ mod tests {
         compose_info_request, compose_option, parse_option_reply, parse_server_entry, OptionReply,
     };
 
-    /// Two exports, "vol" (the default) and "b", each described by its index.
-    struct TwoExports;
-
-    impl ExportCatalog for TwoExports {
-        type Export = usize;
-
-        fn names(&self) -> Vec<String> {
-            vec!["vol".to_string(), "b".to_string()]
-        }
-
-        fn find(&self, name: &[u8]) -> Option<usize> {
-            match name {
-                b"" | b"vol" => Some(0),
-                b"b" => Some(1),
-                _ => None,
-            }
-        }
-
-        fn describe(&self, export: &usize) -> ExportInfo {
-            ExportInfo {
-                name: self.names()[*export].clone(),
-                size_bytes: 1 << (20 + export),
+    /// Two exports, "vol" (the default, 1 MiB) and "b" (2 MiB).
+    fn two_exports() -> Vec<ExportInfo> {
+        ["vol", "b"]
+            .iter()
+            .enumerate()
+            .map(|(index, name)| ExportInfo {
+                name: name.to_string(),
+                size_bytes: 1 << (20 + index),
                 transmission_flags: FLAG_HAS_FLAGS | FLAG_SEND_FLUSH,
                 block_sizes: BlockSizes {
                     minimum: 1,
                     preferred: 4096,
                     maximum: MAX_PAYLOAD_BYTES,
                 },
-            }
-        }
+            })
+            .collect()
     }
 
     /// How a handshake ended (`None`: still haggling) when fed the client flags `flags`, then
@@ -338,13 +347,14 @@ mod tests {
         flags: u32,
         input: &[u8],
     ) -> (Option<Result<ServerEvent<usize>, ProtocolError>>, Vec<u8>) {
+        let exports = two_exports();
         let mut handshake = ServerHandshake::new();
         let mut bytes = flags.to_be_bytes().to_vec();
         bytes.extend_from_slice(input);
         let mut output = Vec::new();
         let mut at = 0;
         loop {
-            match handshake.receive(&bytes[at..], &TwoExports, &mut output) {
+            match handshake.receive(&bytes[at..], &exports[..], &mut output) {
                 Ok(Parsed::NeedMore) => return (None, output),
                 Ok(Parsed::Found {
                     value: ServerEvent::Negotiating,
@@ -376,6 +386,18 @@ mod tests {
         let mut option = Vec::new();
         compose_option(&mut option, OPT_GO, &data);
         option
+    }
+
+    #[test]
+    fn a_list_of_exports_is_a_catalog_whose_first_is_the_default() {
+        let exports = two_exports();
+        assert_eq!(exports.names(), ["vol", "b"]);
+        assert_eq!(exports.find(b""), Some(0));
+        assert_eq!(exports.find(b"b"), Some(1));
+        assert_eq!(exports.find(b"vo"), None);
+        assert_eq!(exports.describe(&1).size_bytes, 2 << 20);
+        let none: &[ExportInfo] = &[];
+        assert_eq!(none.find(b""), None, "no default export without exports");
     }
 
     #[test]
@@ -514,6 +536,7 @@ mod tests {
 
     #[test]
     fn oversized_options_are_skipped_in_pieces_then_refused() {
+        let exports = two_exports();
         let mut handshake = ServerHandshake::new();
         let mut output = Vec::new();
         let mut header = 1u32.to_be_bytes().to_vec();
@@ -521,12 +544,12 @@ mod tests {
         header.extend_from_slice(&OPT_GO.to_be_bytes());
         header.extend_from_slice(&(MAX_OPTION_BYTES + 10).to_be_bytes());
         let (_, consumed) = handshake
-            .receive(&header, &TwoExports, &mut output)
+            .receive(&header, &exports[..], &mut output)
             .unwrap()
             .found()
             .unwrap();
         let (_, consumed_header) = handshake
-            .receive(&header[consumed..], &TwoExports, &mut output)
+            .receive(&header[consumed..], &exports[..], &mut output)
             .unwrap()
             .found()
             .unwrap();
@@ -536,7 +559,7 @@ mod tests {
         while skipped < MAX_OPTION_BYTES as usize + 10 {
             assert!(output.is_empty(), "answered before the data was skipped");
             let (_, consumed) = handshake
-                .receive(&piece, &TwoExports, &mut output)
+                .receive(&piece, &exports[..], &mut output)
                 .unwrap()
                 .found()
                 .unwrap();
@@ -546,13 +569,14 @@ mod tests {
         assert_eq!(skipped, MAX_OPTION_BYTES as usize + 10);
         assert_eq!(replies(&output)[0].reply_type, REP_ERR_TOO_BIG);
         assert_eq!(
-            handshake.receive(&[], &TwoExports, &mut output),
+            handshake.receive(&[], &exports[..], &mut output),
             Ok(Parsed::NeedMore)
         );
     }
 
     #[test]
     fn a_bad_option_magic_is_an_error_and_the_end_is_final() {
+        let exports = two_exports();
         let (ending, _) = run(1, b"GET / HTTP/1.1\r\n");
         assert_eq!(ending.unwrap().unwrap_err().field, "option magic");
         let mut handshake = ServerHandshake::new();
@@ -560,19 +584,19 @@ mod tests {
         compose_option(&mut input, OPT_ABORT, &[]);
         let mut output = Vec::new();
         let (_, consumed) = handshake
-            .receive(&input, &TwoExports, &mut output)
+            .receive(&input, &exports[..], &mut output)
             .unwrap()
             .found()
             .unwrap();
         let (event, _) = handshake
-            .receive(&input[consumed..], &TwoExports, &mut output)
+            .receive(&input[consumed..], &exports[..], &mut output)
             .unwrap()
             .found()
             .unwrap();
         assert_eq!(event, ServerEvent::Closed);
         assert_eq!(
             handshake
-                .receive(&input, &TwoExports, &mut output)
+                .receive(&input, &exports[..], &mut output)
                 .unwrap_err()
                 .field,
             "handshake"
