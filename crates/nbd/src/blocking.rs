@@ -422,17 +422,8 @@ impl<S: Read + Write> Client<S> {
         }
     }
 
-    /// Submits one request and waits for its answer; a server error is
-    /// [`ClientError::Request`].
-    fn call(
-        &mut self,
-        command: Command,
-        flags: u16,
-        offset: u64,
-        length: u32,
-        payload: &[u8],
-    ) -> Result<Vec<u8>, ClientError> {
-        let cookie = self.submit(command, flags, offset, length, payload)?;
+    /// Waits for the answer to `cookie`; a server error is [`ClientError::Request`].
+    fn wait_ok(&mut self, cookie: u64) -> Result<Vec<u8>, ClientError> {
         self.wait(cookie)?.result.map_err(ClientError::Request)
     }
 
@@ -444,7 +435,8 @@ impl<S: Read + Write> Client<S> {
                 "a READ asks for less than 4 GiB",
             )
         })?;
-        let data = self.call(Command::Read, 0, offset, length, &[])?;
+        let cookie = self.submit_read(offset, length)?;
+        let data = self.wait_ok(cookie)?;
         buffer.copy_from_slice(&data);
         Ok(())
     }
@@ -453,25 +445,26 @@ impl<S: Read + Write> Client<S> {
     /// `NBD_CMD_WRITE`, `NBD_CMD_FLAG_FUA`).
     pub fn write(&mut self, offset: u64, data: &[u8], fua: bool) -> Result<(), ClientError> {
         let cookie = self.submit_write(offset, data, fua)?;
-        self.wait(cookie)?.result.map_err(ClientError::Request)?;
-        Ok(())
+        self.wait_ok(cookie).map(drop)
     }
 
     /// Makes every answered write durable (proto.md `NBD_CMD_FLUSH`).
     pub fn flush(&mut self) -> Result<(), ClientError> {
-        self.call(Command::Flush, 0, 0, 0, &[]).map(drop)
+        let cookie = self.submit_flush()?;
+        self.wait_ok(cookie).map(drop)
     }
 
     /// Tells the server `length` bytes at `offset` are no longer needed (proto.md
     /// `NBD_CMD_TRIM`).
     pub fn trim(&mut self, offset: u64, length: u32) -> Result<(), ClientError> {
-        self.call(Command::Trim, 0, offset, length, &[]).map(drop)
+        let cookie = self.submit_trim(offset, length)?;
+        self.wait_ok(cookie).map(drop)
     }
 
     /// Writes `length` zero bytes at `offset` (proto.md `NBD_CMD_WRITE_ZEROES`).
     pub fn write_zeroes(&mut self, offset: u64, length: u32, fua: bool) -> Result<(), ClientError> {
-        self.call(Command::WriteZeroes, fua_flag(fua), offset, length, &[])
-            .map(drop)
+        let cookie = self.submit_write_zeroes(offset, length, fua)?;
+        self.wait_ok(cookie).map(drop)
     }
 
     /// Collects every answer still in flight, then ends the session with `NBD_CMD_DISC`

@@ -25,11 +25,7 @@ fn catalog() -> Vec<ExportInfo> {
         name: "disk".into(),
         size_bytes: DISK_BYTES as u64,
         transmission_flags: FLAGS,
-        block_sizes: BlockSizes {
-            minimum: 1,
-            preferred: 4096,
-            maximum: MAX_PAYLOAD_BYTES,
-        },
+        block_sizes: BlockSizes::DEFAULT,
     }]
 }
 

@@ -3,6 +3,8 @@
 //! was given, how the input is split into reads never changes what is found, and whatever one
 //! side composes the other parses back to the same values.
 
+mod support;
+
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::handshake::{
     compose_info_request, compose_option, compose_option_reply, compose_server_entry, greeting,
@@ -14,12 +16,13 @@ use heterarchy_nbd::transmission::{
     parse_chunk_payload, parse_reply, parse_reply_header,
 };
 use heterarchy_nbd::{
-    BlockSizes, ChunkHeader, ChunkPayload, ClientEvent, ClientHandshake, Command, ExportInfo,
-    Parsed, ProtocolError, Reply, Request, ServerEvent, ServerHandshake,
+    BlockSizes, ChunkHeader, ChunkPayload, ClientEvent, ClientHandshake, Command, Parsed,
+    ProtocolError, Reply, Request, ServerEvent, ServerHandshake,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::Index;
+use support::catalog;
 
 // ---- Feeding input in pieces ----
 
@@ -117,24 +120,6 @@ fn mutated(valid: impl Strategy<Value = Vec<u8>>) -> impl Strategy<Value = Vec<u
 }
 
 // ---- The server's handshake ----
-
-/// Exports "vol" (the default, 1 MiB) and "scratch" (2 MiB).
-fn catalog() -> Vec<ExportInfo> {
-    ["vol", "scratch"]
-        .iter()
-        .enumerate()
-        .map(|(index, name)| ExportInfo {
-            name: name.to_string(),
-            size_bytes: 1 << (20 + index),
-            transmission_flags: FLAG_HAS_FLAGS | FLAG_SEND_FLUSH,
-            block_sizes: BlockSizes {
-                minimum: 1,
-                preferred: 4096,
-                maximum: MAX_PAYLOAD_BYTES,
-            },
-        })
-        .collect()
-}
 
 fn option(option: u32, data: &[u8]) -> Vec<u8> {
     let mut bytes = Vec::new();

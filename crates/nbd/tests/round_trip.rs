@@ -2,35 +2,18 @@
 //! (proto.md "Fixed newstyle negotiation"), and what one side composes in transmission read
 //! back by the other (proto.md "Transmission").
 
+mod support;
+
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::transmission::{
     compose_error, compose_none, compose_offset_data, compose_offset_hole, compose_simple_reply,
     parse_reply,
 };
 use heterarchy_nbd::{
-    BlockSizes, ChunkPayload, ClientEvent, ClientHandshake, Command, ExportInfo, Negotiated,
-    Parsed, ProtocolError, Reply, Request, ServerEvent, ServerHandshake,
+    BlockSizes, ChunkPayload, ClientEvent, ClientHandshake, Command, Negotiated, Parsed,
+    ProtocolError, Reply, Request, ServerEvent, ServerHandshake,
 };
-
-const FLAGS: u16 = FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_CAN_MULTI_CONN;
-const SIZES: BlockSizes = BlockSizes {
-    minimum: 1,
-    preferred: 4096,
-    maximum: MAX_PAYLOAD_BYTES,
-};
-
-/// Exports "vol" (the default, 64 MiB) and "scratch" (1 MiB).
-fn catalog() -> Vec<ExportInfo> {
-    [("vol", 64 << 20), ("scratch", 1 << 20)]
-        .into_iter()
-        .map(|(name, size_bytes)| ExportInfo {
-            name: name.into(),
-            size_bytes,
-            transmission_flags: FLAGS,
-            block_sizes: SIZES,
-        })
-        .collect()
-}
+use support::{catalog, FLAGS};
 
 /// How both sides ended.
 #[derive(Debug, PartialEq)]
@@ -136,7 +119,7 @@ fn go_with_structured_replies_agrees_on_both_sides_whatever_the_pieces() {
                 client: Ok(ClientEvent::Ready(Negotiated {
                     size_bytes: 1 << 20,
                     transmission_flags: FLAGS,
-                    block_sizes: Some(SIZES),
+                    block_sizes: Some(BlockSizes::DEFAULT),
                     structured_replies: true,
                 })),
                 server: Some(Ok(ServerEvent::Transmission {

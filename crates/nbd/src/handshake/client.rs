@@ -174,10 +174,9 @@ impl ClientHandshake {
                 Ok(found(ClientEvent::Negotiating, consumed))
             }
             State::StructuredReply => {
-                let Some((reply, consumed)) = parse_option_reply(input)?.found() else {
+                let Some((reply, consumed)) = reply_to(OPT_STRUCTURED_REPLY, input)? else {
                     return Ok(Parsed::NeedMore);
                 };
-                expect_option(&reply, OPT_STRUCTURED_REPLY)?;
                 match reply.reply_type {
                     REP_ACK => self.structured_replies = true,
                     // proto.md: clients SHOULD handle NBD_REP_ERR_UNSUP; no structured replies.
@@ -188,10 +187,9 @@ impl ClientHandshake {
                 Ok(found(ClientEvent::Negotiating, consumed))
             }
             State::Go => {
-                let Some((reply, consumed)) = parse_option_reply(input)?.found() else {
+                let Some((reply, consumed)) = reply_to(OPT_GO, input)? else {
                     return Ok(Parsed::NeedMore);
                 };
-                expect_option(&reply, OPT_GO)?;
                 let event = match reply.reply_type {
                     REP_INFO => {
                         match Info::parse(reply.data)? {
@@ -253,10 +251,9 @@ impl ClientHandshake {
                 Ok(found(ClientEvent::Ready(negotiated), fields.consumed()))
             }
             State::List => {
-                let Some((reply, consumed)) = parse_option_reply(input)?.found() else {
+                let Some((reply, consumed)) = reply_to(OPT_LIST, input)? else {
                     return Ok(Parsed::NeedMore);
                 };
-                expect_option(&reply, OPT_LIST)?;
                 let event = match reply.reply_type {
                     REP_SERVER => {
                         let name = parse_server_entry(reply.data)?;
@@ -308,20 +305,24 @@ fn found(event: ClientEvent, consumed: usize) -> Parsed<ClientEvent> {
     }
 }
 
-/// proto.md "Fixed newstyle negotiation": a reply names "the option as sent by the client".
-fn expect_option(reply: &OptionReply<'_>, option: u32) -> Result<(), ProtocolError> {
-    if reply.option == option {
-        Ok(())
-    } else {
-        Err(ProtocolError::new(
+/// The whole option reply at the front of `input` and its byte count, checked to answer
+/// `option` (proto.md "Fixed newstyle negotiation": a reply names "the option as sent by the
+/// client"); `None` until it has all arrived.
+fn reply_to(option: u32, input: &[u8]) -> Result<Option<(OptionReply<'_>, usize)>, ProtocolError> {
+    let Some((reply, consumed)) = parse_option_reply(input)?.found() else {
+        return Ok(None);
+    };
+    if reply.option != option {
+        return Err(ProtocolError::new(
             "option reply option",
             format!(
                 "expected {} ({option}), found {}",
                 option_name(option),
                 reply.option
             ),
-        ))
+        ));
     }
+    Ok(Some((reply, consumed)))
 }
 
 fn unexpected_reply(option: u32, reply_type: u32) -> ProtocolError {

@@ -234,6 +234,16 @@ pub struct BlockSizes {
     pub maximum: u32,
 }
 
+impl BlockSizes {
+    /// proto.md "Block size constraints"'s defaults for a server: any alignment (1), 4 KiB
+    /// preferred; the maximum bounded by the 32 MiB that READ and WRITE payloads are held to.
+    pub const DEFAULT: BlockSizes = BlockSizes {
+        minimum: 1,
+        preferred: 4096,
+        maximum: MAX_PAYLOAD_BYTES,
+    };
+}
+
 /// One `NBD_REP_INFO` item (proto.md "Option reply types", `NBD_REP_INFO`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Info<'a> {

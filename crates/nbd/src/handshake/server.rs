@@ -332,11 +332,7 @@ mod tests {
                 name: name.to_string(),
                 size_bytes: 1 << (20 + index),
                 transmission_flags: FLAG_HAS_FLAGS | FLAG_SEND_FLUSH,
-                block_sizes: BlockSizes {
-                    minimum: 1,
-                    preferred: 4096,
-                    maximum: MAX_PAYLOAD_BYTES,
-                },
+                block_sizes: BlockSizes::DEFAULT,
             })
             .collect()
     }
@@ -364,6 +360,16 @@ mod tests {
                 Err(error) => return (Some(Err(error)), output),
             }
         }
+    }
+
+    /// One step that must find a message: its event and the bytes consumed.
+    fn found(
+        handshake: &mut ServerHandshake,
+        input: &[u8],
+        output: &mut Vec<u8>,
+    ) -> (ServerEvent<usize>, usize) {
+        let parsed = handshake.receive(input, &two_exports()[..], output);
+        parsed.unwrap().found().expect("a whole message")
     }
 
     fn replies(mut output: &[u8]) -> Vec<OptionReply<'_>> {
@@ -543,26 +549,14 @@ mod tests {
         header.extend_from_slice(&IHAVEOPT.to_be_bytes());
         header.extend_from_slice(&OPT_GO.to_be_bytes());
         header.extend_from_slice(&(MAX_OPTION_BYTES + 10).to_be_bytes());
-        let (_, consumed) = handshake
-            .receive(&header, &exports[..], &mut output)
-            .unwrap()
-            .found()
-            .unwrap();
-        let (_, consumed_header) = handshake
-            .receive(&header[consumed..], &exports[..], &mut output)
-            .unwrap()
-            .found()
-            .unwrap();
+        let (_, consumed) = found(&mut handshake, &header, &mut output);
+        let (_, consumed_header) = found(&mut handshake, &header[consumed..], &mut output);
         assert_eq!(consumed_header, OPTION_HEADER_BYTES);
         let piece = vec![0u8; 1000];
         let mut skipped = 0;
         while skipped < MAX_OPTION_BYTES as usize + 10 {
             assert!(output.is_empty(), "answered before the data was skipped");
-            let (_, consumed) = handshake
-                .receive(&piece, &exports[..], &mut output)
-                .unwrap()
-                .found()
-                .unwrap();
+            let (_, consumed) = found(&mut handshake, &piece, &mut output);
             assert!(consumed <= piece.len());
             skipped += consumed;
         }
@@ -583,16 +577,8 @@ mod tests {
         let mut input = 1u32.to_be_bytes().to_vec();
         compose_option(&mut input, OPT_ABORT, &[]);
         let mut output = Vec::new();
-        let (_, consumed) = handshake
-            .receive(&input, &exports[..], &mut output)
-            .unwrap()
-            .found()
-            .unwrap();
-        let (event, _) = handshake
-            .receive(&input[consumed..], &exports[..], &mut output)
-            .unwrap()
-            .found()
-            .unwrap();
+        let (_, consumed) = found(&mut handshake, &input, &mut output);
+        let (event, _) = found(&mut handshake, &input[consumed..], &mut output);
         assert_eq!(event, ServerEvent::Closed);
         assert_eq!(
             handshake

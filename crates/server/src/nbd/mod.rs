@@ -32,14 +32,6 @@ const TRANSMISSION_FLAGS: u16 = FLAG_HAS_FLAGS
     | FLAG_SEND_WRITE_ZEROES
     | FLAG_CAN_MULTI_CONN;
 
-/// Block sizes advertised: any alignment works, 4 KiB is best, and READ and WRITE payloads are
-/// bounded by proto.md's 32 MiB.
-const BLOCK_SIZES: BlockSizes = BlockSizes {
-    minimum: 1,
-    preferred: 4096,
-    maximum: MAX_PAYLOAD_BYTES,
-};
-
 /// The volumes a server exports, by name. The empty name (proto.md's default export) is the
 /// first.
 pub struct Exports {
@@ -77,7 +69,8 @@ impl ExportCatalog for Exports {
             name: volume.name().to_string(),
             size_bytes: volume.size_bytes(),
             transmission_flags: TRANSMISSION_FLAGS,
-            block_sizes: BLOCK_SIZES,
+            // Any alignment works, 4 KiB is best, payloads up to proto.md's 32 MiB.
+            block_sizes: BlockSizes::DEFAULT,
         }
     }
 }
