@@ -45,7 +45,8 @@ impl fmt::Display for RequestError {
 
 impl std::error::Error for RequestError {}
 
-/// Why a client call failed.
+/// Why a client call failed (proto.md "Terminating the transmission phase": after the first
+/// three the connection is done; after a request's error it goes on).
 #[derive(Debug)]
 pub enum ClientError {
     /// The stream failed or closed; the connection is unusable.
@@ -83,7 +84,8 @@ impl From<ProtocolError> for ClientError {
     }
 }
 
-/// A request's answer, collected by [`Client::complete`].
+/// A request's answer (proto.md "Transmission": a simple reply, or a structured reply's
+/// chunks up to `NBD_REPLY_FLAG_DONE`), collected by [`Client::complete`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completion {
     /// The cookie [`Client::submit`] returned.
@@ -149,7 +151,7 @@ fn outside(offset: u64, length: usize, request: &Request) -> ProtocolError {
     )
 }
 
-/// A connected NBD client in the transmission phase.
+/// A connected NBD client in the transmission phase (proto.md "Transmission").
 pub struct Client<S> {
     stream: S,
     negotiated: Negotiated,
@@ -242,13 +244,15 @@ impl<S: Read + Write> Client<S> {
         }
     }
 
-    /// What the handshake established: size, transmission flags, block sizes, structured
-    /// replies.
+    /// What the handshake established (proto.md `NBD_INFO_EXPORT`, `NBD_INFO_BLOCK_SIZE`,
+    /// `NBD_OPT_STRUCTURED_REPLY`). The client asked for block sizes, so its requests must
+    /// keep to them (proto.md "Block size constraints").
     pub fn negotiated(&self) -> &Negotiated {
         &self.negotiated
     }
 
-    /// Requests sent (or composed) whose answers have not been collected.
+    /// Requests sent (or composed) whose answers have not been collected (proto.md: each
+    /// known by its cookie until its reply is whole).
     pub fn in_flight(&self) -> usize {
         self.in_flight.len() + self.finished.len()
     }
@@ -330,12 +334,13 @@ impl<S: Read + Write> Client<S> {
         Ok(cookie)
     }
 
-    /// Composes a READ of `length` bytes at `offset`.
+    /// Composes a READ of `length` bytes at `offset` (proto.md `NBD_CMD_READ`).
     pub fn submit_read(&mut self, offset: u64, length: u32) -> Result<u64, ClientError> {
         self.submit(Command::Read, 0, offset, length, &[])
     }
 
-    /// Composes a WRITE of `data` at `offset`, durable before its answer if `fua`.
+    /// Composes a WRITE of `data` at `offset`, durable before its answer if `fua` (proto.md
+    /// `NBD_CMD_WRITE`, `NBD_CMD_FLAG_FUA`).
     pub fn submit_write(
         &mut self,
         offset: u64,
@@ -348,18 +353,18 @@ impl<S: Read + Write> Client<S> {
         self.submit(Command::Write, fua_flag(fua), offset, length, data)
     }
 
-    /// Composes a FLUSH.
+    /// Composes a FLUSH (proto.md `NBD_CMD_FLUSH`).
     pub fn submit_flush(&mut self) -> Result<u64, ClientError> {
         self.submit(Command::Flush, 0, 0, 0, &[])
     }
 
-    /// Composes a TRIM of `length` bytes at `offset`.
+    /// Composes a TRIM of `length` bytes at `offset` (proto.md `NBD_CMD_TRIM`).
     pub fn submit_trim(&mut self, offset: u64, length: u32) -> Result<u64, ClientError> {
         self.submit(Command::Trim, 0, offset, length, &[])
     }
 
     /// Composes a WRITE_ZEROES of `length` bytes at `offset`, durable before its answer if
-    /// `fua`.
+    /// `fua` (proto.md `NBD_CMD_WRITE_ZEROES`).
     pub fn submit_write_zeroes(
         &mut self,
         offset: u64,
@@ -369,7 +374,7 @@ impl<S: Read + Write> Client<S> {
         self.submit(Command::WriteZeroes, fua_flag(fua), offset, length, &[])
     }
 
-    /// Writes every request composed so far.
+    /// Writes every request composed so far (proto.md "Request message").
     pub fn send(&mut self) -> Result<(), ClientError> {
         if !self.outgoing.is_empty() {
             self.stream.write_all(&self.outgoing)?;
@@ -380,7 +385,8 @@ impl<S: Read + Write> Client<S> {
     }
 
     /// Sends what is composed, then returns the next request to be fully answered, whichever
-    /// the server answers first.
+    /// the server answers first (proto.md: "Replies need not be sent in the same order as
+    /// requests").
     pub fn complete(&mut self) -> Result<Completion, ClientError> {
         if let Some(done) = self.finished.pop_front() {
             return Ok(done);
@@ -398,8 +404,8 @@ impl<S: Read + Write> Client<S> {
         }
     }
 
-    /// Sends what is composed, then waits for the answer to `cookie`, keeping the others for
-    /// [`complete`](Self::complete).
+    /// Sends what is composed, then waits for the answer to `cookie` (proto.md: the reply
+    /// carries the request's cookie), keeping the others for [`complete`](Self::complete).
     pub fn wait(&mut self, cookie: u64) -> Result<Completion, ClientError> {
         if let Some(at) = self.finished.iter().position(|done| done.cookie == cookie) {
             return Ok(self.finished.remove(at).expect("found at this position"));

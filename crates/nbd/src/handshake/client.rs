@@ -57,7 +57,8 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
-/// What one step of the client's handshake came to.
+/// What one step of the client's handshake came to (proto.md "Termination of the session
+/// during option haggling": transmission, or a soft disconnect).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientEvent {
     /// Negotiation goes on: send the output, then feed what the server sends next.
@@ -114,7 +115,7 @@ impl ClientHandshake {
         ClientHandshake::new(Goal::Go { structured_replies }, export_name)
     }
 
-    /// A handshake that lists the server's exports, then aborts.
+    /// A handshake that lists the server's exports (`NBD_OPT_LIST`), then aborts (`NBD_OPT_ABORT`).
     pub fn list() -> ClientHandshake {
         ClientHandshake::new(Goal::List, "")
     }

@@ -119,7 +119,7 @@ pub fn compose_option_reply(output: &mut Vec<u8>, option: u32, reply_type: u32, 
     output.extend_from_slice(data);
 }
 
-/// Parses a whole option reply. Replies longer than [`MAX_OPTION_BYTES`] are refused rather
+/// Parses a whole option reply (proto.md "Fixed newstyle negotiation"). Replies longer than [`MAX_OPTION_BYTES`] are refused rather
 /// than buffered: none this crate asks for comes near it.
 pub fn parse_option_reply(input: &[u8]) -> Result<Parsed<OptionReply<'_>>, ProtocolError> {
     let mut fields = Fields::new(input);
@@ -166,7 +166,8 @@ pub struct InfoRequest<'a> {
 }
 
 impl<'a> InfoRequest<'a> {
-    /// The `INFO_*` types requested, in the client's order.
+    /// The `INFO_*` types requested, in the client's order (proto.md "Option types":
+    /// "16 bits x n - list of `NBD_INFO` information requests").
     pub fn requests(&self) -> impl Iterator<Item = u16> + 'a {
         self.requests
             .chunks_exact(2)

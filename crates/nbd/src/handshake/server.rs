@@ -68,7 +68,8 @@ impl ExportCatalog for [ExportInfo] {
     }
 }
 
-/// What one step of the server's handshake came to.
+/// What one step of the server's handshake came to (proto.md "Termination of the session
+/// during option haggling").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerEvent<E> {
     /// Haggling goes on: send the output, then feed what the client sends next.
