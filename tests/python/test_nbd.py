@@ -14,6 +14,7 @@ import socket
 import struct
 import subprocess
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -41,10 +42,15 @@ IHAVEOPT = 0x49484156454F5054
 OPTION_REPLY_MAGIC = 0x0003E889045565A9
 REQUEST_MAGIC = 0x25609513
 SIMPLE_REPLY_MAGIC = 0x67446698
+STRUCTURED_REPLY_MAGIC = 0x668E33EF
+REPLY_FLAG_DONE = 1
+REPLY_TYPE_OFFSET_DATA = 1
+REPLY_TYPE_ERROR = (1 << 15) | 1
 FLAG_FIXED_NEWSTYLE = 1
 FLAG_NO_ZEROES = 2
 OPT_LIST = 3
 OPT_GO = 7
+OPT_STRUCTURED_REPLY = 8
 REP_ACK = 1
 REP_SERVER = 2
 REP_INFO = 3
@@ -169,8 +175,8 @@ def volume_stats(server: Server) -> dict:
 
 
 class NbdClient:
-    """A minimal fixed-newstyle NBD client on 127.0.0.1: options, then simple requests and
-    replies (structured replies are never asked for)."""
+    """A minimal fixed-newstyle NBD client on 127.0.0.1: options, then requests, and simple
+    replies or, once asked for with `structured_replies`, structured reply chunks."""
 
     def __init__(self, port: int):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=IO_SECONDS)
@@ -233,6 +239,24 @@ class NbdClient:
                 elif info == INFO_BLOCK_SIZE:
                     self.block_sizes = struct.unpack_from(">III", payload, 2)
         return replies[-1][0]
+
+    def structured_replies(self) -> int:
+        """Asks for structured replies (NBD_OPT_STRUCTURED_REPLY); returns the reply's type."""
+        [(kind, _)] = self.option(OPT_STRUCTURED_REPLY)
+        return kind
+
+    def receive_chunks(self) -> tuple[int, list[tuple[int, bytes]]]:
+        """The next structured reply: its handle and its chunks (type, payload), up to the one
+        flagged DONE; fails on a simple reply or chunks of two requests mixed."""
+        chunks, handles = [], set()
+        while True:
+            magic, flags, kind, handle, length = struct.unpack(">IHHQI", self.recv(20))
+            assert magic == STRUCTURED_REPLY_MAGIC, f"expected a structured reply chunk, magic {magic:#x}"
+            handles.add(handle)
+            chunks.append((kind, self.recv(length)))
+            if flags & REPLY_FLAG_DONE:
+                assert len(handles) == 1, f"chunks of several requests: {handles}"
+                return handle, chunks
 
     def send(self, handle: int, command: int, offset: int, length: int, payload=b"", flags=0):
         self.sock.sendall(struct.pack(">IHHQQI", REQUEST_MAGIC, flags, command, handle, offset, length))
@@ -504,6 +528,59 @@ def test_bad_requests_get_einval_and_the_connection_goes_on(volume):
             error, _ = client.request(command, offset, length, payload)
             assert error == EINVAL, f"{case}: error {error}"
             assert client.read(0, BLOCK) == block, f"after the {case}"
+
+
+def test_structured_replies_carry_reads_and_errors(volume):
+    """With NBD_OPT_STRUCTURED_REPLY, a READ is answered by one OFFSET_DATA chunk flagged DONE
+    and a failure by one ERROR chunk with its errno and a message; successes without data stay
+    simple replies, which proto.md allows."""
+    with NbdClient(volume().port) as client:
+        assert client.structured_replies() == REP_ACK
+        assert client.go(EXPORT) == REP_ACK
+        block = random.Random(9).randbytes(BLOCK)
+        client.write(BLOCK, block)
+        client.send(1000, CMD_READ, BLOCK, BLOCK)
+        handle, [(kind, payload)] = client.receive_chunks()
+        assert (handle, kind) == (1000, REPLY_TYPE_OFFSET_DATA)
+        assert struct.unpack_from(">Q", payload) == (BLOCK,) and payload[8:] == block
+        failing = {
+            "read past the end": (CMD_READ, VOLUME_BYTES, BLOCK, b""),
+            "64 MiB read": (CMD_READ, 0, 64 << 20, b""),
+            "write past the end": (CMD_WRITE, VOLUME_BYTES, BLOCK, bytes(BLOCK)),
+        }
+        for handle, (case, (command, offset, length, data)) in enumerate(failing.items(), 2000):
+            client.send(handle, command, offset, length, data)
+            echoed, [(kind, payload)] = client.receive_chunks()
+            assert (echoed, kind) == (handle, REPLY_TYPE_ERROR), case
+            error, message_length = struct.unpack_from(">IH", payload)
+            assert error == EINVAL, f"{case}: error {error}"
+            assert 0 < message_length == len(payload) - 6, f"{case}: no message for people"
+            client.send(handle + 1000, CMD_READ, BLOCK, BLOCK)
+            _, [(_, payload)] = client.receive_chunks()
+            assert payload[8:] == block, f"after the {case}"
+
+
+def test_nbdinfo_negotiates_structured_replies(volume):
+    info = json.loads(tool("nbdinfo", "--no-content", "--json", volume().uri()).stdout)
+    assert info["structured"] is True
+
+
+def test_connection_errors_are_logged_with_the_peer_but_a_closed_socket_is_not(volume):
+    server = volume()
+    tool("nbdinfo", "--no-content", server.uri())
+    with NbdClient(server.port):
+        pass  # closes in the middle of the handshake: the client left, nothing to log
+    with socket.create_connection(("127.0.0.1", server.port), timeout=IO_SECONDS) as raw:
+        port = raw.getsockname()[1]
+        raw.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert closes(raw)
+    for _ in range(100):
+        logged = [line for line in server.log.read_text().splitlines() if "connection from" in line]
+        if logged:
+            break
+        time.sleep(0.05)
+    assert len(logged) == 1, server.log.read_text()
+    assert f"127.0.0.1:{port}" in logged[0] and "client flags" in logged[0], logged[0]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-//! Device timing models (DESIGN.md "Device models"; seed 000 chapters 2–4).
+//! Device timing models (docs/architecture.md, "Device models"; seed 000 chapters 2–4).
 //!
 //! A [`DeviceModel`] says when each operation completes, given when it was issued: the
 //! discrete-event simulator runs it on a virtual clock, and the live throttle ([`backend::Throttle`]) runs it on

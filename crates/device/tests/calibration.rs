@@ -559,7 +559,7 @@ fn every_preset_takes_its_stated_latency_at_qd1() {
     }
 }
 
-/// DESIGN.md "Bad input": a user's device file with a bad value is rejected with the file, the
+/// docs/architecture.md, "Conventions": a user's device file with a bad value is rejected with the file, the
 /// key and the reason, on one line.
 #[test]
 fn bad_user_device_file_names_file_key_and_reason() {

@@ -1,4 +1,4 @@
-//! The engine decides; an executor does (DESIGN.md, "One policy code, two executors").
+//! The engine decides; an executor does (docs/architecture.md, "One policy code, two executors").
 //!
 //! A [`Controller`] turns each request into a [`Plan`] of device operations. The timed simulator
 //! completes the plan on device models and a virtual clock; the live servers complete it on real

@@ -1,5 +1,5 @@
-//! The seed papers' experiments, reproduced on the device models (DESIGN.md: "The seeds'
-//! figures reproduced as experiments whose tests assert the shape of the result").
+//! The seed papers' experiments, reproduced on the device models (docs/architecture.md,
+//! "Testing": the seeds' figures as experiments whose tests assert the shape).
 //!
 //! Each experiment is one module: it runs the timed simulator over the hierarchies and
 //! workloads of one figure or table and returns its [`Output`] — one JSON object per row, the

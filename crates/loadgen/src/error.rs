@@ -1,5 +1,5 @@
 //! Why a load run could not produce a report. Every message is one line that names the server
-//! and what happened (DESIGN.md, "Conventions"); the I/O error is part of the message rather
+//! and what happened (docs/architecture.md, "Conventions"); the I/O error is part of the message rather
 //! than a separate cause, so that printing the cause chain does not repeat it.
 
 use std::io;

@@ -1,5 +1,5 @@
 //! The policy layer: eviction algorithms, one file each behind the one small trait
-//! [`EvictionPolicy`] (DESIGN.md, "Layers"), and the registry that builds them by name.
+//! [`EvictionPolicy`] (docs/architecture.md, "Layers"), and the registry that builds them by name.
 
 pub mod eviction;
 pub mod registry;

@@ -1,5 +1,4 @@
-//! The HTTP admin endpoint (DESIGN.md "Conventions": "servers ... expose Prometheus text
-//! metrics"): `GET /metrics` in Prometheus' text format (volumes and key-value tenants),
+//! The HTTP admin endpoint (docs/architecture.md, "Serving"): `GET /metrics` in Prometheus' text format (volumes and key-value tenants),
 //! `GET /stats` as JSON (`{"exports": [...], "tenants": [...]}`), and `POST /flush?export=NAME`
 //! to write an export's dirty lines back (`heterarchy volume flush`).
 

@@ -1,4 +1,4 @@
-//! heterarchy's servers (DESIGN.md "servers" layer): block volumes over NBD, with an HTTP
+//! heterarchy's servers (docs/architecture.md, "Serving"): block volumes over NBD, with an HTTP
 //! endpoint for Prometheus metrics, stats and flushing; started from a TOML config or one
 //! export's command line.
 

@@ -148,6 +148,25 @@ impl Stream {
         })
     }
 
+    /// Who is at the other end, for logs: the peer's address on TCP; on a Unix socket, whose
+    /// clients have no address, the socket's path.
+    pub fn peer(&self) -> String {
+        match self {
+            Stream::Tcp(stream) => stream.peer_addr().map_or_else(
+                |_| "an unknown TCP peer".to_string(),
+                |addr| addr.to_string(),
+            ),
+            Stream::Unix(stream) => stream
+                .local_addr()
+                .ok()
+                .and_then(|addr| addr.as_pathname().map(|path| path.display().to_string()))
+                .map_or_else(
+                    || "a Unix socket".to_string(),
+                    |path| format!("unix:{path}"),
+                ),
+        }
+    }
+
     /// Closes both directions, waking a thread blocked reading it.
     pub fn shutdown(&self) {
         let _ = match self {

@@ -1,5 +1,5 @@
 //! The one error type of the trace layer: a single line naming the file, where in it, and what
-//! was expected (DESIGN.md, "Conventions").
+//! was expected (docs/architecture.md, "Conventions").
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! The trace layer: the request model every other layer speaks, streaming readers and writers for
-//! the research trace formats, seeded workload generators and trace statistics (DESIGN.md,
+//! the research trace formats, seeded workload generators and trace statistics (docs/architecture.md,
 //! "Requests and traces").
 
 pub mod error;

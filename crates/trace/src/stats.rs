@@ -1,6 +1,6 @@
 //! Trace statistics in one streaming pass: request and key counts, working set, op mix,
 //! object-size distribution, reuse-time distribution, one-hit wonders, tenants and time span
-//! (DESIGN.md, "Requests and traces"; the measures libCacheSim's trace analyzer reports).
+//! (docs/architecture.md, "Requests and traces"; the measures libCacheSim's trace analyzer reports).
 //!
 //! Memory is O(unique keys): one hash-map entry per key (its last request index, last size and
 //! whether it was seen twice, about 32 bytes with the map's overhead) plus one per tenant;

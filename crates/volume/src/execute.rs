@@ -1,5 +1,5 @@
-//! Carrying out one planned request on the devices (DESIGN.md "One policy code, two executors";
-//! docs/architecture.md, "A request through a live volume").
+//! Carrying out one planned request on the devices (docs/architecture.md, "One policy code, two
+//! executors" and "A request through a live volume").
 //!
 //! The controller's plan says, per line, which tiers it leaves, which it enters and where its
 //! data goes; [`crate::placement`] has already said which slots. The executor moves the data in
@@ -83,14 +83,14 @@ pub struct RequestPart {
 }
 
 /// A plan, resolved to slots and ordered against other plans on the same lines.
-pub struct Job<'a> {
+pub struct Job {
     pub plan: Plan,
     /// Every line the plan touches.
     pub lines: Vec<LineJob>,
     /// `None` for cleaning.
     pub request: Option<RequestPart>,
     /// Its turn on every line it holds.
-    pub turns: Turns<'a>,
+    pub turns: Turns,
     /// When the request was planned, ns since the volume opened.
     pub now_ns: u64,
 }

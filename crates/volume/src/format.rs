@@ -168,7 +168,7 @@ impl Volume {
                 placement,
                 spare_plans: Vec::new(),
             }),
-            order: LineOrder::default(),
+            order: Arc::new(LineOrder::default()),
             flushing: Mutex::new(()),
             closed: AtomicBool::new(false),
             counters: Counters::default(),

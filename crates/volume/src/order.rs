@@ -8,7 +8,7 @@
 //! requests planned before it, which never wait for it: no deadlock, whatever the lines. A line
 //! without a waiting or working request has no queue at all.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use rustc_hash::FxHashMap;
 
@@ -69,8 +69,7 @@ impl LineOrder {
     }
 
     /// True when `ticket` is being served on `key`'s line.
-    #[cfg(test)]
-    pub fn is_served(&self, key: u64, ticket: u64) -> bool {
+    fn is_served(&self, key: u64, ticket: u64) -> bool {
         Self::lock(self.shard(key))
             .get(&key)
             .is_some_and(|queue| queue.serving == ticket)
@@ -93,9 +92,9 @@ impl LineOrder {
 
     /// Tickets on every line of `keys`, as one request's [`Turns`]. Taken under the planning
     /// lock only.
-    pub fn take_turns(&self, keys: &[u64]) -> Turns<'_> {
+    pub fn take_turns(self: &Arc<Self>, keys: &[u64]) -> Turns {
         Turns {
-            order: self,
+            order: Arc::clone(self),
             tickets: keys.iter().map(|&key| (key, self.take(key))).collect(),
             waited: false,
         }
@@ -134,13 +133,20 @@ impl LineOrder {
 /// ends when the value is dropped, waited for or not — a request that fails, panics or is
 /// abandoned still takes its turn and ends it, so it never holds a line from the requests
 /// planned after it.
-pub struct Turns<'a> {
-    order: &'a LineOrder,
+pub struct Turns {
+    order: Arc<LineOrder>,
     tickets: Vec<(u64, u64)>,
     waited: bool,
 }
 
-impl Turns<'_> {
+impl Turns {
+    /// True when every ticket is being served: waiting would not wait.
+    pub fn is_ready(&self) -> bool {
+        self.tickets
+            .iter()
+            .all(|&(key, ticket)| self.order.is_served(key, ticket))
+    }
+
     /// Waits until every ticket is served. The tickets were taken in the global order, so the
     /// requests waited for never wait for this one.
     pub fn wait(&mut self) {
@@ -151,7 +157,7 @@ impl Turns<'_> {
     }
 }
 
-impl Drop for Turns<'_> {
+impl Drop for Turns {
     fn drop(&mut self) {
         if !self.waited {
             self.wait();
@@ -168,11 +174,12 @@ mod tests {
 
     #[test]
     fn turns_follow_tickets_and_idle_lines_leave_no_trace() {
-        let order = LineOrder::default();
+        let order = Arc::new(LineOrder::default());
         let mut first = order.take_turns(&[5]);
         let second = order.take_turns(&[5, 6]);
         let mut other = order.take_turns(&[7]);
         assert!(order.is_served(5, 0) && !order.is_served(5, 1));
+        assert!(first.is_ready() && !second.is_ready());
         other.wait();
         drop(other);
         first.wait();
@@ -185,9 +192,11 @@ mod tests {
 
     #[test]
     fn waiters_run_in_ticket_order() {
-        let order = LineOrder::default();
+        let order = Arc::new(LineOrder::default());
         let log = Mutex::new(Vec::new());
-        let turns: Vec<(u64, Turns)> = (0..16).map(|index| (index, order.take_turns(&[1]))).collect();
+        let turns: Vec<(u64, Turns)> = (0..16)
+            .map(|index| (index, order.take_turns(&[1])))
+            .collect();
         std::thread::scope(|scope| {
             for (index, mut turn) in turns.into_iter().rev() {
                 let log = &log;

@@ -1,5 +1,5 @@
-//! When a plan's answer is due on throttled devices (DESIGN.md "Device models": a throttle
-//! paces live storage like a preset): the data has already moved at memory speed; each stage's
+//! When a plan's answer is due on throttled devices (docs/architecture.md, "The device
+//! layer": a throttle paces live storage like a preset): the data has already moved at memory speed; each stage's
 //! operations are submitted to their devices' shared models when the stage starts, and the
 //! answer is due when the reply stage completes.
 
@@ -20,6 +20,23 @@ impl Storage {
     /// True when some device is paced like a preset.
     pub fn is_throttled(&self) -> bool {
         self.devices.iter().any(|device| device.throttle.is_some())
+    }
+
+    /// True when `job` touches only devices that never make a thread wait: memory, not paced
+    /// like a slower device (a trim tells the backing store too).
+    pub fn never_waits(&self, job: &Job) -> bool {
+        let fast = |device: &crate::device::Device| {
+            device.throttle.is_none() && !device.backend.may_block()
+        };
+        let trims = job
+            .request
+            .is_some_and(|part| part.access == crate::execute::Access::Trim);
+        (!trims || fast(self.backing()))
+            && job
+                .plan
+                .ops()
+                .iter()
+                .all(|op| fast(&self.devices[usize::from(op.device)]))
     }
 
     /// When `job`'s reply stage completes on the devices' models, from `now_ns` (at once for

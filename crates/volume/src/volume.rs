@@ -1,7 +1,7 @@
 //! A cached volume: the engine's cache controller executing its plans on real storage, one or
-//! more cache tiers over a backing store, many requests at once (DESIGN.md "One policy code,
-//! two executors"; issue 5, items 2 and 3; issue 16, items 1 and 2; Orthus-CAS, seed 000 §4.4;
-//! docs/architecture.md, "A request through a live volume").
+//! more cache tiers over a backing store, many requests at once (docs/architecture.md, "One
+//! policy code, two executors" and "A request through a live volume"; issue 5, items 2 and 3;
+//! issue 16, items 1 and 2; Orthus-CAS, seed 000 §4.4).
 //!
 //! Client requests are cut at cache-line boundaries and each piece is planned by the
 //! [`CacheController`] exactly as in the simulator, under one short lock that also chooses
@@ -28,7 +28,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use heterarchy_device::backend::check_range;
@@ -60,7 +60,7 @@ pub struct Volume {
     pub(crate) epoch: Instant,
     pub(crate) storage: Storage,
     pub(crate) control: Mutex<Control>,
-    pub(crate) order: LineOrder,
+    pub(crate) order: Arc<LineOrder>,
     /// Flushes run one at a time (each settles what the one before left).
     pub(crate) flushing: Mutex<()>,
     /// Shut down: every request is refused, so nothing is answered after the last clean.
@@ -78,6 +78,52 @@ pub(crate) struct Control {
     pub placement: Vec<Placement>,
     /// Plans of finished jobs, reused.
     pub spare_plans: Vec<Plan>,
+}
+
+/// What a client asks of a volume (NBD's commands).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Read,
+    /// With `fua`, durable before it is answered.
+    Write { fua: bool },
+    WriteZeroes { fua: bool },
+    Trim,
+    Flush,
+}
+
+/// A client's buffer for a command.
+pub enum Buffer<'a> {
+    /// Where a read's data goes.
+    Read(&'a mut [u8]),
+    /// Where a write's data comes from.
+    Write(&'a [u8]),
+    /// Zeroes, trims and flushes carry none.
+    None,
+}
+
+/// A command planned: every piece's job holds its turn on the lines it touches. It may go to
+/// another thread to be completed ([`Volume::complete`]); dropped unfinished, it still takes and
+/// ends its turns, in order.
+pub struct Submission {
+    command: Command,
+    len: u64,
+    arrival: Instant,
+    jobs: Vec<(Job, Piece)>,
+    /// Touches only devices that never wait: memory, unthrottled.
+    fast: bool,
+}
+
+impl Submission {
+    /// The command planned.
+    pub fn command(&self) -> Command {
+        self.command
+    }
+
+    /// True when completing it now waits for nothing: no device that blocks or is paced, no
+    /// line another request holds, no flush. A thread that must not wait may complete it.
+    pub fn runs_at_once(&self) -> bool {
+        self.fast && self.jobs.iter().all(|(job, _)| job.turns.is_ready())
+    }
 }
 
 /// One request's part within one cache line.
@@ -156,87 +202,171 @@ impl Volume {
 
     /// Reads `buf.len()` bytes at `offset`. Returns when the answer is due (`None`: now).
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<Option<Instant>> {
-        check_range(self.size_bytes, offset, buf.len() as u64)?;
-        self.check_open()?;
-        let arrival = Instant::now();
-        let jobs = self.plan_request(Access::Read, offset, buf.len() as u64, arrival)?;
-        let mut due = self.ns_since_epoch(arrival);
-        let mut times = Vec::new();
-        for (job, piece) in jobs {
-            let out = &mut buf[piece.at..piece.at + piece.len as usize];
-            due = due.max(self.run(job, Client::Read(out), &mut times)?);
-        }
-        Counters::add(&self.counters.reads, 1);
-        Counters::add(&self.counters.read_bytes, buf.len() as u64);
-        Ok(self.answer(arrival, due, buf.len(), &times))
+        let submission = self.submit(Command::Read, offset, buf.len() as u64)?;
+        self.complete(submission, Buffer::Read(buf))
     }
 
     /// Writes `data` at `offset`; with `fua`, durably before answering.
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<Option<Instant>> {
-        self.write_with(offset, data.len() as u64, fua, |piece| {
-            &data[piece.at..piece.at + piece.len as usize]
-        })
+        let submission = self.submit(Command::Write { fua }, offset, data.len() as u64)?;
+        self.complete(submission, Buffer::Write(data))
     }
 
     /// Writes `len` zero bytes at `offset`.
     pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<Option<Instant>> {
-        self.write_with(offset, len, fua, |piece| &ZEROES[..piece.len as usize])
-    }
-
-    fn write_with<'a>(
-        &self,
-        offset: u64,
-        len: u64,
-        fua: bool,
-        data: impl Fn(&Piece) -> &'a [u8],
-    ) -> io::Result<Option<Instant>> {
-        check_range(self.size_bytes, offset, len)?;
-        self.check_open()?;
-        let arrival = Instant::now();
-        let jobs = self.plan_request(Access::Write, offset, len, arrival)?;
-        let mut due = self.ns_since_epoch(arrival);
-        let mut times = Vec::new();
-        for (job, piece) in jobs {
-            due = due.max(self.run(job, Client::Write(data(&piece)), &mut times)?);
-        }
-        Counters::add(&self.counters.writes, 1);
-        Counters::add(&self.counters.write_bytes, len);
-        if fua {
-            self.make_durable()?;
-        }
-        Ok(self.answer(arrival, due, len as usize, &times))
+        let submission = self.submit(Command::WriteZeroes { fua }, offset, len)?;
+        self.complete(submission, Buffer::None)
     }
 
     /// Discards `len` bytes at `offset`: whole lines leave the cache unwritten and the backing
     /// store is told; parts of cached lines are kept (NBD lets a server ignore a trim).
     pub fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
-        check_range(self.size_bytes, offset, len)?;
-        self.check_open()?;
-        let jobs = self.plan_request(Access::Trim, offset, len, Instant::now())?;
-        for (job, piece) in jobs {
-            // A line partly trimmed stays whole where a tier holds it.
-            let kept = job.plan.is_empty() && job.lines[0].before.iter().any(Option::is_some);
-            let backing_offset = self.storage.backing_offset(piece.key, piece.start);
-            self.in_turn(job, |storage, job| {
-                storage.execute(job, Client::None)?;
-                if kept {
-                    return Ok(0);
-                }
-                storage
-                    .backing()
-                    .discard(backing_offset, u64::from(piece.len))
-                    .map(|()| 0)
-            })?;
-        }
-        Counters::add(&self.counters.trims, 1);
-        Ok(())
+        let submission = self.submit(Command::Trim, offset, len)?;
+        self.complete(submission, Buffer::None).map(drop)
     }
 
     /// Makes every write answered so far durable (NBD_CMD_FLUSH).
     pub fn flush(&self) -> io::Result<()> {
+        let submission = self.submit(Command::Flush, 0, 0)?;
+        self.complete(submission, Buffer::None).map(drop)
+    }
+
+    /// Plans `command` on `len` bytes at `offset`: the controller decides for every line it
+    /// touches, and the returned submission holds its turn on each. Complete it with
+    /// [`complete`](Self::complete), on this thread or another.
+    pub fn submit(&self, command: Command, offset: u64, len: u64) -> io::Result<Submission> {
+        self.submit_or_queue(command, offset, len, false, |_| {})
+            .map(|submission| submission.expect("kept when not queued"))
+    }
+
+    /// [`submit`](Self::submit) for a server with threads that must not wait: the submission
+    /// comes back when `at_once` is set and it [`runs_at_once`](Submission::runs_at_once);
+    /// otherwise it goes to `queue` while the planning lock is still held, so that a FIFO queue
+    /// of submissions is in planning order — each waits only for submissions queued before it,
+    /// and workers taking them in order never all wait for one still queued.
+    pub fn submit_or_queue(
+        &self,
+        command: Command,
+        offset: u64,
+        len: u64,
+        at_once: bool,
+        queue: impl FnOnce(Submission),
+    ) -> io::Result<Option<Submission>> {
+        check_range(self.size_bytes, offset, len)?;
         self.check_open()?;
-        Counters::add(&self.counters.flushes, 1);
-        self.make_durable()
+        let arrival = Instant::now();
+        let now = self.ns_since_epoch(arrival);
+        let access = match command {
+            Command::Read => Some(Access::Read),
+            Command::Write { .. } | Command::WriteZeroes { .. } => Some(Access::Write),
+            Command::Trim => Some(Access::Trim),
+            Command::Flush => None,
+        };
+        let mut control = self.lock_control();
+        let mut jobs = Vec::new();
+        if let Some(access) = access {
+            let full = control.placement.iter().all(|tier| tier.free_count() == 0);
+            let bypass = access != Access::Trim && control.cutoff.bypass(offset, len, full);
+            Counters::add(&self.counters.cutoff_bypasses, u64::from(bypass));
+            for piece in pieces(offset, len, self.line_bytes) {
+                let job = self.plan_piece(&mut control, access, piece, now, bypass);
+                jobs.push((job, piece));
+            }
+        }
+        let fast = access.is_some()
+            && !matches!(
+                command,
+                Command::Write { fua: true } | Command::WriteZeroes { fua: true }
+            )
+            && jobs.iter().all(|(job, _)| self.storage.never_waits(job));
+        let submission = Submission {
+            command,
+            len,
+            arrival,
+            jobs,
+            fast,
+        };
+        if at_once && submission.runs_at_once() {
+            return Ok(Some(submission));
+        }
+        if at_once {
+            queue(submission);
+            return Ok(None);
+        }
+        drop(control);
+        Ok(Some(submission))
+    }
+
+    /// Carries a submission out, in its turn on each line: `buffer` is where a read's data
+    /// goes or a write's comes from (zeroes and trims take none). Returns when the answer is
+    /// due on throttled devices (`None`: now).
+    pub fn complete(&self, submission: Submission, buffer: Buffer<'_>) -> io::Result<Option<Instant>> {
+        let Submission {
+            command,
+            len,
+            arrival,
+            jobs,
+            fast: _,
+        } = submission;
+        let mut due = self.ns_since_epoch(arrival);
+        let mut times = Vec::new();
+        let mut buffer = buffer;
+        let mut jobs = jobs.into_iter();
+        for (job, piece) in jobs.by_ref() {
+            let range = piece.at..piece.at + piece.len as usize;
+            let client = match (&mut buffer, command) {
+                (Buffer::Read(out), Command::Read) => Client::Read(&mut out[range]),
+                (Buffer::Write(data), Command::Write { .. }) => Client::Write(&data[range]),
+                (_, Command::WriteZeroes { .. }) => Client::Write(&ZEROES[..piece.len as usize]),
+                (_, Command::Trim) => {
+                    self.trim_piece(job, piece)?;
+                    continue;
+                }
+                _ => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{command:?} was given the wrong kind of buffer"),
+                    ))
+                }
+            };
+            due = due.max(self.run(job, client, &mut times)?);
+        }
+        match command {
+            Command::Read => {
+                Counters::add(&self.counters.reads, 1);
+                Counters::add(&self.counters.read_bytes, len);
+            }
+            Command::Write { fua } | Command::WriteZeroes { fua } => {
+                Counters::add(&self.counters.writes, 1);
+                Counters::add(&self.counters.write_bytes, len);
+                if fua {
+                    self.make_durable()?;
+                }
+            }
+            Command::Trim => Counters::add(&self.counters.trims, 1),
+            Command::Flush => {
+                Counters::add(&self.counters.flushes, 1);
+                self.make_durable()?;
+            }
+        }
+        Ok(self.answer(arrival, due, len as usize, &times))
+    }
+
+    /// Discards one piece: a whole line leaves the cache and the backing store is told; part
+    /// of a line a tier holds stays whole.
+    fn trim_piece(&self, job: Job, piece: Piece) -> io::Result<()> {
+        let kept = job.plan.is_empty() && job.lines[0].before.iter().any(Option::is_some);
+        let backing_offset = self.storage.backing_offset(piece.key, piece.start);
+        self.in_turn(job, |storage, job| {
+            storage.execute(job, Client::None)?;
+            if !kept {
+                storage
+                    .backing()
+                    .discard(backing_offset, u64::from(piece.len))?;
+            }
+            Ok(0)
+        })
+        .map(drop)
     }
 
     /// Writes every dirty line back to the backing store and makes every device durable
@@ -287,28 +417,6 @@ impl Volume {
         })
     }
 
-    /// Plans every piece of a request at once, so that its tickets on all lines are taken in
-    /// one go, in the global order.
-    fn plan_request(
-        &self,
-        access: Access,
-        offset: u64,
-        len: u64,
-        arrival: Instant,
-    ) -> io::Result<Vec<(Job<'_>, Piece)>> {
-        let now = self.ns_since_epoch(arrival);
-        let mut control = self.lock_control();
-        let full = control.placement.iter().all(|tier| tier.free_count() == 0);
-        let bypass = access != Access::Trim && control.cutoff.bypass(offset, len, full);
-        Counters::add(&self.counters.cutoff_bypasses, u64::from(bypass));
-        let mut jobs = Vec::new();
-        for piece in pieces(offset, len, self.line_bytes) {
-            let job = self.plan_piece(&mut control, access, piece, now, bypass);
-            jobs.push((job, piece));
-        }
-        Ok(jobs)
-    }
-
     /// Plans one piece: the controller's plan, or for a bypassed or partly trimmed line a
     /// plan of the volume's own.
     fn plan_piece(
@@ -318,7 +426,7 @@ impl Volume {
         piece: Piece,
         now: u64,
         bypass: bool,
-    ) -> Job<'_> {
+    ) -> Job {
         let key = piece.key;
         let mut plan = control.spare_plans.pop().unwrap_or_default();
         plan.clear();
@@ -373,7 +481,7 @@ impl Volume {
         plan: Plan,
         mut request: Option<RequestPart>,
         now: u64,
-    ) -> Job<'_> {
+    ) -> Job {
         let tiers = self.tiers();
         let mut keys: Vec<u64> = request.iter().map(|part| part.key).collect();
         let touched = plan
@@ -451,7 +559,9 @@ impl Volume {
     ) -> io::Result<u64> {
         job.turns.wait();
         let result = work(&self.storage, &job);
-        let Job { mut plan, turns, .. } = job;
+        let Job {
+            mut plan, turns, ..
+        } = job;
         drop(turns);
         if let Ok(writebacks) = result {
             Counters::add(&self.counters.writebacks, writebacks);

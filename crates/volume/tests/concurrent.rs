@@ -86,9 +86,17 @@ impl Backend for Jittery {
 /// One operation as the checker sees it, on a logical clock that orders every call and return.
 #[derive(Clone, Debug)]
 enum Event {
-    Write { id: u64, sectors: std::ops::Range<usize> },
-    Read { sectors: std::ops::Range<usize>, seen: Vec<u64> },
-    Trim { sectors: std::ops::Range<usize> },
+    Write {
+        id: u64,
+        sectors: std::ops::Range<usize>,
+    },
+    Read {
+        sectors: std::ops::Range<usize>,
+        seen: Vec<u64>,
+    },
+    Trim {
+        sectors: std::ops::Range<usize>,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -138,8 +146,11 @@ fn config(seed: u64, random: &mut Xoshiro256PlusPlus) -> VolumeConfig {
     } else {
         TierLayout::Exclusive
     };
-    config.caching.cleaning = [CleaningPolicy::Acp, CleaningPolicy::Alru, CleaningPolicy::Nop]
-        [random.gen_range(0..3)];
+    config.caching.cleaning = [
+        CleaningPolicy::Acp,
+        CleaningPolicy::Alru,
+        CleaningPolicy::Nop,
+    ][random.gen_range(0..3)];
     config.caching.acp.wake_up_ms = 0;
     config.seq_cutoff.policy = CutoffPolicy::Never;
     config
@@ -198,7 +209,9 @@ fn run_history(seed: u64) -> Vec<Timed> {
                                 let seen = buf
                                     .chunks_exact(SECTOR)
                                     .zip(sectors.clone())
-                                    .map(|(bytes, sector)| writer_of(bytes, sector).unwrap_or(u64::MAX))
+                                    .map(|(bytes, sector)| {
+                                        writer_of(bytes, sector).unwrap_or(u64::MAX)
+                                    })
                                     .collect();
                                 Event::Read { sectors, seen }
                             }
@@ -213,7 +226,9 @@ fn run_history(seed: u64) -> Vec<Timed> {
                                 // Zeroes are write 0's value: the register model accepts
                                 // them as a write of the initial value only when no other
                                 // write intervenes, so they count as a trim would.
-                                volume.write_zeroes(offset, (count * SECTOR) as u64, false).unwrap();
+                                volume
+                                    .write_zeroes(offset, (count * SECTOR) as u64, false)
+                                    .unwrap();
                                 Event::Trim { sectors }
                             }
                             17 => {
@@ -283,9 +298,9 @@ fn check_register(ops: &[(u64, u64, RegisterOp)]) -> Result<(), String> {
     let undefined = |invoked: u64, returned: u64| {
         trims.iter().any(|&(t_invoked, t_returned)| {
             t_invoked < returned
-                && !writes
-                    .iter()
-                    .any(|&(w_invoked, w_returned, _)| t_returned < w_invoked && w_returned < invoked)
+                && !writes.iter().any(|&(w_invoked, w_returned, _)| {
+                    t_returned < w_invoked && w_returned < invoked
+                })
         })
     };
     // Clusters: a write and the reads that saw it; value 0 has a virtual write at the start.
@@ -391,10 +406,20 @@ fn the_checker_finds_a_stale_read() {
     let stale = [(0, 1, Write(1)), (2, 3, Write(2)), (4, 5, Read(1))];
     assert!(check_register(&stale).is_err());
     // Overlapping with write 2, it may see either.
-    let fine = [(0, 1, Write(1)), (2, 5, Write(2)), (3, 4, Read(1)), (6, 7, Read(2))];
+    let fine = [
+        (0, 1, Write(1)),
+        (2, 5, Write(2)),
+        (3, 4, Read(1)),
+        (6, 7, Read(2)),
+    ];
     assert!(check_register(&fine).is_ok());
     // Two reads in sequence may not see 2 then 1.
-    let flip = [(0, 1, Write(1)), (2, 9, Write(2)), (3, 4, Read(2)), (5, 6, Read(1))];
+    let flip = [
+        (0, 1, Write(1)),
+        (2, 9, Write(2)),
+        (3, 4, Read(2)),
+        (5, 6, Read(1)),
+    ];
     assert!(check_register(&flip).is_err());
     // A read of the initial value after a completed write is stale; after a trim, allowed.
     assert!(check_register(&[(0, 1, Write(1)), (2, 3, Read(0))]).is_err());

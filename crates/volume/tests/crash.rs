@@ -1,5 +1,5 @@
-//! Injected machine crashes (DESIGN.md "Device models": crash injection drops unflushed lines
-//! and tears unflushed 8-byte words): a write-back volume with tiers on emulated persistent
+//! Injected machine crashes (docs/architecture.md, "The device layer": crash injection drops
+//! what was never persisted and tears unflushed 8-byte words): a write-back volume with tiers on emulated persistent
 //! memory (one, two inclusive or exclusive, or RAM over PM), over a backing store that loses
 //! unflushed writes too, is stopped dead after a random number of device operations, every
 //! device crashes, and the volume is opened again (write-back, and write-through every third

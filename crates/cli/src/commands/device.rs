@@ -1,4 +1,4 @@
-//! `heterarchy device`: the device models of DESIGN.md "Device models" (seed 000 chapters 2–3)
+//! `heterarchy device`: the device models of docs/architecture.md, "Device models" (seed 000 chapters 2–3)
 //! from the command line — list the presets, print one as a starting point for a custom device,
 //! and probe what a device does at each queue depth, as fio would measure it.
 

@@ -1,5 +1,5 @@
-//! Storage of a machine that stops dead (DESIGN.md "Testing": "crash tests by injection ...
-//! many iterations, random points"): every device of the machine spends one shared budget of
+//! Storage of a machine that stops dead (docs/architecture.md, "Testing": crash tests by
+//! injection, many iterations, random points): every device of the machine spends one shared budget of
 //! operations, and once it is spent each operation fails, as if the power had gone. The test
 //! then crashes the persistent memory underneath ([`PmemBackend::crash`](super::PmemBackend),
 //! which drops or tears what was never persisted) and opens the code under test again on it.

@@ -1,6 +1,6 @@
-//! Persistent memory through a memory-mapped file (DESIGN.md "Device models": "persistence by
-//! cache-line flush and fence (msync where the file is not on DAX) ... and a crash-injection
-//! mode that drops unflushed lines and tears unflushed 8-byte words").
+//! Persistent memory through a memory-mapped file (docs/architecture.md, "The device
+//! layer": persistence by cache-line flush and fence, msync where the file is not on DAX, and crash
+//! injection that drops unflushed lines and tears unflushed 8-byte words).
 //!
 //! On a DAX file system stores reach the persistence domain once their cache lines are flushed
 //! and fenced, as on Optane PM in App Direct mode (seed 000 §2.2); elsewhere the page cache sits

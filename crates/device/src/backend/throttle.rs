@@ -1,5 +1,5 @@
-//! Pacing live storage like a device preset (DESIGN.md "Device models": "an optional throttle
-//! driven by a preset so that a DRAM-backed file behaves like PM").
+//! Pacing live storage like a device preset (docs/architecture.md, "The device
+//! layer": a throttle paces live storage like a preset, so a DRAM-backed file behaves like PM).
 //!
 //! The data moves at memory speed; the [`DeviceModel`] of the preset says, on the real clock,
 //! when each access would have completed, and the caller holds the answer back until then. So

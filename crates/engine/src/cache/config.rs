@@ -1,4 +1,4 @@
-//! The cache controller's settings, in Open CAS's vocabulary (DESIGN.md, "Conventions"): cache
+//! The cache controller's settings, in Open CAS's vocabulary (docs/architecture.md, "Conventions"): cache
 //! mode, eviction policy, tier layout, cleaning policy and promotion policy, each with Open CAS's
 //! defaults and parameter ranges (casadm(8), Open CAS Linux `utils/casadm.8`; OCF headers
 //! `inc/cleaning/alru.h`, `inc/cleaning/acp.h`, `inc/promotion/nhit.h`).

@@ -1,47 +1,35 @@
-//! The transmission phase (proto.md, "Transmission phase", simple replies): requests are read
-//! and served in order, one connection per thread; answers are batched into one write while
-//! more requests are already waiting. A bad request gets its errno and the connection goes on;
-//! only a broken request header closes it.
+//! The transmission phase (proto.md "Transmission"): requests are read and served in order,
+//! one connection per thread; answers are batched into one write while more requests are
+//! already waiting. Request headers are parsed and replies composed by `heterarchy-nbd`. With
+//! structured replies negotiated, a READ is answered by one `NBD_REPLY_TYPE_OFFSET_DATA` chunk
+//! (or `NBD_REPLY_TYPE_NONE` for no bytes), and every failure by an `NBD_REPLY_TYPE_ERROR`
+//! chunk carrying the reason; successes of other commands stay 16-byte simple replies, which
+//! proto.md allows. A bad request gets its error and the connection goes on; only a broken
+//! request header closes it.
 //!
 //! A throttled volume says when each answer is due; those answers go out from a second thread
 //! at their time, so a connection keeps many requests in flight as the emulated devices allow.
 
 use std::collections::BinaryHeap;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufWriter, Read, Write};
 use std::sync::mpsc;
 use std::time::Instant;
 
 use heterarchy_device::backend::wait_until;
+use heterarchy_nbd::constants::*;
+use heterarchy_nbd::transmission::{
+    compose_error, compose_none, compose_simple_reply, offset_data_header, simple_reply_header,
+};
+use heterarchy_nbd::{Command, Parsed, Request};
 use heterarchy_volume::Volume;
 
-use super::protocol::*;
+use super::{panic_message, Input};
 use crate::listen::Stream;
 
 /// Answers batched per write: a few 64 KiB reads, or a hundred 4 KiB ones.
 const OUTBOX_BYTES: usize = 512 * 1024;
 
-/// One request header: 28 bytes.
-struct Header {
-    flags: u16,
-    command: u16,
-    cookie: u64,
-    offset: u64,
-    length: u32,
-}
-
-fn parse_header(bytes: &[u8; 28]) -> Option<Header> {
-    let field = |range: std::ops::Range<usize>| &bytes[range];
-    let magic = u32::from_be_bytes(field(0..4).try_into().ok()?);
-    (magic == REQUEST_MAGIC).then(|| Header {
-        flags: u16::from_be_bytes([bytes[4], bytes[5]]),
-        command: u16::from_be_bytes([bytes[6], bytes[7]]),
-        cookie: u64::from_be_bytes(field(8..16).try_into().expect("8 bytes")),
-        offset: u64::from_be_bytes(field(16..24).try_into().expect("8 bytes")),
-        length: u32::from_be_bytes(field(24..28).try_into().expect("4 bytes")),
-    })
-}
-
-/// The errno an NBD client understands for a volume error.
+/// The error an NBD client understands for a volume error (proto.md "Error values").
 fn errno(error: &io::Error) -> u32 {
     match error.kind() {
         io::ErrorKind::InvalidInput => EINVAL,
@@ -98,90 +86,165 @@ impl Outbox {
     }
 }
 
-fn reply_header(cookie: u64, error: u32) -> [u8; 16] {
-    let mut header = [0u8; 16];
-    header[..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
-    header[4..8].copy_from_slice(&error.to_be_bytes());
-    header[8..].copy_from_slice(&cookie.to_be_bytes());
-    header
-}
-
 /// Where answers go: into the batch for the socket, or to the thread that sends them when due.
-enum Replies {
+enum Sink {
     Inline(Outbox),
     Delayed(mpsc::Sender<(Instant, Vec<u8>)>),
 }
 
+/// Composes the answers of one connection, simple or structured as negotiated.
+struct Replies {
+    sink: Sink,
+    structured: bool,
+    /// Room to compose a small answer in.
+    composed: Vec<u8>,
+}
+
 impl Replies {
-    fn send(
-        &mut self,
-        cookie: u64,
-        error: u32,
-        data: &[u8],
-        due: Option<Instant>,
-    ) -> io::Result<()> {
-        let header = reply_header(cookie, error);
-        match self {
-            Replies::Inline(outbox) => {
-                outbox.write(&header)?;
-                outbox.write(data)
-            }
-            Replies::Delayed(sender) => {
-                let mut message = Vec::with_capacity(16 + data.len());
-                message.extend_from_slice(&header);
-                message.extend_from_slice(data);
-                sender
-                    .send((due.unwrap_or_else(Instant::now), message))
-                    .map_err(|_| io::ErrorKind::BrokenPipe.into())
-            }
+    /// Sends an answer composed whole, at `due` when answers are delayed.
+    fn push(&mut self, answer: &[u8], due: Option<Instant>) -> io::Result<()> {
+        match &mut self.sink {
+            Sink::Inline(outbox) => outbox.write(answer),
+            Sink::Delayed(sender) => sender
+                .send((due.unwrap_or_else(Instant::now), answer.to_vec()))
+                .map_err(|_| io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+
+    /// A success without data: a simple reply, also when structured replies were negotiated.
+    fn success(&mut self, cookie: u64, due: Option<Instant>) -> io::Result<()> {
+        self.push(&simple_reply_header(cookie, 0), due)
+    }
+
+    /// A failure: an `NBD_REPLY_TYPE_ERROR` chunk with `reason` when structured replies were
+    /// negotiated, else a simple reply with the error alone.
+    fn failure(&mut self, cookie: u64, error: u32, reason: &str) -> io::Result<()> {
+        let mut answer = std::mem::take(&mut self.composed);
+        answer.clear();
+        if self.structured {
+            compose_error(&mut answer, cookie, error, reason, true);
+        } else {
+            compose_simple_reply(&mut answer, cookie, error);
+        }
+        let result = self.push(&answer, None);
+        self.composed = answer;
+        result
+    }
+
+    fn answer(&mut self, cookie: u64, result: io::Result<Option<Instant>>) -> io::Result<()> {
+        match result {
+            Ok(due) => self.success(cookie, due),
+            Err(error) => self.failure(cookie, errno(&error), &error.to_string()),
+        }
+    }
+
+    /// Bytes before a READ's data: the simple reply header, or the OFFSET_DATA chunk's header
+    /// and offset.
+    fn read_header_bytes(&self) -> usize {
+        if self.structured {
+            STRUCTURED_REPLY_HEADER_BYTES + OFFSET_DATA_PREFIX_BYTES
+        } else {
+            SIMPLE_REPLY_HEADER_BYTES
+        }
+    }
+
+    fn write_read_header(&self, head: &mut [u8], request: &Request) {
+        if self.structured {
+            let header = offset_data_header(
+                request.cookie,
+                request.offset,
+                request.length as usize,
+                true,
+            );
+            head.copy_from_slice(&header);
+        } else {
+            head.copy_from_slice(&simple_reply_header(request.cookie, 0));
         }
     }
 
     /// Answers a READ, reading straight into the outgoing batch where it fits.
-    fn read(&mut self, volume: &Volume, header: &Header, scratch: &mut Vec<u8>) -> io::Result<()> {
-        let length = header.length as usize;
-        if let Replies::Inline(outbox) = self {
-            if let Some(room) = outbox.reserve(16 + length)? {
-                let (head, data) = room.split_at_mut(16);
-                match volume.read(header.offset, data) {
+    fn read(
+        &mut self,
+        volume: &Volume,
+        request: &Request,
+        scratch: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        let length = request.length as usize;
+        if length == 0 {
+            // An OFFSET_DATA chunk holds at least one byte; NONE says "done, nothing more".
+            return match volume.read(request.offset, &mut []) {
+                Ok(due) if self.structured => {
+                    let mut answer = Vec::with_capacity(STRUCTURED_REPLY_HEADER_BYTES);
+                    compose_none(&mut answer, request.cookie);
+                    self.push(&answer, due)
+                }
+                result => self.answer(request.cookie, result),
+            };
+        }
+        let header_bytes = self.read_header_bytes();
+        let mut header = [0u8; STRUCTURED_REPLY_HEADER_BYTES + OFFSET_DATA_PREFIX_BYTES];
+        let header = &mut header[..header_bytes];
+        self.write_read_header(header, request);
+        if let Sink::Inline(outbox) = &mut self.sink {
+            if let Some(room) = outbox.reserve(header_bytes + length)? {
+                let (head, data) = room.split_at_mut(header_bytes);
+                match volume.read(request.offset, data) {
                     Ok(_) => {
-                        head.copy_from_slice(&reply_header(header.cookie, 0));
+                        head.copy_from_slice(header);
                         return Ok(());
                     }
                     Err(error) => {
-                        outbox.len -= 16 + length;
-                        return self.send(header.cookie, errno(&error), &[], None);
+                        outbox.len -= header_bytes + length;
+                        return self.failure(request.cookie, errno(&error), &error.to_string());
                     }
                 }
             }
         }
-        scratch.resize(length, 0);
-        match volume.read(header.offset, scratch) {
-            Ok(due) => self.send(header.cookie, 0, scratch, due),
-            Err(error) => self.send(header.cookie, errno(&error), &[], None),
+        scratch.resize(header_bytes + length, 0);
+        let (head, data) = scratch.split_at_mut(header_bytes);
+        match volume.read(request.offset, data) {
+            Ok(due) => {
+                head.copy_from_slice(header);
+                self.push(scratch, due)
+            }
+            Err(error) => self.failure(request.cookie, errno(&error), &error.to_string()),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Replies::Inline(outbox) => outbox.flush(),
-            Replies::Delayed(_) => Ok(()),
+        match &mut self.sink {
+            Sink::Inline(outbox) => outbox.flush(),
+            Sink::Delayed(_) => Ok(()),
         }
     }
 }
 
-/// Serves requests on `stream` (after negotiation) until the client disconnects.
-pub fn serve(input: BufReader<Stream>, output: Stream, volume: &Volume) -> io::Result<()> {
+/// Serves requests (after negotiation) until the client disconnects.
+pub fn serve(input: Input, output: Stream, volume: &Volume, structured: bool) -> io::Result<()> {
     if !volume.is_throttled() {
-        let outbox = Outbox::new(output, OUTBOX_BYTES);
-        return serve_requests(input, Replies::Inline(outbox), volume);
+        let replies = Replies {
+            sink: Sink::Inline(Outbox::new(output, OUTBOX_BYTES)),
+            structured,
+            composed: Vec::new(),
+        };
+        return serve_requests(input, replies, volume);
     }
     let output = BufWriter::with_capacity(OUTBOX_BYTES, output);
     let (sender, receiver) = mpsc::channel();
     std::thread::scope(|scope| {
         let sending = scope.spawn(move || send_when_due(receiver, output));
-        let served = serve_requests(input, Replies::Delayed(sender), volume);
-        let sent = sending.join().unwrap_or(Ok(()));
+        let replies = Replies {
+            sink: Sink::Delayed(sender),
+            structured,
+            composed: Vec::new(),
+        };
+        let served = serve_requests(input, replies, volume);
+        let sent = sending.join().unwrap_or_else(|panic| {
+            Err(io::Error::other(format!(
+                "the thread sending delayed replies panicked: {}",
+                panic_message(panic.as_ref())
+            )))
+        });
         served.and(sent)
     })
 }
@@ -225,12 +288,8 @@ fn send_when_due(
     Ok(())
 }
 
-fn serve_requests(
-    mut input: BufReader<Stream>,
-    mut replies: Replies,
-    volume: &Volume,
-) -> io::Result<()> {
-    let mut header_bytes = [0u8; 28];
+fn serve_requests(mut input: Input, mut replies: Replies, volume: &Volume) -> io::Result<()> {
+    let mut header_bytes = [0u8; REQUEST_HEADER_BYTES];
     let mut buffer: Vec<u8> = Vec::new();
     loop {
         if input.buffer().is_empty() {
@@ -240,88 +299,69 @@ fn serve_requests(
             }
         }
         input.read_exact(&mut header_bytes)?;
-        let Some(header) = parse_header(&header_bytes) else {
-            replies.flush()?;
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "bad request magic",
-            ));
+        let request = match Request::parse(&header_bytes) {
+            Ok(Parsed::Found { value, .. }) => value,
+            Ok(Parsed::NeedMore) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Err(error) => {
+                replies.flush()?;
+                return Err(error.into());
+            }
         };
-        let fua = header.flags & CMD_FLAG_FUA != 0;
-        let length = u64::from(header.length);
-        match header.command {
-            CMD_READ => {
-                if header.length > MAX_PAYLOAD_BYTES {
-                    replies.send(header.cookie, EINVAL, &[], None)?;
+        let cookie = request.cookie;
+        let length = u64::from(request.length);
+        match request.command {
+            Command::Read => {
+                if request.length > MAX_PAYLOAD_BYTES {
+                    replies.failure(cookie, EINVAL, &too_large(&request))?;
                     continue;
                 }
-                replies.read(volume, &header, &mut buffer)?;
+                replies.read(volume, &request, &mut buffer)?;
             }
-            CMD_WRITE => {
-                if header.length > MAX_PAYLOAD_BYTES {
+            Command::Write => {
+                if request.length > MAX_PAYLOAD_BYTES {
                     // Read past the payload in bounded pieces, so the connection stays usable.
                     io::copy(&mut (&mut input).take(length), &mut io::sink())?;
-                    replies.send(header.cookie, EINVAL, &[], None)?;
+                    replies.failure(cookie, EINVAL, &too_large(&request))?;
                     continue;
                 }
-                let length = header.length as usize;
+                let length = request.length as usize;
                 let result = if input.buffer().len() >= length {
                     // The payload is already buffered: no copy on the way to the volume.
-                    let result = volume.write(header.offset, &input.buffer()[..length], fua);
+                    let result =
+                        volume.write(request.offset, &input.buffer()[..length], request.fua());
                     input.consume(length);
                     result
                 } else {
                     buffer.resize(length, 0);
                     input.read_exact(&mut buffer)?;
-                    volume.write(header.offset, &buffer, fua)
+                    volume.write(request.offset, &buffer, request.fua())
                 };
-                answer(&mut replies, header.cookie, result)?;
+                replies.answer(cookie, result)?;
             }
-            CMD_WRITE_ZEROES => {
-                let result = volume.write_zeroes(header.offset, length, fua);
-                answer(&mut replies, header.cookie, result)?;
+            Command::WriteZeroes => {
+                let result = volume.write_zeroes(request.offset, length, request.fua());
+                replies.answer(cookie, result)?;
             }
-            CMD_TRIM => {
-                let result = volume.trim(header.offset, length).map(|()| None);
-                answer(&mut replies, header.cookie, result)?;
+            Command::Trim => {
+                let result = volume.trim(request.offset, length).map(|()| None);
+                replies.answer(cookie, result)?;
             }
-            CMD_FLUSH => {
+            Command::Flush => {
                 let result = volume.flush().map(|()| None);
-                answer(&mut replies, header.cookie, result)?;
+                replies.answer(cookie, result)?;
             }
-            CMD_DISC => {
+            Command::Disconnect => {
                 replies.flush()?;
                 return Ok(());
             }
-            _ => replies.send(header.cookie, EINVAL, &[], None)?,
+            other => replies.failure(cookie, EINVAL, &format!("unsupported command {other:?}"))?,
         }
     }
 }
 
-fn answer(
-    replies: &mut Replies,
-    cookie: u64,
-    result: io::Result<Option<Instant>>,
-) -> io::Result<()> {
-    match result {
-        Ok(due) => replies.send(cookie, 0, &[], due),
-        Err(error) => replies.send(cookie, errno(&error), &[], None),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn headers_need_the_request_magic() {
-        let mut bytes = [0u8; 28];
-        bytes[..4].copy_from_slice(&REQUEST_MAGIC.to_be_bytes());
-        bytes[6..8].copy_from_slice(&CMD_WRITE.to_be_bytes());
-        bytes[24..28].copy_from_slice(&4096u32.to_be_bytes());
-        let header = parse_header(&bytes).unwrap();
-        assert_eq!((header.command, header.length), (CMD_WRITE, 4096));
-        bytes[0] ^= 1;
-        assert!(parse_header(&bytes).is_none());
-    }
+fn too_large(request: &Request) -> String {
+    format!(
+        "{:?} of {} bytes is over the {MAX_PAYLOAD_BYTES}-byte maximum",
+        request.command, request.length
+    )
 }

@@ -1,6 +1,6 @@
 //! Seeded, deterministic workload generators: uniform, Zipf, hot-spot and YCSB A–F key streams
 //! with sequential scans mixed in, object-size distributions, read/write mixes and a
-//! constant-rate clock (DESIGN.md, "Requests and traces").
+//! constant-rate clock (docs/architecture.md, "Requests and traces").
 //!
 //! Determinism: a spec gives the same requests bit for bit on every run. Randomness comes from
 //! xoshiro256++ with our own integer and real conversions, so it does not change with `rand`

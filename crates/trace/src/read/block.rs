@@ -1,4 +1,4 @@
-//! The one place where block requests become cache requests (DESIGN.md, "Requests and
+//! The one place where block requests become cache requests (docs/architecture.md, "Requests and
 //! traces"): every block format (vscsi, msr, tencent, systor, meta-block) parses its records into
 //! [`BlockRecord`]s and [`BlockReader`] turns them into requests.
 //!

@@ -1,5 +1,5 @@
 //! Streaming trace readers: one file per format, transparent decompression, detection by name
-//! and content (DESIGN.md, "Requests and traces").
+//! and content (docs/architecture.md, "Requests and traces").
 //!
 //! Block formats (vscsi, msr, tencent, systor, meta-block) are split into cache-line requests by
 //! the one shared helper in `block.rs`; see there for the key layout and `--no-split`.

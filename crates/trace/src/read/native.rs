@@ -1,4 +1,4 @@
-//! heterarchy's own binary trace format, the fast path (DESIGN.md, "Requests and traces"): every
+//! heterarchy's own binary trace format, the fast path (docs/architecture.md, "Requests and traces"): every
 //! field of [`Request`] in fixed 32-byte little-endian records, so that a batch decodes straight
 //! out of the read buffer like oracleGeneral, without losing ops, tenants or nanosecond times.
 //!

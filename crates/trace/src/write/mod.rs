@@ -1,6 +1,6 @@
 //! Trace writers: libCacheSim's oracleGeneral (for comparisons with libCacheSim) and our native
 //! binary format (the fast path), compressed when the file name ends in `.gz`, `.bz2`, `.xz` or
-//! `.zst` (DESIGN.md, "Requests and traces").
+//! `.zst` (docs/architecture.md, "Requests and traces").
 
 mod native;
 mod next_access;

@@ -1,0 +1,166 @@
+//! The NBD server over TCP, driven by `heterarchy-nbd`'s client (proto.md "Transmission"):
+//! structured replies negotiated and read through, errors as error chunks with a reason, and
+//! many requests in flight on one connection.
+
+use std::collections::HashMap;
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use heterarchy_engine::WriteMode;
+use heterarchy_nbd::constants::{EINVAL, MAX_PAYLOAD_BYTES};
+use heterarchy_nbd::{Client, ClientError, Command};
+use heterarchy_server::listen::{ListenAddr, Listener};
+use heterarchy_server::nbd::{serve, Exports};
+use heterarchy_volume::{Volume, VolumeConfig};
+
+const VOLUME_BYTES: u64 = 64 << 20;
+const BLOCK: usize = 4096;
+
+/// Serves "vol" (64 MiB of RAM behind a 16 MiB RAM cache, write-back) and "small" on a free
+/// port; returns the address.
+fn start() -> String {
+    let volumes = [("vol", "ram:64m", "ram:16m"), ("small", "ram:1m", "ram:1m")]
+        .into_iter()
+        .map(|(name, backing, cache)| {
+            let mut config =
+                VolumeConfig::new(name, backing.parse().unwrap(), cache.parse().unwrap());
+            config.caching.mode = WriteMode::Wb;
+            Arc::new(Volume::open(&config).expect("a RAM volume opens"))
+        })
+        .collect();
+    let listener = Listener::bind(&ListenAddr::Tcp("127.0.0.1:0".into())).unwrap();
+    let address = listener.local_addr();
+    let exports = Arc::new(Exports::new(volumes));
+    std::thread::spawn(move || serve(listener, exports));
+    address
+}
+
+fn connect(address: &str, export: &str, structured: bool) -> Client<TcpStream> {
+    let stream = TcpStream::connect(address).unwrap();
+    stream.set_nodelay(true).unwrap();
+    Client::connect(stream, export, structured).expect("the export is served")
+}
+
+/// A block's content, unique to the block and the round it was written in.
+fn pattern(block: u64, round: u64) -> Vec<u8> {
+    let mut data = Vec::with_capacity(BLOCK);
+    while data.len() < BLOCK {
+        data.extend_from_slice(&block.to_be_bytes());
+        data.extend_from_slice(&round.to_be_bytes());
+    }
+    data
+}
+
+#[test]
+fn structured_replies_are_negotiated_and_carry_reads_and_errors() {
+    let address = start();
+    let mut client = connect(&address, "vol", true);
+    assert!(client.negotiated().structured_replies);
+    assert_eq!(client.negotiated().size_bytes, VOLUME_BYTES);
+    let data = pattern(3, 1);
+    client.write(3 * BLOCK as u64, &data, true).unwrap();
+    let mut read = vec![0u8; BLOCK];
+    client.read(3 * BLOCK as u64, &mut read).unwrap();
+    assert_eq!(read, data);
+    client
+        .read(0, &mut [])
+        .expect("a read of no bytes is answered NBD_REPLY_TYPE_NONE");
+
+    let bad = [
+        (VOLUME_BYTES - BLOCK as u64, 2 * BLOCK as u32),
+        (VOLUME_BYTES, BLOCK as u32),
+        (0, 2 * MAX_PAYLOAD_BYTES),
+    ];
+    for (offset, length) in bad {
+        let cookie = client.submit_read(offset, length).unwrap();
+        let done = client.wait(cookie).unwrap();
+        let Err(error) = done.result else {
+            panic!("a read of {length} bytes at {offset} succeeded");
+        };
+        assert_eq!(error.error, EINVAL, "{error}");
+        assert!(!error.message.is_empty(), "an error chunk says why");
+        client
+            .read(3 * BLOCK as u64, &mut read)
+            .expect("the connection goes on");
+        assert_eq!(read, data);
+    }
+    // A failed WRITE is an error chunk too, and its payload is skipped.
+    let error = client.write(VOLUME_BYTES, &data, false).unwrap_err();
+    assert!(
+        matches!(error, ClientError::Request(ref e) if e.error == EINVAL),
+        "{error}"
+    );
+    client.flush().unwrap();
+    client.disconnect().unwrap();
+}
+
+#[test]
+fn many_requests_in_flight_on_one_connection() {
+    let address = start();
+    for structured in [false, true] {
+        let mut client = connect(&address, "vol", structured);
+        const BLOCKS: u64 = 2048;
+        const WINDOW: usize = 64;
+        // Every block written with a window of requests in flight, some with FUA...
+        let mut writing = HashMap::new();
+        let round = u64::from(structured);
+        for block in 0..BLOCKS {
+            if client.in_flight() == WINDOW {
+                let done = client.complete().unwrap();
+                assert_eq!(done.result, Ok(Vec::new()));
+                assert!(
+                    writing.remove(&done.cookie).is_some(),
+                    "an answer per write"
+                );
+            }
+            // Spread over the whole volume, so the cache evicts and writes back meanwhile.
+            let at = block * (VOLUME_BYTES / BLOCKS);
+            let cookie = client
+                .submit_write(at, &pattern(block, round), block % 7 == 0)
+                .unwrap();
+            writing.insert(cookie, block);
+        }
+        let flush = client.submit_flush().unwrap();
+        while client.in_flight() > 0 {
+            let done = client.complete().unwrap();
+            assert_eq!(done.result, Ok(Vec::new()), "{:?}", done.command);
+            if done.cookie != flush {
+                assert!(writing.remove(&done.cookie).is_some());
+            }
+        }
+        assert!(writing.is_empty());
+        // ...then read back, the same way, and each answer matched to its block by cookie.
+        let mut reading = HashMap::new();
+        let mut verified = 0;
+        for block in (0..BLOCKS).rev() {
+            if client.in_flight() == WINDOW {
+                let done = client.complete().unwrap();
+                let block = reading.remove(&done.cookie).expect("an answer per read");
+                assert_eq!(done.result, Ok(pattern(block, round)), "block {block}");
+                verified += 1;
+            }
+            let at = block * (VOLUME_BYTES / BLOCKS);
+            reading.insert(client.submit_read(at, BLOCK as u32).unwrap(), block);
+        }
+        for done in client.disconnect().unwrap() {
+            assert_eq!(done.command, Command::Read);
+            let block = reading.remove(&done.cookie).expect("an answer per read");
+            assert_eq!(done.result, Ok(pattern(block, round)), "block {block}");
+            verified += 1;
+        }
+        assert_eq!(verified, BLOCKS);
+    }
+}
+
+#[test]
+fn exports_are_listed_and_chosen_by_name() {
+    let address = start();
+    let names = Client::list(TcpStream::connect(&address).unwrap()).unwrap();
+    assert_eq!(names, ["vol", "small"]);
+    let client = connect(&address, "small", false);
+    assert_eq!(client.negotiated().size_bytes, 1 << 20);
+    let default = connect(&address, "", false);
+    assert_eq!(default.negotiated().size_bytes, VOLUME_BYTES);
+    let refused = Client::connect(TcpStream::connect(&address).unwrap(), "nope", true);
+    assert!(matches!(refused, Err(ClientError::Refused(_))));
+}
