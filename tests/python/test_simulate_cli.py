@@ -465,10 +465,12 @@ def flash_text(**replace):
          ["line 3", "colour"]),
         ("bad-mode.toml", flash_text(**{'"wt"': '"wx"'}), ["line 3", "wx"]),
         ("one-tier.toml", '[[tier]]\ndevice = "dram"\n', ["`tier`", "1 tiers"]),
-        ("four-tiers.toml",
+        # At most four cache tiers (the engine's MAX_CACHE_TIERS) over the backing store.
+        ("six-tiers.toml",
          "".join(f'[[tier]]\ndevice = "{d}"\nsize = "1MiB"\n'
-                 for d in ("dram", "optane-pm", "optane-ssd")) + '[[tier]]\ndevice = "hdd"\n',
-         ["`tier`", "4 tiers"]),
+                 for d in ("dram", "optane-pm", "cxl-memory", "optane-ssd", "nvme-flash"))
+         + '[[tier]]\ndevice = "hdd"\n',
+         ["`tier`", "6 tiers"]),
     ],
 )
 def test_bad_hierarchy_files_are_named_with_their_key(heterarchy, tmp_path, name, text,
