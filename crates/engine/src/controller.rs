@@ -66,6 +66,9 @@ pub struct Feedback {
     pub replies: bool,
     /// [`Controller::on_device_op`] for every device operation.
     pub device_ops: bool,
+    /// [`Controller::background`] calls: false for a controller that never has background work
+    /// (a cache that writes nothing back), which executors then never ask.
+    pub background: bool,
 }
 
 /// A hierarchy's decision maker: caching with Open CAS modes and admission tuning (NHC and the
@@ -83,14 +86,16 @@ pub trait Controller: Send {
 
     /// Background work (cleaning dirty lines) due at `now_ns`, written into `plan`; returns when
     /// to call again (`None`: not until the next request). Executors call it at the time it
-    /// asked for, or after requests when it asked for nothing.
+    /// asked for, or after requests when it asked for nothing; never when
+    /// [`feedback`](Self::feedback) says it has no background work.
     fn background(&mut self, now_ns: u64, plan: &mut Plan) -> Option<u64>;
 
     /// Counters since creation.
     fn stats(&self) -> &ControllerStats;
 
     /// What to report to [`on_reply`](Self::on_reply) and
-    /// [`on_device_op`](Self::on_device_op) (nothing, unless the controller tunes).
+    /// [`on_device_op`](Self::on_device_op) (nothing, unless the controller tunes), and
+    /// whether to call [`background`](Self::background) (not by default).
     fn feedback(&self) -> Feedback {
         Feedback::default()
     }

@@ -463,6 +463,8 @@ impl Controller for CacheController {
         Feedback {
             replies: self.tuning.is_some(),
             device_ops: self.tuning.as_ref().is_some_and(Tuning::wants_device_ops),
+            // Only dirty lines make background work (see `background`).
+            background: self.mode.writes_back(),
         }
     }
 

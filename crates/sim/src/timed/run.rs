@@ -142,11 +142,15 @@ pub struct TimedResult {
     pub tuning: Option<TuningHistory>,
 }
 
-/// A request in flight: its plan and how far it has got.
+/// A request in flight: its plan and how far it has got. A slot keeps its plan's memory from
+/// request to request, so planning into it allocates nothing in steady state.
 #[derive(Default)]
 struct InFlight {
     plan: Plan,
     completed_stages: usize,
+    /// The plan's stage count and reply stage, taken once when it starts.
+    stage_count: usize,
+    reply_after: usize,
     arrival_ns: u64,
     /// The closed-loop client waiting on it; `None` for open-loop and background work.
     client: Option<u32>,
@@ -265,13 +269,14 @@ struct Executor<'a> {
     bytes: Vec<[u64; 2]>,
     series: Series,
     background_due_ns: Option<u64>,
-    /// Plans of finished requests, kept for their memory.
-    spare_plans: Vec<Plan>,
     /// Closed-loop clients whose request was answered, to issue their next one.
     ready_clients: Vec<u32>,
     /// What the controller wants reported.
     feedback: Feedback,
     software: SoftwareCost,
+    /// The last request size and its software cost, ns: sizes repeat, the cost is arithmetic
+    /// in floating point.
+    last_software: (u32, u64),
 }
 
 /// Runs `controller` over `devices` (top tier first, backing store last) with requests from
@@ -345,13 +350,15 @@ pub fn run_timed_phases(
         bytes: vec![[0; 2]; devices.len()],
         series: Series::new(0, devices.len()),
         background_due_ns: None,
-        spare_plans: Vec::new(),
         ready_clients: Vec::new(),
         feedback: Feedback::default(),
         software: load.software,
+        last_software: (0, load.software.request_ns(0)),
     };
     executor.feedback = executor.controller.feedback();
-    executor.run_background(0);
+    if executor.feedback.background {
+        executor.run_background(0);
+    }
 
     if let Some(steps) = load.arrivals.client_steps() {
         executor.closed_loop(&mut feed, &steps)?;
@@ -478,14 +485,24 @@ impl Executor<'_> {
     }
 
     fn run_background(&mut self, now_ns: u64) {
-        let mut plan = self.spare_plans.pop().unwrap_or_default();
-        self.background_due_ns = self.controller.background(now_ns, &mut plan);
+        let slot = self.open_slot();
+        let plan = &mut self.slots[slot as usize].plan;
+        self.background_due_ns = self.controller.background(now_ns, plan);
         if plan.is_empty() {
-            self.spare_plans.push(plan);
+            self.free_slots.push(slot);
         } else {
-            let slot = self.start(plan, now_ns, None, false, true);
+            self.start(slot, now_ns, None, false, true);
             self.advance(slot, now_ns);
         }
+    }
+
+    /// The software cost of a request of `bytes`, ns.
+    #[inline]
+    fn software_ns(&mut self, bytes: u32) -> u64 {
+        if self.last_software.0 != bytes {
+            self.last_software = (bytes, self.software.request_ns(bytes));
+        }
+        self.last_software.1
     }
 
     /// Plans `request` arriving at `now_ns` and starts its first stage.
@@ -503,56 +520,65 @@ impl Executor<'_> {
             self.measured_bytes += u64::from(request.size);
             true
         };
-        let mut plan = self.spare_plans.pop().unwrap_or_default();
-        let decision = self.controller.plan(request, now_ns, &mut plan);
-        let slot = self.start(plan, now_ns, client, measured, false);
+        let software_ns = self.software_ns(request.size);
+        let slot = self.open_slot();
+        let decision =
+            self.controller
+                .plan(request, now_ns, &mut self.slots[slot as usize].plan);
+        self.start(slot, now_ns, client, measured, false);
         let in_flight = &mut self.slots[slot as usize];
         in_flight.hit = decision.hit_tier.is_some();
         in_flight.bytes = request.size;
-        in_flight.software_ns = self.software.request_ns(request.size);
+        in_flight.software_ns = software_ns;
         self.unreplied += 1;
-        if self.background_due_ns.is_none() {
+        if self.feedback.background && self.background_due_ns.is_none() {
             self.run_background(now_ns);
         }
         self.advance(slot, now_ns);
     }
 
-    /// Puts a plan into a free slot; its first stage starts in [`advance`](Self::advance).
-    fn start(
-        &mut self,
-        plan: Plan,
-        now_ns: u64,
-        client: Option<u32>,
-        measured: bool,
-        background: bool,
-    ) -> u32 {
-        let slot = match self.free_slots.pop() {
+    /// A free slot, its plan empty, for a plan to be written into.
+    #[inline]
+    fn open_slot(&mut self) -> u32 {
+        match self.free_slots.pop() {
             Some(slot) => slot,
             None => {
                 self.slots.push(InFlight::default());
                 (self.slots.len() - 1) as u32
             }
-        };
-        self.slots[slot as usize] = InFlight {
-            plan,
-            completed_stages: 0,
-            arrival_ns: now_ns,
-            client,
-            // Background work has nobody to answer.
-            replied: background,
-            measured,
-            hit: false,
-            bytes: 0,
-            software_ns: 0,
-        };
-        slot
+        }
+    }
+
+    /// Readies the slot whose plan was just written; its first stage starts in
+    /// [`advance`](Self::advance).
+    #[inline]
+    fn start(
+        &mut self,
+        slot: u32,
+        now_ns: u64,
+        client: Option<u32>,
+        measured: bool,
+        background: bool,
+    ) {
+        let in_flight = &mut self.slots[slot as usize];
+        in_flight.completed_stages = 0;
+        in_flight.stage_count = in_flight.plan.stage_count();
+        in_flight.reply_after = in_flight.plan.reply_after();
+        in_flight.arrival_ns = now_ns;
+        in_flight.client = client;
+        // Background work has nobody to answer.
+        in_flight.replied = background;
+        in_flight.measured = measured;
+        in_flight.hit = false;
+        in_flight.bytes = 0;
+        in_flight.software_ns = 0;
     }
 
     /// After a stage completes (or at the start): answers the client if the reply stage is
     /// done, then starts the next stage or frees the slot.
     fn advance(&mut self, slot: u32, now_ns: u64) {
         let in_flight = &mut self.slots[slot as usize];
-        if !in_flight.replied && in_flight.completed_stages >= in_flight.plan.reply_after() {
+        if !in_flight.replied && in_flight.completed_stages >= in_flight.reply_after {
             in_flight.replied = true;
             let latency_ns = now_ns - in_flight.arrival_ns;
             let (measured, hit, client) = (in_flight.measured, in_flight.hit, in_flight.client);
@@ -577,7 +603,7 @@ impl Executor<'_> {
         }
         let in_flight = &mut self.slots[slot as usize];
         let stage = in_flight.completed_stages;
-        if stage < in_flight.plan.stage_count() {
+        if stage < in_flight.stage_count {
             let measuring = self.measure_start_ns.is_some();
             let device_ops = self.feedback.device_ops;
             let devices = &mut self.devices;
@@ -614,9 +640,7 @@ impl Executor<'_> {
             );
             self.events.push(Reverse((done_ns, slot)));
         } else {
-            let mut plan = std::mem::take(&mut in_flight.plan);
-            plan.clear();
-            self.spare_plans.push(plan);
+            in_flight.plan.clear();
             self.free_slots.push(slot);
         }
     }
@@ -906,7 +930,7 @@ mod load_tests {
         fn feedback(&self) -> Feedback {
             Feedback {
                 replies: true,
-                device_ops: false,
+                ..Feedback::default()
             }
         }
         fn on_reply(&mut self, _reply: &Reply) {
