@@ -5,9 +5,6 @@
 //! only events are stage completions, request arrivals and the controller's background wake-ups.
 //! Events are taken in (time, slot) order, which makes runs deterministic.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use hdrhistogram::Histogram;
 use heterarchy_device::{DeviceModel, DeviceSpec, IoKind};
 use heterarchy_engine::{
@@ -19,6 +16,7 @@ use heterarchy_trace::request::BLOCK_NUMBER_BITS;
 use heterarchy_trace::{Request, TraceError};
 use serde::Serialize;
 
+use super::events::EventQueue;
 use super::series::{Series, TimeSeries};
 
 /// Longest latency the histogram tells apart; longer ones count as this (an hour).
@@ -253,7 +251,7 @@ struct Executor<'a> {
     slots: Vec<InFlight>,
     free_slots: Vec<u32>,
     /// Stage completions: (time, slot).
-    events: BinaryHeap<Reverse<(u64, u32)>>,
+    events: EventQueue,
     warmup_left: u64,
     warmup_until_ns: u64,
     /// `settle_ns` and `measure_ns` of the load, until the warm-up requests are done.
@@ -334,7 +332,7 @@ pub fn run_timed_phases(
         devices: devices.iter().map(DeviceModel::new).collect(),
         slots: Vec::new(),
         free_slots: Vec::new(),
-        events: BinaryHeap::new(),
+        events: EventQueue::new(),
         warmup_left: load.warmup_requests,
         warmup_until_ns: load.warmup_ns,
         pending_settle: Some((load.settle_ns, load.measure_ns)),
@@ -463,7 +461,7 @@ impl Executor<'_> {
     /// Processes the next event due before `deadline_ns` (background wake-ups included);
     /// returns its time, or `None` when nothing is due before the deadline.
     fn step(&mut self, deadline_ns: Option<u64>) -> Option<u64> {
-        let next_event = self.events.peek().map(|Reverse((time, _))| *time);
+        let next_event = self.events.peek_time();
         let limit = deadline_ns.unwrap_or(u64::MAX);
         // Wake-ups are taken while requests are in flight or due; a run ends when neither is.
         let work_left = self.unreplied > 0 || deadline_ns.is_some();
@@ -475,7 +473,7 @@ impl Executor<'_> {
         }
         match next_event {
             Some(time) if time < limit || deadline_ns.is_none() => {
-                let Reverse((now_ns, slot)) = self.events.pop().expect("peeked");
+                let (now_ns, slot) = self.events.pop().expect("peeked");
                 self.slots[slot as usize].completed_stages += 1;
                 self.advance(slot, now_ns);
                 Some(now_ns)
@@ -638,7 +636,7 @@ impl Executor<'_> {
                     }
                 },
             );
-            self.events.push(Reverse((done_ns, slot)));
+            self.events.push(done_ns, slot);
         } else {
             in_flight.plan.clear();
             self.free_slots.push(slot);
