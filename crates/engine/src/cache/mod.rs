@@ -286,10 +286,25 @@ impl CacheController {
     /// docs; a read is answered once the first stage has brought its data (Open CAS answers
     /// a miss and then fills the cache).
     fn emit_request_plan(&mut self, plan: &mut Plan, read: bool) {
-        let backing_bit = 1u8 << self.backing;
         if let Some(read) = self.source {
             plan.push(read);
         }
+        if self.moves.is_empty() {
+            // Most requests move no line (hits, and misses whose installs evict clean
+            // victims): the two middle stages are empty, and closing an empty stage adds none.
+            if read {
+                plan.reply_here();
+            } else {
+                plan.end_stage();
+            }
+            for &write in &self.writes {
+                plan.push(write);
+            }
+            plan.end_stage();
+            self.emit_departures(plan);
+            return;
+        }
+        let backing_bit = 1u8 << self.backing;
         for m in &self.moves {
             plan.push(Self::op(m.from, IoKind::Read, m.key, m.bytes));
         }
