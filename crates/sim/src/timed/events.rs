@@ -69,7 +69,11 @@ mod tests {
             state = mix64(state);
             // Grow for a while, then shrink, twice over.
             let growing = (round / 2_500) % 2 == 0;
-            let push = if growing { state % 4 != 0 } else { state % 4 == 0 };
+            let push = if growing {
+                state % 4 != 0
+            } else {
+                state % 4 == 0
+            };
             if push || expected.is_empty() {
                 let time = now + (mix64(state) % 1_000);
                 queue.push(time, next_slot);

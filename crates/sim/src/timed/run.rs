@@ -263,8 +263,9 @@ struct Executor<'a> {
     measured_requests: u64,
     measured_hits: u64,
     measured_bytes: u64,
+    /// Operations submitted to each device while measuring, reads then writes (their bytes
+    /// are the series').
     ops: Vec<[u64; 2]>,
-    bytes: Vec<[u64; 2]>,
     series: Series,
     background_due_ns: Option<u64>,
     /// Closed-loop clients whose request was answered, to issue their next one.
@@ -345,7 +346,6 @@ pub fn run_timed_phases(
         measured_hits: 0,
         measured_bytes: 0,
         ops: vec![[0; 2]; devices.len()],
-        bytes: vec![[0; 2]; devices.len()],
         series: Series::new(0, devices.len()),
         background_due_ns: None,
         ready_clients: Vec::new(),
@@ -520,9 +520,9 @@ impl Executor<'_> {
         };
         let software_ns = self.software_ns(request.size);
         let slot = self.open_slot();
-        let decision =
-            self.controller
-                .plan(request, now_ns, &mut self.slots[slot as usize].plan);
+        let decision = self
+            .controller
+            .plan(request, now_ns, &mut self.slots[slot as usize].plan);
         self.start(slot, now_ns, client, measured, false);
         let in_flight = &mut self.slots[slot as usize];
         in_flight.hit = decision.hit_tier.is_some();
@@ -605,12 +605,8 @@ impl Executor<'_> {
             let measuring = self.measure_start_ns.is_some();
             let device_ops = self.feedback.device_ops;
             let devices = &mut self.devices;
-            let (controller, ops, bytes, series) = (
-                &mut *self.controller,
-                &mut self.ops,
-                &mut self.bytes,
-                &mut self.series,
-            );
+            let (controller, ops, series) =
+                (&mut *self.controller, &mut self.ops, &mut self.series);
             let done_ns = time_stage(
                 &in_flight.plan,
                 stage,
@@ -631,7 +627,6 @@ impl Executor<'_> {
                         let device = usize::from(op.device);
                         let write = op.kind == IoKind::Write;
                         ops[device][usize::from(write)] += 1;
-                        bytes[device][usize::from(write)] += u64::from(op.bytes);
                         series.transfer(now_ns, device, write, u64::from(op.bytes));
                     }
                 },
@@ -668,17 +663,20 @@ impl Executor<'_> {
             devices: devices
                 .iter()
                 .enumerate()
-                .map(|(index, spec)| DeviceResult {
-                    name: spec.name.clone(),
-                    role: if index == last {
-                        "backing store".to_string()
-                    } else {
-                        format!("tier {index}")
-                    },
-                    read_ops: self.ops[index][0],
-                    write_ops: self.ops[index][1],
-                    read_bytes_per_s: self.bytes[index][0] as f64 / seconds,
-                    write_bytes_per_s: self.bytes[index][1] as f64 / seconds,
+                .map(|(index, spec)| {
+                    let [read_bytes, written_bytes] = self.series.device_bytes(index);
+                    DeviceResult {
+                        name: spec.name.clone(),
+                        role: if index == last {
+                            "backing store".to_string()
+                        } else {
+                            format!("tier {index}")
+                        },
+                        read_ops: self.ops[index][0],
+                        write_ops: self.ops[index][1],
+                        read_bytes_per_s: read_bytes as f64 / seconds,
+                        write_bytes_per_s: written_bytes as f64 / seconds,
+                    }
                 })
                 .collect(),
             series: self.series.finish(self.last_reply_ns + 1, &names),

@@ -20,12 +20,18 @@ pub struct Series {
     current_end_ns: u64,
     devices: usize,
     /// Requests answered, per bucket.
-    replies: Vec<u64>,
-    hits: Vec<u64>,
-    latency_sum_ns: Vec<u64>,
-    /// Bytes submitted to each device, per bucket: `[bucket * devices + device]`.
-    read_bytes: Vec<u64>,
-    write_bytes: Vec<u64>,
+    answers: Vec<Answers>,
+    /// Bytes submitted to each device, read then written, per bucket:
+    /// `[bucket * devices + device]`.
+    bytes: Vec<[u64; 2]>,
+}
+
+/// One bucket's answers (kept together: each answer updates all three).
+#[derive(Clone, Copy, Debug, Default)]
+struct Answers {
+    replies: u64,
+    hits: u64,
+    latency_sum_ns: u64,
 }
 
 impl Series {
@@ -37,11 +43,8 @@ impl Series {
             current: 0,
             current_end_ns: 0,
             devices,
-            replies: Vec::new(),
-            hits: Vec::new(),
-            latency_sum_ns: Vec::new(),
-            read_bytes: Vec::new(),
-            write_bytes: Vec::new(),
+            answers: Vec::new(),
+            bytes: Vec::new(),
         }
     }
 
@@ -49,21 +52,28 @@ impl Series {
     #[inline]
     pub fn reply(&mut self, now_ns: u64, latency_ns: u64, hit: bool) {
         let bucket = self.bucket(now_ns);
-        self.replies[bucket] += 1;
-        self.hits[bucket] += u64::from(hit);
-        self.latency_sum_ns[bucket] += latency_ns;
+        let answers = &mut self.answers[bucket];
+        answers.replies += 1;
+        answers.hits += u64::from(hit);
+        answers.latency_sum_ns += latency_ns;
     }
 
     /// Counts `bytes` read (`write` false) or written on `device` at `now_ns`.
     #[inline]
     pub fn transfer(&mut self, now_ns: u64, device: usize, write: bool, bytes: u64) {
         let bucket = self.bucket(now_ns);
-        let cell = bucket * self.devices + device;
-        if write {
-            self.write_bytes[cell] += bytes;
-        } else {
-            self.read_bytes[cell] += bytes;
-        }
+        self.bytes[bucket * self.devices + device][usize::from(write)] += bytes;
+    }
+
+    /// Bytes read and written on `device` over the whole series.
+    pub fn device_bytes(&self, device: usize) -> [u64; 2] {
+        self.bytes
+            .iter()
+            .skip(device)
+            .step_by(self.devices.max(1))
+            .fold([0, 0], |[read, written], cell| {
+                [read + cell[0], written + cell[1]]
+            })
     }
 
     #[inline]
@@ -81,12 +91,9 @@ impl Series {
             self.merge_pairs();
             bucket = (now_ns.saturating_sub(self.start_ns) / self.width_ns) as usize;
         }
-        if bucket >= self.replies.len() {
-            self.replies.resize(bucket + 1, 0);
-            self.hits.resize(bucket + 1, 0);
-            self.latency_sum_ns.resize(bucket + 1, 0);
-            self.read_bytes.resize((bucket + 1) * self.devices, 0);
-            self.write_bytes.resize((bucket + 1) * self.devices, 0);
+        if bucket >= self.answers.len() {
+            self.answers.resize(bucket + 1, Answers::default());
+            self.bytes.resize((bucket + 1) * self.devices, [0; 2]);
         }
         self.current = bucket;
         self.current_end_ns = self.start_ns + (bucket as u64 + 1) * self.width_ns;
@@ -95,17 +102,20 @@ impl Series {
 
     fn merge_pairs(&mut self) {
         self.width_ns *= 2;
-        merge(&mut self.replies, 1);
-        merge(&mut self.hits, 1);
-        merge(&mut self.latency_sum_ns, 1);
-        merge(&mut self.read_bytes, self.devices);
-        merge(&mut self.write_bytes, self.devices);
+        merge(&mut self.answers, 1, |a, b| Answers {
+            replies: a.replies + b.replies,
+            hits: a.hits + b.hits,
+            latency_sum_ns: a.latency_sum_ns + b.latency_sum_ns,
+        });
+        merge(&mut self.bytes, self.devices, |a, b| {
+            [a[0] + b[0], a[1] + b[1]]
+        });
     }
 
     /// Rates per bucket, ending at `end_ns` (the last bucket is usually partial and is scaled
     /// by its covered width).
     pub fn finish(&self, end_ns: u64, device_names: &[String]) -> TimeSeries {
-        let buckets = self.replies.len();
+        let buckets = self.answers.len();
         let mut series = TimeSeries {
             interval_s: self.width_ns as f64 / 1e9,
             time_s: Vec::with_capacity(buckets),
@@ -125,39 +135,41 @@ impl Series {
             let begin = self.start_ns + bucket as u64 * self.width_ns;
             let covered_ns = (begin + self.width_ns).min(end_ns.max(begin + 1)) - begin;
             let seconds = covered_ns as f64 / 1e9;
-            let replies = self.replies[bucket];
+            let Answers {
+                replies,
+                hits,
+                latency_sum_ns,
+            } = self.answers[bucket];
             series.time_s.push((begin - self.start_ns) as f64 / 1e9);
             series.throughput_ops.push(replies as f64 / seconds);
             series.mean_latency_us.push(if replies == 0 {
                 0.0
             } else {
-                self.latency_sum_ns[bucket] as f64 / replies as f64 / 1e3
+                latency_sum_ns as f64 / replies as f64 / 1e3
             });
             series.hit_ratio.push(if replies == 0 {
                 0.0
             } else {
-                self.hits[bucket] as f64 / replies as f64
+                hits as f64 / replies as f64
             });
             for (device, out) in series.devices.iter_mut().enumerate() {
-                let cell = bucket * self.devices + device;
-                out.read_bytes_per_s
-                    .push(self.read_bytes[cell] as f64 / seconds);
-                out.write_bytes_per_s
-                    .push(self.write_bytes[cell] as f64 / seconds);
+                let [read, written] = self.bytes[bucket * self.devices + device];
+                out.read_bytes_per_s.push(read as f64 / seconds);
+                out.write_bytes_per_s.push(written as f64 / seconds);
             }
         }
         series
     }
 }
 
-/// Adds bucket pairs (groups of `stride` cells) together, halving the length.
-fn merge(cells: &mut Vec<u64>, stride: usize) {
+/// Adds bucket pairs (groups of `stride` cells) together with `add`, halving the length.
+fn merge<T: Copy + Default>(cells: &mut Vec<T>, stride: usize, add: impl Fn(T, T) -> T) {
     let buckets = cells.len() / stride;
     for bucket in 0..buckets.div_ceil(2) {
         for cell in 0..stride {
             let left = 2 * bucket * stride + cell;
             let right = left + stride;
-            let sum = cells[left] + cells.get(right).copied().unwrap_or(0);
+            let sum = add(cells[left], cells.get(right).copied().unwrap_or_default());
             cells[bucket * stride + cell] = sum;
         }
     }
@@ -199,14 +211,15 @@ mod tests {
             series.transfer(now, 1, true, 4096);
             expected_bytes += 4096;
         }
-        assert!(series.replies.len() <= MAX_BUCKETS);
-        assert_eq!(series.replies.iter().sum::<u64>(), 10_000);
-        assert_eq!(series.hits.iter().sum::<u64>(), 3_334);
-        let written: u64 = series.write_bytes.iter().sum();
-        assert_eq!(written, expected_bytes);
-        assert_eq!(series.read_bytes.iter().sum::<u64>(), 0);
+        assert!(series.answers.len() <= MAX_BUCKETS);
+        assert_eq!(
+            series.answers.iter().map(|a| a.replies).sum::<u64>(),
+            10_000
+        );
+        assert_eq!(series.answers.iter().map(|a| a.hits).sum::<u64>(), 3_334);
+        assert_eq!(series.device_bytes(1), [0, expected_bytes]);
         // Device 0 got nothing.
-        assert!(series.write_bytes.iter().step_by(2).all(|&b| b == 0));
+        assert_eq!(series.device_bytes(0), [0, 0]);
         let end = 1_000 + 9_999 * 7_919 + 1;
         let out = series.finish(end, &["a".into(), "b".into()]);
         let total: f64 = out
