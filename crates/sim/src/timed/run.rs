@@ -474,8 +474,7 @@ impl Executor<'_> {
         match next_event {
             Some(time) if time < limit || deadline_ns.is_none() => {
                 let (now_ns, slot) = self.events.pop().expect("peeked");
-                self.slots[slot as usize].completed_stages += 1;
-                self.advance(slot, now_ns);
+                self.advance(slot, now_ns, true);
                 Some(now_ns)
             }
             _ => None,
@@ -490,7 +489,7 @@ impl Executor<'_> {
             self.free_slots.push(slot);
         } else {
             self.start(slot, now_ns, None, false, true);
-            self.advance(slot, now_ns);
+            self.advance(slot, now_ns, false);
         }
     }
 
@@ -532,7 +531,7 @@ impl Executor<'_> {
         if self.feedback.background && self.background_due_ns.is_none() {
             self.run_background(now_ns);
         }
-        self.advance(slot, now_ns);
+        self.advance(slot, now_ns, false);
     }
 
     /// A free slot, its plan empty, for a plan to be written into.
@@ -572,41 +571,57 @@ impl Executor<'_> {
         in_flight.software_ns = 0;
     }
 
-    /// After a stage completes (or at the start): answers the client if the reply stage is
-    /// done, then starts the next stage or frees the slot.
-    fn advance(&mut self, slot: u32, now_ns: u64) {
-        let in_flight = &mut self.slots[slot as usize];
+    /// After a stage of `slot` completes at `now_ns` (`stage_done`), or when its plan starts:
+    /// answers the client if the reply stage is done, then starts the next stage or frees the
+    /// slot.
+    fn advance(&mut self, slot: u32, now_ns: u64, stage_done: bool) {
+        // The executor's fields borrowed apart, so that the slot stays borrowed throughout.
+        let Executor {
+            controller,
+            devices,
+            slots,
+            free_slots,
+            events,
+            unreplied,
+            measure_start_ns,
+            last_reply_ns,
+            latency_ns: latencies,
+            measured_requests,
+            measured_hits,
+            ops,
+            series,
+            ready_clients,
+            feedback,
+            ..
+        } = self;
+        let in_flight = &mut slots[slot as usize];
+        in_flight.completed_stages += usize::from(stage_done);
         if !in_flight.replied && in_flight.completed_stages >= in_flight.reply_after {
             in_flight.replied = true;
             let latency_ns = now_ns - in_flight.arrival_ns;
-            let (measured, hit, client) = (in_flight.measured, in_flight.hit, in_flight.client);
-            if self.feedback.replies {
-                self.controller.on_reply(&Reply {
+            if feedback.replies {
+                controller.on_reply(&Reply {
                     now_ns,
                     latency_ns,
                     bytes: in_flight.bytes,
                 });
             }
-            self.unreplied -= 1;
-            if measured {
-                self.measured_requests += 1;
-                self.measured_hits += u64::from(hit);
-                self.last_reply_ns = now_ns;
-                self.latency_ns.saturating_record(latency_ns.max(1));
-                self.series.reply(now_ns, latency_ns, hit);
+            *unreplied -= 1;
+            if in_flight.measured {
+                *measured_requests += 1;
+                *measured_hits += u64::from(in_flight.hit);
+                *last_reply_ns = now_ns;
+                latencies.saturating_record(latency_ns.max(1));
+                series.reply(now_ns, latency_ns, in_flight.hit);
             }
-            if let Some(client) = client {
-                self.ready_clients.push(client);
+            if let Some(client) = in_flight.client {
+                ready_clients.push(client);
             }
         }
-        let in_flight = &mut self.slots[slot as usize];
         let stage = in_flight.completed_stages;
         if stage < in_flight.stage_count {
-            let measuring = self.measure_start_ns.is_some();
-            let device_ops = self.feedback.device_ops;
-            let devices = &mut self.devices;
-            let (controller, ops, series) =
-                (&mut *self.controller, &mut self.ops, &mut self.series);
+            let measuring = measure_start_ns.is_some();
+            let device_ops = feedback.device_ops;
             let done_ns = time_stage(
                 &in_flight.plan,
                 stage,
@@ -631,10 +646,10 @@ impl Executor<'_> {
                     }
                 },
             );
-            self.events.push(done_ns, slot);
+            events.push(done_ns, slot);
         } else {
             in_flight.plan.clear();
-            self.free_slots.push(slot);
+            free_slots.push(slot);
         }
     }
 
