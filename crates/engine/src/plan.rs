@@ -116,18 +116,21 @@ impl Plan {
     }
 }
 
+/// A 4 KiB operation of `kind` on `device`, for the crate's unit tests.
+#[cfg(test)]
+pub(crate) fn test_op(device: u8, kind: IoKind) -> DeviceOp {
+    DeviceOp {
+        device,
+        kind,
+        key: 7,
+        bytes: 4096,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_op as op;
     use super::*;
-
-    fn op(device: u8, kind: IoKind) -> DeviceOp {
-        DeviceOp {
-            device,
-            kind,
-            key: 7,
-            bytes: 4096,
-        }
-    }
 
     #[test]
     fn stages_split_where_closed() {

@@ -121,16 +121,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::IoKind;
-
-    fn op(device: u8, kind: IoKind) -> DeviceOp {
-        DeviceOp {
-            device,
-            kind,
-            key: 1,
-            bytes: 4096,
-        }
-    }
+    use crate::plan::{test_op as op, IoKind};
 
     /// Device 0 takes 10 ns per operation, device 1 takes 100, each a FIFO server.
     fn devices() -> impl FnMut(u64, &DeviceOp) -> u64 {
@@ -157,28 +148,21 @@ mod tests {
         assert_eq!(seen, [(0, 10), (1, 100), (0, 20)]);
     }
 
+    /// When `plan`, started at `start_ns` with `software_ns` of software cost, is answered and
+    /// when it ends, as `(reply, end)`.
+    fn times(plan: &Plan, start_ns: u64, software_ns: u64) -> (u64, u64) {
+        let times = time_plan(plan, start_ns, software_ns, &mut devices(), &mut |_, _| {});
+        (times.reply_ns, times.end_ns)
+    }
+
     #[test]
     fn software_cost_delays_the_answer_and_what_follows_it() {
         let mut plan = Plan::new();
         plan.push(op(1, IoKind::Read));
         plan.reply_here();
         plan.push(op(0, IoKind::Write));
-        let times = time_plan(&plan, 0, 7, &mut devices(), &mut |_, _| {});
-        assert_eq!(
-            times,
-            PlanTimes {
-                reply_ns: 107,
-                end_ns: 117
-            }
-        );
-        let without = time_plan(&plan, 0, 0, &mut devices(), &mut |_, _| {});
-        assert_eq!(
-            without,
-            PlanTimes {
-                reply_ns: 100,
-                end_ns: 110
-            }
-        );
+        assert_eq!(times(&plan, 0, 7), (107, 117));
+        assert_eq!(times(&plan, 0, 0), (100, 110));
     }
 
     #[test]
@@ -187,22 +171,8 @@ mod tests {
         plan.push(op(1, IoKind::Read));
         plan.end_stage();
         plan.push(op(0, IoKind::Write));
-        let times = time_plan(&plan, 0, 5, &mut devices(), &mut |_, _| {});
-        assert_eq!(
-            times,
-            PlanTimes {
-                reply_ns: 115,
-                end_ns: 115
-            }
-        );
-        let empty = time_plan(&Plan::new(), 40, 5, &mut devices(), &mut |_, _| {});
-        assert_eq!(
-            empty,
-            PlanTimes {
-                reply_ns: 40,
-                end_ns: 40
-            }
-        );
+        assert_eq!(times(&plan, 0, 5), (115, 115));
+        assert_eq!(times(&Plan::new(), 40, 5), (40, 40));
     }
 
     #[test]
