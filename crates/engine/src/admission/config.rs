@@ -112,10 +112,11 @@ pub struct NhcConfig {
     pub target: TargetMetric,
     /// The ablation of Figure 4.14: read misses stay admitted while `load_admit` is tuned.
     pub always_data_admit: bool,
-    /// Read misses are admitted while the tier has free room, whatever `data_admit` says (ours):
-    /// Algorithm 1 can judge the hit rate stable while the cache still fills (a slow climb, or
-    /// a stable 0% during a scan) and would then freeze it below full. On by default, in the
-    /// simulator as in live volumes (issue 16); off reproduces Algorithm 1 to the letter.
+    /// Read misses are admitted while the tier has room for them without evicting, whatever
+    /// `data_admit` says (ours): Algorithm 1 can judge the hit rate stable while the cache
+    /// still fills (a slow climb, or a stable 0% during a scan) and would then freeze it below
+    /// full. On by default, in the simulator as in live volumes (issue 16); off reproduces
+    /// Algorithm 1 to the letter.
     pub admit_while_filling: bool,
 }
 
