@@ -265,8 +265,10 @@ impl DeviceModel {
             IoKind::Read => self.read,
             IoKind::Write => self.write,
         };
-        let mut service_ns =
-            later(granules as f64 * timing.per_granule_ns, timing.per_access_ns) * misalign_factor;
+        let mut service_ns = later(
+            granules as f64 * timing.per_granule_ns,
+            timing.per_access_ns,
+        ) * misalign_factor;
         let channels = self.spec.channels as usize;
         let channel = if channels == 1 {
             0

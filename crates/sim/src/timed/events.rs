@@ -102,9 +102,9 @@ mod tests {
             // Grow for a while, then shrink, twice over.
             let growing = (round / 2_500) % 2 == 0;
             let push = if growing {
-                state % 4 != 0
+                !state.is_multiple_of(4)
             } else {
-                state % 4 == 0
+                state.is_multiple_of(4)
             };
             if push || expected.is_empty() {
                 let time = now + (mix64(state) % 1_000);
