@@ -35,8 +35,11 @@ pub struct ServerSection {
     pub listen: ListenAddr,
     /// Where the HTTP admin and metrics endpoint listens, if anywhere.
     pub metrics: Option<String>,
-    /// Event-loop workers serving the key-value tenants (memcached's `-t`).
+    /// Event loops serving the key-value tenants (memcached's `-t`), and the NBD clients.
     pub threads: usize,
+    /// Threads carrying out the NBD requests that wait for a device, so that the loops never
+    /// do: they bound how many such requests are in flight at once.
+    pub io_workers: usize,
 }
 
 impl Default for ServerSection {
@@ -45,6 +48,7 @@ impl Default for ServerSection {
             listen: ListenAddr::Tcp("127.0.0.1:10809".to_string()),
             metrics: None,
             threads: std::thread::available_parallelism().map_or(4, |n| n.get()),
+            io_workers: 64,
         }
     }
 }
@@ -97,6 +101,9 @@ impl ServeConfig {
             return Err(
                 "no [[export]] or [[tenant]] table; a server needs one of either".to_string(),
             );
+        }
+        if self.server.io_workers == 0 {
+            return Err("server.io_workers: expected at least 1".to_string());
         }
         if self.server.threads == 0 {
             return Err("server.threads: expected at least 1".to_string());

@@ -47,7 +47,16 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
             spawn("cleaner", move || clean_forever(&volume))?;
         }
         let exports = Arc::new(Exports::new(volumes.clone()));
-        spawn("nbd-accept", move || nbd::serve(listener, exports))?;
+        let threads = nbd::Threads {
+            loops: config.server.threads,
+            io_workers: config.server.io_workers,
+        };
+        spawn("nbd-accept", move || {
+            if let Err(error) = nbd::serve(listener, exports, threads) {
+                eprintln!("heterarchy: nbd: cannot serve: {error}");
+                std::process::exit(1);
+            }
+        })?;
     }
     if !tenants.is_empty() {
         kv::start(&tenants, config.server.threads)?;

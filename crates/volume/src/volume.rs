@@ -85,8 +85,12 @@ pub(crate) struct Control {
 pub enum Command {
     Read,
     /// With `fua`, durable before it is answered.
-    Write { fua: bool },
-    WriteZeroes { fua: bool },
+    Write {
+        fua: bool,
+    },
+    WriteZeroes {
+        fua: bool,
+    },
     Trim,
     Flush,
 }
@@ -109,6 +113,10 @@ pub struct Submission {
     len: u64,
     arrival: Instant,
     jobs: Vec<(Job, Piece)>,
+    /// For a FLUSH or a FUA write with a tier that forgets: every line dirty when it was
+    /// planned, written back. Planned with the command, so that it waits only for requests
+    /// planned before it (see [`Volume::submit_or_queue`]).
+    cleaning: Option<Job>,
     /// Touches only devices that never wait: memory, unthrottled.
     fast: bool,
 }
@@ -122,7 +130,9 @@ impl Submission {
     /// True when completing it now waits for nothing: no device that blocks or is paced, no
     /// line another request holds, no flush. A thread that must not wait may complete it.
     pub fn runs_at_once(&self) -> bool {
-        self.fast && self.jobs.iter().all(|(job, _)| job.turns.is_ready())
+        self.fast
+            && self.cleaning.is_none()
+            && self.jobs.iter().all(|(job, _)| job.turns.is_ready())
     }
 }
 
@@ -273,17 +283,19 @@ impl Volume {
                 jobs.push((job, piece));
             }
         }
-        let fast = access.is_some()
-            && !matches!(
-                command,
-                Command::Write { fua: true } | Command::WriteZeroes { fua: true }
-            )
-            && jobs.iter().all(|(job, _)| self.storage.never_waits(job));
+        let durable = matches!(
+            command,
+            Command::Flush | Command::Write { fua: true } | Command::WriteZeroes { fua: true }
+        );
+        let cleaning = (durable && self.forgets_dirty_lines(&control))
+            .then(|| self.plan_cleaning(&mut control, now).0);
+        let fast = !durable && jobs.iter().all(|(job, _)| self.storage.never_waits(job));
         let submission = Submission {
             command,
             len,
             arrival,
             jobs,
+            cleaning,
             fast,
         };
         if at_once && submission.runs_at_once() {
@@ -300,12 +312,17 @@ impl Volume {
     /// Carries a submission out, in its turn on each line: `buffer` is where a read's data
     /// goes or a write's comes from (zeroes and trims take none). Returns when the answer is
     /// due on throttled devices (`None`: now).
-    pub fn complete(&self, submission: Submission, buffer: Buffer<'_>) -> io::Result<Option<Instant>> {
+    pub fn complete(
+        &self,
+        submission: Submission,
+        buffer: Buffer<'_>,
+    ) -> io::Result<Option<Instant>> {
         let Submission {
             command,
             len,
             arrival,
             jobs,
+            cleaning,
             fast: _,
         } = submission;
         let mut due = self.ns_since_epoch(arrival);
@@ -331,6 +348,9 @@ impl Volume {
             };
             due = due.max(self.run(job, client, &mut times)?);
         }
+        if let Some(job) = cleaning {
+            self.run(job, Client::None, &mut times)?;
+        }
         match command {
             Command::Read => {
                 Counters::add(&self.counters.reads, 1);
@@ -340,13 +360,13 @@ impl Volume {
                 Counters::add(&self.counters.writes, 1);
                 Counters::add(&self.counters.write_bytes, len);
                 if fua {
-                    self.make_durable()?;
+                    self.persist_all()?;
                 }
             }
             Command::Trim => Counters::add(&self.counters.trims, 1),
             Command::Flush => {
                 Counters::add(&self.counters.flushes, 1);
-                self.make_durable()?;
+                self.persist_all()?;
             }
         }
         Ok(self.answer(arrival, due, len as usize, &times))
@@ -622,29 +642,43 @@ impl Volume {
 
     /// Writes every dirty line back.
     pub(crate) fn clean_all(&self) -> io::Result<u64> {
-        let (job, lines) = {
-            let mut control = self.lock_control();
-            let mut plan = control.spare_plans.pop().unwrap_or_default();
-            plan.clear();
-            let lines = control.controller.flush(&mut plan) as u64;
-            (self.resolve(&mut control, plan, None, 0), lines)
-        };
+        let (job, lines) = self.plan_cleaning(&mut self.lock_control(), 0);
         self.run(job, Client::None, &mut Vec::new())?;
         Ok(lines)
     }
 
-    /// Everything answered so far survives a crash from now on.
+    /// A plan writing every dirty line back, with its turns, and how many lines it cleans.
+    fn plan_cleaning(&self, control: &mut Control, now: u64) -> (Job, u64) {
+        let mut plan = control.spare_plans.pop().unwrap_or_default();
+        plan.clear();
+        let lines = control.controller.flush(&mut plan) as u64;
+        (self.resolve(control, plan, None, now), lines)
+    }
+
+    /// True when a tier forgets on a crash and dirty lines exist: a FLUSH must write them back.
+    fn forgets_dirty_lines(&self, control: &Control) -> bool {
+        let volatile = self.storage.devices[..self.tiers()]
+            .iter()
+            .any(|device| !device.slots().is_persistent());
+        volatile && control.controller.stats().dirty_lines > 0
+    }
+
+    /// Everything answered so far survives a crash from now on. Only for threads outside a
+    /// server's worker pool: its cleaning takes turns after requests still queued.
     pub(crate) fn make_durable(&self) -> io::Result<()> {
+        if self.forgets_dirty_lines(&self.lock_control()) {
+            self.clean_all()?;
+        }
+        self.persist_all()
+    }
+
+    /// Makes every device durable and settles what the flush made safe; flushes run one at a
+    /// time.
+    fn persist_all(&self) -> io::Result<()> {
         let _one_at_a_time = self
             .flushing
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let volatile = self.storage.devices[..self.tiers()]
-            .iter()
-            .any(|device| !device.slots().is_persistent());
-        if volatile && self.lock_control().controller.stats().dirty_lines > 0 {
-            self.clean_all()?;
-        }
         let sealed = self.storage.flush_epoch.fetch_add(1, Ordering::SeqCst);
         for device in &self.storage.devices {
             device.flush()?;

@@ -38,7 +38,7 @@ struct Jittery {
 }
 
 impl Jittery {
-    fn new(bytes: u64, seed: u64) -> Box<dyn Backend> {
+    fn boxed(bytes: u64, seed: u64) -> Box<dyn Backend> {
         Box::new(Jittery {
             inner: RamBackend::new(bytes).unwrap(),
             state: AtomicU64::new(seed | 1),
@@ -166,12 +166,12 @@ fn run_history(seed: u64) -> Vec<Timed> {
         .enumerate()
         .map(|(tier, spec)| match spec {
             heterarchy_device::backend::BackendSpec::Ram { size_bytes } => {
-                Jittery::new(*size_bytes, seed ^ tier as u64)
+                Jittery::boxed(*size_bytes, seed ^ tier as u64)
             }
             _ => unreachable!("the histories run on RAM"),
         })
         .collect();
-    let backing = Jittery::new(VOLUME_BYTES as u64, !seed);
+    let backing = Jittery::boxed(VOLUME_BYTES as u64, !seed);
     let volume = Volume::with_backends(&config, caches, backing).unwrap();
     let clock = AtomicU64::new(0);
     let next_id = AtomicU64::new(1);
