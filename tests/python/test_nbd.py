@@ -675,53 +675,55 @@ class History:
         return {self.durable.get(block, 0), *self.since.get(block, [])}
 
 
-def write_until_killed(client: NbdClient, server: Server, rng: random.Random, history: History, iteration: int):
-    """Streams writes with FLUSHes (and some FUA writes) between them, IN_FLIGHT at a time and
-    never two to one block at once, then SIGKILLs the server once a random number of writes are
-    acknowledged, with more still on the wire. Updates `history` as replies come."""
+def write_until_killed(clients: list[NbdClient], server: Server, rng: random.Random, history: History, iteration: int):
+    """Streams writes with FLUSHes (and some FUA writes) between them on every client at once,
+    IN_FLIGHT at a time on each and never two to one block at once anywhere, then SIGKILLs the
+    server once a random number of writes are acknowledged, with more still on the wire. A
+    FLUSH on one connection covers the writes acknowledged on all of them before it was sent
+    (the server offers multi-conn). Updates `history` as replies come."""
     kill_after = rng.randint(1, KILL_AFTER_AT_MOST)
     state = threading.Condition()
-    in_flight: dict[int, tuple] = {}
+    in_flight: list[dict[int, tuple]] = [{} for _ in clients]
     acknowledged: list[tuple[int, int]] = []
-    stopped = False
+    covered = [0]
+    stopped, killed = [False], [False]
 
-    def ready_for(block):
-        writing = (entry[1] for entry in in_flight.values() if entry[0] == "write")
-        return len(in_flight) < IN_FLIGHT and block not in writing
+    def writing(block):
+        return any(entry[0] == "write" and entry[1] == block for flight in in_flight for entry in flight.values())
 
-    def sender():
-        flush_every = rng.randint(2, 16)
+    def sender(index: int, seed: int):
+        client, flight, local = clients[index], in_flight[index], random.Random(seed)
+        flush_every = local.randint(2, 16)
         try:
-            for count in range(1, CRASH_WRITES + 1):
-                block, fua = rng.randrange(CRASH_BLOCKS), rng.random() < 0.1
+            for count in range(1, CRASH_WRITES // len(clients) + 1):
+                block, fua = local.randrange(CRASH_BLOCKS), local.random() < 0.1
                 with state:
-                    if not state.wait_for(lambda: stopped or ready_for(block), timeout=IO_SECONDS) or stopped:
+                    ready = lambda: stopped[0] or (len(flight) < IN_FLIGHT and not writing(block))  # noqa: E731
+                    if not state.wait_for(ready, timeout=IO_SECONDS) or stopped[0]:
                         return
                     generation, handle = history.written(block), next(client.handles)
-                    in_flight[handle] = ("write", block, generation, fua)
+                    flight[handle] = ("write", block, generation, fua)
                 client.send(handle, CMD_WRITE, block * BLOCK, BLOCK, pattern(block, generation), CMD_FLAG_FUA if fua else 0)
                 if count % flush_every == 0:
                     with state:
-                        if not state.wait_for(lambda: stopped or len(in_flight) < IN_FLIGHT, timeout=IO_SECONDS) or stopped:
+                        if not state.wait_for(lambda: stopped[0] or len(flight) < IN_FLIGHT, timeout=IO_SECONDS) or stopped[0]:
                             return
                         handle = next(client.handles)
                         # A FLUSH covers the writes acknowledged before it was sent.
-                        in_flight[handle] = ("flush", len(acknowledged))
+                        flight[handle] = ("flush", len(acknowledged))
                     client.send(handle, CMD_FLUSH, 0, 0)
         except OSError:
             pass  # the server is gone
 
-    thread = threading.Thread(target=sender)
-    thread.start()
-    covered, killed = 0, False
-    try:
+    def receiver(index: int):
+        client, flight = clients[index], in_flight[index]
         for _ in range(2 * CRASH_WRITES):
             try:
                 handle, error, _ = client.receive()
             except (EOFError, OSError):
-                break
+                return
             with state:
-                entry = in_flight.pop(handle)
+                entry = flight.pop(handle)
                 assert error == 0, f"{entry[0]} failed with error {error}"
                 if entry[0] == "write":
                     _, block, generation, fua = entry
@@ -729,19 +731,26 @@ def write_until_killed(client: NbdClient, server: Server, rng: random.Random, hi
                     if fua:
                         history.made_durable(block, generation, f"FUA write acknowledged in iteration {iteration}")
                 else:
-                    for block, generation in acknowledged[covered : entry[1]]:
+                    for block, generation in acknowledged[covered[0] : entry[1]]:
                         history.made_durable(block, generation, f"FLUSH completed in iteration {iteration}")
-                    covered = max(covered, entry[1])
+                    covered[0] = max(covered[0], entry[1])
+                if not killed[0] and len(acknowledged) >= kill_after:
+                    server.kill()
+                    killed[0] = True
                 state.notify_all()
-            if not killed and len(acknowledged) >= kill_after:
-                server.kill()
-                killed = True
-    finally:
-        with state:
-            stopped = True
-            state.notify_all()
+
+    threads = [threading.Thread(target=sender, args=(index, rng.random())) for index in range(len(clients))]
+    threads += [threading.Thread(target=receiver, args=(index,)) for index in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads[len(clients):]:
+        thread.join(timeout=4 * IO_SECONDS)
+    with state:
+        stopped[0] = True
+        state.notify_all()
+    for thread in threads:
         thread.join(timeout=IO_SECONDS)
-    assert killed, f"the server closed the connection after {len(acknowledged)} of {kill_after} writes: {server.log.read_text()}"
+    assert killed[0], f"the server closed the connections after {len(acknowledged)} of {kill_after} writes: {server.log.read_text()}"
     assert server.process.returncode == -signal.SIGKILL
 
 
@@ -775,8 +784,13 @@ def test_sigkill_mid_stream_loses_no_flushed_write_and_tears_no_block(volume, tm
     rng, history, failures = random.Random(11), History(), []
     server = volume("wb", **files)
     for iteration in range(iterations):
-        with connect(server) as client:
-            write_until_killed(client, server, rng, history, iteration)
+        # One to four connections at once, each with requests in flight.
+        clients = [connect(server) for _ in range(1 + iteration % 4)]
+        try:
+            write_until_killed(clients, server, rng, history, iteration)
+        finally:
+            for client in clients:
+                client.sock.close()
         server = volume("wb", **files)
         with connect(server) as client:
             failures += check_and_settle(client, history, iteration)

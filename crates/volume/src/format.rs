@@ -30,7 +30,7 @@ use crate::placement::Placement;
 use crate::sectors::{Copies, Storage};
 use crate::slots::TierSlots;
 use crate::stats::Counters;
-use crate::volume::{Control, Volume};
+use crate::volume::{Control, Mode, Volume};
 
 /// The config key naming cache tier `tier` of `tiers`: `cache` alone, else `cache[i]`.
 fn tier_key(tier: usize, tiers: usize) -> String {
@@ -232,7 +232,7 @@ impl Volume {
                             &mut plan,
                         )
                     };
-                    self.carry_out(plan)?;
+                    self.carry_out_plan(plan)?;
                     if !taken {
                         kept = false;
                         break;
@@ -253,7 +253,7 @@ impl Volume {
     }
 
     /// Carries out a plan made outside any request (restoring's evictions).
-    fn carry_out(&self, plan: Plan) -> io::Result<()> {
+    fn carry_out_plan(&self, plan: Plan) -> io::Result<()> {
         if plan.is_empty() && plan.departures().is_empty() {
             return Ok(());
         }
@@ -261,8 +261,10 @@ impl Volume {
             let mut control = self.lock_control();
             self.resolve(&mut control, plan, None, 0)
         };
-        self.in_turn(job, |storage, job| storage.execute(job, Client::None))
-            .map(|_| ())
+        self.in_turn(job, |storage, job| {
+            storage.execute(job, Client::None, Mode::Wait)
+        })
+        .map(|_| ())
     }
 
     /// Writes a line's newest dirty sectors back and frees every copy, the controller
@@ -278,7 +280,8 @@ impl Volume {
         let mut merged = self.storage.merge(key, &copies, held);
         if merged.dirty != 0 {
             let dirty = merged.dirty;
-            self.storage.read_merged(&copies, &mut merged, dirty)?;
+            self.storage
+                .read_merged(&copies, &mut merged, dirty, Mode::Wait)?;
             self.storage.write_back_sectors(key, dirty, &merged.data)?;
             self.storage.backing().flush()?;
         }

@@ -20,4 +20,4 @@ mod volume;
 
 pub use config::{CutoffPolicy, SeqCutoffConfig, VolumeConfig};
 pub use stats::{AdmissionStats, DeviceStats, PairSettings, TierStats, VolumeStats};
-pub use volume::{Buffer, Command, Submission, Volume};
+pub use volume::{Attempt, Buffer, Command, Progress, Submission, Volume};

@@ -26,6 +26,7 @@
 //! With throttled devices the data still moves at once; each plan's stages are timed on the
 //! devices' shared models, and the answer is due when the reply stage completes.
 
+use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -80,6 +81,44 @@ pub(crate) struct Control {
     pub spare_plans: Vec<Plan>,
 }
 
+/// How far a submission is carried out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Drive {
+    /// To the end, waiting for turns and devices.
+    Wait,
+    /// While turns have come, waiting for devices.
+    UntilTurn,
+    /// Without waiting at all: refused before anything changes if it would.
+    AtOnce,
+}
+
+/// Whether carrying a job out may wait for devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Wait,
+    /// On a thread that must not wait: reads take only what is at hand, else the job is
+    /// refused before anything changes.
+    AtOnce,
+}
+
+/// Why a job was not carried out.
+enum Refusal {
+    /// Given back untouched (boxed: refusals are rare, results common).
+    WouldWait(Box<Job>),
+    Failed(io::Error),
+}
+
+impl Refusal {
+    fn into_error(self) -> io::Error {
+        match self {
+            Refusal::WouldWait(_) => {
+                io::Error::other("a piece after the first would have waited; the plan said not")
+            }
+            Refusal::Failed(error) => error,
+        }
+    }
+}
+
 /// What a client asks of a volume (NBD's commands).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -106,19 +145,37 @@ pub enum Buffer<'a> {
 }
 
 /// A command planned: every piece's job holds its turn on the lines it touches. It may go to
-/// another thread to be completed ([`Volume::complete`]); dropped unfinished, it still takes and
-/// ends its turns, in order.
+/// another thread to be completed ([`Volume::complete`]), wait for its turn without a thread
+/// ([`Submission::when_ready`]), or be tried at once on a thread that must not wait
+/// ([`Volume::try_complete`]); dropped unfinished, it still takes and ends its turns, in order.
 pub struct Submission {
     command: Command,
     len: u64,
     arrival: Instant,
-    jobs: Vec<(Job, Piece)>,
-    /// For a FLUSH or a FUA write with a tier that forgets: every line dirty when it was
-    /// planned, written back. Planned with the command, so that it waits only for requests
-    /// planned before it (see [`Volume::submit_or_queue`]).
-    cleaning: Option<Job>,
-    /// Touches only devices that never wait: memory, unthrottled.
-    fast: bool,
+    /// What is left to do, in order: one job per piece, then for a FLUSH or a FUA write with a
+    /// tier that forgets, one writing back every line dirty when it was planned (planned with
+    /// the command, so that it waits only for requests planned before it).
+    steps: VecDeque<Step>,
+    /// Jobs done so far.
+    done: usize,
+    /// When the answer is due so far, ns since the volume opened.
+    due: u64,
+    /// The device operations' times so far, for a tuner that measures devices.
+    times: Vec<DeviceTime>,
+}
+
+/// One job of a submission.
+enum Step {
+    Piece(Job, Piece),
+    Cleaning(Job),
+}
+
+impl Step {
+    fn job(&self) -> &Job {
+        match self {
+            Step::Piece(job, _) | Step::Cleaning(job) => job,
+        }
+    }
 }
 
 impl Submission {
@@ -127,13 +184,41 @@ impl Submission {
         self.command
     }
 
-    /// True when completing it now waits for nothing: no device that blocks or is paced, no
-    /// line another request holds, no flush. A thread that must not wait may complete it.
-    pub fn runs_at_once(&self) -> bool {
-        self.fast
-            && self.cleaning.is_none()
-            && self.jobs.iter().all(|(job, _)| job.turns.is_ready())
+    /// True when its turn has come on every line: completing it waits for no other request.
+    pub fn is_ready(&self) -> bool {
+        self.steps.iter().all(|step| step.job().turns.is_ready())
     }
+
+    /// Hands the submission to `ready` once the turn of its next job has come: at once if it
+    /// has, else on the thread that ends the last turn before it. No thread waits meanwhile;
+    /// [`Volume::advance`] then goes as far as it can.
+    pub fn when_ready(self, ready: impl FnOnce(Submission) + Send + 'static) {
+        let Some(next) = self.steps.front() else {
+            return ready(self);
+        };
+        let turns = &next.job().turns;
+        let (order, tickets) = (
+            std::sync::Arc::clone(turns.order()),
+            turns.tickets().to_vec(),
+        );
+        order.when_served(&tickets, Box::new(move || ready(self)));
+    }
+}
+
+/// How far [`Volume::advance`] got.
+pub enum Progress {
+    /// Completed: the answer, due when [`Volume::complete`] says.
+    Done(io::Result<Option<Instant>>),
+    /// The next job's turn has not come ([`Submission::when_ready`] says when it has).
+    Paused(Submission),
+}
+
+/// What trying a submission at once gave.
+pub enum Attempt {
+    /// Completed: the answer, due when [`Volume::complete`] says.
+    Done(io::Result<Option<Instant>>),
+    /// It would have waited (for a device, or another request's turn); nothing was changed.
+    WouldBlock(Submission),
 }
 
 /// One request's part within one cache line.
@@ -245,23 +330,6 @@ impl Volume {
     /// touches, and the returned submission holds its turn on each. Complete it with
     /// [`complete`](Self::complete), on this thread or another.
     pub fn submit(&self, command: Command, offset: u64, len: u64) -> io::Result<Submission> {
-        self.submit_or_queue(command, offset, len, false, |_| {})
-            .map(|submission| submission.expect("kept when not queued"))
-    }
-
-    /// [`submit`](Self::submit) for a server with threads that must not wait: the submission
-    /// comes back when `at_once` is set and it [`runs_at_once`](Submission::runs_at_once);
-    /// otherwise it goes to `queue` while the planning lock is still held, so that a FIFO queue
-    /// of submissions is in planning order — each waits only for submissions queued before it,
-    /// and workers taking them in order never all wait for one still queued.
-    pub fn submit_or_queue(
-        &self,
-        command: Command,
-        offset: u64,
-        len: u64,
-        at_once: bool,
-        queue: impl FnOnce(Submission),
-    ) -> io::Result<Option<Submission>> {
         check_range(self.size_bytes, offset, len)?;
         self.check_open()?;
         let arrival = Instant::now();
@@ -283,30 +351,66 @@ impl Volume {
                 jobs.push((job, piece));
             }
         }
+        drop(control);
         let durable = matches!(
             command,
             Command::Flush | Command::Write { fua: true } | Command::WriteZeroes { fua: true }
         );
-        let cleaning = (durable && self.forgets_dirty_lines(&control))
-            .then(|| self.plan_cleaning(&mut control, now).0);
-        let fast = !durable && jobs.iter().all(|(job, _)| self.storage.never_waits(job));
-        let submission = Submission {
+        let cleaning = if durable {
+            let mut control = self.lock_control();
+            self.forgets_dirty_lines(&control)
+                .then(|| self.plan_cleaning(&mut control, now).0)
+        } else {
+            None
+        };
+        let steps = jobs
+            .into_iter()
+            .map(|(job, piece)| Step::Piece(job, piece))
+            .chain(cleaning.map(Step::Cleaning))
+            .collect();
+        Ok(Submission {
             command,
             len,
             arrival,
-            jobs,
-            cleaning,
-            fast,
-        };
-        if at_once && submission.runs_at_once() {
-            return Ok(Some(submission));
+            steps,
+            done: 0,
+            due: now,
+            times: Vec::new(),
+        })
+    }
+
+    /// Completes a submission without waiting for anything, on a thread that must not wait:
+    /// its turn must have come, it must need no paced device, no device that always waits, no
+    /// flush or write-back ([`Storage::is_quick`](crate::sectors::Storage)), and reads from
+    /// buffered files take only what the page cache holds. When something would wait, nothing
+    /// is changed and the submission comes back, for a thread that may wait.
+    pub fn try_complete(&self, submission: Submission, buffer: Buffer<'_>) -> Attempt {
+        // A try that fails must have changed nothing: only the first job's reads may refuse,
+        // so several jobs are tried only when nothing they read can.
+        let memory_only = submission.steps.len() > 1;
+        let quick = submission.done == 0
+            && !matches!(
+                submission.command,
+                Command::Flush | Command::Write { fua: true } | Command::WriteZeroes { fua: true }
+            )
+            && submission.is_ready()
+            && submission.steps.iter().all(|step| match step {
+                Step::Piece(job, _) => self.storage.is_quick(job, memory_only),
+                Step::Cleaning(_) => false,
+            });
+        if !quick {
+            return Attempt::WouldBlock(submission);
         }
-        if at_once {
-            queue(submission);
-            return Ok(None);
+        match self.drive(submission, buffer, Drive::AtOnce) {
+            Progress::Done(result) => Attempt::Done(result),
+            Progress::Paused(submission) => Attempt::WouldBlock(submission),
         }
-        drop(control);
-        Ok(Some(submission))
+    }
+
+    /// Goes on with a submission for as long as its jobs' turns have come, waiting for devices
+    /// but never for another request; a worker that must not sit idle calls it.
+    pub fn advance(&self, submission: Submission, buffer: Buffer<'_>) -> Progress {
+        self.drive(submission, buffer, Drive::UntilTurn)
     }
 
     /// Carries a submission out, in its turn on each line: `buffer` is where a read's data
@@ -317,59 +421,98 @@ impl Volume {
         submission: Submission,
         buffer: Buffer<'_>,
     ) -> io::Result<Option<Instant>> {
-        let Submission {
-            command,
-            len,
-            arrival,
-            jobs,
-            cleaning,
-            fast: _,
-        } = submission;
-        let mut due = self.ns_since_epoch(arrival);
-        let mut times = Vec::new();
+        match self.drive(submission, buffer, Drive::Wait) {
+            Progress::Done(result) => result,
+            Progress::Paused(_) => unreachable!("a submission that may wait never pauses"),
+        }
+    }
+
+    /// Carries out a submission's steps as `how` allows.
+    fn drive(&self, mut submission: Submission, buffer: Buffer<'_>, how: Drive) -> Progress {
+        let command = submission.command;
         let mut buffer = buffer;
-        let mut jobs = jobs.into_iter();
-        for (job, piece) in jobs.by_ref() {
-            let range = piece.at..piece.at + piece.len as usize;
-            let client = match (&mut buffer, command) {
-                (Buffer::Read(out), Command::Read) => Client::Read(&mut out[range]),
-                (Buffer::Write(data), Command::Write { .. }) => Client::Write(&data[range]),
-                (_, Command::WriteZeroes { .. }) => Client::Write(&ZEROES[..piece.len as usize]),
-                (_, Command::Trim) => {
-                    self.trim_piece(job, piece)?;
+        while let Some(step) = submission.steps.pop_front() {
+            if how != Drive::Wait && !step.job().turns.is_ready() {
+                submission.steps.push_front(step);
+                return Progress::Paused(submission);
+            }
+            let mode = match how {
+                Drive::AtOnce => Mode::AtOnce,
+                Drive::Wait | Drive::UntilTurn => Mode::Wait,
+            };
+            let (job, client, piece) = match step {
+                Step::Cleaning(job) => (job, Client::None, None),
+                Step::Piece(job, piece) if command == Command::Trim => {
+                    if let Err(error) = self.trim_piece(job, piece) {
+                        return Progress::Done(Err(error));
+                    }
+                    submission.done += 1;
                     continue;
                 }
-                _ => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("{command:?} was given the wrong kind of buffer"),
-                    ))
+                Step::Piece(job, piece) => {
+                    let range = piece.at..piece.at + piece.len as usize;
+                    let client = match (&mut buffer, command) {
+                        (Buffer::Read(out), Command::Read) => Client::Read(&mut out[range]),
+                        (Buffer::Write(data), Command::Write { .. }) => Client::Write(&data[range]),
+                        (_, Command::WriteZeroes { .. }) => {
+                            Client::Write(&ZEROES[..piece.len as usize])
+                        }
+                        _ => {
+                            return Progress::Done(Err(io::Error::new(
+                                io::ErrorKind::InvalidInput,
+                                format!("{command:?} was given the wrong kind of buffer"),
+                            )))
+                        }
+                    };
+                    (job, client, Some(piece))
                 }
             };
-            due = due.max(self.run(job, client, &mut times)?);
+            match self.run(job, client, &mut submission.times, mode) {
+                Ok(due) => submission.due = submission.due.max(due),
+                Err(Refusal::WouldWait(job)) if submission.done == 0 => {
+                    let step = match piece {
+                        Some(piece) => Step::Piece(*job, piece),
+                        None => Step::Cleaning(*job),
+                    };
+                    submission.steps.push_front(step);
+                    return Progress::Paused(submission);
+                }
+                Err(refusal) => return Progress::Done(Err(refusal.into_error())),
+            }
+            submission.done += 1;
         }
-        if let Some(job) = cleaning {
-            self.run(job, Client::None, &mut times)?;
-        }
-        match command {
+        let Submission {
+            len,
+            arrival,
+            due,
+            times,
+            ..
+        } = submission;
+        let finished = match command {
             Command::Read => {
                 Counters::add(&self.counters.reads, 1);
                 Counters::add(&self.counters.read_bytes, len);
+                Ok(())
             }
             Command::Write { fua } | Command::WriteZeroes { fua } => {
                 Counters::add(&self.counters.writes, 1);
                 Counters::add(&self.counters.write_bytes, len);
                 if fua {
-                    self.persist_all()?;
+                    self.persist_all()
+                } else {
+                    Ok(())
                 }
             }
-            Command::Trim => Counters::add(&self.counters.trims, 1),
+            Command::Trim => {
+                Counters::add(&self.counters.trims, 1);
+                Ok(())
+            }
             Command::Flush => {
                 Counters::add(&self.counters.flushes, 1);
-                self.persist_all()?;
+                self.persist_all()
             }
-        }
-        Ok(self.answer(arrival, due, len as usize, &times))
+        };
+        Progress::Done(finished.map(|()| self.answer(arrival, due, len as usize, &times)))
     }
 
     /// Discards one piece: a whole line leaves the cache and the backing store is told; part
@@ -378,7 +521,7 @@ impl Volume {
         let kept = job.plan.is_empty() && job.lines[0].before.iter().any(Option::is_some);
         let backing_offset = self.storage.backing_offset(piece.key, piece.start);
         self.in_turn(job, |storage, job| {
-            storage.execute(job, Client::None)?;
+            storage.execute(job, Client::None, Mode::Wait)?;
             if !kept {
                 storage
                     .backing()
@@ -415,7 +558,8 @@ impl Volume {
             let next = control.controller.background(now, &mut plan);
             (self.resolve(&mut control, plan, None, now), next)
         };
-        self.run(job, Client::None, &mut Vec::new())?;
+        self.run(job, Client::None, &mut Vec::new(), Mode::Wait)
+            .map_err(Refusal::into_error)?;
         Ok(next.map(|at| Duration::from_nanos(at.saturating_sub(now))))
     }
 
@@ -579,6 +723,38 @@ impl Volume {
     ) -> io::Result<u64> {
         job.turns.wait();
         let result = work(&self.storage, &job);
+        self.finish(job, result)
+    }
+
+    /// Carries `job` out in its turn; returns when its answer is due (ns since the epoch),
+    /// noting each device operation's time in `times` when a tuner wants them. With
+    /// [`Mode::AtOnce`] the job comes back untouched when a read would have waited.
+    fn run(
+        &self,
+        mut job: Job,
+        client: Client<'_>,
+        times: &mut Vec<DeviceTime>,
+        mode: Mode,
+    ) -> Result<u64, Refusal> {
+        job.turns.wait();
+        match self.storage.execute(&job, client, mode) {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock && mode == Mode::AtOnce => {
+                Err(Refusal::WouldWait(Box::new(job)))
+            }
+            result => {
+                let wants_times = self.feedback.device_ops;
+                let due = self
+                    .storage
+                    .time_job(&job, wants_times.then_some(&mut *times));
+                self.finish(job, result)
+                    .map(|_| due)
+                    .map_err(Refusal::Failed)
+            }
+        }
+    }
+
+    /// Ends a job's turn, counts its write-backs and keeps its plan for reuse.
+    fn finish(&self, job: Job, result: io::Result<u64>) -> io::Result<u64> {
         let Job {
             mut plan, turns, ..
         } = job;
@@ -589,19 +765,6 @@ impl Volume {
         plan.clear();
         self.lock_control().spare_plans.push(plan);
         result
-    }
-
-    /// Carries `job` out in its turn; returns when its answer is due (ns since the epoch),
-    /// noting each device operation's time in `times` when a tuner wants them.
-    fn run(&self, job: Job, client: Client<'_>, times: &mut Vec<DeviceTime>) -> io::Result<u64> {
-        let mut due = job.now_ns;
-        let wants_times = self.feedback.device_ops;
-        self.in_turn(job, |storage, job| {
-            let writebacks = storage.execute(job, client)?;
-            due = storage.time_job(job, wants_times.then_some(&mut *times));
-            Ok(writebacks)
-        })?;
-        Ok(due)
     }
 
     /// Reports the answer to the controller's tuner and says when it is due.
@@ -643,7 +806,8 @@ impl Volume {
     /// Writes every dirty line back.
     pub(crate) fn clean_all(&self) -> io::Result<u64> {
         let (job, lines) = self.plan_cleaning(&mut self.lock_control(), 0);
-        self.run(job, Client::None, &mut Vec::new())?;
+        self.run(job, Client::None, &mut Vec::new(), Mode::Wait)
+            .map_err(Refusal::into_error)?;
         Ok(lines)
     }
 

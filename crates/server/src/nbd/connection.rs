@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::{Command, Parsed, Request, ServerEvent, ServerHandshake};
-use heterarchy_volume::{Command as VolumeCommand, Volume};
+use heterarchy_volume::{Attempt, Buffer, Command as VolumeCommand, Volume};
 
 use super::reply::{too_large, Replies};
-use super::workers::{execute, Inbox, Task, Workers};
+use super::workers::{Inbox, Task, Workers};
 use super::Exports;
 use crate::socket::Socket;
 
@@ -30,10 +30,15 @@ const OUTPUT_HIGH_WATER: usize = 8 << 20;
 /// An idle buffer larger than this is given back.
 const IDLE_BUFFER_BYTES: usize = 256 * 1024;
 
+/// An error to answer with, kept by reference elsewhere.
+fn clone_error(error: &io::Error) -> io::Error {
+    io::Error::new(error.kind(), error.to_string())
+}
+
 /// What the loop gives a connection to work with.
 pub struct Context<'a> {
     pub exports: &'a Exports,
-    pub workers: &'a Workers,
+    pub workers: &'a Arc<Workers>,
     pub inbox: &'a Arc<Inbox>,
     pub slot: usize,
     pub generation: u64,
@@ -293,33 +298,53 @@ impl Connection {
             VolumeCommand::Flush => 0,
             _ => u64::from(request.length),
         };
-        let submitted =
-            volume.submit_or_queue(command, request.offset, length, true, |submission| {
-                context.workers.push(Task {
-                    submission,
-                    volume: Arc::clone(&volume),
-                    request,
-                    payload: payload.to_vec(),
-                    replies,
-                    inbox: Arc::clone(context.inbox),
-                    slot: context.slot,
-                    generation: context.generation,
-                })
-            });
-        match submitted {
-            Ok(Some(submission)) => {
-                execute(
-                    &volume,
-                    submission,
-                    &request,
-                    payload,
-                    replies,
-                    &mut self.output,
-                );
+        let submission = match volume.submit(command, request.offset, length) {
+            Ok(submission) => submission,
+            Err(error) => {
+                replies.outcome(&mut self.output, cookie, &Err::<(), _>(error));
+                return Ok(true);
             }
-            Ok(None) => self.in_flight += 1,
-            Err(error) => replies.outcome(&mut self.output, cookie, &Err::<(), _>(error)),
-        }
+        };
+        // Answered here when nothing waits: straight into the outgoing bytes.
+        let start = self.output.len();
+        let attempt = match request.command {
+            Command::Read => {
+                let data = replies.begin_read(&mut self.output, &request);
+                let attempt =
+                    volume.try_complete(submission, Buffer::Read(&mut self.output[data..]));
+                match &attempt {
+                    Attempt::Done(result) => {
+                        let result = result.as_ref().map(drop).map_err(clone_error);
+                        replies.end_read(&mut self.output, start, &request, &result);
+                    }
+                    Attempt::WouldBlock(_) => self.output.truncate(start),
+                }
+                attempt
+            }
+            Command::Write => volume.try_complete(submission, Buffer::Write(payload)),
+            _ => volume.try_complete(submission, Buffer::None),
+        };
+        let submission = match attempt {
+            Attempt::Done(result) => {
+                if request.command != Command::Read {
+                    replies.outcome(&mut self.output, cookie, &result);
+                }
+                return Ok(true);
+            }
+            Attempt::WouldBlock(submission) => submission,
+        };
+        // Otherwise a worker carries it out once its turn has come.
+        self.in_flight += 1;
+        let workers = Arc::clone(context.workers);
+        let (inbox, slot, generation) =
+            (Arc::clone(context.inbox), context.slot, context.generation);
+        let payload = payload.to_vec();
+        submission.when_ready(move |submission| {
+            let back = (inbox, slot, generation);
+            workers.push(Task::new(
+                submission, volume, request, payload, replies, back,
+            ))
+        });
         Ok(true)
     }
 }

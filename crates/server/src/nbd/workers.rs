@@ -1,23 +1,20 @@
 //! The NBD server's I/O workers (issue 16, item 1; docs/architecture.md, "Serving"): a pool of
 //! threads that carry out the requests an event loop must not wait for — a miss reading a slow
-//! disk, a write-back, a flush, anything on a paced device — so that hits on the loops never
-//! wait behind them, and a device gets as many requests at once as there are workers (bounded
-//! per device by its queue depth).
+//! disk or a page the page cache lacks, a write-back, a flush, anything on a paced device — so
+//! that hits on the loops never wait behind them, and a device gets as many requests at once
+//! as there are workers (bounded per device by its queue depth).
 //!
-//! The queue is FIFO and filled in planning order ([`Volume::submit_or_queue`] queues while
-//! its planning lock is held): a request only waits for requests planned before it, which a
-//! worker has already taken, so workers never all wait for one still queued.
+//! A request reaches the queue only once its turn has come on every line it touches
+//! ([`Submission::when_ready`]), so a worker never sits waiting for another request.
 
 use std::collections::VecDeque;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
 
 use heterarchy_device::backend::wait_until;
-use heterarchy_nbd::constants::EIO;
 use heterarchy_nbd::{Command, Request};
-use heterarchy_volume::{Buffer, Submission, Volume};
+use heterarchy_volume::{Buffer, Progress, Submission, Volume};
 use mio::Waker;
 
 use super::panic_message;
@@ -77,7 +74,7 @@ impl Inbox {
     }
 }
 
-/// A request planned on a loop, to be carried out by a worker.
+/// A request planned on a loop, to be carried out by a worker once its turn has come.
 pub struct Task {
     pub submission: Submission,
     pub volume: Arc<Volume>,
@@ -85,9 +82,43 @@ pub struct Task {
     /// A WRITE's data.
     pub payload: Vec<u8>,
     pub replies: Replies,
+    /// The answer being built: for a READ, its header and room for the data from `data_at`.
+    pub answer: Vec<u8>,
+    pub data_at: usize,
     pub inbox: Arc<Inbox>,
     pub slot: usize,
     pub generation: u64,
+}
+
+impl Task {
+    /// A task for `request`, its answer begun.
+    pub fn new(
+        submission: Submission,
+        volume: Arc<Volume>,
+        request: Request,
+        payload: Vec<u8>,
+        replies: Replies,
+        back: (Arc<Inbox>, usize, u64),
+    ) -> Task {
+        let mut answer = Vec::new();
+        let data_at = match request.command {
+            Command::Read => replies.begin_read(&mut answer, &request),
+            _ => 0,
+        };
+        let (inbox, slot, generation) = back;
+        Task {
+            submission,
+            volume,
+            request,
+            payload,
+            replies,
+            answer,
+            data_at,
+            inbox,
+            slot,
+            generation,
+        }
+    }
 }
 
 struct Queue {
@@ -96,6 +127,7 @@ struct Queue {
 }
 
 /// The pool.
+#[derive(Clone)]
 pub struct Workers {
     queue: Arc<Queue>,
 }
@@ -107,13 +139,14 @@ impl Workers {
             tasks: Mutex::new(VecDeque::new()),
             ready: Condvar::new(),
         });
+        let workers = Workers { queue };
         for index in 0..count.max(1) {
-            let queue = Arc::clone(&queue);
+            let workers = workers.clone();
             std::thread::Builder::new()
                 .name(format!("nbd-io-{index}"))
-                .spawn(move || work(&queue))?;
+                .spawn(move || workers.work())?;
         }
-        Ok(Workers { queue })
+        Ok(workers)
     }
 
     /// Queues `task` behind every task queued before it.
@@ -127,90 +160,97 @@ impl Workers {
     }
 }
 
-fn work(queue: &Queue) {
-    loop {
-        let task = {
-            let mut tasks = queue
-                .tasks
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            loop {
-                if let Some(task) = tasks.pop_front() {
-                    break task;
-                }
-                tasks = queue
-                    .ready
-                    .wait(tasks)
+impl Workers {
+    fn work(&self) {
+        loop {
+            let task = {
+                let mut tasks = self
+                    .queue
+                    .tasks
+                    .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
+                loop {
+                    if let Some(task) = tasks.pop_front() {
+                        break task;
+                    }
+                    tasks = self
+                        .queue
+                        .ready
+                        .wait(tasks)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                }
+            };
+            self.run(task);
+        }
+    }
+
+    /// Goes on with a task as far as its turns allow: parked again when a later piece's turn
+    /// has not come, else answered (once due on paced devices) to its loop. A panic becomes an
+    /// I/O error for this request alone.
+    fn run(&self, task: Task) {
+        let Task {
+            submission,
+            volume,
+            request,
+            payload,
+            replies,
+            mut answer,
+            data_at,
+            inbox,
+            slot,
+            generation,
+        } = task;
+        let progress = catch_unwind(AssertUnwindSafe(|| {
+            let buffer = match request.command {
+                Command::Read => Buffer::Read(&mut answer[data_at..]),
+                Command::Write => Buffer::Write(&payload),
+                _ => Buffer::None,
+            };
+            volume.advance(submission, buffer)
+        }));
+        let result = match progress {
+            Ok(Progress::Paused(submission)) => {
+                let workers = self.clone();
+                submission.when_ready(move |submission| {
+                    workers.push(Task {
+                        submission,
+                        volume,
+                        request,
+                        payload,
+                        replies,
+                        answer,
+                        data_at,
+                        inbox,
+                        slot,
+                        generation,
+                    })
+                });
+                return;
+            }
+            Ok(Progress::Done(result)) => result,
+            Err(panic) => {
+                let reason = format!("the request panicked: {}", panic_message(panic.as_ref()));
+                eprintln!("heterarchy: nbd: volume {}: {reason}", volume.name());
+                Err(io::Error::other(reason))
             }
         };
-        run(task);
-    }
-}
-
-/// Carries a task out, waits until its answer is due on paced devices, and hands the answer
-/// to its loop. A panic becomes an I/O error for this request alone.
-fn run(task: Task) {
-    let Task {
-        submission,
-        volume,
-        request,
-        payload,
-        replies,
-        inbox,
-        slot,
-        generation,
-    } = task;
-    let mut bytes = Vec::new();
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        execute(&volume, submission, &request, &payload, replies, &mut bytes)
-    }));
-    match outcome {
-        Ok(Some(due)) => wait_until(due),
-        Ok(None) => {}
-        Err(panic) => {
-            let reason = format!("the request panicked: {}", panic_message(panic.as_ref()));
-            eprintln!("heterarchy: nbd: volume {}: {reason}", volume.name());
-            bytes.clear();
-            replies.failure(&mut bytes, request.cookie, EIO, &reason);
+        match request.command {
+            Command::Read => {
+                let read = match &result {
+                    Ok(_) => Ok(()),
+                    Err(error) => Err(io::Error::new(error.kind(), error.to_string())),
+                };
+                replies.end_read(&mut answer, 0, &request, &read);
+            }
+            _ => replies.outcome(&mut answer, request.cookie, &result),
         }
-    }
-    inbox.send(Answer {
-        slot,
-        generation,
-        bytes,
-    });
-}
-
-/// Completes a planned request and appends its answer to `output`; returns when the answer is
-/// due on paced devices. Loops call it for requests that run at once, workers for the rest.
-pub fn execute(
-    volume: &Volume,
-    submission: Submission,
-    request: &Request,
-    payload: &[u8],
-    replies: Replies,
-    output: &mut Vec<u8>,
-) -> Option<Instant> {
-    let cookie = request.cookie;
-    match request.command {
-        Command::Read => {
-            let start = output.len();
-            let data = replies.begin_read(output, request);
-            let result = volume.complete(submission, Buffer::Read(&mut output[data..]));
-            let due = result.as_ref().ok().copied().flatten();
-            replies.end_read(output, start, request, &result.map(drop));
-            due
+        if let Ok(Some(due)) = result {
+            wait_until(due);
         }
-        Command::Write => {
-            let result = volume.complete(submission, Buffer::Write(payload));
-            replies.outcome(output, cookie, &result);
-            result.ok().flatten()
-        }
-        _ => {
-            let result = volume.complete(submission, Buffer::None);
-            replies.outcome(output, cookie, &result);
-            result.ok().flatten()
-        }
+        inbox.send(Answer {
+            slot,
+            generation,
+            bytes: answer,
+        });
     }
 }
