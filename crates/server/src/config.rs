@@ -22,6 +22,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use heterarchy_device::backend::Throttles;
 use heterarchy_volume::VolumeConfig;
 
 use crate::kv::TenantConfig;
@@ -53,6 +54,16 @@ impl Default for ServerSection {
     }
 }
 
+/// One `[[device]]` table: a physical device by name, which tiers, volumes and tenants name as
+/// their throttle to share its one model (docs/architecture.md, "The device layer").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceEntry {
+    pub name: String,
+    /// What it is paced like: a preset or a device file.
+    pub like: String,
+}
+
 /// A whole serve config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,12 +71,23 @@ pub struct ServeConfig {
     #[serde(default)]
     pub server: ServerSection,
     #[serde(default)]
+    pub device: Vec<DeviceEntry>,
+    #[serde(default)]
     pub export: Vec<VolumeConfig>,
     #[serde(default)]
     pub tenant: Vec<TenantConfig>,
 }
 
 impl ServeConfig {
+    /// The declared devices' throttles, each shared by whoever names it.
+    pub fn throttles(&self) -> Result<Throttles, String> {
+        Throttles::new(
+            self.device
+                .iter()
+                .map(|device| (device.name.as_str(), device.like.as_str())),
+        )
+    }
+
     /// Reads and checks a config file; the error names the file, and the line or key.
     pub fn from_file(path: &Path) -> Result<ServeConfig, String> {
         let text = std::fs::read_to_string(path)
@@ -102,6 +124,7 @@ impl ServeConfig {
                 "no [[export]] or [[tenant]] table; a server needs one of either".to_string(),
             );
         }
+        self.throttles()?;
         if self.server.io_workers == 0 {
             return Err("server.io_workers: expected at least 1".to_string());
         }
@@ -181,6 +204,35 @@ mod tests {
         assert_eq!(
             config.export[0].caching.mode,
             heterarchy_engine::WriteMode::Wb
+        );
+    }
+
+    #[test]
+    fn a_declared_device_paces_every_tier_that_names_it() {
+        let (_dir, path) = write(
+            "[[device]]\nname = \"pm0\"\nlike = \"optane-pm\"\n\
+             [[export]]\nname = \"a\"\nbacking = \"ram:4m\"\ncache = \"ram:1m\"\n\
+             cache_throttle = \"pm0\"\n\
+             [[export]]\nname = \"b\"\nbacking = \"ram:4m\"\ncache = \"ram:1m\"\n\
+             cache_throttle = \"pm0\"\n",
+        );
+        let config = ServeConfig::from_file(&path).unwrap();
+        let throttles = config.throttles().unwrap();
+        assert!(std::sync::Arc::ptr_eq(
+            &throttles.get("pm0").unwrap(),
+            &throttles.get("pm0").unwrap()
+        ));
+        for export in &config.export {
+            heterarchy_volume::Volume::open_with(export, &throttles).unwrap();
+        }
+        let (_dir, path) = write(
+            "[[device]]\nname = \"pm0\"\nlike = \"floppy\"\n\
+             [[export]]\nname = \"a\"\nbacking = \"ram:4m\"\ncache = \"ram:1m\"\n",
+        );
+        let error = ServeConfig::from_file(&path).unwrap_err();
+        assert!(
+            error.contains("device pm0") && error.contains("floppy"),
+            "{error}"
         );
     }
 

@@ -351,8 +351,9 @@ impl Storage {
     }
 
     /// True when `job` can be carried out without waiting, given the lines' state now (its
-    /// turn has come, so nothing else changes them): no paced device, no device that always
-    /// waits, no write-back (whose flush waits), no discard on a device that waits. Reads from
+    /// turn has come, so nothing else changes them): no device that always waits, no
+    /// write-back (whose flush waits), no discard on a device that waits. A paced device's data
+    /// moves at once; its answer says when it is due. Reads from
     /// a buffered file may still find the page cache without the data ([`Mode::AtOnce`]
     /// refuses then); `memory_only` forbids even that, for jobs after the first of a request,
     /// which cannot be refused once the first has changed things.

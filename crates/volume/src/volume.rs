@@ -380,10 +380,11 @@ impl Volume {
     }
 
     /// Completes a submission without waiting for anything, on a thread that must not wait:
-    /// its turn must have come, it must need no paced device, no device that always waits, no
-    /// flush or write-back ([`Storage::is_quick`](crate::sectors::Storage)), and reads from
-    /// buffered files take only what the page cache holds. When something would wait, nothing
-    /// is changed and the submission comes back, for a thread that may wait.
+    /// its turn must have come, it must need no device that always waits, no flush or
+    /// write-back ([`Storage::is_quick`](crate::sectors::Storage)), and reads from buffered
+    /// files take only what the page cache holds. When something would wait, nothing is
+    /// changed and the submission comes back, for a thread that may wait. On paced devices the
+    /// answer comes with when it is due, for the caller to hold until then.
     pub fn try_complete(&self, submission: Submission, buffer: Buffer<'_>) -> Attempt {
         // A try that fails must have changed nothing: only the first job's reads may refuse,
         // so several jobs are tried only when nothing they read can.

@@ -90,6 +90,7 @@ impl KvArgs {
                 threads: self.threads,
                 ..ServerSection::default()
             },
+            device: Vec::new(),
             export: Vec::new(),
             tenant: vec![tenant],
         };
@@ -213,6 +214,7 @@ impl NbdArgs {
                 threads: self.threads.unwrap_or(defaults.threads),
                 io_workers: self.io_workers,
             },
+            device: Vec::new(),
             export: vec![volume],
             tenant: Vec::new(),
         };

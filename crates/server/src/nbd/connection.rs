@@ -9,8 +9,10 @@
 //! flight, is not read from until it catches up. Buffers shrink back when idle, so many idle
 //! clients cost little.
 
+use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
+use std::time::Instant;
 
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::{Command, Parsed, Request, ServerEvent, ServerHandshake};
@@ -39,6 +41,8 @@ fn clone_error(error: &io::Error) -> io::Error {
 pub struct Context<'a> {
     pub exports: &'a Exports,
     pub workers: &'a Arc<Workers>,
+    /// Answers due later on paced devices, which the loop sends when due.
+    pub later: &'a RefCell<Vec<(Instant, Vec<u8>)>>,
     pub inbox: &'a Arc<Inbox>,
     pub slot: usize,
     pub generation: u64,
@@ -77,6 +81,9 @@ pub struct Connection {
     /// No more requests are read: the client disconnected, sent NBD_CMD_DISC, or the input
     /// ended.
     draining: bool,
+    /// The socket may have bytes to read: set by a readable event, cleared when a read finds
+    /// none, so a wake-up for answers alone costs no read.
+    readable: bool,
 }
 
 impl Connection {
@@ -93,7 +100,13 @@ impl Connection {
             in_flight: 0,
             skipping: None,
             draining: false,
+            readable: true,
         }
+    }
+
+    /// The socket said it has bytes to read.
+    pub fn mark_readable(&mut self) {
+        self.readable = true;
     }
 
     pub fn socket_mut(&mut self) -> &mut Socket {
@@ -138,7 +151,7 @@ impl Connection {
             if self.serve(context)? {
                 continue;
             }
-            if !self.receive()? {
+            if !self.readable || !self.receive()? {
                 return Ok(true);
             }
         }
@@ -190,7 +203,10 @@ impl Connection {
                 Ok(true)
             }
             Ok(_) => Ok(true),
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                self.readable = false;
+                Ok(false)
+            }
             Err(error) if error.kind() == io::ErrorKind::Interrupted => Ok(true),
             Err(error) => Err(error),
         }
@@ -328,6 +344,14 @@ impl Connection {
             Attempt::Done(result) => {
                 if request.command != Command::Read {
                     replies.outcome(&mut self.output, cookie, &result);
+                }
+                // On a paced device the answer waits for the model, not a thread.
+                if let Ok(Some(due)) = result {
+                    if due > Instant::now() {
+                        let answer = self.output.split_off(start);
+                        self.in_flight += 1;
+                        context.later.borrow_mut().push((due, answer));
+                    }
                 }
                 return Ok(true);
             }

@@ -11,8 +11,8 @@ use std::collections::VecDeque;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
 
-use heterarchy_device::backend::wait_until;
 use heterarchy_nbd::{Command, Request};
 use heterarchy_volume::{Buffer, Progress, Submission, Volume};
 use mio::Waker;
@@ -26,11 +26,13 @@ pub struct Inbox {
     waker: Waker,
 }
 
-/// One request's answer, for the connection in `slot` if it is still the one of `generation`.
+/// One request's answer, for the connection in `slot` if it is still the one of `generation`,
+/// to be sent at `due` on paced devices.
 pub struct Answer {
     pub slot: usize,
     pub generation: u64,
     pub bytes: Vec<u8>,
+    pub due: Option<Instant>,
 }
 
 impl Inbox {
@@ -185,8 +187,8 @@ impl Workers {
     }
 
     /// Goes on with a task as far as its turns allow: parked again when a later piece's turn
-    /// has not come, else answered (once due on paced devices) to its loop. A panic becomes an
-    /// I/O error for this request alone.
+    /// has not come, else answered to its loop, which holds the answer until due on paced
+    /// devices. A panic becomes an I/O error for this request alone.
     fn run(&self, task: Task) {
         let Task {
             submission,
@@ -244,13 +246,11 @@ impl Workers {
             }
             _ => replies.outcome(&mut answer, request.cookie, &result),
         }
-        if let Ok(Some(due)) = result {
-            wait_until(due);
-        }
         inbox.send(Answer {
             slot,
             generation,
             bytes: answer,
+            due: result.ok().flatten(),
         });
     }
 }
