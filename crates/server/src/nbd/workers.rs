@@ -78,7 +78,8 @@ impl Inbox {
 
 /// A request planned on a loop, to be carried out by a worker once its turn has come.
 pub struct Task {
-    pub submission: Submission,
+    /// Taken while a worker carries it out; back when it pauses.
+    submission: Option<Submission>,
     pub volume: Arc<Volume>,
     pub request: Request,
     /// A WRITE's data.
@@ -109,7 +110,7 @@ impl Task {
         };
         let (inbox, slot, generation) = back;
         Task {
-            submission,
+            submission: Some(submission),
             volume,
             request,
             payload,
@@ -189,53 +190,43 @@ impl Workers {
     /// Goes on with a task as far as its turns allow: parked again when a later piece's turn
     /// has not come, else answered to its loop, which holds the answer until due on paced
     /// devices. A panic becomes an I/O error for this request alone.
-    fn run(&self, task: Task) {
-        let Task {
-            submission,
-            volume,
-            request,
-            payload,
-            replies,
-            mut answer,
-            data_at,
-            inbox,
-            slot,
-            generation,
-        } = task;
+    fn run(&self, mut task: Task) {
+        let Some(submission) = task.submission.take() else {
+            return;
+        };
         let progress = catch_unwind(AssertUnwindSafe(|| {
-            let buffer = match request.command {
-                Command::Read => Buffer::Read(&mut answer[data_at..]),
-                Command::Write => Buffer::Write(&payload),
+            let buffer = match task.request.command {
+                Command::Read => Buffer::Read(&mut task.answer[task.data_at..]),
+                Command::Write => Buffer::Write(&task.payload),
                 _ => Buffer::None,
             };
-            volume.advance(submission, buffer)
+            task.volume.advance(submission, buffer)
         }));
         let result = match progress {
             Ok(Progress::Paused(submission)) => {
                 let workers = self.clone();
                 submission.when_ready(move |submission| {
-                    workers.push(Task {
-                        submission,
-                        volume,
-                        request,
-                        payload,
-                        replies,
-                        answer,
-                        data_at,
-                        inbox,
-                        slot,
-                        generation,
-                    })
+                    task.submission = Some(submission);
+                    workers.push(task);
                 });
                 return;
             }
             Ok(Progress::Done(result)) => result,
             Err(panic) => {
                 let reason = format!("the request panicked: {}", panic_message(panic.as_ref()));
-                eprintln!("heterarchy: nbd: volume {}: {reason}", volume.name());
+                eprintln!("heterarchy: nbd: volume {}: {reason}", task.volume.name());
                 Err(io::Error::other(reason))
             }
         };
+        let Task {
+            request,
+            replies,
+            mut answer,
+            inbox,
+            slot,
+            generation,
+            ..
+        } = task;
         match request.command {
             Command::Read => {
                 let read = match &result {
