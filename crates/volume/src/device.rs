@@ -10,7 +10,7 @@ use std::sync::Arc;
 use heterarchy_device::backend::{Backend, QueueDepth, Throttle};
 
 use crate::slots::TierSlots;
-use crate::volume::Mode;
+use crate::submission::Mode;
 
 /// A cache tier or the backing store.
 pub struct Device {

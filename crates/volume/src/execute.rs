@@ -27,7 +27,7 @@ use crate::order::Turns;
 use crate::sectors::{
     sector_span, whole_sector_bits, ClientWrite, Copies, Merged, ReadInfo, Storage,
 };
-use crate::volume::Mode;
+use crate::submission::Mode;
 
 /// One line a plan touches, with its slot in every tier before and after the plan.
 #[derive(Clone, Copy, Debug, Default)]

@@ -29,7 +29,8 @@ use crate::placement::Placement;
 use crate::sectors::{Copies, Storage};
 use crate::slots::TierSlots;
 use crate::stats::Counters;
-use crate::volume::{Control, Mode, Volume};
+use crate::submission::Mode;
+use crate::volume::{Control, Volume};
 
 /// The config key naming cache tier `tier` of `tiers`: `cache` alone, else `cache[i]`.
 fn tier_key(tier: usize, tiers: usize) -> String {

@@ -18,7 +18,7 @@ use heterarchy_engine::MAX_CACHE_TIERS;
 use crate::device::Device;
 use crate::layout::{runs, sector_bits, SECTOR_BYTES};
 use crate::slots::SlotState;
-use crate::volume::Mode;
+use crate::submission::Mode;
 
 /// A line's slot in each cache tier (`None`: the tier does not hold it).
 pub type Copies = [Option<u32>; MAX_CACHE_TIERS];
