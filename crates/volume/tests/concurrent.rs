@@ -52,8 +52,9 @@ impl Jittery {
             .wrapping_mul(0xbf58_476d_1ce4_e5b9)
             >> 58;
         match draw {
-            0..=15 => std::thread::yield_now(),
-            16 => std::thread::sleep(std::time::Duration::from_micros(50)),
+            0..=3 => std::thread::yield_now(),
+            4 => std::thread::sleep(std::time::Duration::from_micros(50)),
+            5..=15 => (0..200).for_each(|_| std::hint::spin_loop()),
             _ => {}
         }
     }
@@ -183,7 +184,7 @@ fn run_history(seed: u64) -> Vec<Timed> {
         let cleaner = scope.spawn(|| {
             while !stop.load(Ordering::SeqCst) {
                 volume.background().unwrap();
-                std::thread::yield_now();
+                std::thread::sleep(std::time::Duration::from_micros(100));
             }
         });
         let workers: Vec<_> = (0..THREADS)
