@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import BINARY, TRACES
+from helpers import BINARY, TRACES, free_port
 from kv_support import Servers
+from nbd_support import EXPORT, VOLUME_BYTES, Server
 from zipf_trace import write_zipf_trace
 
 
@@ -49,3 +50,43 @@ def servers(tmp_path):
     started = Servers(tmp_path)
     yield started
     started.kill_all()
+
+
+@pytest.fixture
+def serve(heterarchy, tmp_path):
+    """`serve(*args, nbd=, metrics=)` starts `heterarchy serve *args` and waits until it accepts
+    connections on `nbd` (a port or a Unix socket path) and `metrics` (a port); every server
+    still running at teardown is killed."""
+    servers = []
+
+    def start(*args, nbd, metrics=None) -> Server:
+        server = Server(heterarchy, ["serve", *args], tmp_path / f"server-{len(servers)}.log", nbd, metrics)
+        servers.append(server)
+        server.wait_until_ready()
+        return server
+
+    yield start
+    for server in servers:
+        server.kill()
+
+
+@pytest.fixture
+def volume(serve, tmp_path):
+    """`volume(mode, *flags, backing=, cache=, metrics=, listen=)` serves one export, EXPORT, by
+    default a 64 MiB file in tmp_path over a 16 MiB RAM cache, on a free TCP port (on a Unix
+    socket if `listen` is its path), with an HTTP metrics port if `metrics`."""
+
+    def start(mode="wt", *flags, backing=None, cache="ram:16m", metrics=False, listen=None) -> Server:
+        nbd = listen or free_port()
+        address = f"unix:{nbd}" if isinstance(nbd, Path) else f"127.0.0.1:{nbd}"
+        metrics_port = free_port() if metrics else None
+        args = [
+            "nbd", "--listen", address, "--export", EXPORT,
+            "--backing", backing or f"file:{tmp_path / 'backing.img'}:{VOLUME_BYTES}",
+            "--cache", cache, "--mode", mode, *flags,
+        ]
+        if metrics_port:
+            args += ["--metrics", f"127.0.0.1:{metrics_port}"]
+        return serve(*args, nbd=nbd, metrics=metrics_port)
+
+    return start

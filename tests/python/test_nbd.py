@@ -15,142 +15,23 @@ import struct
 import subprocess
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from helpers import READY_SECONDS, free_port, run, run_json, wait_ready
+from helpers import READY_SECONDS, free_port, run, run_json
+from nbd_support import (
+    BLOCK, CMD_FLAG_FUA, CMD_FLUSH, CMD_READ, CMD_WRITE, EINVAL, EXPORT, FLAG_FIXED_NEWSTYLE,
+    IMAGE_BYTES, IO_SECONDS, MISSING, REP_ACK, REP_ERR_UNKNOWN, REP_ERR_UNSUP, REPLY_TYPE_ERROR,
+    REPLY_TYPE_OFFSET_DATA, TRANSMISSION_SEND_FLUSH, TRANSMISSION_SEND_FUA, VOLUME_BYTES, NbdClient,
+    Server, connect, tool, volume_stats,
+)
 
-TOOLS = ("nbdinfo", "nbdcopy", "qemu-img", "qemu-io", "fio")
-MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
 if MISSING:
     pytest.skip(
         f"the NBD tests need {', '.join(MISSING)} (Debian packages libnbd-bin, qemu-utils, fio)",
         allow_module_level=True,
     )
-
-EXPORT = "vol"
-VOLUME_BYTES = 64 << 20
-IMAGE_BYTES = 32 << 20
-BLOCK = 4096
-IO_SECONDS = 10
-
-# The NBD protocol (NetworkBlockDevice/nbd doc/proto.md); every field is big-endian.
-NBDMAGIC = 0x4E42444D41474943
-IHAVEOPT = 0x49484156454F5054
-OPTION_REPLY_MAGIC = 0x0003E889045565A9
-REQUEST_MAGIC = 0x25609513
-SIMPLE_REPLY_MAGIC = 0x67446698
-STRUCTURED_REPLY_MAGIC = 0x668E33EF
-REPLY_FLAG_DONE = 1
-REPLY_TYPE_OFFSET_DATA = 1
-REPLY_TYPE_ERROR = (1 << 15) | 1
-FLAG_FIXED_NEWSTYLE = 1
-FLAG_NO_ZEROES = 2
-OPT_LIST = 3
-OPT_GO = 7
-OPT_STRUCTURED_REPLY = 8
-REP_ACK = 1
-REP_SERVER = 2
-REP_INFO = 3
-REP_FLAG_ERROR = 1 << 31
-REP_ERR_UNSUP = REP_FLAG_ERROR | 1
-REP_ERR_UNKNOWN = REP_FLAG_ERROR | 6
-INFO_EXPORT = 0
-INFO_BLOCK_SIZE = 3
-TRANSMISSION_SEND_FLUSH = 1 << 2
-TRANSMISSION_SEND_FUA = 1 << 3
-CMD_READ = 0
-CMD_WRITE = 1
-CMD_FLUSH = 3
-CMD_FLAG_FUA = 1
-# NBD's error numbers are Linux's.
-EINVAL = 22
-
-
-class Server:
-    """A `heterarchy serve` process, the addresses it listens on and its log."""
-
-    def __init__(self, binary: Path, args, log: Path, nbd, metrics: int | None):
-        self.nbd, self.metrics, self.log = nbd, metrics, log
-        with open(log, "wb") as output:
-            self.process = subprocess.Popen(
-                [str(binary), *map(str, args)], stdout=output, stderr=subprocess.STDOUT
-            )
-
-    def wait_until_ready(self):
-        addresses = [address for address in (self.nbd, self.metrics) if address is not None]
-        if failure := wait_ready(self.process, addresses):
-            pytest.fail(f"the server {failure}: {self.log.read_text()}")
-
-    @property
-    def port(self) -> int:
-        return self.nbd
-
-    def uri(self) -> str:
-        if isinstance(self.nbd, Path):
-            return f"nbd+unix:///{EXPORT}?socket={self.nbd}"
-        return f"nbd://127.0.0.1:{self.nbd}/{EXPORT}"
-
-    def http(self, path, method="GET") -> str:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.metrics}{path}", method=method)
-        with urllib.request.urlopen(request, timeout=IO_SECONDS) as response:
-            return response.read().decode()
-
-    def stop(self) -> int:
-        """SIGTERM, then the exit code of the graceful shutdown."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the server was still running 30 s after SIGTERM: {self.log.read_text()}")
-
-    def kill(self):
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=IO_SECONDS)
-
-
-@pytest.fixture
-def serve(heterarchy, tmp_path):
-    """`serve(*args, nbd=, metrics=)` starts `heterarchy serve *args` and waits until it accepts
-    connections on `nbd` (a port or a Unix socket path) and `metrics` (a port); every server
-    still running at teardown is killed."""
-    servers = []
-
-    def start(*args, nbd, metrics=None) -> Server:
-        server = Server(heterarchy, ["serve", *args], tmp_path / f"server-{len(servers)}.log", nbd, metrics)
-        servers.append(server)
-        server.wait_until_ready()
-        return server
-
-    yield start
-    for server in servers:
-        server.kill()
-
-
-@pytest.fixture
-def volume(serve, tmp_path):
-    """`volume(mode, *flags, backing=, cache=, metrics=, listen=)` serves one export, EXPORT, by
-    default a 64 MiB file in tmp_path over a 16 MiB RAM cache, on a free TCP port (on a Unix
-    socket if `listen` is its path), with an HTTP metrics port if `metrics`."""
-
-    def start(mode="wt", *flags, backing=None, cache="ram:16m", metrics=False, listen=None) -> Server:
-        nbd = listen or free_port()
-        address = f"unix:{nbd}" if isinstance(nbd, Path) else f"127.0.0.1:{nbd}"
-        metrics_port = free_port() if metrics else None
-        args = [
-            "nbd", "--listen", address, "--export", EXPORT,
-            "--backing", backing or f"file:{tmp_path / 'backing.img'}:{VOLUME_BYTES}",
-            "--cache", cache, "--mode", mode, *flags,
-        ]
-        if metrics_port:
-            args += ["--metrics", f"127.0.0.1:{metrics_port}"]
-        return serve(*args, nbd=nbd, metrics=metrics_port)
-
-    return start
-
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory) -> tuple[Path, bytes]:
@@ -159,141 +40,6 @@ def image(tmp_path_factory) -> tuple[Path, bytes]:
     path = tmp_path_factory.mktemp("image") / "in.bin"
     path.write_bytes(data)
     return path, data
-
-
-def tool(*args, timeout=60, cwd=None) -> subprocess.CompletedProcess:
-    """Runs an NBD client tool; fails the test with its output unless it exits 0."""
-    done = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=timeout, cwd=cwd)
-    if done.returncode != 0:
-        pytest.fail(f"{' '.join(map(str, args))} exited {done.returncode}: {done.stdout}{done.stderr}")
-    return done
-
-
-def volume_stats(server: Server) -> dict:
-    [stats] = [entry for entry in json.loads(server.http("/stats"))["exports"] if entry["name"] == EXPORT]
-    return stats
-
-
-class NbdClient:
-    """A minimal fixed-newstyle NBD client on 127.0.0.1: options, then requests, and simple
-    replies or, once asked for with `structured_replies`, structured reply chunks."""
-
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=IO_SECONDS)
-        magic, option_magic, flags = struct.unpack(">QQH", self.recv(18))
-        assert (magic, option_magic) == (NBDMAGIC, IHAVEOPT), "not a newstyle NBD greeting"
-        assert flags & FLAG_FIXED_NEWSTYLE, f"handshake flags {flags:#x} lack FIXED_NEWSTYLE"
-        self.sock.sendall(struct.pack(">I", FLAG_FIXED_NEWSTYLE | flags & FLAG_NO_ZEROES))
-        self.handles = itertools.count(1)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        self.sock.close()
-
-    def recv(self, length: int) -> bytes:
-        data = bytearray(length)
-        view, got = memoryview(data), 0
-        while got < length:
-            received = self.sock.recv_into(view[got:])
-            if received == 0:
-                raise EOFError(f"the server closed the connection after {got} of {length} bytes")
-            got += received
-        return bytes(data)
-
-    def option(self, option: int, data=b"") -> list[tuple[int, bytes]]:
-        """Sends an option; returns its replies (type, data) up to the ACK or the first error."""
-        self.sock.sendall(struct.pack(">QII", IHAVEOPT, option, len(data)) + data)
-        replies = []
-        for _ in range(64):
-            magic, echoed, kind, length = struct.unpack(">QIII", self.recv(20))
-            assert (magic, echoed) == (OPTION_REPLY_MAGIC, option), f"bad option reply {magic:#x} {echoed}"
-            replies.append((kind, self.recv(length)))
-            if kind == REP_ACK or kind & REP_FLAG_ERROR:
-                return replies
-        raise AssertionError(f"option {option}: no ACK or error in 64 replies")
-
-    def list_exports(self) -> list[str]:
-        *servers, (last, _) = self.option(OPT_LIST)
-        assert last == REP_ACK, f"NBD_OPT_LIST ended with reply {last:#x}"
-        names = []
-        for kind, data in servers:
-            assert kind == REP_SERVER
-            (length,) = struct.unpack_from(">I", data)
-            names.append(data[4 : 4 + length].decode())
-        return names
-
-    def go(self, name: str) -> int:
-        """NBD_OPT_GO asking for block sizes; returns the last reply's type (REP_ACK: the
-        connection is in transmission) and keeps the export's size, transmission flags and
-        (minimum, preferred, maximum) block sizes."""
-        encoded = name.encode()
-        data = struct.pack(">I", len(encoded)) + encoded + struct.pack(">HH", 1, INFO_BLOCK_SIZE)
-        replies = self.option(OPT_GO, data)
-        for kind, payload in replies:
-            if kind == REP_INFO:
-                (info,) = struct.unpack_from(">H", payload)
-                if info == INFO_EXPORT:
-                    self.size, self.flags = struct.unpack_from(">QH", payload, 2)
-                elif info == INFO_BLOCK_SIZE:
-                    self.block_sizes = struct.unpack_from(">III", payload, 2)
-        return replies[-1][0]
-
-    def structured_replies(self) -> int:
-        """Asks for structured replies (NBD_OPT_STRUCTURED_REPLY); returns the reply's type."""
-        [(kind, _)] = self.option(OPT_STRUCTURED_REPLY)
-        return kind
-
-    def receive_chunks(self) -> tuple[int, list[tuple[int, bytes]]]:
-        """The next structured reply: its handle and its chunks (type, payload), up to the one
-        flagged DONE; fails on a simple reply or chunks of two requests mixed."""
-        chunks, handles = [], set()
-        while True:
-            magic, flags, kind, handle, length = struct.unpack(">IHHQI", self.recv(20))
-            assert magic == STRUCTURED_REPLY_MAGIC, f"expected a structured reply chunk, magic {magic:#x}"
-            handles.add(handle)
-            chunks.append((kind, self.recv(length)))
-            if flags & REPLY_FLAG_DONE:
-                assert len(handles) == 1, f"chunks of several requests: {handles}"
-                return handle, chunks
-
-    def send(self, handle: int, command: int, offset: int, length: int, payload=b"", flags=0):
-        self.sock.sendall(struct.pack(">IHHQQI", REQUEST_MAGIC, flags, command, handle, offset, length))
-        if payload:
-            self.sock.sendall(payload)
-
-    def receive(self, read_length=0) -> tuple[int, int, bytes]:
-        """The next simple reply: (handle, error, data); a failed read carries no data."""
-        magic, error, handle = struct.unpack(">IIQ", self.recv(16))
-        assert magic == SIMPLE_REPLY_MAGIC, f"bad reply magic {magic:#x}"
-        return handle, error, self.recv(read_length) if error == 0 else b""
-
-    def request(self, command: int, offset: int, length: int, payload=b"", flags=0) -> tuple[int, bytes]:
-        handle = next(self.handles)
-        self.send(handle, command, offset, length, payload, flags)
-        echoed, error, data = self.receive(length if command == CMD_READ else 0)
-        assert echoed == handle, f"reply to handle {echoed}, expected {handle}"
-        return error, data
-
-    def read(self, offset: int, length: int) -> bytes:
-        error, data = self.request(CMD_READ, offset, length)
-        assert error == 0, f"read of {length} bytes at {offset}: error {error}"
-        return data
-
-    def write(self, offset: int, data: bytes):
-        error, _ = self.request(CMD_WRITE, offset, len(data), data)
-        assert error == 0, f"write of {len(data)} bytes at {offset}: error {error}"
-
-    def flush(self):
-        error, _ = self.request(CMD_FLUSH, 0, 0)
-        assert error == 0, f"flush: error {error}"
-
-
-def connect(server: Server) -> NbdClient:
-    client = NbdClient(server.port)
-    assert client.go(EXPORT) == REP_ACK
-    return client
 
 
 def test_nbdinfo_shows_the_export_its_size_and_what_it_can_do(volume):
@@ -675,53 +421,55 @@ class History:
         return {self.durable.get(block, 0), *self.since.get(block, [])}
 
 
-def write_until_killed(client: NbdClient, server: Server, rng: random.Random, history: History, iteration: int):
-    """Streams writes with FLUSHes (and some FUA writes) between them, IN_FLIGHT at a time and
-    never two to one block at once, then SIGKILLs the server once a random number of writes are
-    acknowledged, with more still on the wire. Updates `history` as replies come."""
+def write_until_killed(clients: list[NbdClient], server: Server, rng: random.Random, history: History, iteration: int):
+    """Streams writes with FLUSHes (and some FUA writes) between them on every client at once,
+    IN_FLIGHT at a time on each and never two to one block at once anywhere, then SIGKILLs the
+    server once a random number of writes are acknowledged, with more still on the wire. A
+    FLUSH on one connection covers the writes acknowledged on all of them before it was sent
+    (the server offers multi-conn). Updates `history` as replies come."""
     kill_after = rng.randint(1, KILL_AFTER_AT_MOST)
     state = threading.Condition()
-    in_flight: dict[int, tuple] = {}
+    in_flight: list[dict[int, tuple]] = [{} for _ in clients]
     acknowledged: list[tuple[int, int]] = []
-    stopped = False
+    covered = [0]
+    stopped, killed = [False], [False]
 
-    def ready_for(block):
-        writing = (entry[1] for entry in in_flight.values() if entry[0] == "write")
-        return len(in_flight) < IN_FLIGHT and block not in writing
+    def writing(block):
+        return any(entry[0] == "write" and entry[1] == block for flight in in_flight for entry in flight.values())
 
-    def sender():
-        flush_every = rng.randint(2, 16)
+    def sender(index: int, seed: int):
+        client, flight, local = clients[index], in_flight[index], random.Random(seed)
+        flush_every = local.randint(2, 16)
         try:
-            for count in range(1, CRASH_WRITES + 1):
-                block, fua = rng.randrange(CRASH_BLOCKS), rng.random() < 0.1
+            for count in range(1, CRASH_WRITES // len(clients) + 1):
+                block, fua = local.randrange(CRASH_BLOCKS), local.random() < 0.1
                 with state:
-                    if not state.wait_for(lambda: stopped or ready_for(block), timeout=IO_SECONDS) or stopped:
+                    ready = lambda: stopped[0] or (len(flight) < IN_FLIGHT and not writing(block))  # noqa: E731
+                    if not state.wait_for(ready, timeout=IO_SECONDS) or stopped[0]:
                         return
                     generation, handle = history.written(block), next(client.handles)
-                    in_flight[handle] = ("write", block, generation, fua)
+                    flight[handle] = ("write", block, generation, fua)
                 client.send(handle, CMD_WRITE, block * BLOCK, BLOCK, pattern(block, generation), CMD_FLAG_FUA if fua else 0)
                 if count % flush_every == 0:
                     with state:
-                        if not state.wait_for(lambda: stopped or len(in_flight) < IN_FLIGHT, timeout=IO_SECONDS) or stopped:
+                        if not state.wait_for(lambda: stopped[0] or len(flight) < IN_FLIGHT, timeout=IO_SECONDS) or stopped[0]:
                             return
                         handle = next(client.handles)
                         # A FLUSH covers the writes acknowledged before it was sent.
-                        in_flight[handle] = ("flush", len(acknowledged))
+                        flight[handle] = ("flush", len(acknowledged))
                     client.send(handle, CMD_FLUSH, 0, 0)
         except OSError:
             pass  # the server is gone
 
-    thread = threading.Thread(target=sender)
-    thread.start()
-    covered, killed = 0, False
-    try:
+    def receiver(index: int):
+        client, flight = clients[index], in_flight[index]
         for _ in range(2 * CRASH_WRITES):
             try:
                 handle, error, _ = client.receive()
             except (EOFError, OSError):
-                break
+                return
             with state:
-                entry = in_flight.pop(handle)
+                entry = flight.pop(handle)
                 assert error == 0, f"{entry[0]} failed with error {error}"
                 if entry[0] == "write":
                     _, block, generation, fua = entry
@@ -729,19 +477,26 @@ def write_until_killed(client: NbdClient, server: Server, rng: random.Random, hi
                     if fua:
                         history.made_durable(block, generation, f"FUA write acknowledged in iteration {iteration}")
                 else:
-                    for block, generation in acknowledged[covered : entry[1]]:
+                    for block, generation in acknowledged[covered[0] : entry[1]]:
                         history.made_durable(block, generation, f"FLUSH completed in iteration {iteration}")
-                    covered = max(covered, entry[1])
+                    covered[0] = max(covered[0], entry[1])
+                if not killed[0] and len(acknowledged) >= kill_after:
+                    server.kill()
+                    killed[0] = True
                 state.notify_all()
-            if not killed and len(acknowledged) >= kill_after:
-                server.kill()
-                killed = True
-    finally:
-        with state:
-            stopped = True
-            state.notify_all()
+
+    threads = [threading.Thread(target=sender, args=(index, rng.random())) for index in range(len(clients))]
+    threads += [threading.Thread(target=receiver, args=(index,)) for index in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads[len(clients):]:
+        thread.join(timeout=4 * IO_SECONDS)
+    with state:
+        stopped[0] = True
+        state.notify_all()
+    for thread in threads:
         thread.join(timeout=IO_SECONDS)
-    assert killed, f"the server closed the connection after {len(acknowledged)} of {kill_after} writes: {server.log.read_text()}"
+    assert killed[0], f"the server closed the connections after {len(acknowledged)} of {kill_after} writes: {server.log.read_text()}"
     assert server.process.returncode == -signal.SIGKILL
 
 
@@ -775,8 +530,13 @@ def test_sigkill_mid_stream_loses_no_flushed_write_and_tears_no_block(volume, tm
     rng, history, failures = random.Random(11), History(), []
     server = volume("wb", **files)
     for iteration in range(iterations):
-        with connect(server) as client:
-            write_until_killed(client, server, rng, history, iteration)
+        # One to four connections at once, each with requests in flight.
+        clients = [connect(server) for _ in range(1 + iteration % 4)]
+        try:
+            write_until_killed(clients, server, rng, history, iteration)
+        finally:
+            for client in clients:
+                client.sock.close()
         server = volume("wb", **files)
         with connect(server) as client:
             failures += check_and_settle(client, history, iteration)

@@ -10,6 +10,8 @@ use std::io;
 use std::time::Instant;
 
 use hashbrown::HashTable;
+use std::sync::Arc;
+
 use heterarchy_device::backend::{wait_until, Backend, Throttle};
 use heterarchy_device::model::IoKind;
 
@@ -213,7 +215,7 @@ pub enum Counted {
 /// One tenant's cache.
 pub struct Store {
     backend: Box<dyn Backend>,
-    throttle: Option<(Throttle, Instant)>,
+    throttle: Option<(Arc<Throttle>, Instant)>,
     config: StoreConfig,
     index: HashTable<Item>,
     hasher: foldhash::quality::RandomState,
@@ -277,7 +279,7 @@ impl Store {
     }
 
     /// Paces value accesses like a device model from now on (an emulated PM tier).
-    pub fn set_throttle(&mut self, throttle: Throttle) {
+    pub fn set_throttle(&mut self, throttle: Arc<Throttle>) {
         self.throttle = Some((throttle, Instant::now()));
     }
 
@@ -957,7 +959,7 @@ impl Store {
 
     /// Holds the caller until a throttled tier would have completed the access.
     fn pace(&mut self, kind: IoKind, offset: u64, bytes: usize) {
-        if let Some((throttle, epoch)) = &mut self.throttle {
+        if let Some((throttle, epoch)) = &self.throttle {
             let start_ns = epoch.elapsed().as_nanos() as u64;
             let done_ns = throttle.complete_ns(start_ns, kind, offset, bytes as u32);
             wait_until(*epoch + std::time::Duration::from_nanos(done_ns));

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use heterarchy_volume::{DeviceStats, Volume, VolumeStats};
+use heterarchy_volume::{DeviceStats, TierStats, Volume, VolumeStats};
 
 use crate::kv::{Tenant, TenantStats};
 
@@ -201,6 +201,48 @@ pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
             samples,
         );
     }
+    type TierField = fn(&TierStats) -> u64;
+    let tier_metrics: [(&str, &str, &str, TierField); 5] = [
+        (
+            "tier_resident_lines",
+            "gauge",
+            "Lines a cache tier holds",
+            |t| t.resident_lines,
+        ),
+        (
+            "tier_dirty_lines",
+            "gauge",
+            "Lines of a cache tier with data newer than the backing store",
+            |t| t.dirty_lines,
+        ),
+        (
+            "tier_hits_total",
+            "counter",
+            "Line accesses whose highest copy was in the tier",
+            |t| t.hits,
+        ),
+        (
+            "tier_installs_total",
+            "counter",
+            "Lines installed into the tier",
+            |t| t.installs,
+        ),
+        (
+            "tier_evictions_total",
+            "counter",
+            "Lines evicted from the tier",
+            |t| t.evictions,
+        ),
+    ];
+    for (name, kind, help, field) in tier_metrics {
+        let samples = volumes.iter().flat_map(|s| {
+            s.tiers.iter().map(move |tier| {
+                let labels = format!("{},tier=\"{}\"", export_label(s), tier.tier);
+                (labels, field(tier) as f64)
+            })
+        });
+        family(&mut text, &format!("volume_{name}"), kind, help, samples);
+    }
     let states = volumes.iter().filter_map(|s| {
         let admission = s.admission.as_ref()?;
         let labels = format!("{},state=\"{}\"", export_label(s), escape(&admission.state));
@@ -341,6 +383,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("heterarchy_volume_device_write_bytes_total{export=\"a\\\"b\",device=\"backing\"} 4096\n"), "{text}");
+        assert!(
+            text.contains("heterarchy_volume_tier_hits_total{export=\"a\\\"b\",tier=\"0\"} 1\n"),
+            "{text}"
+        );
+        assert!(text
+            .contains("heterarchy_volume_tier_resident_lines{export=\"a\\\"b\",tier=\"0\"} 1\n"));
         let served = Served {
             volumes: vec![Arc::new(volume)],
             tenants: Vec::new(),

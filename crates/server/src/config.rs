@@ -22,6 +22,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use heterarchy_device::backend::Throttles;
 use heterarchy_volume::VolumeConfig;
 
 use crate::kv::TenantConfig;
@@ -35,8 +36,11 @@ pub struct ServerSection {
     pub listen: ListenAddr,
     /// Where the HTTP admin and metrics endpoint listens, if anywhere.
     pub metrics: Option<String>,
-    /// Event-loop workers serving the key-value tenants (memcached's `-t`).
+    /// Event loops serving the key-value tenants (memcached's `-t`), and the NBD clients.
     pub threads: usize,
+    /// Threads carrying out the NBD requests that wait for a device, so that the loops never
+    /// do: they bound how many such requests are in flight at once.
+    pub io_workers: usize,
 }
 
 impl Default for ServerSection {
@@ -45,8 +49,19 @@ impl Default for ServerSection {
             listen: ListenAddr::Tcp("127.0.0.1:10809".to_string()),
             metrics: None,
             threads: std::thread::available_parallelism().map_or(4, |n| n.get()),
+            io_workers: 64,
         }
     }
+}
+
+/// One `[[device]]` table: a physical device by name, which tiers, volumes and tenants name as
+/// their throttle to share its one model (docs/architecture.md, "The device layer").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceEntry {
+    pub name: String,
+    /// What it is paced like: a preset or a device file.
+    pub like: String,
 }
 
 /// A whole serve config.
@@ -56,12 +71,23 @@ pub struct ServeConfig {
     #[serde(default)]
     pub server: ServerSection,
     #[serde(default)]
+    pub device: Vec<DeviceEntry>,
+    #[serde(default)]
     pub export: Vec<VolumeConfig>,
     #[serde(default)]
     pub tenant: Vec<TenantConfig>,
 }
 
 impl ServeConfig {
+    /// The declared devices' throttles, each shared by whoever names it.
+    pub fn throttles(&self) -> Result<Throttles, String> {
+        Throttles::new(
+            self.device
+                .iter()
+                .map(|device| (device.name.as_str(), device.like.as_str())),
+        )
+    }
+
     /// Reads and checks a config file; the error names the file, and the line or key.
     pub fn from_file(path: &Path) -> Result<ServeConfig, String> {
         let text = std::fs::read_to_string(path)
@@ -97,6 +123,10 @@ impl ServeConfig {
             return Err(
                 "no [[export]] or [[tenant]] table; a server needs one of either".to_string(),
             );
+        }
+        self.throttles()?;
+        if self.server.io_workers == 0 {
+            return Err("server.io_workers: expected at least 1".to_string());
         }
         if self.server.threads == 0 {
             return Err("server.threads: expected at least 1".to_string());
@@ -174,6 +204,35 @@ mod tests {
         assert_eq!(
             config.export[0].caching.mode,
             heterarchy_engine::WriteMode::Wb
+        );
+    }
+
+    #[test]
+    fn a_declared_device_paces_every_tier_that_names_it() {
+        let (_dir, path) = write(
+            "[[device]]\nname = \"pm0\"\nlike = \"optane-pm\"\n\
+             [[export]]\nname = \"a\"\nbacking = \"ram:4m\"\ncache = \"ram:1m\"\n\
+             cache_throttle = \"pm0\"\n\
+             [[export]]\nname = \"b\"\nbacking = \"ram:4m\"\ncache = \"ram:1m\"\n\
+             cache_throttle = \"pm0\"\n",
+        );
+        let config = ServeConfig::from_file(&path).unwrap();
+        let throttles = config.throttles().unwrap();
+        assert!(std::sync::Arc::ptr_eq(
+            &throttles.get("pm0").unwrap(),
+            &throttles.get("pm0").unwrap()
+        ));
+        for export in &config.export {
+            heterarchy_volume::Volume::open_with(export, &throttles).unwrap();
+        }
+        let (_dir, path) = write(
+            "[[device]]\nname = \"pm0\"\nlike = \"floppy\"\n\
+             [[export]]\nname = \"a\"\nbacking = \"ram:4m\"\ncache = \"ram:1m\"\n",
+        );
+        let error = ServeConfig::from_file(&path).unwrap_err();
+        assert!(
+            error.contains("device pm0") && error.contains("floppy"),
+            "{error}"
         );
     }
 

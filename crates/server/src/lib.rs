@@ -8,6 +8,7 @@ pub mod kv;
 pub mod listen;
 pub mod nbd;
 pub mod run;
+pub mod socket;
 
 pub use config::ServeConfig;
 pub use listen::{ListenAddr, Listener};

@@ -20,14 +20,17 @@ const CLEANER_TICK: Duration = Duration::from_secs(1);
 /// Serves `config` until SIGTERM or SIGINT, then shuts every volume down cleanly.
 pub fn run(config: &ServeConfig) -> Result<(), String> {
     let signals = block_stop_signals();
+    let throttles = config.throttles()?;
     let mut volumes = Vec::new();
     for export in &config.export {
-        let volume = Volume::open(export).map_err(|e| format!("export {}: {e}", export.name))?;
+        let volume = Volume::open_with(export, &throttles)
+            .map_err(|e| format!("export {}: {e}", export.name))?;
         volumes.push(Arc::new(volume));
     }
     let mut tenants = Vec::new();
     for tenant in &config.tenant {
-        let opened = Tenant::open(tenant).map_err(|e| format!("tenant {}: {e}", tenant.name))?;
+        let opened =
+            Tenant::open(tenant, &throttles).map_err(|e| format!("tenant {}: {e}", tenant.name))?;
         eprintln!(
             "heterarchy: kv tenant {}: {:?}",
             tenant.name, opened.recovery
@@ -47,7 +50,16 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
             spawn("cleaner", move || clean_forever(&volume))?;
         }
         let exports = Arc::new(Exports::new(volumes.clone()));
-        spawn("nbd-accept", move || nbd::serve(listener, exports))?;
+        let threads = nbd::Threads {
+            loops: config.server.threads,
+            io_workers: config.server.io_workers,
+        };
+        spawn("nbd-accept", move || {
+            if let Err(error) = nbd::serve(listener, exports, threads) {
+                eprintln!("heterarchy: nbd: cannot serve: {error}");
+                std::process::exit(1);
+            }
+        })?;
     }
     if !tenants.is_empty() {
         kv::start(&tenants, config.server.threads)?;

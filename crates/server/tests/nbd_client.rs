@@ -10,7 +10,7 @@ use heterarchy_engine::WriteMode;
 use heterarchy_nbd::constants::{EINVAL, MAX_PAYLOAD_BYTES};
 use heterarchy_nbd::{Client, ClientError, Command};
 use heterarchy_server::listen::{ListenAddr, Listener};
-use heterarchy_server::nbd::{serve, Exports};
+use heterarchy_server::nbd::{serve, Exports, Threads};
 use heterarchy_volume::{Volume, VolumeConfig};
 
 const VOLUME_BYTES: u64 = 64 << 20;
@@ -19,19 +19,25 @@ const BLOCK: usize = 4096;
 /// Serves "vol" (64 MiB of RAM behind a 16 MiB RAM cache, write-back) and "small" on a free
 /// port; returns the address.
 fn start() -> String {
-    let volumes = [("vol", "ram:64m", "ram:16m"), ("small", "ram:1m", "ram:1m")]
-        .into_iter()
-        .map(|(name, backing, cache)| {
-            let mut config =
-                VolumeConfig::new(name, backing.parse().unwrap(), cache.parse().unwrap());
-            config.caching.mode = WriteMode::Wb;
-            Arc::new(Volume::open(&config).expect("a RAM volume opens"))
-        })
-        .collect();
+    let volumes = [
+        ("vol", "ram:64m", "ram:16m"),
+        ("small", "ram:1m", "ram:512k"),
+    ]
+    .into_iter()
+    .map(|(name, backing, cache)| {
+        let mut config = VolumeConfig::new(name, backing.parse().unwrap(), cache.parse().unwrap());
+        config.caching.mode = WriteMode::Wb;
+        Arc::new(Volume::open(&config).expect("a RAM volume opens"))
+    })
+    .collect();
     let listener = Listener::bind(&ListenAddr::Tcp("127.0.0.1:0".into())).unwrap();
     let address = listener.local_addr();
     let exports = Arc::new(Exports::new(volumes));
-    std::thread::spawn(move || serve(listener, exports));
+    let threads = Threads {
+        loops: 2,
+        io_workers: 4,
+    };
+    std::thread::spawn(move || serve(listener, exports, threads));
     address
 }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use heterarchy_device::backend::{Backend, QueueDepth, Throttle};
 
 use crate::slots::TierSlots;
+use crate::submission::Mode;
 
 /// A cache tier or the backing store.
 pub struct Device {
@@ -60,6 +61,30 @@ impl Device {
         self.read_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.queued(|| self.backend.read_at(offset, buf))
+    }
+
+    /// Reads without waiting for the device, or fails with `WouldBlock` (see
+    /// [`Backend::read_at_once`]).
+    pub fn read_at_once(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.backend.read_at_once(offset, buf)?;
+        self.read_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Reads as `mode` allows.
+    pub fn read_in(&self, mode: Mode, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        match mode {
+            Mode::Wait => self.read_at(offset, buf),
+            Mode::AtOnce => self.read_at_once(offset, buf),
+        }
+    }
+
+    /// True when this device never makes a thread wait: writes land in memory (reads from a
+    /// buffered file may still find the page cache without the data). A paced device counts
+    /// as quick: its data moves at once, and the answer is held until the model says.
+    pub fn is_quick(&self) -> bool {
+        self.backend.writes_at_once()
     }
 
     pub fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {

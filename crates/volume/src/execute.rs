@@ -27,6 +27,7 @@ use crate::order::Turns;
 use crate::sectors::{
     sector_span, whole_sector_bits, ClientWrite, Copies, Merged, ReadInfo, Storage,
 };
+use crate::submission::Mode;
 
 /// One line a plan touches, with its slot in every tier before and after the plan.
 #[derive(Clone, Copy, Debug, Default)]
@@ -116,8 +117,10 @@ struct Moving {
 }
 
 impl Storage {
-    /// Carries `job` out; returns the lines it wrote back to the backing store.
-    pub fn execute(&self, job: &Job, client: Client<'_>) -> io::Result<u64> {
+    /// Carries `job` out; returns the lines it wrote back to the backing store. With
+    /// [`Mode::AtOnce`], a read that would wait fails with `WouldBlock` before anything has
+    /// changed (every read comes first).
+    pub fn execute(&self, job: &Job, client: Client<'_>, mode: Mode) -> io::Result<u64> {
         let backing = self.tiers() as u8;
         let request = job.request;
         let request_key = request.map(|part| part.key);
@@ -155,7 +158,7 @@ impl Storage {
                 }
             }
             if wanted != 0 {
-                self.read_merged(&line.before, &mut merged, wanted)?;
+                self.read_merged(&line.before, &mut merged, wanted, mode)?;
             }
             moving.push(Moving {
                 line: index,
@@ -190,14 +193,15 @@ impl Storage {
             match &mut client {
                 Client::Read(out) if part.access == Access::Read => {
                     let from = source.unwrap_or(self.tiers());
-                    read_info = self.read_line(part.key, &line.before, from, part.start, out)?;
+                    read_info =
+                        self.read_line(part.key, &line.before, from, part.start, out, mode)?;
                 }
                 Client::Write(data) if part.access == Access::Write => {
                     let (first, end) = sector_span(part.start, data.len() as u32);
                     let aligned = first == part.start && end == part.start + data.len() as u32;
                     if !aligned && writes_to(part.key).any(|device| device < backing) {
                         edges = vec![0; (end - first) as usize];
-                        self.read_line(part.key, &line.before, 0, first, &mut edges)?;
+                        self.read_line(part.key, &line.before, 0, first, &mut edges, mode)?;
                     }
                 }
                 _ => {}
@@ -268,7 +272,7 @@ impl Storage {
                 let line = job.lines[entry.line];
                 let unsafe_sectors = entry.merged.dirty & !entry.cleaned;
                 if unsafe_sectors != 0 {
-                    self.read_merged(&line.before, &mut entry.merged, unsafe_sectors)?;
+                    self.read_merged(&line.before, &mut entry.merged, unsafe_sectors, Mode::Wait)?;
                     self.write_back_sectors(line.key, unsafe_sectors, &entry.merged.data)?;
                     self.backing().flush()?;
                     entry.cleaned |= unsafe_sectors;
@@ -344,6 +348,41 @@ impl Storage {
             }
         }
         Ok(writebacks)
+    }
+
+    /// True when `job` can be carried out without waiting, given the lines' state now (its
+    /// turn has come, so nothing else changes them): no device that always waits, no
+    /// write-back (whose flush waits), no discard on a device that waits. A paced device's data
+    /// moves at once; its answer says when it is due. Reads from
+    /// a buffered file may still find the page cache without the data ([`Mode::AtOnce`]
+    /// refuses then); `memory_only` forbids even that, for jobs after the first of a request,
+    /// which cannot be refused once the first has changed things.
+    pub fn is_quick(&self, job: &Job, memory_only: bool) -> bool {
+        let backing = self.tiers() as u8;
+        let quick = |device: u8| {
+            let device = &self.devices[usize::from(device)];
+            device.is_quick() && !(memory_only && device.backend.may_block())
+        };
+        let request_key = job.request.map(|part| part.key);
+        let trims = job.request.is_some_and(|part| part.access == Access::Trim);
+        if trims && self.backing().backend.may_block() {
+            return false;
+        }
+        let ops_quick = job.plan.ops().iter().all(|op| {
+            quick(op.device)
+                && !(op.kind == IoKind::Write
+                    && op.device == backing
+                    && Some(op.key) != request_key)
+        });
+        ops_quick
+            && job.lines.iter().all(|line| {
+                // A line leaving every tier with dirty sectors is written back and flushed.
+                line.after.iter().any(Option::is_some)
+                    || trims
+                    || !self
+                        .held(line.key, &line.before)
+                        .any(|(_, _, state)| state.dirty != 0)
+            })
     }
 
     /// Writes a moving line's newest sectors into tier `tier`'s slot `slot`.

@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use heterarchy_device::backend::{open_backend, Backend, Throttle};
-use heterarchy_device::presets::resolve_device;
+use heterarchy_device::backend::{open_backend, Backend, Throttle, Throttles};
 use heterarchy_engine::{CacheController, Controller, Plan, TierLayout};
 use heterarchy_trace::generate::mix64;
 use heterarchy_trace::{Op, Request};
@@ -30,6 +29,7 @@ use crate::placement::Placement;
 use crate::sectors::{Copies, Storage};
 use crate::slots::TierSlots;
 use crate::stats::Counters;
+use crate::submission::Mode;
 use crate::volume::{Control, Volume};
 
 /// The config key naming cache tier `tier` of `tiers`: `cache` alone, else `cache[i]`.
@@ -47,6 +47,12 @@ impl Volume {
     /// (see the module docs for what is refused unless `force`). Errors name the device and
     /// say why.
     pub fn open(config: &VolumeConfig) -> Result<Volume, String> {
+        Volume::open_with(config, &Throttles::default())
+    }
+
+    /// [`open`](Self::open) with the server's devices: a throttle named after a declared
+    /// device is that device's, shared with everyone who names it.
+    pub fn open_with(config: &VolumeConfig, throttles: &Throttles) -> Result<Volume, String> {
         config.validate()?;
         let backing = open_backend(&config.backing).map_err(|e| format!("backing: {e}"))?;
         let tiers = config.cache.len();
@@ -58,7 +64,7 @@ impl Volume {
                 open_backend(spec).map_err(|e| format!("{}: {e}", tier_key(tier, tiers)))
             })
             .collect::<Result<Vec<_>, String>>()?;
-        Volume::with_backends(config, caches, backing)
+        Volume::assemble(config, caches, backing, throttles)
     }
 
     /// [`open`](Self::open) on storage already opened, one backend per cache tier (the specs
@@ -69,6 +75,15 @@ impl Volume {
         config: &VolumeConfig,
         caches: Vec<Box<dyn Backend>>,
         backing: Box<dyn Backend>,
+    ) -> Result<Volume, String> {
+        Volume::assemble(config, caches, backing, &Throttles::default())
+    }
+
+    fn assemble(
+        config: &VolumeConfig,
+        caches: Vec<Box<dyn Backend>>,
+        backing: Box<dyn Backend>,
+        throttles: &Throttles,
     ) -> Result<Volume, String> {
         config.validate()?;
         let tiers = caches.len();
@@ -113,6 +128,7 @@ impl Volume {
                 .map_err(|e| format!("{key}: {e}"))?;
             capacities.push(geometry.slot_count * u64::from(line_bytes));
             let throttle = throttle(
+                throttles,
                 config.tier_throttle(tier),
                 &format!("cache_throttle[{tier}]"),
             )?;
@@ -123,7 +139,11 @@ impl Volume {
                 config.queue_depth,
             ));
         }
-        let backing_throttle = throttle(config.backing_throttle.as_deref(), "backing_throttle")?;
+        let backing_throttle = throttle(
+            throttles,
+            config.backing_throttle.as_deref(),
+            "backing_throttle",
+        )?;
         devices.push(Device::new(
             backing,
             None,
@@ -232,7 +252,7 @@ impl Volume {
                             &mut plan,
                         )
                     };
-                    self.carry_out(plan)?;
+                    self.carry_out_plan(plan)?;
                     if !taken {
                         kept = false;
                         break;
@@ -253,7 +273,7 @@ impl Volume {
     }
 
     /// Carries out a plan made outside any request (restoring's evictions).
-    fn carry_out(&self, plan: Plan) -> io::Result<()> {
+    fn carry_out_plan(&self, plan: Plan) -> io::Result<()> {
         if plan.is_empty() && plan.departures().is_empty() {
             return Ok(());
         }
@@ -261,8 +281,10 @@ impl Volume {
             let mut control = self.lock_control();
             self.resolve(&mut control, plan, None, 0)
         };
-        self.in_turn(job, |storage, job| storage.execute(job, Client::None))
-            .map(|_| ())
+        self.in_turn(job, |storage, job| {
+            storage.execute(job, Client::None, Mode::Wait)
+        })
+        .map(|_| ())
     }
 
     /// Writes a line's newest dirty sectors back and frees every copy, the controller
@@ -278,7 +300,8 @@ impl Volume {
         let mut merged = self.storage.merge(key, &copies, held);
         if merged.dirty != 0 {
             let dirty = merged.dirty;
-            self.storage.read_merged(&copies, &mut merged, dirty)?;
+            self.storage
+                .read_merged(&copies, &mut merged, dirty, Mode::Wait)?;
             self.storage.write_back_sectors(key, dirty, &merged.data)?;
             self.storage.backing().flush()?;
         }
@@ -301,14 +324,15 @@ impl Volume {
     }
 }
 
-/// The throttle a device is paced with, if any: `name` is a preset or a device file.
-fn throttle(name: Option<&str>, key: &str) -> Result<Option<Arc<Throttle>>, String> {
-    name.map(|name| {
-        resolve_device(name, None)
-            .map(|spec| Arc::new(Throttle::new(&spec)))
-            .map_err(|e| format!("{key}: {e}"))
-    })
-    .transpose()
+/// The throttle a device is paced with, if any: `name` is a declared device, a preset or a
+/// device file.
+fn throttle(
+    throttles: &Throttles,
+    name: Option<&str>,
+    key: &str,
+) -> Result<Option<Arc<Throttle>>, String> {
+    name.map(|name| throttles.get(name).map_err(|e| format!("{key}: {e}")))
+        .transpose()
 }
 
 /// Reads a persistent tier's superblock and table, or formats it; a volatile tier starts

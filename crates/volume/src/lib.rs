@@ -12,12 +12,15 @@ mod format;
 pub mod layout;
 mod order;
 mod placement;
+mod planning;
 mod sectors;
 mod slots;
 mod stats;
+mod submission;
 mod timing;
 mod volume;
 
 pub use config::{CutoffPolicy, SeqCutoffConfig, VolumeConfig};
 pub use stats::{AdmissionStats, DeviceStats, PairSettings, TierStats, VolumeStats};
-pub use volume::{Buffer, Command, Submission, Volume};
+pub use submission::{Attempt, Buffer, Command, Progress, Submission};
+pub use volume::Volume;

@@ -7,7 +7,12 @@
 //! order; it then waits until each of its tickets is served. A request only ever waits for
 //! requests planned before it, which never wait for it: no deadlock, whatever the lines. A line
 //! without a waiting or working request has no queue at all.
+//!
+//! A thread may wait for its turn ([`Turns::wait`]), or leave the request parked
+//! ([`LineOrder::when_served`]): the thread that ends the last turn before it then hands it on,
+//! so a server's workers only ever take requests whose turn has come and never sit waiting.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use rustc_hash::FxHashMap;
@@ -16,12 +21,36 @@ use rustc_hash::FxHashMap;
 /// sharding by line spreads the locks without any global one.
 const SHARDS: usize = 64;
 
-#[derive(Clone, Copy, Debug)]
 struct Queue {
     /// The next ticket to hand out.
     next: u64,
     /// The ticket whose holder may work on the line.
     serving: u64,
+    /// Parked requests, by the ticket they wait for on this line.
+    parked: Vec<(u64, Arc<Parked>)>,
+}
+
+/// A request waiting for its turn without a thread: what to do once its last ticket is served.
+struct Parked {
+    /// Tickets not served yet, plus one while tickets are still being registered.
+    missing: AtomicUsize,
+    action: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Parked {
+    /// One more ticket served; the last runs the action.
+    fn arrive(&self) {
+        if self.missing.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let action = self
+                .action
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take();
+            if let Some(action) = action {
+                action();
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -63,6 +92,7 @@ impl LineOrder {
         let queue = queues.entry(key).or_insert(Queue {
             next: 0,
             serving: 0,
+            parked: Vec::new(),
         });
         queue.next += 1;
         queue.next - 1
@@ -100,6 +130,23 @@ impl LineOrder {
         }
     }
 
+    /// Runs `action` once every ticket of `tickets` is served: at once if they are, else on
+    /// the thread that ends the last turn before them.
+    pub fn when_served(&self, tickets: &[(u64, u64)], action: Box<dyn FnOnce() + Send>) {
+        let parked = Arc::new(Parked {
+            missing: AtomicUsize::new(1),
+            action: Mutex::new(Some(action)),
+        });
+        for &(key, ticket) in tickets {
+            let mut queues = Self::lock(self.shard(key));
+            if let Some(queue) = queues.get_mut(&key).filter(|queue| queue.serving != ticket) {
+                parked.missing.fetch_add(1, Ordering::AcqRel);
+                queue.parked.push((ticket, Arc::clone(&parked)));
+            }
+        }
+        parked.arrive();
+    }
+
     /// Ends the served ticket's turn on `key`'s line; the next one's begins.
     fn release(&self, key: u64) {
         let shard = self.shard(key);
@@ -109,6 +156,15 @@ impl LineOrder {
             return;
         };
         queue.serving += 1;
+        let serving = queue.serving;
+        let mut arrived = Vec::new();
+        queue.parked.retain(|(ticket, parked)| {
+            let now = *ticket == serving;
+            if now {
+                arrived.push(Arc::clone(parked));
+            }
+            !now
+        });
         let waiting = queue.serving < queue.next;
         if !waiting {
             queues.remove(&key);
@@ -116,6 +172,9 @@ impl LineOrder {
         drop(queues);
         if waiting {
             shard.turn.notify_all();
+        }
+        for parked in arrived {
+            parked.arrive();
         }
     }
 
@@ -140,6 +199,16 @@ pub struct Turns {
 }
 
 impl Turns {
+    /// (line, ticket) of every ticket.
+    pub fn tickets(&self) -> &[(u64, u64)] {
+        &self.tickets
+    }
+
+    /// The line order the tickets are in.
+    pub fn order(&self) -> &Arc<LineOrder> {
+        &self.order
+    }
+
     /// True when every ticket is being served: waiting would not wait.
     pub fn is_ready(&self) -> bool {
         self.tickets
@@ -187,6 +256,47 @@ mod tests {
         assert!(order.is_served(5, 1));
         // Dropped without waiting, a request still takes its turn and ends it.
         drop(second);
+        assert_eq!(order.busy_lines(), 0);
+    }
+
+    #[test]
+    fn a_parked_request_goes_on_when_its_last_turn_comes() {
+        let order = Arc::new(LineOrder::default());
+        let mut first = order.take_turns(&[1, 2]);
+        let second = order.take_turns(&[2, 3]);
+        let handed = Arc::new(Mutex::new(None));
+        let slot = Arc::clone(&handed);
+        let tickets = second.tickets().to_vec();
+        order.when_served(
+            &tickets,
+            Box::new(move || *slot.lock().unwrap() = Some(second)),
+        );
+        assert!(
+            handed.lock().unwrap().is_none(),
+            "line 2 is still the first's"
+        );
+        first.wait();
+        drop(first);
+        let second = handed
+            .lock()
+            .unwrap()
+            .take()
+            .expect("handed on by the release");
+        assert!(second.is_ready());
+        drop(second);
+        // Ready at once: the action runs on the caller.
+        let third = order.take_turns(&[4]);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&ran);
+        let tickets = third.tickets().to_vec();
+        order.when_served(
+            &tickets,
+            Box::new(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                drop(third);
+            }),
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
         assert_eq!(order.busy_lines(), 0);
     }
 

@@ -18,6 +18,7 @@ use heterarchy_engine::MAX_CACHE_TIERS;
 use crate::device::Device;
 use crate::layout::{runs, sector_bits, SECTOR_BYTES};
 use crate::slots::SlotState;
+use crate::submission::Mode;
 
 /// A line's slot in each cache tier (`None`: the tier does not hold it).
 pub type Copies = [Option<u32>; MAX_CACHE_TIERS];
@@ -121,6 +122,7 @@ impl Storage {
         from: usize,
         start: u32,
         out: &mut [u8],
+        mode: Mode,
     ) -> io::Result<ReadInfo> {
         let end = start + out.len() as u32;
         let wanted = sector_bits(start, out.len() as u32);
@@ -141,21 +143,21 @@ impl Storage {
                 let to_byte = ((first + count) * SECTOR_BYTES).min(end);
                 let window = &mut out[(from_byte - start) as usize..(to_byte - start) as usize];
                 let offset = self.slot_offset(tier, slot, from_byte);
-                self.devices[tier].read_at(offset, window)?;
+                self.devices[tier].read_in(mode, offset, window)?;
             }
         }
         if missing != 0 {
             info.below |= missing;
             if missing == wanted {
                 self.backing()
-                    .read_at(self.backing_offset(key, start), out)?;
+                    .read_in(mode, self.backing_offset(key, start), out)?;
             } else {
                 for (first, count) in runs(missing) {
                     let from_byte = (first * SECTOR_BYTES).max(start);
                     let to_byte = ((first + count) * SECTOR_BYTES).min(end);
                     let window = &mut out[(from_byte - start) as usize..(to_byte - start) as usize];
                     self.backing()
-                        .read_at(self.backing_offset(key, from_byte), window)?;
+                        .read_in(mode, self.backing_offset(key, from_byte), window)?;
                 }
             }
         }
@@ -195,6 +197,7 @@ impl Storage {
         copies: &Copies,
         merged: &mut Merged,
         wanted: u128,
+        mode: Mode,
     ) -> io::Result<()> {
         merged.data.resize(self.line_bytes as usize, 0);
         let wanted = wanted & merged.valid;
@@ -211,7 +214,7 @@ impl Storage {
                 let (from, bytes) = (first * SECTOR_BYTES, count * SECTOR_BYTES);
                 let window = &mut merged.data[from as usize..(from + bytes) as usize];
                 let offset = self.slot_offset(tier, slot, from);
-                self.devices[tier].read_at(offset, window)?;
+                self.devices[tier].read_in(mode, offset, window)?;
             }
         }
         Ok(())

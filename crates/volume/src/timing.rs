@@ -22,23 +22,6 @@ impl Storage {
         self.devices.iter().any(|device| device.throttle.is_some())
     }
 
-    /// True when `job` touches only devices that never make a thread wait: memory, not paced
-    /// like a slower device (a trim tells the backing store too).
-    pub fn never_waits(&self, job: &Job) -> bool {
-        let fast = |device: &crate::device::Device| {
-            device.throttle.is_none() && !device.backend.may_block()
-        };
-        let trims = job
-            .request
-            .is_some_and(|part| part.access == crate::execute::Access::Trim);
-        (!trims || fast(self.backing()))
-            && job
-                .plan
-                .ops()
-                .iter()
-                .all(|op| fast(&self.devices[usize::from(op.device)]))
-    }
-
     /// When `job`'s reply stage completes on the devices' models, from `now_ns` (at once for
     /// devices not throttled); each operation's time goes to `times` when it is given.
     pub fn time_job(&self, job: &Job, mut times: Option<&mut Vec<DeviceTime>>) -> u64 {

@@ -31,23 +31,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use heterarchy_device::backend::check_range;
-use heterarchy_engine::{
-    CacheController, Controller, DeviceOp, Feedback, IoKind, Plan, Reply, TierLayout, WriteMode,
-};
-use heterarchy_trace::{Op, Request};
+use heterarchy_engine::{CacheController, Controller, Feedback, Plan, TierLayout, WriteMode};
 
 use crate::cutoff::SequentialCutoff;
-use crate::execute::{Access, Client, Job, LineJob, RequestPart};
+use crate::execute::Client;
 use crate::order::LineOrder;
 use crate::placement::Placement;
-use crate::sectors::{Copies, Storage};
+use crate::sectors::Storage;
 use crate::stats::{Counters, StatsSource, VolumeStats};
-use crate::timing::DeviceTime;
-
-/// Zeroes for WRITE_ZEROES, one line at most.
-static ZEROES: [u8; crate::layout::MAX_LINE_BYTES as usize] =
-    [0; crate::layout::MAX_LINE_BYTES as usize];
+use crate::submission::{Buffer, Command, Mode, Refusal};
 
 /// A block volume with cache tiers in front of its backing store; shared by every connection
 /// and every thread.
@@ -80,85 +72,6 @@ pub(crate) struct Control {
     pub spare_plans: Vec<Plan>,
 }
 
-/// What a client asks of a volume (NBD's commands).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Command {
-    Read,
-    /// With `fua`, durable before it is answered.
-    Write { fua: bool },
-    WriteZeroes { fua: bool },
-    Trim,
-    Flush,
-}
-
-/// A client's buffer for a command.
-pub enum Buffer<'a> {
-    /// Where a read's data goes.
-    Read(&'a mut [u8]),
-    /// Where a write's data comes from.
-    Write(&'a [u8]),
-    /// Zeroes, trims and flushes carry none.
-    None,
-}
-
-/// A command planned: every piece's job holds its turn on the lines it touches. It may go to
-/// another thread to be completed ([`Volume::complete`]); dropped unfinished, it still takes and
-/// ends its turns, in order.
-pub struct Submission {
-    command: Command,
-    len: u64,
-    arrival: Instant,
-    jobs: Vec<(Job, Piece)>,
-    /// Touches only devices that never wait: memory, unthrottled.
-    fast: bool,
-}
-
-impl Submission {
-    /// The command planned.
-    pub fn command(&self) -> Command {
-        self.command
-    }
-
-    /// True when completing it now waits for nothing: no device that blocks or is paced, no
-    /// line another request holds, no flush. A thread that must not wait may complete it.
-    pub fn runs_at_once(&self) -> bool {
-        self.fast && self.jobs.iter().all(|(job, _)| job.turns.is_ready())
-    }
-}
-
-/// One request's part within one cache line.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Piece {
-    pub key: u64,
-    /// Byte offset within the line.
-    pub start: u32,
-    pub len: u32,
-    /// Byte offset within the request.
-    pub at: usize,
-}
-
-pub(crate) fn pieces(offset: u64, len: u64, line_bytes: u32) -> impl Iterator<Item = Piece> {
-    let line = u64::from(line_bytes);
-    let end = offset + len;
-    let mut position = offset;
-    std::iter::from_fn(move || {
-        if position >= end {
-            return None;
-        }
-        let key = position / line;
-        let start = position % line;
-        let piece_len = (line - start).min(end - position);
-        let piece = Piece {
-            key,
-            start: start as u32,
-            len: piece_len as u32,
-            at: (position - offset) as usize,
-        };
-        position += piece_len;
-        Some(piece)
-    })
-}
-
 impl Volume {
     /// The export name.
     pub fn name(&self) -> &str {
@@ -186,7 +99,7 @@ impl Volume {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn check_open(&self) -> io::Result<()> {
+    pub(crate) fn check_open(&self) -> io::Result<()> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
@@ -196,7 +109,7 @@ impl Volume {
         Ok(())
     }
 
-    fn ns_since_epoch(&self, instant: Instant) -> u64 {
+    pub(crate) fn ns_since_epoch(&self, instant: Instant) -> u64 {
         instant.saturating_duration_since(self.epoch).as_nanos() as u64
     }
 
@@ -231,144 +144,6 @@ impl Volume {
         self.complete(submission, Buffer::None).map(drop)
     }
 
-    /// Plans `command` on `len` bytes at `offset`: the controller decides for every line it
-    /// touches, and the returned submission holds its turn on each. Complete it with
-    /// [`complete`](Self::complete), on this thread or another.
-    pub fn submit(&self, command: Command, offset: u64, len: u64) -> io::Result<Submission> {
-        self.submit_or_queue(command, offset, len, false, |_| {})
-            .map(|submission| submission.expect("kept when not queued"))
-    }
-
-    /// [`submit`](Self::submit) for a server with threads that must not wait: the submission
-    /// comes back when `at_once` is set and it [`runs_at_once`](Submission::runs_at_once);
-    /// otherwise it goes to `queue` while the planning lock is still held, so that a FIFO queue
-    /// of submissions is in planning order — each waits only for submissions queued before it,
-    /// and workers taking them in order never all wait for one still queued.
-    pub fn submit_or_queue(
-        &self,
-        command: Command,
-        offset: u64,
-        len: u64,
-        at_once: bool,
-        queue: impl FnOnce(Submission),
-    ) -> io::Result<Option<Submission>> {
-        check_range(self.size_bytes, offset, len)?;
-        self.check_open()?;
-        let arrival = Instant::now();
-        let now = self.ns_since_epoch(arrival);
-        let access = match command {
-            Command::Read => Some(Access::Read),
-            Command::Write { .. } | Command::WriteZeroes { .. } => Some(Access::Write),
-            Command::Trim => Some(Access::Trim),
-            Command::Flush => None,
-        };
-        let mut control = self.lock_control();
-        let mut jobs = Vec::new();
-        if let Some(access) = access {
-            let full = control.placement.iter().all(|tier| tier.free_count() == 0);
-            let bypass = access != Access::Trim && control.cutoff.bypass(offset, len, full);
-            Counters::add(&self.counters.cutoff_bypasses, u64::from(bypass));
-            for piece in pieces(offset, len, self.line_bytes) {
-                let job = self.plan_piece(&mut control, access, piece, now, bypass);
-                jobs.push((job, piece));
-            }
-        }
-        let fast = access.is_some()
-            && !matches!(
-                command,
-                Command::Write { fua: true } | Command::WriteZeroes { fua: true }
-            )
-            && jobs.iter().all(|(job, _)| self.storage.never_waits(job));
-        let submission = Submission {
-            command,
-            len,
-            arrival,
-            jobs,
-            fast,
-        };
-        if at_once && submission.runs_at_once() {
-            return Ok(Some(submission));
-        }
-        if at_once {
-            queue(submission);
-            return Ok(None);
-        }
-        drop(control);
-        Ok(Some(submission))
-    }
-
-    /// Carries a submission out, in its turn on each line: `buffer` is where a read's data
-    /// goes or a write's comes from (zeroes and trims take none). Returns when the answer is
-    /// due on throttled devices (`None`: now).
-    pub fn complete(&self, submission: Submission, buffer: Buffer<'_>) -> io::Result<Option<Instant>> {
-        let Submission {
-            command,
-            len,
-            arrival,
-            jobs,
-            fast: _,
-        } = submission;
-        let mut due = self.ns_since_epoch(arrival);
-        let mut times = Vec::new();
-        let mut buffer = buffer;
-        let mut jobs = jobs.into_iter();
-        for (job, piece) in jobs.by_ref() {
-            let range = piece.at..piece.at + piece.len as usize;
-            let client = match (&mut buffer, command) {
-                (Buffer::Read(out), Command::Read) => Client::Read(&mut out[range]),
-                (Buffer::Write(data), Command::Write { .. }) => Client::Write(&data[range]),
-                (_, Command::WriteZeroes { .. }) => Client::Write(&ZEROES[..piece.len as usize]),
-                (_, Command::Trim) => {
-                    self.trim_piece(job, piece)?;
-                    continue;
-                }
-                _ => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("{command:?} was given the wrong kind of buffer"),
-                    ))
-                }
-            };
-            due = due.max(self.run(job, client, &mut times)?);
-        }
-        match command {
-            Command::Read => {
-                Counters::add(&self.counters.reads, 1);
-                Counters::add(&self.counters.read_bytes, len);
-            }
-            Command::Write { fua } | Command::WriteZeroes { fua } => {
-                Counters::add(&self.counters.writes, 1);
-                Counters::add(&self.counters.write_bytes, len);
-                if fua {
-                    self.make_durable()?;
-                }
-            }
-            Command::Trim => Counters::add(&self.counters.trims, 1),
-            Command::Flush => {
-                Counters::add(&self.counters.flushes, 1);
-                self.make_durable()?;
-            }
-        }
-        Ok(self.answer(arrival, due, len as usize, &times))
-    }
-
-    /// Discards one piece: a whole line leaves the cache and the backing store is told; part
-    /// of a line a tier holds stays whole.
-    fn trim_piece(&self, job: Job, piece: Piece) -> io::Result<()> {
-        let kept = job.plan.is_empty() && job.lines[0].before.iter().any(Option::is_some);
-        let backing_offset = self.storage.backing_offset(piece.key, piece.start);
-        self.in_turn(job, |storage, job| {
-            storage.execute(job, Client::None)?;
-            if !kept {
-                storage
-                    .backing()
-                    .discard(backing_offset, u64::from(piece.len))?;
-            }
-            Ok(0)
-        })
-        .map(drop)
-    }
-
     /// Writes every dirty line back to the backing store and makes every device durable
     /// (`heterarchy volume flush`). Returns the lines written back.
     pub fn clean(&self) -> io::Result<u64> {
@@ -395,7 +170,8 @@ impl Volume {
             let next = control.controller.background(now, &mut plan);
             (self.resolve(&mut control, plan, None, now), next)
         };
-        self.run(job, Client::None, &mut Vec::new())?;
+        self.run(job, Client::None, &mut Vec::new(), Mode::Wait)
+            .map_err(Refusal::into_error)?;
         Ok(next.map(|at| Duration::from_nanos(at.saturating_sub(now))))
     }
 
@@ -417,234 +193,38 @@ impl Volume {
         })
     }
 
-    /// Plans one piece: the controller's plan, or for a bypassed or partly trimmed line a
-    /// plan of the volume's own.
-    fn plan_piece(
-        &self,
-        control: &mut Control,
-        access: Access,
-        piece: Piece,
-        now: u64,
-        bypass: bool,
-    ) -> Job {
-        let key = piece.key;
-        let mut plan = control.spare_plans.pop().unwrap_or_default();
-        plan.clear();
-        let held = (0..self.tiers()).any(|tier| control.controller.holds(tier, key));
-        let whole_line = piece.start == 0 && piece.len == self.line_bytes;
-        match access {
-            Access::Trim if !whole_line => {}
-            Access::Read | Access::Write if bypass && !held => {
-                let kind = if access == Access::Read {
-                    IoKind::Read
-                } else {
-                    IoKind::Write
-                };
-                plan.push(DeviceOp {
-                    device: self.tiers() as u8,
-                    kind,
-                    key,
-                    bytes: self.line_bytes,
-                });
-                plan.end_stage();
-            }
-            _ => {
-                let op = match access {
-                    Access::Read => Op::Read,
-                    Access::Write => Op::Write,
-                    Access::Trim => Op::Trim,
-                };
-                let request = Request {
-                    op,
-                    time_ns: now,
-                    ..Request::new(key, self.line_bytes)
-                };
-                control.controller.plan(&request, now, &mut plan);
-            }
-        }
-        let part = RequestPart {
-            access,
-            key,
-            start: piece.start,
-            len: piece.len,
-            dirty_after: 0,
-            reads_change_nothing: matches!(self.mode, WriteMode::Wo | WriteMode::Pt),
-        };
-        self.resolve(control, plan, Some(part), now)
-    }
-
-    /// Gives a plan its slots and tickets: every line it touches takes a ticket, and so does
-    /// the last line of every slot it fills (whose emptying must come first).
-    pub(crate) fn resolve(
-        &self,
-        control: &mut Control,
-        plan: Plan,
-        mut request: Option<RequestPart>,
-        now: u64,
-    ) -> Job {
-        let tiers = self.tiers();
-        let mut keys: Vec<u64> = request.iter().map(|part| part.key).collect();
-        let touched = plan
-            .ops()
-            .iter()
-            .map(|op| op.key)
-            .chain(plan.departures().iter().map(|&(_, key)| key));
-        for key in touched {
-            if !keys.contains(&key) {
-                keys.push(key);
-            }
-        }
-        let mut lines: Vec<LineJob> = keys
-            .iter()
-            .map(|&key| {
-                let mut before = Copies::default();
-                for (tier, slot) in before.iter_mut().enumerate().take(tiers) {
-                    *slot = control.placement[tier].get(key);
-                }
-                LineJob {
-                    key,
-                    before,
-                    after: Copies::default(),
-                }
-            })
-            .collect();
-        // Slots follow the controller: first every slot a line leaves, so a victim's slot can
-        // go to the line that displaced it, then every slot a line enters.
-        let control = &mut *control;
-        for line in &lines {
-            for tier in 0..tiers {
-                if !control.controller.holds(tier, line.key) {
-                    control.placement[tier].release(line.key);
-                }
-            }
-        }
-        let mut predecessors = Vec::new();
-        for line in &mut lines {
-            for tier in 0..tiers {
-                if control.controller.holds(tier, line.key) {
-                    let (slot, previous) = control.placement[tier]
-                        .assign(line.key)
-                        .expect("the controller holds no more lines than a tier has slots");
-                    line.after[tier] = Some(slot);
-                    predecessors.extend(previous);
-                }
-            }
-        }
-        if let Some(part) = &mut request {
-            part.dirty_after = (0..tiers)
-                .filter(|&tier| control.controller.is_dirty(tier, part.key))
-                .fold(0, |bits, tier| bits | 1 << tier);
-        }
-        for key in predecessors {
-            if !keys.contains(&key) {
-                keys.push(key);
-            }
-        }
-        let turns = self.order.take_turns(&keys);
-        Job {
-            plan,
-            lines,
-            request,
-            turns,
-            now_ns: now,
-        }
-    }
-
-    /// Waits for `job`'s turn on each of its lines, runs `work`, and ends the turn (also when
-    /// `work` fails or panics: see [`crate::order::Turns`]).
-    pub(crate) fn in_turn(
-        &self,
-        mut job: Job,
-        work: impl FnOnce(&Storage, &Job) -> io::Result<u64>,
-    ) -> io::Result<u64> {
-        job.turns.wait();
-        let result = work(&self.storage, &job);
-        let Job {
-            mut plan, turns, ..
-        } = job;
-        drop(turns);
-        if let Ok(writebacks) = result {
-            Counters::add(&self.counters.writebacks, writebacks);
-        }
-        plan.clear();
-        self.lock_control().spare_plans.push(plan);
-        result
-    }
-
-    /// Carries `job` out in its turn; returns when its answer is due (ns since the epoch),
-    /// noting each device operation's time in `times` when a tuner wants them.
-    fn run(&self, job: Job, client: Client<'_>, times: &mut Vec<DeviceTime>) -> io::Result<u64> {
-        let mut due = job.now_ns;
-        let wants_times = self.feedback.device_ops;
-        self.in_turn(job, |storage, job| {
-            let writebacks = storage.execute(job, client)?;
-            due = storage.time_job(job, wants_times.then_some(&mut *times));
-            Ok(writebacks)
-        })?;
-        Ok(due)
-    }
-
-    /// Reports the answer to the controller's tuner and says when it is due.
-    fn answer(
-        &self,
-        arrival: Instant,
-        due: u64,
-        bytes: usize,
-        times: &[DeviceTime],
-    ) -> Option<Instant> {
-        let now = self.ns_since_epoch(arrival);
-        let throttled = self.is_throttled();
-        if !self.feedback.device_ops && !self.feedback.replies {
-            return (throttled && due > now).then(|| self.epoch + Duration::from_nanos(due));
-        }
-        let mut control = self.lock_control();
-        if self.feedback.device_ops {
-            for time in times {
-                control
-                    .controller
-                    .on_device_op(time.device, time.bytes, time.latency_ns);
-            }
-        }
-        if self.feedback.replies {
-            let latency_ns = if throttled {
-                due - now
-            } else {
-                arrival.elapsed().as_nanos() as u64
-            };
-            control.controller.on_reply(&Reply {
-                now_ns: now + latency_ns,
-                latency_ns,
-                bytes: bytes.min(u32::MAX as usize) as u32,
-            });
-        }
-        (throttled && due > now).then(|| self.epoch + Duration::from_nanos(due))
-    }
-
     /// Writes every dirty line back.
     pub(crate) fn clean_all(&self) -> io::Result<u64> {
-        let (job, lines) = {
-            let mut control = self.lock_control();
-            let mut plan = control.spare_plans.pop().unwrap_or_default();
-            plan.clear();
-            let lines = control.controller.flush(&mut plan) as u64;
-            (self.resolve(&mut control, plan, None, 0), lines)
-        };
-        self.run(job, Client::None, &mut Vec::new())?;
+        let (job, lines) = self.plan_cleaning(&mut self.lock_control(), 0);
+        self.run(job, Client::None, &mut Vec::new(), Mode::Wait)
+            .map_err(Refusal::into_error)?;
         Ok(lines)
     }
 
-    /// Everything answered so far survives a crash from now on.
+    /// True when a tier forgets on a crash and dirty lines exist: a FLUSH must write them back.
+    pub(crate) fn forgets_dirty_lines(&self, control: &Control) -> bool {
+        let volatile = self.storage.devices[..self.tiers()]
+            .iter()
+            .any(|device| !device.slots().is_persistent());
+        volatile && control.controller.stats().dirty_lines > 0
+    }
+
+    /// Everything answered so far survives a crash from now on. Only for threads outside a
+    /// server's worker pool: its cleaning takes turns after requests still queued.
     pub(crate) fn make_durable(&self) -> io::Result<()> {
+        if self.forgets_dirty_lines(&self.lock_control()) {
+            self.clean_all()?;
+        }
+        self.persist_all()
+    }
+
+    /// Makes every device durable and settles what the flush made safe; flushes run one at a
+    /// time.
+    pub(crate) fn persist_all(&self) -> io::Result<()> {
         let _one_at_a_time = self
             .flushing
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let volatile = self.storage.devices[..self.tiers()]
-            .iter()
-            .any(|device| !device.slots().is_persistent());
-        if volatile && self.lock_control().controller.stats().dirty_lines > 0 {
-            self.clean_all()?;
-        }
         let sealed = self.storage.flush_epoch.fetch_add(1, Ordering::SeqCst);
         for device in &self.storage.devices {
             device.flush()?;
@@ -656,26 +236,5 @@ impl Volume {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_are_cut_at_line_boundaries() {
-        let cut: Vec<(u64, u32, u32, usize)> = pieces(60 * 1024, 72 * 1024, 65_536)
-            .map(|p| (p.key, p.start, p.len, p.at))
-            .collect();
-        assert_eq!(
-            cut,
-            [
-                (0, 61_440, 4096, 0),
-                (1, 0, 65_536, 4096),
-                (2, 0, 4096, 69_632)
-            ]
-        );
-        assert_eq!(pieces(0, 0, 4096).count(), 0);
     }
 }

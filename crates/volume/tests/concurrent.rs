@@ -38,7 +38,7 @@ struct Jittery {
 }
 
 impl Jittery {
-    fn new(bytes: u64, seed: u64) -> Box<dyn Backend> {
+    fn boxed(bytes: u64, seed: u64) -> Box<dyn Backend> {
         Box::new(Jittery {
             inner: RamBackend::new(bytes).unwrap(),
             state: AtomicU64::new(seed | 1),
@@ -52,8 +52,9 @@ impl Jittery {
             .wrapping_mul(0xbf58_476d_1ce4_e5b9)
             >> 58;
         match draw {
-            0..=15 => std::thread::yield_now(),
-            16 => std::thread::sleep(std::time::Duration::from_micros(50)),
+            0..=3 => std::thread::yield_now(),
+            4 => std::thread::sleep(std::time::Duration::from_micros(50)),
+            5..=15 => (0..200).for_each(|_| std::hint::spin_loop()),
             _ => {}
         }
     }
@@ -166,12 +167,12 @@ fn run_history(seed: u64) -> Vec<Timed> {
         .enumerate()
         .map(|(tier, spec)| match spec {
             heterarchy_device::backend::BackendSpec::Ram { size_bytes } => {
-                Jittery::new(*size_bytes, seed ^ tier as u64)
+                Jittery::boxed(*size_bytes, seed ^ tier as u64)
             }
             _ => unreachable!("the histories run on RAM"),
         })
         .collect();
-    let backing = Jittery::new(VOLUME_BYTES as u64, !seed);
+    let backing = Jittery::boxed(VOLUME_BYTES as u64, !seed);
     let volume = Volume::with_backends(&config, caches, backing).unwrap();
     let clock = AtomicU64::new(0);
     let next_id = AtomicU64::new(1);
@@ -183,7 +184,7 @@ fn run_history(seed: u64) -> Vec<Timed> {
         let cleaner = scope.spawn(|| {
             while !stop.load(Ordering::SeqCst) {
                 volume.background().unwrap();
-                std::thread::yield_now();
+                std::thread::sleep(std::time::Duration::from_micros(100));
             }
         });
         let workers: Vec<_> = (0..THREADS)

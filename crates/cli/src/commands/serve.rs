@@ -90,6 +90,7 @@ impl KvArgs {
                 threads: self.threads,
                 ..ServerSection::default()
             },
+            device: Vec::new(),
             export: Vec::new(),
             tenant: vec![tenant],
         };
@@ -140,6 +141,12 @@ pub struct NbdArgs {
     /// Most operations outstanding at once on each file or block device.
     #[arg(long, default_value_t = 64)]
     pub queue_depth: usize,
+    /// Event loops serving the clients (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Threads carrying out requests that wait for a device.
+    #[arg(long, default_value_t = 64)]
+    pub io_workers: usize,
     /// HOST:PORT for HTTP metrics, stats and flush.
     #[arg(long)]
     pub metrics: Option<String>,
@@ -199,12 +206,15 @@ impl NbdArgs {
             .collect();
         volume.backing_throttle = self.backing_throttle.clone();
         volume.force = self.force;
+        let defaults = ServerSection::default();
         let config = ServeConfig {
             server: ServerSection {
                 listen: self.listen.clone(),
                 metrics: self.metrics.clone(),
-                ..ServerSection::default()
+                threads: self.threads.unwrap_or(defaults.threads),
+                io_workers: self.io_workers,
             },
+            device: Vec::new(),
             export: vec![volume],
             tenant: Vec::new(),
         };

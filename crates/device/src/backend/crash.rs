@@ -94,6 +94,13 @@ impl<B: Backend> Backend for CrashAfter<B> {
     fn may_block(&self) -> bool {
         self.inner.may_block()
     }
+    fn read_at_once(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.budget.spend()?;
+        self.inner.read_at_once(offset, buf)
+    }
+    fn writes_at_once(&self) -> bool {
+        self.inner.writes_at_once()
+    }
     fn describe(&self) -> String {
         format!("{} (crash injection)", self.inner.describe())
     }

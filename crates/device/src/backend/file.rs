@@ -241,6 +241,45 @@ impl Backend for FileBackend {
         true
     }
 
+    /// Buffered: `preadv2(RWF_NOWAIT)`, which reads only what the page cache holds (a short
+    /// read counts as would-block: the rest would wait). O_DIRECT always goes to the device.
+    fn read_at_once(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        check_range(self.size_bytes, offset, buf.len() as u64)?;
+        if self.direct.is_some() || self.block_device {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: one iovec over `buf`, valid for writes of its length, on an open descriptor.
+        let read = unsafe {
+            libc::preadv2(
+                std::os::fd::AsRawFd::as_raw_fd(&self.file),
+                &iov,
+                1,
+                offset as libc::off_t,
+                libc::RWF_NOWAIT,
+            )
+        };
+        match read {
+            count if count == buf.len() as isize => Ok(()),
+            count if count >= 0 => Err(io::ErrorKind::WouldBlock.into()),
+            _ => {
+                let error = io::Error::last_os_error();
+                match error.raw_os_error() {
+                    // EAGAIN: not cached; EOPNOTSUPP: the kernel or file system cannot say.
+                    Some(libc::EAGAIN | libc::EOPNOTSUPP) => Err(io::ErrorKind::WouldBlock.into()),
+                    _ => Err(error),
+                }
+            }
+        }
+    }
+
+    fn writes_at_once(&self) -> bool {
+        self.direct.is_none() && !self.block_device
+    }
+
     fn describe(&self) -> String {
         let kind = if self.block_device {
             "blockdev"
@@ -300,6 +339,14 @@ mod tests {
         let path = dir.path().join("backing");
         let file = FileBackend::open(&path, Some(1 << 20), false).unwrap();
         crate::backend::tests::exercise(&file);
+        // Just written, so in the page cache: read at once (or, where the kernel cannot say,
+        // refused as would-block, never wrong).
+        let mut back = vec![0; 3];
+        match file.read_at_once((1 << 20) - 3, &mut back) {
+            Ok(()) => assert_eq!(back, b"end"),
+            Err(error) => assert_eq!(error.kind(), io::ErrorKind::WouldBlock),
+        }
+        assert!(file.writes_at_once());
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 1 << 20);
         drop(file);
         // Some file systems (tmpfs) refuse O_DIRECT; the unaligned path is what matters.
@@ -309,6 +356,9 @@ mod tests {
                 direct.read_at((1 << 20) - 3, &mut back).unwrap();
                 assert_eq!(back, b"end");
                 crate::backend::tests::exercise(&direct);
+                let mut byte = [0];
+                let error = direct.read_at_once(0, &mut byte).unwrap_err();
+                assert_eq!(error.kind(), io::ErrorKind::WouldBlock);
                 // An aligned buffer moves without a bounce.
                 let mut page = AlignedBuffer::new(DIRECT_ALIGN);
                 let page = &mut page.slice_mut()[..DIRECT_ALIGN];

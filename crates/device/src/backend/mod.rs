@@ -31,7 +31,7 @@ pub use pmem::{CrashOutcome, PmemBackend};
 pub use queue::QueueDepth;
 pub use ram::RamBackend;
 pub use spec::{open_backend, BackendSpec};
-pub use throttle::{wait_until, Throttle};
+pub use throttle::{wait_until, Throttle, Throttles};
 
 /// Byte-addressed storage of a fixed size.
 ///
@@ -101,6 +101,23 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// [`read_at`](Backend::read_at) if it can be done without waiting for a device, else an
+    /// error of kind `WouldBlock` having read nothing the caller may rely on: for a thread that
+    /// must not wait (an event loop), which then hands the work to one that may. Memory always
+    /// reads; a buffered file reads what the page cache holds; O_DIRECT always would block.
+    fn read_at_once(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        if self.may_block() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.read_at(offset, buf)
+    }
+
+    /// True when a write lands at once in memory (the process's, or the page cache), as it
+    /// does for everything but O_DIRECT and block devices; making it durable is another matter.
+    fn writes_at_once(&self) -> bool {
+        !self.may_block()
+    }
+
     /// What it is, for logs and stats: `ram 64 MiB`, `file /path`, ...
     fn describe(&self) -> String;
 }
@@ -151,6 +168,12 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn may_block(&self) -> bool {
         (**self).may_block()
+    }
+    fn read_at_once(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_at_once(offset, buf)
+    }
+    fn writes_at_once(&self) -> bool {
+        (**self).writes_at_once()
     }
     fn describe(&self) -> String {
         (**self).describe()

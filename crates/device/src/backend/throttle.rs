@@ -10,10 +10,12 @@
 //! writer's interference reaches every reader, as on the device (docs/architecture.md, "The
 //! device layer").
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::model::{DeviceModel, IoKind};
+use crate::presets::resolve_device;
 use crate::spec::DeviceSpec;
 
 /// A device model run on the real clock, shared by its users.
@@ -40,10 +42,59 @@ impl Throttle {
     }
 }
 
-/// Waits until `due`: sleeps while more than a scheduler tick away, then spins, so that waits of
-/// a few microseconds (a PM access) are kept.
+/// The throttles of one server: physical devices declared by name, one model each, shared by
+/// every tier, volume or tenant that names the device (so that they queue on its channels
+/// together and a writer's interference reaches every reader); any other name, a preset or a
+/// device file, paces a device of its own.
+#[derive(Default)]
+pub struct Throttles {
+    shared: HashMap<String, Arc<Throttle>>,
+}
+
+impl Throttles {
+    /// Declares `devices`, each (name, what it is like: a preset or a device file). Errors name
+    /// the device.
+    pub fn new<'a>(
+        devices: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Throttles, String> {
+        let mut shared = HashMap::new();
+        for (name, like) in devices {
+            let spec = resolve_device(like, None).map_err(|e| format!("device {name}: {e}"))?;
+            if shared
+                .insert(name.to_string(), Arc::new(Throttle::new(&spec)))
+                .is_some()
+            {
+                return Err(format!("device {name}: declared twice"));
+            }
+        }
+        Ok(Throttles { shared })
+    }
+
+    /// The throttle `name` stands for: a declared device's, or a new one like the preset or
+    /// device file it names.
+    pub fn get(&self, name: &str) -> Result<Arc<Throttle>, String> {
+        if let Some(throttle) = self.shared.get(name) {
+            return Ok(Arc::clone(throttle));
+        }
+        resolve_device(name, None)
+            .map(|spec| Arc::new(Throttle::new(&spec)))
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Waits until `due`: sleeps while more than a few microseconds away, then spins, so that waits
+/// of a few microseconds (a PM access) are kept without a thread spinning through a disk's
+/// milliseconds. The calling thread's timer slack is set to a microsecond the first time, so
+/// its sleeps end when asked rather than up to the kernel's default 50 us late.
 pub fn wait_until(due: Instant) {
-    const SPIN: Duration = Duration::from_micros(80);
+    const SPIN: Duration = Duration::from_micros(20);
+    thread_local! {
+        static PRECISE: () = {
+            // SAFETY: PR_SET_TIMERSLACK takes a number and changes only this thread's slack.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+        };
+    }
+    PRECISE.with(|_| {});
     loop {
         let now = Instant::now();
         if now >= due {
@@ -77,5 +128,27 @@ mod tests {
         let start = Instant::now();
         wait_until(start + Duration::from_micros(200));
         assert!(start.elapsed() >= Duration::from_micros(200));
+    }
+
+    #[test]
+    fn a_declared_device_is_one_model_for_everyone_who_names_it() {
+        let throttles = Throttles::new([("pm0", "optane-pm")]).unwrap();
+        let (a, b) = (throttles.get("pm0").unwrap(), throttles.get("pm0").unwrap());
+        assert!(Arc::ptr_eq(&a, &b));
+        // Two users of one device queue on its channels: the second access waits.
+        let first = a.complete_ns(0, IoKind::Write, 0, 1 << 20);
+        let second = b.complete_ns(0, IoKind::Write, 1 << 20, 1 << 20);
+        assert!(second > first, "{first} {second}");
+        // A preset's name makes a device of its own each time.
+        let (c, d) = (
+            throttles.get("optane-pm").unwrap(),
+            throttles.get("optane-pm").unwrap(),
+        );
+        assert!(!Arc::ptr_eq(&c, &d));
+        assert!(throttles
+            .get("floppy")
+            .err()
+            .is_some_and(|error| error.contains("floppy")));
+        assert!(Throttles::new([("x", "optane-pm"), ("x", "hdd")]).is_err());
     }
 }

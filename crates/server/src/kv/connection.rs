@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use heterarchy_memcache::{compose, parse, Limits, ParseError};
 
+pub use crate::socket::Socket;
+
 use super::execute::{execute, Outcome};
 use super::tenant::{unix_now_secs, Tenant};
 
@@ -15,67 +17,6 @@ use super::tenant::{unix_now_secs, Tenant};
 const READ_CHUNK: usize = 64 * 1024;
 /// Answers waiting beyond this stop the reading of more requests.
 const OUTPUT_HIGH_WATER: usize = 4 << 20;
-
-/// A connection's socket.
-pub enum Socket {
-    Tcp(mio::net::TcpStream),
-    Unix(mio::net::UnixStream),
-}
-
-impl Read for Socket {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(stream) => stream.read(buf),
-            Socket::Unix(stream) => stream.read(buf),
-        }
-    }
-}
-
-impl Write for Socket {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(stream) => stream.write(buf),
-            Socket::Unix(stream) => stream.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl mio::event::Source for Socket {
-    fn register(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        match self {
-            Socket::Tcp(stream) => stream.register(registry, token, interests),
-            Socket::Unix(stream) => stream.register(registry, token, interests),
-        }
-    }
-
-    fn reregister(
-        &mut self,
-        registry: &mio::Registry,
-        token: mio::Token,
-        interests: mio::Interest,
-    ) -> io::Result<()> {
-        match self {
-            Socket::Tcp(stream) => stream.reregister(registry, token, interests),
-            Socket::Unix(stream) => stream.reregister(registry, token, interests),
-        }
-    }
-
-    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
-        match self {
-            Socket::Tcp(stream) => stream.deregister(registry),
-            Socket::Unix(stream) => stream.deregister(registry),
-        }
-    }
-}
 
 /// A client of one tenant.
 pub struct Connection {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use heterarchy_device::backend::{open_backend, Throttle};
+use heterarchy_device::backend::{open_backend, Throttles};
 use heterarchy_kvstore::{Recovery, Store, StoreStats};
 use serde::Serialize;
 
@@ -64,17 +64,17 @@ pub struct TenantStats {
 pub struct StoreStatsJson(pub std::collections::BTreeMap<&'static str, u64>);
 
 impl Tenant {
-    /// Opens the tenant's store (finding a previous run's items on persistent memory).
-    pub fn open(config: &TenantConfig) -> Result<Tenant, String> {
+    /// Opens the tenant's store (finding a previous run's items on persistent memory); a
+    /// throttle named after one of `throttles`' devices is that device's, shared.
+    pub fn open(config: &TenantConfig, throttles: &Throttles) -> Result<Tenant, String> {
         let spec = config.value_store()?;
         let backend = open_backend(&spec).map_err(|e| format!("{spec}: {e}"))?;
         let store_config = config.store_config()?;
         let (mut store, recovery) =
             Store::open(backend, store_config, unix_now_secs()).map_err(|e| e.to_string())?;
         if let Some(name) = &config.throttle {
-            let preset = heterarchy_device::presets::preset(name)
-                .ok_or_else(|| format!("throttle: no device preset \"{name}\""))?;
-            store.set_throttle(Throttle::new(&preset));
+            let throttle = throttles.get(name).map_err(|e| format!("throttle: {e}"))?;
+            store.set_throttle(throttle);
         }
         Ok(Tenant {
             config: config.clone(),

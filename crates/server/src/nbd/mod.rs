@@ -1,14 +1,18 @@
-//! The NBD server (issue 5, item 4): block volumes exported over the NBD protocol to qemu, the
-//! libnbd tools, fio and the Linux nbd driver, on TCP or a Unix socket, one thread per
-//! connection. The wire format (handshake, request headers, replies) is `heterarchy-nbd`'s;
-//! this module owns the sockets, the threads and the volumes.
+//! The NBD server (issues 5 and 16; docs/architecture.md, "Serving"): block volumes exported
+//! over the NBD protocol to qemu, the libnbd tools, fio and the Linux nbd driver, on TCP or a
+//! Unix socket. An acceptor hands connections to a few event loops ([`event_loop`]), which
+//! parse requests and answer those that wait for nothing at once; the rest go to a pool of I/O
+//! workers ([`workers`]), so that many requests of one client or of many are in flight
+//! together. The wire format (handshake, request headers, replies) is `heterarchy-nbd`'s; this
+//! module owns the sockets, the threads and the volumes.
 
-mod handshake;
-mod transmission;
+mod connection;
+mod event_loop;
+mod reply;
+mod workers;
 
 use std::any::Any;
-use std::io::{self, BufReader, Cursor, Read};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -16,12 +20,23 @@ use heterarchy_nbd::constants::*;
 use heterarchy_nbd::{BlockSizes, ExportCatalog, ExportInfo};
 use heterarchy_volume::Volume;
 
-use crate::listen::{Listener, Stream};
+use crate::listen::Listener;
+use crate::socket::Socket;
+use event_loop::Handoff;
+use workers::Workers;
 
 /// Connections served at once at most; more are closed at once.
-pub const MAX_CONNECTIONS: usize = 1024;
-/// Socket buffers: a few 64 KiB requests, or hundreds of 4 KiB ones, per system call.
-const BUFFER_BYTES: usize = 256 * 1024;
+pub const MAX_CONNECTIONS: usize = 4096;
+
+/// How many threads serve.
+#[derive(Clone, Copy, Debug)]
+pub struct Threads {
+    /// Event loops: parsing, answering hits in memory, sending.
+    pub loops: usize,
+    /// I/O workers: requests that wait for a device (a disk, a paced device, a flush). Their
+    /// number bounds the requests in flight below the loops.
+    pub io_workers: usize,
+}
 
 /// What every export offers: flush, FUA, trim, write zeroes, and several connections at once
 /// (every connection shares one volume, whose FLUSH covers writes answered on any of them).
@@ -75,19 +90,20 @@ impl ExportCatalog for Exports {
     }
 }
 
-/// A connection's input after the handshake: the bytes the handshake read past its end, then
-/// the socket, buffered.
-type Input = BufReader<io::Chain<Cursor<Vec<u8>>, Stream>>;
-
-/// Accepts clients on `listener` for ever, each served on its own thread. A connection that
-/// fails (a protocol error, an I/O error, a panic) is logged with its peer and the reason; a
-/// client that simply closes its socket is not.
-pub fn serve(listener: Listener, exports: Arc<Exports>) {
+/// Accepts clients on `listener` for ever and serves them on `threads`. A connection that
+/// fails (a protocol error, an I/O error) is logged with its peer and the reason; a client that
+/// simply closes its socket is not.
+pub fn serve(listener: Listener, exports: Arc<Exports>, threads: Threads) -> io::Result<()> {
+    raise_open_files_limit();
+    let workers = Arc::new(Workers::start(threads.io_workers)?);
     let active = Arc::new(AtomicUsize::new(0));
+    let loops = event_loop::start(threads.loops, exports, workers, Arc::clone(&active))?;
+    let mut next = 0usize;
     loop {
         let stream = match listener.accept() {
             Ok(stream) => stream,
             Err(error) => {
+                // Out of descriptors, say: wait for connections to go rather than spin.
                 eprintln!("heterarchy: nbd: accept failed: {error}");
                 std::thread::sleep(std::time::Duration::from_millis(10));
                 continue;
@@ -98,36 +114,34 @@ pub fn serve(listener: Listener, exports: Arc<Exports>) {
             stream.shutdown();
             continue;
         }
-        let exports = Arc::clone(&exports);
-        let counted = Counted(Arc::clone(&active));
-        let spawned = std::thread::Builder::new()
-            .name("nbd-connection".to_string())
-            .spawn(move || {
-                let _counted = counted;
-                let peer = stream.peer();
-                // Release builds abort on panic; elsewhere a panic ends only this connection.
-                match catch_unwind(AssertUnwindSafe(|| connection(stream, &exports))) {
-                    Ok(Ok(())) => {}
-                    Ok(Err(error)) if client_went_away(&error) => {}
-                    Ok(Err(error)) => eprintln!("heterarchy: nbd: connection from {peer}: {error}"),
-                    Err(panic) => eprintln!(
-                        "heterarchy: nbd: connection from {peer}: panicked: {}",
-                        panic_message(panic.as_ref())
-                    ),
-                }
-            });
-        if let Err(error) = spawned {
-            eprintln!("heterarchy: nbd: cannot start a connection thread: {error}");
+        let peer = stream.peer();
+        match Socket::from_std(stream) {
+            Ok(socket) => {
+                loops[next % loops.len()].hand(Handoff { socket, peer });
+                next = next.wrapping_add(1);
+            }
+            Err(error) => {
+                active.fetch_sub(1, Ordering::SeqCst);
+                eprintln!("heterarchy: nbd: connection from {peer}: {error}");
+            }
         }
     }
 }
 
-/// One connection counted as active until dropped, however its thread ends.
-struct Counted(Arc<AtomicUsize>);
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+/// Lets the process hold as many descriptors as the system allows it, so thousands of idle
+/// clients fit (the soft limit is often 1024).
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the struct given, nothing else.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
     }
 }
 
@@ -150,27 +164,11 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
-fn connection(stream: Stream, exports: &Exports) -> io::Result<()> {
-    let result = negotiate_then_serve(&stream, exports);
-    stream.shutdown();
-    result
-}
-
-fn negotiate_then_serve(stream: &Stream, exports: &Exports) -> io::Result<()> {
-    let mut output = stream.try_clone()?;
-    let Some(chosen) = handshake::negotiate(&mut stream.try_clone()?, &mut output, exports)? else {
-        return Ok(());
-    };
-    let input: Input = BufReader::with_capacity(
-        BUFFER_BYTES,
-        Cursor::new(chosen.leftover).chain(stream.try_clone()?),
-    );
-    transmission::serve(input, output, &chosen.volume, chosen.structured_replies)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::panic::catch_unwind;
 
     #[test]
     fn panics_are_described_by_their_message() {

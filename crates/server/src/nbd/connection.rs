@@ -1,0 +1,374 @@
+//! One NBD client on an event loop (proto.md "Fixed newstyle negotiation", "Transmission"):
+//! the handshake driven by `heterarchy-nbd`'s state machine, then requests parsed as they
+//! arrive and several in flight at once. A request that waits for nothing (a hit in memory) is
+//! answered on the loop, straight into the outgoing bytes; the others go to the I/O workers
+//! and their answers come back in any order, which proto.md allows (each carries its cookie).
+//!
+//! A bad request gets its error and the connection goes on; only a broken header closes it.
+//! A client that sends faster than it reads its answers, or keeps too many requests in
+//! flight, is not read from until it catches up. Buffers shrink back when idle, so many idle
+//! clients cost little.
+
+use std::cell::RefCell;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::time::Instant;
+
+use heterarchy_nbd::constants::*;
+use heterarchy_nbd::{Command, Parsed, Request, ServerEvent, ServerHandshake};
+use heterarchy_volume::{Attempt, Buffer, Command as VolumeCommand, Volume};
+
+use super::reply::{too_large, Replies};
+use super::workers::{Inbox, Task, Workers};
+use super::Exports;
+use crate::socket::Socket;
+
+/// Bytes asked of the socket per read, at least.
+const READ_CHUNK: usize = 64 * 1024;
+/// Requests of one connection in the workers at once, at most.
+const MAX_IN_FLIGHT: usize = 512;
+/// Answers waiting to be sent beyond this stop the reading of requests.
+const OUTPUT_HIGH_WATER: usize = 8 << 20;
+/// An idle buffer larger than this is given back.
+const IDLE_BUFFER_BYTES: usize = 256 * 1024;
+
+/// An error to answer with, kept by reference elsewhere.
+fn clone_error(error: &io::Error) -> io::Error {
+    io::Error::new(error.kind(), error.to_string())
+}
+
+/// What the loop gives a connection to work with.
+pub struct Context<'a> {
+    pub exports: &'a Exports,
+    pub workers: &'a Arc<Workers>,
+    /// Answers due later on paced devices, which the loop sends when due.
+    pub later: &'a RefCell<Vec<(Instant, Vec<u8>)>>,
+    pub inbox: &'a Arc<Inbox>,
+    pub slot: usize,
+    pub generation: u64,
+}
+
+enum Phase {
+    Handshake(ServerHandshake),
+    Transmission {
+        volume: Arc<Volume>,
+        replies: Replies,
+    },
+}
+
+/// Why a connection ended.
+pub enum End {
+    /// The client left or disconnected cleanly.
+    Closed,
+    /// A protocol or I/O error, to be logged.
+    Failed(io::Error),
+}
+
+/// One client.
+pub struct Connection {
+    socket: Socket,
+    peer: String,
+    phase: Phase,
+    /// Received bytes; those before `start` are consumed.
+    input: Vec<u8>,
+    start: usize,
+    /// Answers; those before `written` are sent.
+    output: Vec<u8>,
+    written: usize,
+    in_flight: usize,
+    /// Bytes of an oversized WRITE's payload still to be read past, and its cookie.
+    skipping: Option<(u64, Request)>,
+    /// No more requests are read: the client disconnected, sent NBD_CMD_DISC, or the input
+    /// ended.
+    draining: bool,
+    /// The socket may have bytes to read: set by a readable event, cleared when a read finds
+    /// none, so a wake-up for answers alone costs no read.
+    readable: bool,
+}
+
+impl Connection {
+    /// A new client; its greeting is already queued.
+    pub fn new(socket: Socket, peer: String) -> Connection {
+        Connection {
+            socket,
+            peer,
+            phase: Phase::Handshake(ServerHandshake::new()),
+            input: Vec::new(),
+            start: 0,
+            output: ServerHandshake::greeting().to_vec(),
+            written: 0,
+            in_flight: 0,
+            skipping: None,
+            draining: false,
+            readable: true,
+        }
+    }
+
+    /// The socket said it has bytes to read.
+    pub fn mark_readable(&mut self) {
+        self.readable = true;
+    }
+
+    pub fn socket_mut(&mut self) -> &mut Socket {
+        &mut self.socket
+    }
+
+    pub fn socket(&self) -> &Socket {
+        &self.socket
+    }
+
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+
+    /// A worker's answer to one of this connection's requests.
+    pub fn answered(&mut self, bytes: &[u8]) {
+        self.in_flight -= 1;
+        self.output.extend_from_slice(bytes);
+    }
+
+    /// Sends, reads and serves all it can; `Some(end)` when the connection is over.
+    pub fn on_ready(&mut self, context: &Context) -> Option<End> {
+        match self.pump(context) {
+            Ok(true) => None,
+            Ok(false) => Some(End::Closed),
+            Err(error) => Some(End::Failed(error)),
+        }
+    }
+
+    fn pump(&mut self, context: &Context) -> io::Result<bool> {
+        loop {
+            if !self.send()? {
+                return Ok(true);
+            }
+            if self.draining {
+                // Done once every answer is out.
+                return Ok(self.in_flight > 0);
+            }
+            if self.in_flight >= MAX_IN_FLIGHT || self.output.len() > OUTPUT_HIGH_WATER {
+                return Ok(true);
+            }
+            if self.serve(context)? {
+                continue;
+            }
+            if !self.readable || !self.receive()? {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Writes pending answers; false when the socket is full.
+    fn send(&mut self) -> io::Result<bool> {
+        while self.written < self.output.len() {
+            match self.socket.write(&self.output[self.written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(count) => self.written += count,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        self.output.clear();
+        self.written = 0;
+        if self.output.capacity() > IDLE_BUFFER_BYTES {
+            self.output.shrink_to(READ_CHUNK);
+        }
+        Ok(true)
+    }
+
+    /// Reads what the socket has; false when it has nothing now.
+    fn receive(&mut self) -> io::Result<bool> {
+        if self.start == self.input.len() {
+            self.input.clear();
+            self.start = 0;
+            if self.input.capacity() > IDLE_BUFFER_BYTES {
+                self.input.shrink_to(READ_CHUNK);
+            }
+        } else if self.start > 0 {
+            self.input.drain(..self.start);
+            self.start = 0;
+        }
+        let filled = self.input.len();
+        let chunk = match &self.phase {
+            // Handshake messages are small; idle clients should cost little.
+            Phase::Handshake(_) => 4096,
+            Phase::Transmission { .. } => READ_CHUNK,
+        };
+        self.input.resize(filled + chunk, 0);
+        let read = self.socket.read(&mut self.input[filled..]);
+        self.input.truncate(filled + *read.as_ref().unwrap_or(&0));
+        match read {
+            Ok(0) => {
+                self.draining = true;
+                Ok(true)
+            }
+            Ok(_) => Ok(true),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                self.readable = false;
+                Ok(false)
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => Ok(true),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Handles what is buffered; false when it needs more bytes.
+    fn serve(&mut self, context: &Context) -> io::Result<bool> {
+        if let Some((left, request)) = self.skipping {
+            let skipped = (self.input.len() - self.start).min(left as usize);
+            self.start += skipped;
+            let left = left - skipped as u64;
+            if left > 0 {
+                self.skipping = Some((left, request));
+                return Ok(skipped > 0);
+            }
+            self.skipping = None;
+            if let Phase::Transmission { replies, .. } = &self.phase {
+                replies.failure(
+                    &mut self.output,
+                    request.cookie,
+                    EINVAL,
+                    &too_large(&request),
+                );
+            }
+            return Ok(true);
+        }
+        match &mut self.phase {
+            Phase::Handshake(handshake) => {
+                let parsed = handshake.receive(
+                    &self.input[self.start..],
+                    context.exports,
+                    &mut self.output,
+                )?;
+                let Parsed::Found { value, consumed } = parsed else {
+                    return Ok(false);
+                };
+                self.start += consumed;
+                match value {
+                    ServerEvent::Negotiating => {}
+                    ServerEvent::Transmission {
+                        export,
+                        structured_replies,
+                    } => {
+                        self.phase = Phase::Transmission {
+                            volume: export,
+                            replies: Replies {
+                                structured: structured_replies,
+                            },
+                        };
+                    }
+                    ServerEvent::Closed => self.draining = true,
+                }
+                Ok(true)
+            }
+            Phase::Transmission { .. } => self.request(context),
+        }
+    }
+
+    /// Serves the request at the front of the input, if it is all there.
+    fn request(&mut self, context: &Context) -> io::Result<bool> {
+        let request = match Request::parse(&self.input[self.start..])? {
+            Parsed::Found { value, .. } => value,
+            Parsed::NeedMore => return Ok(false),
+        };
+        let Phase::Transmission { volume, replies } = &self.phase else {
+            return Ok(false);
+        };
+        let (volume, replies) = (Arc::clone(volume), *replies);
+        let header_end = self.start + REQUEST_HEADER_BYTES;
+        if request.command == Command::Write && request.length > MAX_PAYLOAD_BYTES {
+            // Read past the payload as it comes, so the connection stays usable.
+            self.start = header_end;
+            self.skipping = Some((u64::from(request.length), request));
+            return Ok(true);
+        }
+        let payload_end = header_end + request.payload_bytes();
+        if self.input.len() < payload_end {
+            self.input.reserve(payload_end - self.input.len());
+            return Ok(false);
+        }
+        self.start = payload_end;
+        let cookie = request.cookie;
+        let command = match request.command {
+            Command::Read if request.length > MAX_PAYLOAD_BYTES => {
+                replies.failure(&mut self.output, cookie, EINVAL, &too_large(&request));
+                return Ok(true);
+            }
+            Command::Read => VolumeCommand::Read,
+            Command::Write => VolumeCommand::Write { fua: request.fua() },
+            Command::WriteZeroes => VolumeCommand::WriteZeroes { fua: request.fua() },
+            Command::Trim => VolumeCommand::Trim,
+            Command::Flush => VolumeCommand::Flush,
+            Command::Disconnect => {
+                self.draining = true;
+                return Ok(true);
+            }
+            other => {
+                let reason = format!("unsupported command {other:?}");
+                replies.failure(&mut self.output, cookie, EINVAL, &reason);
+                return Ok(true);
+            }
+        };
+        let payload = &self.input[header_end..payload_end];
+        let length = match command {
+            VolumeCommand::Flush => 0,
+            _ => u64::from(request.length),
+        };
+        let submission = match volume.submit(command, request.offset, length) {
+            Ok(submission) => submission,
+            Err(error) => {
+                replies.outcome(&mut self.output, cookie, &Err::<(), _>(error));
+                return Ok(true);
+            }
+        };
+        // Answered here when nothing waits: straight into the outgoing bytes.
+        let start = self.output.len();
+        let attempt = match request.command {
+            Command::Read => {
+                let data = replies.begin_read(&mut self.output, &request);
+                let attempt =
+                    volume.try_complete(submission, Buffer::Read(&mut self.output[data..]));
+                match &attempt {
+                    Attempt::Done(result) => {
+                        let result = result.as_ref().map(drop).map_err(clone_error);
+                        replies.end_read(&mut self.output, start, &request, &result);
+                    }
+                    Attempt::WouldBlock(_) => self.output.truncate(start),
+                }
+                attempt
+            }
+            Command::Write => volume.try_complete(submission, Buffer::Write(payload)),
+            _ => volume.try_complete(submission, Buffer::None),
+        };
+        let submission = match attempt {
+            Attempt::Done(result) => {
+                if request.command != Command::Read {
+                    replies.outcome(&mut self.output, cookie, &result);
+                }
+                // On a paced device the answer waits for the model, not a thread.
+                if let Ok(Some(due)) = result {
+                    if due > Instant::now() {
+                        let answer = self.output.split_off(start);
+                        self.in_flight += 1;
+                        context.later.borrow_mut().push((due, answer));
+                    }
+                }
+                return Ok(true);
+            }
+            Attempt::WouldBlock(submission) => submission,
+        };
+        // Otherwise a worker carries it out once its turn has come.
+        self.in_flight += 1;
+        let workers = Arc::clone(context.workers);
+        let (inbox, slot, generation) =
+            (Arc::clone(context.inbox), context.slot, context.generation);
+        let payload = payload.to_vec();
+        submission.when_ready(move |submission| {
+            let back = (inbox, slot, generation);
+            workers.push(Task::new(
+                submission, volume, request, payload, replies, back,
+            ))
+        });
+        Ok(true)
+    }
+}

@@ -1,0 +1,368 @@
+//! The NBD server's event loops (issue 16, item 1): each owns some connections and waits on
+//! epoll (through mio) for their sockets, for new connections from the acceptor, for answers
+//! from the I/O workers, and for the answers of paced devices to fall due (a timerfd, so no
+//! thread sleeps through a device model's latency). A thousand idle clients are a thousand
+//! small entries, not a thousand threads; every client is greeted as soon as it is accepted.
+
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use super::connection::{Connection, Context, End};
+use super::workers::{Inbox, Workers};
+use super::{client_went_away, Exports};
+use crate::socket::Socket;
+
+const WAKER: Token = Token(usize::MAX);
+const TIMER: Token = Token(usize::MAX - 1);
+/// Answers due this soon go with the one being sent: a wake-up costs more than the few
+/// microseconds a device model's latency loses.
+const RELEASE_EARLY: std::time::Duration = std::time::Duration::from_micros(5);
+const EVENTS_PER_POLL: usize = 256;
+
+/// A connection on its way to a loop: the socket and who is at the other end.
+pub struct Handoff {
+    pub socket: Socket,
+    pub peer: String,
+}
+
+/// What the acceptor holds of a loop.
+#[derive(Clone)]
+pub struct LoopHandle {
+    sender: mpsc::Sender<Handoff>,
+    inbox: Arc<Inbox>,
+}
+
+impl LoopHandle {
+    /// Gives the loop a new connection.
+    pub fn hand(&self, handoff: Handoff) {
+        if self.sender.send(handoff).is_ok() {
+            if let Err(error) = self.inbox.wake() {
+                eprintln!("heterarchy: nbd: cannot wake an event loop: {error}");
+            }
+        }
+    }
+}
+
+/// One connection's place in a loop.
+struct Slot {
+    connection: Option<Connection>,
+    /// Counts the connections the slot has held, so that an answer for one that has gone is
+    /// not given to the next.
+    generation: u64,
+}
+
+/// A timerfd: wakes the loop when the earliest held answer is due, to the microsecond.
+struct Timer {
+    fd: OwnedFd,
+}
+
+impl Timer {
+    fn new() -> io::Result<Timer> {
+        // SAFETY: timerfd_create returns a new descriptor or -1; nothing else is touched.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a new descriptor that nothing else owns.
+        Ok(Timer {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Fires once at `due` (at once if it has passed).
+    fn arm(&self, due: Instant) {
+        let after = due.saturating_duration_since(Instant::now());
+        let after = after.max(std::time::Duration::from_nanos(1));
+        let setting = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: after.as_secs() as libc::time_t,
+                tv_nsec: after.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: a valid timerfd and a setting on the stack; the old value is not asked for.
+        unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &setting, std::ptr::null_mut()) };
+    }
+
+    /// Takes the expiry count, so the descriptor is readable only at the next expiry.
+    fn clear(&self) {
+        let mut count = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into the buffer; a non-blocking read may fail harmlessly.
+        unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
+    }
+}
+
+/// An answer held until its paced device would have given it.
+struct Held {
+    due: Instant,
+    /// Order among equal due times: the order they were held in.
+    sequence: u64,
+    slot: usize,
+    generation: u64,
+    bytes: Vec<u8>,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Held) -> bool {
+        (self.due, self.sequence) == (other.due, other.sequence)
+    }
+}
+
+impl Eq for Held {}
+
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Held) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Held {
+    fn cmp(&self, other: &Held) -> std::cmp::Ordering {
+        (self.due, self.sequence).cmp(&(other.due, other.sequence))
+    }
+}
+
+/// Starts `count` loops serving `exports` with `workers`; `active` counts their connections.
+pub fn start(
+    count: usize,
+    exports: Arc<Exports>,
+    workers: Arc<Workers>,
+    active: Arc<AtomicUsize>,
+) -> io::Result<Vec<LoopHandle>> {
+    (0..count.max(1))
+        .map(|index| {
+            let poll = Poll::new()?;
+            let inbox = Arc::new(Inbox::new(Waker::new(poll.registry(), WAKER)?));
+            let timer = Timer::new()?;
+            poll.registry().register(
+                &mut SourceFd(&timer.fd.as_raw_fd()),
+                TIMER,
+                Interest::READABLE,
+            )?;
+            let (sender, receiver) = mpsc::channel();
+            let state = Loop {
+                poll,
+                receiver,
+                inbox: Arc::clone(&inbox),
+                exports: Arc::clone(&exports),
+                workers: Arc::clone(&workers),
+                active: Arc::clone(&active),
+                slots: Vec::new(),
+                free: Vec::new(),
+                timer,
+                held: BinaryHeap::new(),
+                held_count: 0,
+                later: RefCell::new(Vec::new()),
+            };
+            std::thread::Builder::new()
+                .name(format!("nbd-loop-{index}"))
+                .spawn(move || state.run())?;
+            Ok(LoopHandle { sender, inbox })
+        })
+        .collect()
+}
+
+struct Loop {
+    poll: Poll,
+    receiver: mpsc::Receiver<Handoff>,
+    inbox: Arc<Inbox>,
+    exports: Arc<Exports>,
+    workers: Arc<Workers>,
+    active: Arc<AtomicUsize>,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    timer: Timer,
+    /// Answers of paced devices, earliest due first.
+    held: BinaryHeap<Reverse<Held>>,
+    held_count: u64,
+    /// Answers a connection held while it was being served, with their due times.
+    later: RefCell<Vec<(Instant, Vec<u8>)>>,
+}
+
+impl Loop {
+    fn run(mut self) {
+        // Wake-ups on time: the kernel's default timer slack would make a paced answer up to
+        // 50 us late.
+        // SAFETY: PR_SET_TIMERSLACK takes a number and changes only this thread's slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+        let mut events = Events::with_capacity(EVENTS_PER_POLL);
+        let mut ready = Vec::new();
+        loop {
+            if let Err(error) = self.poll.poll(&mut events, None) {
+                if error.kind() != io::ErrorKind::Interrupted {
+                    eprintln!("heterarchy: nbd: poll failed: {error}");
+                }
+                continue;
+            }
+            ready.clear();
+            for event in events.iter() {
+                match event.token() {
+                    WAKER => {
+                        self.admit_new();
+                        for answer in self.inbox.take() {
+                            match answer.due.filter(|due| *due > Instant::now()) {
+                                Some(due) => {
+                                    self.hold(due, answer.slot, answer.generation, answer.bytes)
+                                }
+                                None => {
+                                    self.deliver(answer.slot, answer.generation, &answer.bytes);
+                                    ready.push(answer.slot);
+                                }
+                            }
+                        }
+                    }
+                    TIMER => self.timer.clear(),
+                    token => {
+                        if event.is_readable() || event.is_read_closed() || event.is_error() {
+                            if let Some(connection) = self
+                                .slots
+                                .get_mut(token.0)
+                                .and_then(|slot| slot.connection.as_mut())
+                            {
+                                connection.mark_readable();
+                            }
+                        }
+                        ready.push(token.0);
+                    }
+                }
+            }
+            self.release_due(&mut ready);
+            ready.sort_unstable();
+            ready.dedup();
+            for &slot in &ready {
+                self.serve(slot);
+            }
+        }
+    }
+
+    /// Gives a connection its answer, if it is still the one the answer is for.
+    fn deliver(&mut self, slot: usize, generation: u64, bytes: &[u8]) {
+        let Some(entry) = self.slots.get_mut(slot) else {
+            return;
+        };
+        if entry.generation != generation {
+            return;
+        }
+        if let Some(connection) = &mut entry.connection {
+            connection.answered(bytes);
+        }
+    }
+
+    /// Keeps an answer until `due`, the timer armed for the earliest.
+    fn hold(&mut self, due: Instant, slot: usize, generation: u64, bytes: Vec<u8>) {
+        let earliest = self.held.peek().is_none_or(|first| due < first.0.due);
+        self.held_count += 1;
+        self.held.push(Reverse(Held {
+            due,
+            sequence: self.held_count,
+            slot,
+            generation,
+            bytes,
+        }));
+        if earliest {
+            self.timer.arm(due);
+        }
+    }
+
+    /// Delivers every held answer now due, or due within [`RELEASE_EARLY`] (one wake-up for
+    /// answers a few microseconds apart); re-arms the timer for the next.
+    fn release_due(&mut self, ready: &mut Vec<usize>) {
+        let now = Instant::now() + RELEASE_EARLY;
+        while self.held.peek().is_some_and(|first| first.0.due <= now) {
+            let Reverse(held) = self.held.pop().expect("peeked");
+            self.deliver(held.slot, held.generation, &held.bytes);
+            ready.push(held.slot);
+        }
+        if let Some(first) = self.held.peek() {
+            self.timer.arm(first.0.due);
+        }
+    }
+
+    /// Registers the connections the acceptor handed over and greets them.
+    fn admit_new(&mut self) {
+        while let Ok(Handoff { socket, peer }) = self.receiver.try_recv() {
+            let slot = self.free.pop().unwrap_or_else(|| {
+                self.slots.push(Slot {
+                    connection: None,
+                    generation: 0,
+                });
+                self.slots.len() - 1
+            });
+            let mut connection = Connection::new(socket, peer);
+            let registered = self.poll.registry().register(
+                connection.socket_mut(),
+                Token(slot),
+                Interest::READABLE | Interest::WRITABLE,
+            );
+            if let Err(error) = registered {
+                eprintln!(
+                    "heterarchy: nbd: connection from {}: cannot watch its socket: {error}",
+                    connection.peer()
+                );
+                connection.socket().shutdown();
+                self.free.push(slot);
+                self.active.fetch_sub(1, Ordering::SeqCst);
+                continue;
+            }
+            self.slots[slot].connection = Some(connection);
+            // The greeting goes out now, whatever the client does.
+            self.serve(slot);
+        }
+    }
+
+    fn serve(&mut self, slot: usize) {
+        let generation = self.slots[slot].generation;
+        let Some(connection) = self.slots[slot].connection.as_mut() else {
+            return;
+        };
+        let context = Context {
+            exports: &self.exports,
+            workers: &self.workers,
+            later: &self.later,
+            inbox: &self.inbox,
+            slot,
+            generation,
+        };
+        let end = connection.on_ready(&context);
+        let later = std::mem::take(&mut *self.later.borrow_mut());
+        for (due, bytes) in later {
+            self.hold(due, slot, generation, bytes);
+        }
+        let Some(end) = end else {
+            return;
+        };
+        let mut connection = self.slots[slot].connection.take().expect("present");
+        if let End::Failed(error) = end {
+            if !client_went_away(&error) {
+                eprintln!(
+                    "heterarchy: nbd: connection from {}: {error}",
+                    connection.peer()
+                );
+            }
+        }
+        let _ = self.poll.registry().deregister(connection.socket_mut());
+        connection.socket().shutdown();
+        // Requests still with the workers finish on the volume; their answers find the slot
+        // taken by another generation and are dropped.
+        self.slots[slot].generation += 1;
+        self.free.push(slot);
+        self.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}

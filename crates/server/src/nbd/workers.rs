@@ -1,0 +1,247 @@
+//! The NBD server's I/O workers (issue 16, item 1; docs/architecture.md, "Serving"): a pool of
+//! threads that carry out the requests an event loop must not wait for — a miss reading a slow
+//! disk or a page the page cache lacks, a write-back, a flush, anything on a paced device — so
+//! that hits on the loops never wait behind them, and a device gets as many requests at once
+//! as there are workers (bounded per device by its queue depth).
+//!
+//! A request reaches the queue only once its turn has come on every line it touches
+//! ([`Submission::when_ready`]), so a worker never sits waiting for another request.
+
+use std::collections::VecDeque;
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use heterarchy_nbd::{Command, Request};
+use heterarchy_volume::{Buffer, Progress, Submission, Volume};
+use mio::Waker;
+
+use super::panic_message;
+use super::reply::Replies;
+
+/// Answers for one event loop's connections, and the waker that tells it they are there.
+pub struct Inbox {
+    answers: Mutex<Vec<Answer>>,
+    waker: Waker,
+}
+
+/// One request's answer, for the connection in `slot` if it is still the one of `generation`,
+/// to be sent at `due` on paced devices.
+pub struct Answer {
+    pub slot: usize,
+    pub generation: u64,
+    pub bytes: Vec<u8>,
+    pub due: Option<Instant>,
+}
+
+impl Inbox {
+    pub fn new(waker: Waker) -> Inbox {
+        Inbox {
+            answers: Mutex::new(Vec::new()),
+            waker,
+        }
+    }
+
+    /// Leaves an answer; wakes the loop unless answers were already waiting (it takes them
+    /// all at once).
+    pub fn send(&self, answer: Answer) {
+        let mut answers = self
+            .answers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let first = answers.is_empty();
+        answers.push(answer);
+        drop(answers);
+        if first {
+            if let Err(error) = self.waker.wake() {
+                eprintln!("heterarchy: nbd: cannot wake an event loop: {error}");
+            }
+        }
+    }
+
+    /// Every answer waiting.
+    pub fn take(&self) -> Vec<Answer> {
+        std::mem::take(
+            &mut *self
+                .answers
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
+    }
+
+    /// Wakes the loop for something other than an answer (a new connection).
+    pub fn wake(&self) -> io::Result<()> {
+        self.waker.wake()
+    }
+}
+
+/// A request planned on a loop, to be carried out by a worker once its turn has come.
+pub struct Task {
+    /// Taken while a worker carries it out; back when it pauses.
+    submission: Option<Submission>,
+    pub volume: Arc<Volume>,
+    pub request: Request,
+    /// A WRITE's data.
+    pub payload: Vec<u8>,
+    pub replies: Replies,
+    /// The answer being built: for a READ, its header and room for the data from `data_at`.
+    pub answer: Vec<u8>,
+    pub data_at: usize,
+    pub inbox: Arc<Inbox>,
+    pub slot: usize,
+    pub generation: u64,
+}
+
+impl Task {
+    /// A task for `request`, its answer begun.
+    pub fn new(
+        submission: Submission,
+        volume: Arc<Volume>,
+        request: Request,
+        payload: Vec<u8>,
+        replies: Replies,
+        back: (Arc<Inbox>, usize, u64),
+    ) -> Task {
+        let mut answer = Vec::new();
+        let data_at = match request.command {
+            Command::Read => replies.begin_read(&mut answer, &request),
+            _ => 0,
+        };
+        let (inbox, slot, generation) = back;
+        Task {
+            submission: Some(submission),
+            volume,
+            request,
+            payload,
+            replies,
+            answer,
+            data_at,
+            inbox,
+            slot,
+            generation,
+        }
+    }
+}
+
+struct Queue {
+    tasks: Mutex<VecDeque<Task>>,
+    ready: Condvar,
+}
+
+/// The pool.
+#[derive(Clone)]
+pub struct Workers {
+    queue: Arc<Queue>,
+}
+
+impl Workers {
+    /// Starts `count` workers (at least one).
+    pub fn start(count: usize) -> io::Result<Workers> {
+        let queue = Arc::new(Queue {
+            tasks: Mutex::new(VecDeque::new()),
+            ready: Condvar::new(),
+        });
+        let workers = Workers { queue };
+        for index in 0..count.max(1) {
+            let workers = workers.clone();
+            std::thread::Builder::new()
+                .name(format!("nbd-io-{index}"))
+                .spawn(move || workers.work())?;
+        }
+        Ok(workers)
+    }
+
+    /// Queues `task` behind every task queued before it.
+    pub fn push(&self, task: Task) {
+        self.queue
+            .tasks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push_back(task);
+        self.queue.ready.notify_one();
+    }
+}
+
+impl Workers {
+    fn work(&self) {
+        loop {
+            let task = {
+                let mut tasks = self
+                    .queue
+                    .tasks
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                loop {
+                    if let Some(task) = tasks.pop_front() {
+                        break task;
+                    }
+                    tasks = self
+                        .queue
+                        .ready
+                        .wait(tasks)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                }
+            };
+            self.run(task);
+        }
+    }
+
+    /// Goes on with a task as far as its turns allow: parked again when a later piece's turn
+    /// has not come, else answered to its loop, which holds the answer until due on paced
+    /// devices. A panic becomes an I/O error for this request alone.
+    fn run(&self, mut task: Task) {
+        let Some(submission) = task.submission.take() else {
+            return;
+        };
+        let progress = catch_unwind(AssertUnwindSafe(|| {
+            let buffer = match task.request.command {
+                Command::Read => Buffer::Read(&mut task.answer[task.data_at..]),
+                Command::Write => Buffer::Write(&task.payload),
+                _ => Buffer::None,
+            };
+            task.volume.advance(submission, buffer)
+        }));
+        let result = match progress {
+            Ok(Progress::Paused(submission)) => {
+                let workers = self.clone();
+                submission.when_ready(move |submission| {
+                    task.submission = Some(submission);
+                    workers.push(task);
+                });
+                return;
+            }
+            Ok(Progress::Done(result)) => result,
+            Err(panic) => {
+                let reason = format!("the request panicked: {}", panic_message(panic.as_ref()));
+                eprintln!("heterarchy: nbd: volume {}: {reason}", task.volume.name());
+                Err(io::Error::other(reason))
+            }
+        };
+        let Task {
+            request,
+            replies,
+            mut answer,
+            inbox,
+            slot,
+            generation,
+            ..
+        } = task;
+        match request.command {
+            Command::Read => {
+                let read = match &result {
+                    Ok(_) => Ok(()),
+                    Err(error) => Err(io::Error::new(error.kind(), error.to_string())),
+                };
+                replies.end_read(&mut answer, 0, &request, &read);
+            }
+            _ => replies.outcome(&mut answer, request.cookie, &result),
+        }
+        inbox.send(Answer {
+            slot,
+            generation,
+            bytes: answer,
+            due: result.ok().flatten(),
+        });
+    }
+}
