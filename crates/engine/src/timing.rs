@@ -1,8 +1,7 @@
 //! Plan-stage timing: when the operations of a [`Plan`] complete on device models, and when the
 //! client is answered. Written once for both executors: the timed simulator times one stage at
 //! a time as its events come due ([`time_stage`]); an executor on the real clock, such as the
-//! live volume pacing its devices like presets, times a whole plan at once ([`time_plan`]). (The
-//! volume's `Storage::time_job` still walks the stages itself, without the software cost.)
+//! live volume pacing its devices like presets, times a whole plan at once ([`time_plan`]).
 //!
 //! Every operation of a stage is submitted when the stage starts; the stage ends when its last
 //! operation completes (seed 000 §4.2.1's model puts a miss's fetch and install one after the

@@ -1,9 +1,10 @@
 //! When a plan's answer is due on throttled devices (docs/architecture.md, "The device
-//! layer": a throttle paces live storage like a preset): the data has already moved at memory speed; each stage's
-//! operations are submitted to their devices' shared models when the stage starts, and the
-//! answer is due when the reply stage completes.
+//! layer": a throttle paces live storage like a preset): the data has already moved at memory
+//! speed; each stage's operations are submitted to their devices' shared models when the stage
+//! starts, and the answer is due when the reply stage completes — one engine function,
+//! [`time_plan`], for the live volume and the timed simulator.
 
-use heterarchy_engine::IoKind;
+use heterarchy_engine::{time_plan, DeviceOp, IoKind};
 
 use crate::execute::Job;
 use crate::sectors::Storage;
@@ -23,53 +24,47 @@ impl Storage {
     }
 
     /// When `job`'s reply stage completes on the devices' models, from `now_ns` (at once for
-    /// devices not throttled); each operation's time goes to `times` when it is given.
+    /// devices not throttled), by the engine's plan timing, as the timed simulator times it;
+    /// each operation's time goes to `times` when it is given. No software cost is added: the
+    /// live volume's software takes its own, real, time.
     pub fn time_job(&self, job: &Job, mut times: Option<&mut Vec<DeviceTime>>) -> u64 {
         let now = job.now_ns;
         if !self.is_throttled() {
             return now;
         }
-        let plan = &job.plan;
-        let mut stage_start = now;
-        let mut reply_done = now;
-        for stage in 0..plan.stage_count() {
-            let mut stage_end = stage_start;
-            for op in plan.stage(stage) {
-                let (start, bytes) = match job.request {
-                    Some(part) if part.key == op.key => (part.start, part.len),
-                    _ => (0, self.line_bytes),
-                };
-                let device = usize::from(op.device);
-                let offset = if device < self.tiers() {
-                    let line = job.lines.iter().find(|line| line.key == op.key);
-                    let slot = line
-                        .and_then(|line| match op.kind {
-                            IoKind::Read => line.before[device].or(line.after[device]),
-                            IoKind::Write => line.after[device].or(line.before[device]),
-                        })
-                        .unwrap_or(0);
-                    self.slot_offset(device, slot, start)
-                } else {
-                    self.backing_offset(op.key, start)
-                };
-                let done = match &self.devices[device].throttle {
-                    Some(throttle) => throttle.complete_ns(stage_start, op.kind, offset, bytes),
-                    None => stage_start,
-                };
-                if let Some(times) = times.as_deref_mut() {
-                    times.push(DeviceTime {
-                        device: op.device,
-                        bytes,
-                        latency_ns: done - stage_start,
-                    });
-                }
-                stage_end = stage_end.max(done);
+        let extent = |op: &DeviceOp| match job.request {
+            Some(part) if part.key == op.key => (part.start, part.len),
+            _ => (0, self.line_bytes),
+        };
+        let mut submit = |start_ns: u64, op: &DeviceOp| {
+            let device = usize::from(op.device);
+            let Some(throttle) = &self.devices[device].throttle else {
+                return start_ns;
+            };
+            let (start, bytes) = extent(op);
+            let offset = if device < self.tiers() {
+                let line = job.lines.iter().find(|line| line.key == op.key);
+                let slot = line
+                    .and_then(|line| match op.kind {
+                        IoKind::Read => line.before[device].or(line.after[device]),
+                        IoKind::Write => line.after[device].or(line.before[device]),
+                    })
+                    .unwrap_or(0);
+                self.slot_offset(device, slot, start)
+            } else {
+                self.backing_offset(op.key, start)
+            };
+            throttle.complete_ns(start_ns, op.kind, offset, bytes)
+        };
+        let mut completed = |op: &DeviceOp, latency_ns: u64| {
+            if let Some(times) = times.as_deref_mut() {
+                times.push(DeviceTime {
+                    device: op.device,
+                    bytes: extent(op).1,
+                    latency_ns,
+                });
             }
-            stage_start = stage_end;
-            if stage < plan.reply_after() {
-                reply_done = stage_end;
-            }
-        }
-        reply_done
+        };
+        time_plan(&job.plan, now, 0, &mut submit, &mut completed).reply_ns
     }
 }
