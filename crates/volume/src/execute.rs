@@ -234,7 +234,13 @@ impl Storage {
                     if entry.deliver_to & bit == 0 || entry.delivered & bit != 0 {
                         continue;
                     }
-                    let slot = line.after[tier].expect("a line moves into a tier it is placed in");
+                    let Some(slot) = line.after[tier] else {
+                        return Err(io::Error::other(format!(
+                            "line {} moves into tier {tier}, which the placement gave it no \
+                             slot in: the plan and the slot tables disagree",
+                            line.key
+                        )));
+                    };
                     let occupant = self.devices[tier].slots().state(slot).key;
                     if occupant.is_some_and(|key| key != line.key) {
                         waiting.get_or_insert((tier, slot, occupant));
