@@ -69,9 +69,12 @@ pub struct Connection {
     socket: Socket,
     peer: String,
     phase: Phase,
-    /// Received bytes; those before `start` are consumed.
+    /// Received bytes, `start..end`; those before `start` are consumed. Its length is what
+    /// has been zeroed, kept between reads: zeroing a 64 KiB read buffer for every 28-byte
+    /// request cost 5% of a loop at queue depth 16.
     input: Vec<u8>,
     start: usize,
+    end: usize,
     /// Answers; those before `written` are sent.
     output: Vec<u8>,
     written: usize,
@@ -95,6 +98,7 @@ impl Connection {
             phase: Phase::Handshake(ServerHandshake::new()),
             input: Vec::new(),
             start: 0,
+            end: 0,
             output: ServerHandshake::greeting().to_vec(),
             written: 0,
             in_flight: 0,
@@ -178,31 +182,33 @@ impl Connection {
 
     /// Reads what the socket has; false when it has nothing now.
     fn receive(&mut self) -> io::Result<bool> {
-        if self.start == self.input.len() {
-            self.input.clear();
-            self.start = 0;
-            if self.input.capacity() > IDLE_BUFFER_BYTES {
-                self.input.shrink_to(READ_CHUNK);
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+            if self.input.len() > IDLE_BUFFER_BYTES {
+                self.input.truncate(READ_CHUNK);
+                self.input.shrink_to_fit();
             }
         } else if self.start > 0 {
-            self.input.drain(..self.start);
-            self.start = 0;
+            self.input.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
         }
-        let filled = self.input.len();
         let chunk = match &self.phase {
             // Handshake messages are small; idle clients should cost little.
             Phase::Handshake(_) => 4096,
             Phase::Transmission { .. } => READ_CHUNK,
         };
-        self.input.resize(filled + chunk, 0);
-        let read = self.socket.read(&mut self.input[filled..]);
-        self.input.truncate(filled + *read.as_ref().unwrap_or(&0));
-        match read {
+        if self.input.len() < self.end + chunk {
+            self.input.resize(self.end + chunk, 0);
+        }
+        match self.socket.read(&mut self.input[self.end..self.end + chunk]) {
             Ok(0) => {
                 self.draining = true;
                 Ok(true)
             }
-            Ok(_) => Ok(true),
+            Ok(count) => {
+                self.end += count;
+                Ok(true)
+            }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                 self.readable = false;
                 Ok(false)
@@ -215,7 +221,7 @@ impl Connection {
     /// Handles what is buffered; false when it needs more bytes.
     fn serve(&mut self, context: &Context) -> io::Result<bool> {
         if let Some((left, request)) = self.skipping {
-            let skipped = (self.input.len() - self.start).min(left as usize);
+            let skipped = (self.end - self.start).min(left as usize);
             self.start += skipped;
             let left = left - skipped as u64;
             if left > 0 {
@@ -236,7 +242,7 @@ impl Connection {
         match &mut self.phase {
             Phase::Handshake(handshake) => {
                 let parsed = handshake.receive(
-                    &self.input[self.start..],
+                    &self.input[self.start..self.end],
                     context.exports,
                     &mut self.output,
                 )?;
@@ -267,7 +273,7 @@ impl Connection {
 
     /// Serves the request at the front of the input, if it is all there.
     fn request(&mut self, context: &Context) -> io::Result<bool> {
-        let request = match Request::parse(&self.input[self.start..])? {
+        let request = match Request::parse(&self.input[self.start..self.end])? {
             Parsed::Found { value, .. } => value,
             Parsed::NeedMore => return Ok(false),
         };
@@ -283,8 +289,7 @@ impl Connection {
             return Ok(true);
         }
         let payload_end = header_end + request.payload_bytes();
-        if self.input.len() < payload_end {
-            self.input.reserve(payload_end - self.input.len());
+        if self.end < payload_end {
             return Ok(false);
         }
         self.start = payload_end;
