@@ -23,9 +23,10 @@ use crate::socket::Socket;
 
 const WAKER: Token = Token(usize::MAX);
 const TIMER: Token = Token(usize::MAX - 1);
-/// Answers due this soon go with the one being sent: a wake-up costs more than the few
-/// microseconds a device model's latency loses.
-const RELEASE_EARLY: std::time::Duration = std::time::Duration::from_micros(5);
+/// Answers due this soon go with one that is due now: each answer sent alone costs the loop a
+/// send and the client a wake-up, about as long as this on a virtual machine, and at queue
+/// depth 16 that cost 10% of the IOPS. An answer due with none before it is never early.
+const RELEASE_EARLY: std::time::Duration = std::time::Duration::from_micros(20);
 /// The loop wakes this long before a held answer is due and polls without sleeping until
 /// then: on a virtual machine a timer's wake-up comes tens of microseconds late, which at
 /// queue depth 16 left a paced device's answers 40 us behind the model.
@@ -303,11 +304,14 @@ impl Loop {
         }));
     }
 
-    /// Delivers every held answer now due, or due within [`RELEASE_EARLY`] (one wake-up for
-    /// answers a few microseconds apart).
+    /// Delivers every held answer now due and, with them, those due within [`RELEASE_EARLY`].
     fn release_due(&mut self, ready: &mut Vec<usize>) {
-        let now = Instant::now() + RELEASE_EARLY;
-        while self.held.peek().is_some_and(|first| first.0.due <= now) {
+        let now = Instant::now();
+        if self.held.peek().is_none_or(|first| first.0.due > now) {
+            return;
+        }
+        let horizon = now + RELEASE_EARLY;
+        while self.held.peek().is_some_and(|first| first.0.due <= horizon) {
             let Reverse(held) = self.held.pop().expect("peeked");
             self.deliver(held.slot, held.generation, &held.bytes);
             ready.push(held.slot);
