@@ -203,7 +203,10 @@ impl Connection {
         if self.input.len() < self.end + chunk {
             self.input.resize(self.end + chunk, 0);
         }
-        match self.socket.read(&mut self.input[self.end..self.end + chunk]) {
+        match self
+            .socket
+            .read(&mut self.input[self.end..self.end + chunk])
+        {
             Ok(0) => {
                 self.draining = true;
                 Ok(true)
