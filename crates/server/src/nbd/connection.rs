@@ -140,9 +140,9 @@ impl Connection {
         }
     }
 
-    /// Serves every request already received before sending, so a burst of hits leaves in
-    /// one send: on loopback the sender pays for the receiver's TCP work too, and a send per
-    /// answer was more than half the loop's time at queue depth 64.
+    /// Serves every request already received before sending, so the answers to a burst leave
+    /// in one send: on loopback a send also costs the sender the receiver's TCP work, more
+    /// than half the loop's time at queue depth 64.
     fn pump(&mut self, context: &Context) -> io::Result<bool> {
         loop {
             while !self.draining && !self.is_full() && self.serve(context)? {}
