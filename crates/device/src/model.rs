@@ -19,7 +19,8 @@ pub enum IoKind {
     Write,
 }
 
-/// Sequential write streams told apart at once (fio-style runs use up to 32 jobs or QD 32).
+/// Sequential streams the stream table is sized for (fio-style runs use up to 32 jobs or QD
+/// 32); with twice as many slots, colliding streams, which take each other's slot, are rare.
 const WRITE_STREAMS: usize = 32;
 
 /// Recent accesses remembered to find crowded ones (Rule 3): streams told apart at once.
@@ -88,7 +89,7 @@ struct Streams {
     ends: [u64; STREAM_SLOTS],
 }
 
-/// Slots of a stream table: twice the streams told apart at once.
+/// Slots of a stream table: twice [`WRITE_STREAMS`].
 const STREAM_SLOTS: usize = 2 * WRITE_STREAMS;
 
 impl Streams {

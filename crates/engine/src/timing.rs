@@ -43,11 +43,6 @@ impl SoftwareCost {
         let cost = self.per_request_ns + self.per_kib_ns * f64::from(bytes) / 1024.0;
         (cost + 0.5) as u64
     }
-
-    /// True when requests cost nothing besides their device time.
-    pub fn is_none(&self) -> bool {
-        self.per_request_ns == 0.0 && self.per_kib_ns == 0.0
-    }
 }
 
 /// Times stage `stage` of `plan`, started at `start_ns`: submits each operation through
@@ -184,6 +179,5 @@ mod tests {
         assert_eq!(cost.request_ns(4096), 2400);
         assert_eq!(cost.request_ns(65536), 8400);
         assert_eq!(SoftwareCost::NONE.request_ns(65536), 0);
-        assert!(SoftwareCost::NONE.is_none() && !cost.is_none());
     }
 }

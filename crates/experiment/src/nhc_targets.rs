@@ -62,15 +62,6 @@ fn target_name(target: Option<TargetMetric>) -> &'static str {
     }
 }
 
-/// The setting of hierarchy `index` among the jobs.
-fn micro_of(jobs: &[(usize, usize, Micro, Option<TargetMetric>)], index: usize) -> &Micro {
-    &jobs
-        .iter()
-        .find(|job| job.0 == index)
-        .expect("every hierarchy has jobs")
-        .2
-}
-
 /// Every line of the table.
 pub fn rows(options: &Options) -> Result<Vec<Row>, ExperimentError> {
     let mut jobs = Vec::new();
@@ -93,9 +84,9 @@ pub fn rows(options: &Options) -> Result<Vec<Row>, ExperimentError> {
     });
     jobs.iter()
         .zip(results)
-        .map(|((index, line, _, target), result)| {
+        .map(|((index, line, micro, target), result)| {
             let result = result?;
-            let measured_from_s = micro_of(&jobs, *index).load().warmup_ns as f64 / 1e9;
+            let measured_from_s = micro.load().warmup_ns as f64 / 1e9;
             let (load_admit, _) = admission_after(&result, measured_from_s);
             let (cache, capacity) = HIERARCHIES[*index];
             let thesis = THESIS[*index][*line];

@@ -43,13 +43,16 @@ pub struct ServerSection {
     pub io_workers: usize,
 }
 
+/// I/O workers when neither the file nor the command line says.
+pub const DEFAULT_IO_WORKERS: usize = 64;
+
 impl Default for ServerSection {
     fn default() -> Self {
         ServerSection {
             listen: ListenAddr::Tcp("127.0.0.1:10809".to_string()),
             metrics: None,
             threads: std::thread::available_parallelism().map_or(4, |n| n.get()),
-            io_workers: 64,
+            io_workers: DEFAULT_IO_WORKERS,
         }
     }
 }

@@ -147,14 +147,12 @@ pub fn throttle_name(name: String) -> Option<String> {
 }
 
 /// The engine's defaults, but approximate LRU (CLOCK) for live eviction (no list to reorder on
-/// every hit), and NHC admitting read misses while the cache has room (a scan fills it).
+/// every hit).
 pub fn default_caching() -> CacheConfig {
-    let mut caching = CacheConfig {
+    CacheConfig {
         policy: "clock".to_string(),
         ..CacheConfig::default()
-    };
-    caching.nhc.admit_while_filling = true;
-    caching
+    }
 }
 
 impl VolumeConfig {
@@ -264,13 +262,6 @@ fn caching_with_clock<'de, D: serde::Deserializer<'de>>(
     table
         .entry("policy")
         .or_insert_with(|| toml::Value::String(default_caching().policy));
-    if let toml::Value::Table(nhc) = table
-        .entry("nhc")
-        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-    {
-        nhc.entry("admit_while_filling")
-            .or_insert(toml::Value::Boolean(true));
-    }
     toml::Value::Table(table)
         .try_into()
         .map_err(serde::de::Error::custom)

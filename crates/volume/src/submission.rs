@@ -75,6 +75,16 @@ pub enum Command {
     Flush,
 }
 
+impl Command {
+    /// True when its answer promises durability: a flush, or a write with FUA.
+    fn is_durable(self) -> bool {
+        matches!(
+            self,
+            Command::Flush | Command::Write { fua: true } | Command::WriteZeroes { fua: true }
+        )
+    }
+}
+
 /// A client's buffer for a command.
 pub enum Buffer<'a> {
     /// Where a read's data goes.
@@ -120,13 +130,8 @@ impl Step {
 }
 
 impl Submission {
-    /// The command planned.
-    pub fn command(&self) -> Command {
-        self.command
-    }
-
     /// True when its turn has come on every line: completing it waits for no other request.
-    pub fn is_ready(&self) -> bool {
+    fn is_ready(&self) -> bool {
         self.steps.iter().all(|step| step.job().turns.is_ready())
     }
 
@@ -188,18 +193,9 @@ impl Volume {
                 jobs.push((job, piece));
             }
         }
+        let cleaning = (command.is_durable() && self.forgets_dirty_lines(&control))
+            .then(|| self.plan_cleaning(&mut control, now).0);
         drop(control);
-        let durable = matches!(
-            command,
-            Command::Flush | Command::Write { fua: true } | Command::WriteZeroes { fua: true }
-        );
-        let cleaning = if durable {
-            let mut control = self.lock_control();
-            self.forgets_dirty_lines(&control)
-                .then(|| self.plan_cleaning(&mut control, now).0)
-        } else {
-            None
-        };
         let steps = jobs
             .into_iter()
             .map(|(job, piece)| Step::Piece(job, piece))
@@ -226,11 +222,9 @@ impl Volume {
         // A try that fails must have changed nothing: only the first job's reads may refuse,
         // so several jobs are tried only when nothing they read can.
         let memory_only = submission.steps.len() > 1;
+        // A durable command waits for its flush.
         let quick = submission.done == 0
-            && !matches!(
-                submission.command,
-                Command::Flush | Command::Write { fua: true } | Command::WriteZeroes { fua: true }
-            )
+            && !submission.command.is_durable()
             && submission.is_ready()
             && submission.steps.iter().all(|step| match step {
                 Step::Piece(job, _) => self.storage.is_quick(job, memory_only),

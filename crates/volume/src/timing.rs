@@ -1,8 +1,9 @@
 //! When a plan's answer is due on throttled devices (docs/architecture.md, "The device
 //! layer": a throttle paces live storage like a preset): the data has already moved at memory
 //! speed; each stage's operations are submitted to their devices' shared models when the stage
-//! starts, and the answer is due when the reply stage completes — one engine function,
-//! [`time_plan`], for the live volume and the timed simulator.
+//! starts, and the answer is due when the reply stage completes — the engine's stage timing,
+//! which the timed simulator walks stage by stage (`time_stage`) and the volume over a whole
+//! plan ([`time_plan`]).
 
 use heterarchy_engine::{time_plan, DeviceOp, IoKind};
 

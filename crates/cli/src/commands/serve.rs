@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 
 use heterarchy_device::backend::BackendSpec;
 use heterarchy_engine::{AdmissionScheme, TierLayout, WriteMode};
-use heterarchy_server::config::{ServeConfig, ServerSection};
+use heterarchy_server::config::{ServeConfig, ServerSection, DEFAULT_IO_WORKERS};
 use heterarchy_server::kv::config::{TenantConfig, DEFAULT_MAX_CONNECTIONS};
 use heterarchy_server::ListenAddr;
 use heterarchy_volume::config::throttle_name;
@@ -145,7 +145,7 @@ pub struct NbdArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     /// Threads carrying out requests that wait for a device.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = DEFAULT_IO_WORKERS)]
     pub io_workers: usize,
     /// HOST:PORT for HTTP metrics, stats and flush.
     #[arg(long)]
