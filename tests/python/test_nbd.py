@@ -433,6 +433,9 @@ def write_until_killed(clients: list[NbdClient], server: Server, rng: random.Ran
     acknowledged: list[tuple[int, int]] = []
     covered = [0]
     stopped, killed = [False], [False]
+    # What went wrong on a receiving thread, for the test's own thread to fail on (an assert
+    # in a thread only warns).
+    broken: list[str] = []
 
     def writing(block):
         return any(entry[0] == "write" and entry[1] == block for flight in in_flight for entry in flight.values())
@@ -469,8 +472,13 @@ def write_until_killed(clients: list[NbdClient], server: Server, rng: random.Ran
             except (EOFError, OSError):
                 return
             with state:
-                entry = flight.pop(handle)
-                assert error == 0, f"{entry[0]} failed with error {error}"
+                entry = flight.pop(handle, None)
+                if entry is None or error != 0:
+                    broken.append(f"client {index}: handle {handle} answered with error {error}: "
+                                  + ("no such request" if entry is None else f"{entry[0]} failed"))
+                    stopped[0] = True
+                    state.notify_all()
+                    return
                 if entry[0] == "write":
                     _, block, generation, fua = entry
                     acknowledged.append((block, generation))
@@ -496,6 +504,7 @@ def write_until_killed(clients: list[NbdClient], server: Server, rng: random.Ran
         state.notify_all()
     for thread in threads:
         thread.join(timeout=IO_SECONDS)
+    assert not broken, broken
     assert killed[0], f"the server closed the connections after {len(acknowledged)} of {kill_after} writes: {server.log.read_text()}"
     assert server.process.returncode == -signal.SIGKILL
 
