@@ -2,7 +2,7 @@
 //! `-i`/`-p` and `-U` choose.
 
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -141,13 +141,6 @@ pub enum Stream {
 }
 
 impl Stream {
-    pub fn try_clone(&self) -> io::Result<Stream> {
-        Ok(match self {
-            Stream::Tcp(stream) => Stream::Tcp(stream.try_clone()?),
-            Stream::Unix(stream) => Stream::Unix(stream.try_clone()?),
-        })
-    }
-
     /// Who is at the other end, for logs: the peer's address on TCP; on a Unix socket, whose
     /// clients have no address, the socket's path.
     pub fn peer(&self) -> String {
@@ -167,41 +160,12 @@ impl Stream {
         }
     }
 
-    /// Closes both directions, waking a thread blocked reading it.
+    /// Closes both directions: how a connection over the limit is refused.
     pub fn shutdown(&self) {
         let _ = match self {
             Stream::Tcp(stream) => stream.shutdown(Shutdown::Both),
             Stream::Unix(stream) => stream.shutdown(Shutdown::Both),
         };
-    }
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(stream) => stream.read(buf),
-            Stream::Unix(stream) => stream.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(stream) => stream.write(buf),
-            Stream::Unix(stream) => stream.write(buf),
-        }
-    }
-
-    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(stream) => stream.write_vectored(bufs),
-            Stream::Unix(stream) => stream.write_vectored(bufs),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 

@@ -8,7 +8,7 @@ use std::io;
 
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::transmission::{
-    compose_error, compose_none, compose_simple_reply, offset_data_header, simple_reply_header,
+    compose_error, compose_none, compose_simple_reply, offset_data_header,
 };
 use heterarchy_nbd::Request;
 
@@ -31,7 +31,7 @@ pub struct Replies {
 impl Replies {
     /// A success without data.
     pub fn success(self, output: &mut Vec<u8>, cookie: u64) {
-        output.extend_from_slice(&simple_reply_header(cookie, 0));
+        compose_simple_reply(output, cookie, 0);
     }
 
     /// A failure: an error chunk with `reason` when structured, else the error alone.
@@ -71,7 +71,7 @@ impl Replies {
                 true,
             ));
         } else {
-            output.extend_from_slice(&simple_reply_header(request.cookie, 0));
+            compose_simple_reply(output, request.cookie, 0);
         }
         let data = output.len();
         output.resize(data + request.length as usize, 0);
@@ -80,12 +80,12 @@ impl Replies {
 
     /// Ends a READ begun at `start` (where its header began): on failure the header and room
     /// are taken back and a failure answered instead.
-    pub fn end_read(
+    pub fn end_read<T>(
         self,
         output: &mut Vec<u8>,
         start: usize,
         request: &Request,
-        result: &io::Result<()>,
+        result: &io::Result<T>,
     ) {
         if let Err(error) = result {
             output.truncate(start);
@@ -130,7 +130,7 @@ mod tests {
                 &mut output,
                 7,
                 &request,
-                &Err(io::Error::other("disk on fire")),
+                &Err::<(), _>(io::Error::other("disk on fire")),
             );
             assert_eq!(&output[..7], b"earlier");
             let Ok(Parsed::Found { value, .. }) = parse_reply(&output[7..], |_| Some(512)) else {

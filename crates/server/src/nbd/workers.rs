@@ -1,11 +1,13 @@
 //! The NBD server's I/O workers (issue 16, item 1; docs/architecture.md, "Serving"): a pool of
 //! threads that carry out the requests an event loop must not wait for — a miss reading a slow
-//! disk or a page the page cache lacks, a write-back, a flush, anything on a paced device — so
-//! that hits on the loops never wait behind them, and a device gets as many requests at once
-//! as there are workers (bounded per device by its queue depth).
+//! disk or a page the page cache lacks, a write-back, a flush — so that hits on the loops never
+//! wait behind them, and a device gets as many requests at once as there are workers (bounded
+//! per device by its queue depth). A paced device's work is done on the loop, which holds the
+//! answer until the device's model says it is due.
 //!
-//! A request reaches the queue only once its turn has come on every line it touches
-//! ([`Submission::when_ready`]), so a worker never sits waiting for another request.
+//! A request reaches the queue once the turn of its next job has come
+//! ([`Submission::when_ready`]); one that would wait again is parked on its lines, without a
+//! thread, until it may go on.
 
 use std::collections::VecDeque;
 use std::io;
@@ -228,13 +230,7 @@ impl Workers {
             ..
         } = task;
         match request.command {
-            Command::Read => {
-                let read = match &result {
-                    Ok(_) => Ok(()),
-                    Err(error) => Err(io::Error::new(error.kind(), error.to_string())),
-                };
-                replies.end_read(&mut answer, 0, &request, &read);
-            }
+            Command::Read => replies.end_read(&mut answer, 0, &request, &result),
             _ => replies.outcome(&mut answer, request.cookie, &result),
         }
         inbox.send(Answer {
