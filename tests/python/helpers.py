@@ -3,6 +3,7 @@ their fixtures and the benchmark scripts."""
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -82,6 +83,34 @@ def wait_ready(process: subprocess.Popen, addresses: list) -> str | None:
             return None
         time.sleep(0.02)
     return f"accepted no connection within {READY_SECONDS} s"
+
+
+class LoggedProcess:
+    """A process started for a test, its output in `log`: waited for until it listens, stopped
+    gracefully or killed. The servers of the NBD and key-value tests build on it."""
+
+    def __init__(self, argv, log: Path):
+        self.argv, self.log = [str(arg) for arg in argv], log
+        with open(log, "wb") as output:
+            self.process = subprocess.Popen(self.argv, stdout=output, stderr=subprocess.STDOUT)
+
+    def wait_for(self, addresses: list):
+        """Fails the test with the log unless every address takes connections in time."""
+        if failure := wait_ready(self.process, addresses):
+            pytest.fail(f"{' '.join(self.argv)} {failure}: {self.log.read_text()}")
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit code of the graceful shutdown."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{self.argv[0]} was still running 30 s after SIGTERM: {self.log.read_text()}")
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=READY_SECONDS)
 
 
 class Started:

@@ -5,9 +5,7 @@ a given memory) so that one test checks both against the same expected bytes."""
 import os
 import re
 import shutil
-import signal
 import socket
-import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -16,7 +14,7 @@ from pathlib import Path
 import pytest
 from pymemcache.client.base import Client
 
-from helpers import BINARY, free_port, wait_ready
+from helpers import BINARY, LoggedProcess, free_port
 
 KINDS = ("heterarchy", "memcached")
 IO_SECONDS = 10
@@ -42,18 +40,16 @@ def tool_path(name: str, package: str, *fallbacks: str) -> str:
     return found
 
 
-class KvServer:
+class KvServer(LoggedProcess):
     """A started server process (memcached, heterarchy or a proxy), its addresses and its log."""
 
     def __init__(self, kind: str, argv, log: Path, addresses, port: int | None = None, unix: Path | None = None):
-        self.kind, self.argv, self.log, self.addresses = kind, [str(arg) for arg in argv], log, list(addresses)
+        super().__init__(argv, log)
+        self.kind, self.addresses = kind, list(addresses)
         self.port, self.unix = port, unix
-        with open(log, "wb") as output:
-            self.process = subprocess.Popen(self.argv, stdout=output, stderr=subprocess.STDOUT)
 
     def wait_until_ready(self):
-        if failure := wait_ready(self.process, self.addresses):
-            pytest.fail(f"{' '.join(self.argv)} {failure}: {self.log.read_text()}")
+        self.wait_for(self.addresses)
 
     def client(self, port: int | None = None, unix=False, **options) -> Client:
         """A pymemcache client (on the server's port, on `port`, a tenant's, or with `unix` on
@@ -70,18 +66,6 @@ class KvServer:
         with Raw(port or self.port) as conn:
             return conn.stats()
 
-    def stop(self) -> int:
-        """SIGTERM, then the exit code of the graceful shutdown."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{self.argv[0]} was still running 30 s after SIGTERM: {self.log.read_text()}")
-
-    def kill(self):
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=IO_SECONDS)
 
 
 class Servers:

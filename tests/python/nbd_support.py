@@ -4,7 +4,6 @@ client for what the NBD tools never send, the protocol's numbers, and small help
 import itertools
 import json
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import wait_ready
+from helpers import LoggedProcess
 
 TOOLS = ("nbdinfo", "nbdcopy", "qemu-img", "qemu-io", "fio")
 MISSING = [tool for tool in TOOLS if shutil.which(tool) is None]
@@ -57,20 +56,15 @@ CMD_FLAG_FUA = 1
 EINVAL = 22
 
 
-class Server:
+class Server(LoggedProcess):
     """A `heterarchy serve` process, the addresses it listens on and its log."""
 
     def __init__(self, binary: Path, args, log: Path, nbd, metrics: int | None):
-        self.nbd, self.metrics, self.log = nbd, metrics, log
-        with open(log, "wb") as output:
-            self.process = subprocess.Popen(
-                [str(binary), *map(str, args)], stdout=output, stderr=subprocess.STDOUT
-            )
+        super().__init__([binary, *args], log)
+        self.nbd, self.metrics = nbd, metrics
 
     def wait_until_ready(self):
-        addresses = [address for address in (self.nbd, self.metrics) if address is not None]
-        if failure := wait_ready(self.process, addresses):
-            pytest.fail(f"the server {failure}: {self.log.read_text()}")
+        self.wait_for([address for address in (self.nbd, self.metrics) if address is not None])
 
     @property
     def port(self) -> int:
@@ -86,18 +80,6 @@ class Server:
         with urllib.request.urlopen(request, timeout=IO_SECONDS) as response:
             return response.read().decode()
 
-    def stop(self) -> int:
-        """SIGTERM, then the exit code of the graceful shutdown."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the server was still running 30 s after SIGTERM: {self.log.read_text()}")
-
-    def kill(self):
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=IO_SECONDS)
 
 
 def tool(*args, timeout=60, cwd=None) -> subprocess.CompletedProcess:
