@@ -7,11 +7,10 @@
 
 use std::hash::BuildHasher;
 use std::io;
+use std::sync::Arc;
 use std::time::Instant;
 
 use hashbrown::HashTable;
-use std::sync::Arc;
-
 use heterarchy_device::backend::{wait_until, Backend, Throttle};
 use heterarchy_device::model::IoKind;
 

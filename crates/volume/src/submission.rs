@@ -268,15 +268,15 @@ impl Volume {
     ) -> Progress {
         let command = submission.command;
         let mut buffer = buffer;
+        let mode = match how {
+            Drive::AtOnce => Mode::AtOnce,
+            Drive::Wait | Drive::UntilTurn => Mode::Wait,
+        };
         while let Some(step) = submission.steps.pop_front() {
             if how != Drive::Wait && !step.job().turns.is_ready() {
                 submission.steps.push_front(step);
                 return Progress::Paused(submission);
             }
-            let mode = match how {
-                Drive::AtOnce => Mode::AtOnce,
-                Drive::Wait | Drive::UntilTurn => Mode::Wait,
-            };
             let (job, client, piece) = match step {
                 Step::Cleaning(job) => (job, Client::None, None),
                 Step::Piece(job, piece) if command == Command::Trim => {
@@ -432,8 +432,9 @@ impl Volume {
     ) -> Option<Instant> {
         let now = self.ns_since_epoch(arrival);
         let throttled = self.is_throttled();
+        let due_at = (throttled && due > now).then(|| self.epoch + Duration::from_nanos(due));
         if !self.feedback.device_ops && !self.feedback.replies {
-            return (throttled && due > now).then(|| self.epoch + Duration::from_nanos(due));
+            return due_at;
         }
         let mut control = self.lock_control();
         if self.feedback.device_ops {
@@ -455,6 +456,6 @@ impl Volume {
                 bytes: bytes.min(u32::MAX as usize) as u32,
             });
         }
-        (throttled && due > now).then(|| self.epoch + Duration::from_nanos(due))
+        due_at
     }
 }

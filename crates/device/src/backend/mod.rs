@@ -31,7 +31,7 @@ pub use pmem::{CrashOutcome, PmemBackend};
 pub use queue::QueueDepth;
 pub use ram::RamBackend;
 pub use spec::{open_backend, BackendSpec};
-pub use throttle::{wait_until, Throttle, Throttles};
+pub use throttle::{precise_sleeps, wait_until, Throttle, Throttles};
 
 /// Byte-addressed storage of a fixed size.
 ///

@@ -82,12 +82,10 @@ impl Throttles {
     }
 }
 
-/// Waits until `due`: sleeps while more than a few microseconds away, then spins, so that waits
-/// of a few microseconds (a PM access) are kept without a thread spinning through a disk's
-/// milliseconds. The calling thread's timer slack is set to a microsecond the first time, so
-/// its sleeps end when asked rather than up to the kernel's default 50 us late.
-pub fn wait_until(due: Instant) {
-    const SPIN: Duration = Duration::from_micros(20);
+/// Makes the calling thread's sleeps and timed waits end when asked rather than up to the
+/// kernel's default timer slack (50 us) late: a paced answer must not be late by more than the
+/// device it paces takes. Cheap to call again.
+pub fn precise_sleeps() {
     thread_local! {
         static PRECISE: () = {
             // SAFETY: PR_SET_TIMERSLACK takes a number and changes only this thread's slack.
@@ -95,6 +93,14 @@ pub fn wait_until(due: Instant) {
         };
     }
     PRECISE.with(|_| {});
+}
+
+/// Waits until `due`: sleeps while more than a few microseconds away, then spins, so that waits
+/// of a few microseconds (a PM access) are kept without a thread spinning through a disk's
+/// milliseconds; the sleeps are [`precise_sleeps`].
+pub fn wait_until(due: Instant) {
+    const SPIN: Duration = Duration::from_micros(20);
+    precise_sleeps();
     loop {
         let now = Instant::now();
         if now >= due {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use heterarchy_memcache::{compose, parse, Limits, ParseError};
 
-pub use crate::socket::Socket;
+use crate::socket::Socket;
 
 use super::execute::{execute, Outcome};
 use super::tenant::{unix_now_secs, Tenant};

@@ -10,8 +10,9 @@ use std::sync::{mpsc, Arc};
 
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use super::connection::{Connection, Socket};
+use super::connection::Connection;
 use super::tenant::Tenant;
+use crate::socket::Socket;
 
 const WAKER: Token = Token(usize::MAX);
 const EVENTS_PER_POLL: usize = 256;

@@ -215,10 +215,7 @@ struct Loop {
 
 impl Loop {
     fn run(mut self) {
-        // Wake-ups on time: the kernel's default timer slack would make a paced answer up to
-        // 50 us late.
-        // SAFETY: PR_SET_TIMERSLACK takes a number and changes only this thread's slack.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+        heterarchy_device::backend::precise_sleeps();
         let mut events = Events::with_capacity(EVENTS_PER_POLL);
         let mut ready = Vec::new();
         loop {

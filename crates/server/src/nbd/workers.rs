@@ -82,17 +82,17 @@ impl Inbox {
 pub struct Task {
     /// Taken while a worker carries it out; back when it pauses.
     submission: Option<Submission>,
-    pub volume: Arc<Volume>,
-    pub request: Request,
+    volume: Arc<Volume>,
+    request: Request,
     /// A WRITE's data.
-    pub payload: Vec<u8>,
-    pub replies: Replies,
+    payload: Vec<u8>,
+    replies: Replies,
     /// The answer being built: for a READ, its header and room for the data from `data_at`.
-    pub answer: Vec<u8>,
-    pub data_at: usize,
-    pub inbox: Arc<Inbox>,
-    pub slot: usize,
-    pub generation: u64,
+    answer: Vec<u8>,
+    data_at: usize,
+    inbox: Arc<Inbox>,
+    slot: usize,
+    generation: u64,
 }
 
 impl Task {
@@ -163,9 +163,7 @@ impl Workers {
             .push_back(task);
         self.queue.ready.notify_one();
     }
-}
 
-impl Workers {
     fn work(&self) {
         loop {
             let task = {
