@@ -576,6 +576,13 @@ fn restored_lines_are_held_as_they_were() {
     assert_eq!(plan.stage(1)[0].key, 7);
     let read = run(&mut wb, Op::Read, 8, 0);
     assert_eq!(read.hit_tier, Some(0));
+    // One write-through tier is never dirty: a dirty line is refused (the caller writes it
+    // back), a clean one kept.
+    let mut wt = controller(WriteMode::Wt, TierLayout::Inclusive, &[2]);
+    assert!(!wt.restore_line(0, 7, LINE, true, 0, &mut plan));
+    assert!(wt.restore_line(0, 8, LINE, false, 0, &mut plan));
+    assert!(!wt.holds(0, 7) && wt.holds(0, 8) && !wt.is_dirty(0, 8));
+    assert_eq!(run(&mut wt, Op::Read, 8, 0).hit_tier, Some(0));
 }
 
 #[test]

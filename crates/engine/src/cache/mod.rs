@@ -97,19 +97,15 @@ pub struct CacheController {
     last_request_ns: u64,
     /// Per tier, a reused buffer for the policy's victims.
     evicted: Vec<Vec<Evicted>>,
-    /// The request's source read, if any.
-    source: Option<DeviceOp>,
     moves: Vec<Move>,
     /// The request's own writes (stage 4).
     writes: Vec<DeviceOp>,
     /// Lines a cleaning pass writes back.
     clean_keys: Vec<u64>,
-    /// True when victims need nothing but forgetting (one tier, no dirty data): their table
-    /// entries are then dropped at the start of the next call, once prefetched, instead of
-    /// waiting on a cold slot now.
-    defer_victims: bool,
-    /// Victims of the last call whose table entries are still to be dropped.
-    deferred_victims: Vec<u64>,
+    /// True when tier 0's policy is the only record of residency and `lines` stays empty: one
+    /// tier that is never dirty, whose policy can say what it holds. A line then needs no
+    /// second table entry to write, find and drop (most of a timed run's memory stalls).
+    lines_in_policy: bool,
     /// The admission tuner and its measurements; `None` for classic caching.
     tuning: Option<Tuning>,
     /// Lines that left a tier during the current call, as `(tier, key)`.
@@ -165,12 +161,12 @@ impl CacheController {
             },
             last_request_ns: 0,
             evicted: vec![Vec::new(); count],
-            source: None,
             moves: Vec::new(),
             writes: Vec::new(),
             clean_keys: Vec::new(),
-            defer_victims: count == 1 && !config.mode.writes_back(),
-            deferred_victims: Vec::new(),
+            lines_in_policy: count == 1
+                && !config.mode.writes_back()
+                && tiers[0].contains(0).is_some(),
             departures: Vec::new(),
             // NHC's setting, and its pinned oracle's; SIB's and LBICA's admission rules are
             // their definition.
@@ -190,34 +186,31 @@ impl CacheController {
         self.tiers.len()
     }
 
-    /// The table's line for `key`, minus victims whose entries are still to be dropped.
+    /// What is known of `key`'s line, `None` when no tier holds it. With the lines in the
+    /// policy, a resident line's size reads 0: only victims, promotions and write-backs read
+    /// it, and a single clean tier has none of those.
     #[inline]
-    fn current_line(&self, key: u64) -> Option<Line> {
-        self.lines
-            .get(key)
-            .filter(|_| !self.deferred_victims.contains(&key))
+    fn line(&self, key: u64) -> Option<Line> {
+        if self.lines_in_policy {
+            let resident = self.tiers[0].contains(key).unwrap_or(false);
+            resident.then_some(Line {
+                resident: 1,
+                ..Line::absent(0)
+            })
+        } else {
+            self.lines.get(key)
+        }
     }
 
     /// True when cache tier `tier` holds a copy of `key`.
     pub fn holds(&self, tier: usize, key: u64) -> bool {
-        tier < self.tiers.len() && self.current_line(key).is_some_and(|line| line.holds(tier))
+        tier < self.tiers.len() && self.line(key).is_some_and(|line| line.holds(tier))
     }
 
     /// True when tier `tier`'s copy of `key` is newer than the level below it (the next tier
     /// holding the line, or the backing store).
     pub fn is_dirty(&self, tier: usize, key: u64) -> bool {
-        tier < self.tiers.len()
-            && self
-                .current_line(key)
-                .is_some_and(|line| line.is_dirty(tier))
-    }
-
-    /// Drops the table entries of the last call's deferred victims.
-    #[inline]
-    fn forget_deferred_victims(&mut self) {
-        for key in self.deferred_victims.drain(..) {
-            self.lines.remove(key);
-        }
+        tier < self.tiers.len() && self.line(key).is_some_and(|line| line.is_dirty(tier))
     }
 
     /// Bytes resident in cache tier `tier`, as its eviction policy counts them (0 for a tier
@@ -243,7 +236,6 @@ impl CacheController {
     /// each line's newest copy, stage 2 writes it to every level below. Returns the number of
     /// lines, cleaned in key order.
     pub fn flush(&mut self, plan: &mut Plan) -> usize {
-        self.forget_deferred_victims();
         self.moves.clear();
         self.clean_keys.clear();
         self.clean_keys.extend(self.dirty.dirty_lines());
@@ -259,12 +251,16 @@ impl CacheController {
 
     #[inline]
     fn line_or_absent(&self, key: u64, size: u32) -> Line {
-        self.lines.get(key).unwrap_or_else(|| Line::absent(size))
+        self.line(key).unwrap_or_else(|| Line::absent(size))
     }
 
-    /// Writes `line` back to the table, or drops it when no tier holds it any more.
+    /// Writes `line` back to the table, or drops it when no tier holds it any more (nothing to
+    /// do when the policy keeps the lines).
     #[inline]
     fn store(&mut self, key: u64, line: Line) {
+        if self.lines_in_policy {
+            return;
+        }
         if line.resident == 0 {
             self.lines.remove(key);
         } else {
@@ -282,12 +278,13 @@ impl CacheController {
         }
     }
 
-    /// Lays the request's source read, moves and writes out in the four stages of the module
-    /// docs; a read is answered once the first stage has brought its data (Open CAS answers
-    /// a miss and then fills the cache).
-    fn emit_request_plan(&mut self, plan: &mut Plan, read: bool) {
-        if let Some(read) = self.source {
-            plan.push(read);
+    /// Lays the request's source read (from device `source`, for a read), moves and writes out
+    /// in the four stages of the module docs; a read is answered once the first stage has
+    /// brought its data (Open CAS answers a miss and then fills the cache).
+    fn emit_request_plan(&mut self, plan: &mut Plan, request: &Request, source: Option<u8>) {
+        let read = source.is_some();
+        if let Some(device) = source {
+            plan.push(Self::op(device, IoKind::Read, request.key, request.size));
         }
         if self.moves.is_empty() {
             // Most requests move no line (hits, and misses whose installs evict clean
@@ -350,7 +347,10 @@ impl CacheController {
     /// make room (a policy that keeps less than the tier's size): the victims' moves and
     /// departures go into `plan`, laid out as a cleaning plan, for the caller to carry out.
     /// Returns whether the tier keeps the line; when it does not, the caller writes the line's
-    /// dirty data back itself. With inclusive tiers, restore a line's lower copies first.
+    /// dirty data back itself. With inclusive tiers, restore a line's lower copies first. A
+    /// dirty line is refused where the only tier is never dirty (its lines kept by its policy,
+    /// a write-through restart after write-back, say): writing it back is all a restart in
+    /// that mode would do with it.
     pub fn restore_line(
         &mut self,
         tier: usize,
@@ -360,10 +360,9 @@ impl CacheController {
         now_ns: u64,
         plan: &mut Plan,
     ) -> bool {
-        if tier >= self.tiers.len() || self.holds(tier, key) {
+        if tier >= self.tiers.len() || self.holds(tier, key) || (dirty && self.lines_in_policy) {
             return false;
         }
-        self.forget_deferred_victims();
         self.moves.clear();
         let kept = self.admit(tier, &Request::new(key, bytes), now_ns);
         self.emit_cleaning_plan(plan);
@@ -406,12 +405,10 @@ impl Controller for CacheController {
     }
 
     fn plan(&mut self, request: &Request, now_ns: u64, plan: &mut Plan) -> Decision {
-        self.forget_deferred_victims();
         self.last_request_ns = now_ns;
-        self.source = None;
         self.moves.clear();
         self.writes.clear();
-        let held = self.lines.get(request.key).and_then(|line| line.top_tier());
+        let held = self.line(request.key).and_then(|line| line.top_tier());
         self.stats.requests += 1;
         if let Some(tier) = held {
             self.stats.hits += 1;
@@ -421,23 +418,27 @@ impl Controller for CacheController {
         if let Some(tuning) = &mut self.tuning {
             tuning.on_request(now_ns, held, access != Access::Read);
         }
-        match access {
+        let source = match access {
             Access::Read => {
                 self.stats.reads += 1;
-                self.read(request, held, now_ns);
+                Some(self.read(request, held, now_ns))
             }
             Access::Write => {
                 self.stats.writes += 1;
                 self.write(request, held, now_ns);
+                None
             }
-            Access::Discard => self.discard(request.key),
-        }
-        self.emit_request_plan(plan, access == Access::Read);
+            Access::Discard => {
+                self.discard(request.key);
+                None
+            }
+        };
+        self.emit_request_plan(plan, request, source);
         self.dirty.cleaner.compact(&self.lines, self.dirty.copies());
         self.stats.dirty_lines = self.dirty.copies();
         Decision {
             hit_tier: held.map(|tier| tier as u8),
-            source: self.source.map(|read| read.device),
+            source,
         }
     }
 
@@ -445,7 +446,6 @@ impl Controller for CacheController {
         if !self.mode.writes_back() {
             return None;
         }
-        self.forget_deferred_victims();
         self.moves.clear();
         self.clean_keys.clear();
         let next = self.dirty.cleaner.due(
@@ -497,7 +497,9 @@ impl Controller for CacheController {
     #[inline]
     fn prefetch(&self, key: u64, distance: usize) {
         if distance > PREFETCH_NODE_DISTANCE {
-            self.lines.prefetch(key);
+            if !self.lines_in_policy {
+                self.lines.prefetch(key);
+            }
             self.tiers[0].prefetch_slot(key);
         } else {
             self.tiers[0].prefetch_node(key);

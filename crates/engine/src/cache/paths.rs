@@ -57,10 +57,11 @@ impl CacheController {
     /// may send it to the next level holding the line, unless the copy is dirty (newer than
     /// the levels below).
     fn read_hit_source(&mut self, key: u64, top: usize) -> u8 {
-        let Some(tuning) = &mut self.tuning else {
+        if self.tuning.is_none() {
             return top as u8;
-        };
-        let line = self.lines.get(key).expect("a hit has a line");
+        }
+        let line = self.line(key).expect("a hit has a line");
+        let tuning = self.tuning.as_mut().expect("checked above");
         let mut level = top;
         loop {
             if line.is_dirty(level) || tuning.serve_in_tier(level) {
@@ -81,38 +82,36 @@ impl CacheController {
             .should_promote(request.key, request.size, used, capacity)
     }
 
-    /// Plans a read; `held` is the highest tier holding the line on arrival.
-    pub(super) fn read(&mut self, request: &Request, held: Option<usize>, now_ns: u64) {
+    /// Plans a read; `held` is the highest tier holding the line on arrival. Returns the
+    /// device the client's data is read from.
+    pub(super) fn read(&mut self, request: &Request, held: Option<usize>, now_ns: u64) -> u8 {
         let key = request.key;
         let bytes = request.size;
         if matches!(self.mode, WriteMode::Wo | WriteMode::Pt) {
-            let dirty = self.lines.get(key).is_some_and(|line| line.any_dirty());
-            let device = match held {
+            let dirty = self.line(key).is_some_and(|line| line.any_dirty());
+            return match held {
                 Some(tier) if dirty => tier as u8,
                 _ => self.backing,
             };
-            self.source = Some(Self::op(device, IoKind::Read, key, bytes));
-            return;
         }
         match held {
             Some(0) => {
                 self.tiers[0].lookup(request);
-                let device = self.read_hit_source(key, 0);
-                self.source = Some(Self::op(device, IoKind::Read, key, bytes));
+                self.read_hit_source(key, 0)
             }
             Some(tier) => {
                 let device = self.read_hit_source(key, tier);
-                self.source = Some(Self::op(device, IoKind::Read, key, bytes));
                 let gained = self.promote(request, tier, self.read_installs(bytes), now_ns);
                 self.write_to_tiers(gained, key, bytes);
+                device
             }
             None => {
-                self.source = Some(Self::op(self.backing, IoKind::Read, key, bytes));
                 let allowed = self.read_installs(bytes);
                 if allowed != 0 && self.may_install(request) {
                     let installed = self.install(request, now_ns, allowed);
                     self.write_to_tiers(installed, key, bytes);
                 }
+                self.backing
             }
         }
     }
@@ -137,7 +136,7 @@ impl CacheController {
             }
             WriteMode::Wt => {
                 self.bring_to_top(request, held, now_ns);
-                let resident = self.lines.get(key).map_or(0, |line| line.resident);
+                let resident = self.line(key).map_or(0, |line| line.resident);
                 self.write_to_tiers(resident, key, bytes);
                 self.write_backing(key, bytes);
             }
@@ -145,7 +144,7 @@ impl CacheController {
                 if let Some(tier) = held {
                     self.tiers[tier].lookup(request);
                 }
-                let resident = self.lines.get(key).map_or(0, |line| line.resident);
+                let resident = self.line(key).map_or(0, |line| line.resident);
                 self.write_to_tiers(resident, key, bytes);
                 self.write_backing(key, bytes);
             }
@@ -182,7 +181,7 @@ impl CacheController {
 
     /// Drops every cached copy of `key` (its data is being replaced or discarded).
     fn invalidate(&mut self, key: u64) {
-        let Some(mut line) = self.lines.get(key) else {
+        let Some(mut line) = self.line(key) else {
             return;
         };
         self.dirty.mark_all_clean(key, &mut line);

@@ -31,21 +31,24 @@ impl CacheController {
             debug_assert!(false, "tier {tier} holds key {key} unknown to the table");
             let mut line = self.line_or_absent(key, request.size);
             line.set_resident(tier);
-            self.lines.insert(key, line);
+            self.store(key, line);
             return true;
         }
         let mut evicted = std::mem::take(&mut self.evicted[tier]);
         let before = policy.len();
         policy.admit(request, &mut evicted);
         let admitted = policy.len() + evicted.len() == before + 1;
-        // The victims' table slots are cold: start loading them while the new line is noted.
-        for victim in &evicted {
-            self.lines.prefetch(victim.key);
+        if !self.lines_in_policy {
+            // The victims' table slots are cold: start loading them while the new line is
+            // noted.
+            for victim in &evicted {
+                self.lines.prefetch(victim.key);
+            }
         }
         if admitted {
             let mut line = self.line_or_absent(key, request.size);
             line.set_resident(tier);
-            self.lines.insert(key, line);
+            self.store(key, line);
             self.stats.installs_per_tier[tier] += 1;
         }
         let mut kept = admitted;
@@ -53,8 +56,8 @@ impl CacheController {
             self.stats.evictions_per_tier[tier] += 1;
             self.note_departure(tier, victim.key);
             kept &= victim.key != key;
-            if self.defer_victims && victim.key != key {
-                self.deferred_victims.push(victim.key);
+            if self.lines_in_policy {
+                // A clean line of the only tier: leaving the policy is all there is to it.
                 continue;
             }
             match self.layout {
@@ -192,7 +195,7 @@ impl CacheController {
             if dirty {
                 let mut line = self.line_or_absent(key, bytes);
                 self.dirty.mark_dirty(key, &mut line, below, now_ns);
-                self.lines.insert(key, line);
+                self.store(key, line);
             }
         } else if let Some(m) = self.take_pending(key, below) {
             // Refused below (too large): dirty data goes to the backing store, clean nowhere.
@@ -219,7 +222,7 @@ impl CacheController {
                 }
             }
         }
-        let held = self.lines.get(request.key).map_or(0, |line| line.resident);
+        let held = self.line(request.key).map_or(0, |line| line.resident);
         if held != 0 {
             self.promoter.purge(request.key);
         }
@@ -249,7 +252,7 @@ impl CacheController {
                     gained |= 1 << tier;
                 }
                 // An eviction further down may have taken the line out again.
-                gained & self.lines.get(key).map_or(0, |line| line.resident)
+                gained & self.line(key).map_or(0, |line| line.resident)
             }
             TierLayout::Exclusive => {
                 if allowed & 1 == 0 || u64::from(request.size) > self.tiers[0].capacity_bytes() {
@@ -281,7 +284,7 @@ impl CacheController {
     /// Writes a dirty line back: its newest copy (the highest dirty tier) goes to every lower
     /// tier holding it and to the backing store, and every copy is clean afterwards.
     pub(super) fn clean_line(&mut self, key: u64) {
-        let Some(mut line) = self.lines.get(key) else {
+        let Some(mut line) = self.line(key) else {
             return;
         };
         let Some(from) = line.top_dirty_tier() else {

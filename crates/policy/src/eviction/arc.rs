@@ -248,6 +248,14 @@ impl EvictionPolicy for Arc {
 
     /// Drops `key`; a ghost of it is forgotten too (as libCacheSim's `ARC_remove` does), but
     /// only a resident object makes this return true.
+    fn contains(&self, key: u64) -> Option<bool> {
+        let resident = self
+            .map
+            .get(key)
+            .is_some_and(|index| matches!(self.slab.get(index).data, Place::T1 | Place::T2));
+        Some(resident)
+    }
+
     fn remove(&mut self, key: u64) -> bool {
         let Some(index) = self.map.remove(key) else {
             return false;

@@ -134,6 +134,10 @@ impl EvictionPolicy for Belady {
         false
     }
 
+    fn contains(&self, key: u64) -> Option<bool> {
+        Some(self.map.get(key).is_some())
+    }
+
     fn remove(&mut self, key: u64) -> bool {
         match self.map.remove(key) {
             Some(index) => {

@@ -115,6 +115,11 @@ impl EvictionPolicy for Clock {
     }
 
     #[inline]
+    fn contains(&self, key: u64) -> Option<bool> {
+        Some(self.queue.find(key).is_some())
+    }
+
+    #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.queue.prefetch_slot(key);
     }

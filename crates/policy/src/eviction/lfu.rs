@@ -208,6 +208,10 @@ impl EvictionPolicy for Lfu {
         self.len += 1;
     }
 
+    fn contains(&self, key: u64) -> Option<bool> {
+        Some(self.map.get(key).is_some())
+    }
+
     fn remove(&mut self, key: u64) -> bool {
         let Some(index) = self.map.remove(key) else {
             return false;

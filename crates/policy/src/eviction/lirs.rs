@@ -542,6 +542,11 @@ impl EvictionPolicy for Lirs {
     /// `LIRS_remove` does. Unlike libCacheSim it also forgets the key's NH entry (which would
     /// later drop an unrelated S entry) and only uncounts bytes that were counted (a block in
     /// S whose Q entry is gone was not). Returns whether the block was counted as resident.
+    /// A hit may evict, reported only by the next `admit`: no residency to offer.
+    fn contains(&self, _key: u64) -> Option<bool> {
+        None
+    }
+
     fn remove(&mut self, key: u64) -> bool {
         let mut was_resident = false;
         let in_s = self.slots(key).s;

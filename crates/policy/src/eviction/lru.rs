@@ -62,6 +62,11 @@ impl EvictionPolicy for Lru {
     }
 
     #[inline]
+    fn contains(&self, key: u64) -> Option<bool> {
+        Some(self.queue.find(key).is_some())
+    }
+
+    #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.queue.prefetch_slot(key);
     }
@@ -81,6 +86,8 @@ impl EvictionPolicy for Lru {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::model_check::{check_against_model, steps};
+    use proptest::prelude::*;
 
     #[test]
     fn evicts_least_recently_used_bytes_first() {
@@ -99,5 +106,12 @@ mod tests {
         assert_eq!(lru.len(), 3);
         assert!(lru.remove(1));
         assert_eq!(lru.used_bytes(), 2);
+    }
+
+    proptest! {
+        #[test]
+        fn capacity_holds_and_counts_match_a_model(capacity in 1u64..64, steps in steps(20)) {
+            check_against_model(&mut Lru::new(capacity), &steps)?;
+        }
     }
 }

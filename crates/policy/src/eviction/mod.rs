@@ -92,6 +92,13 @@ pub trait EvictionPolicy: Send {
     /// Drops `key` if resident (a delete or trim); returns whether it was.
     fn remove(&mut self, key: u64) -> bool;
 
+    /// Whether `key` is resident, changing nothing: for a caller that keeps no residency table
+    /// of its own (the cache controller with one clean tier; docs/architecture.md, "One policy
+    /// code, two executors").
+    /// `None` from a policy whose residency also changes outside [`admit`](Self::admit) and
+    /// [`remove`](Self::remove): LIRS's hits evict, and the next `admit` reports it.
+    fn contains(&self, key: u64) -> Option<bool>;
+
     /// Serves one request as a cache that admits every miss; returns whether it hit.
     #[inline]
     fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {

@@ -302,6 +302,14 @@ impl EvictionPolicy for S3Fifo {
 
     /// Drops a resident object; a ghost entry for `key` is forgotten too (the object's history
     /// goes with it) but does not count as resident.
+    fn contains(&self, key: u64) -> Option<bool> {
+        let resident = self
+            .map
+            .get(key)
+            .is_some_and(|index| self.meta[index as usize].queue != Queue::Ghost);
+        Some(resident)
+    }
+
     fn remove(&mut self, key: u64) -> bool {
         let Some(index) = self.map.remove(key) else {
             return false;

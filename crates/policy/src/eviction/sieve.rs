@@ -98,6 +98,11 @@ impl EvictionPolicy for Sieve {
         store_at(&mut self.visited, index, false);
     }
 
+    #[inline]
+    fn contains(&self, key: u64) -> Option<bool> {
+        Some(self.queue.find(key).is_some())
+    }
+
     fn remove(&mut self, key: u64) -> bool {
         let Some(index) = self.queue.find(key) else {
             return false;

@@ -198,6 +198,14 @@ impl EvictionPolicy for TwoQ {
 
     /// Drops `key`; a ghost of it is forgotten too, but only a resident object makes this
     /// return true.
+    fn contains(&self, key: u64) -> Option<bool> {
+        let resident = self
+            .map
+            .get(key)
+            .is_some_and(|index| self.slab.get(index).data != Queue::Out);
+        Some(resident)
+    }
+
     fn remove(&mut self, key: u64) -> bool {
         let Some(index) = self.map.remove(key) else {
             return false;

@@ -1,6 +1,6 @@
 //! Test support: drives any [`EvictionPolicy`] with a request stream and checks it against a
 //! plain map of what must be resident (capacity never exceeded, counts and bytes consistent,
-//! hits exactly on resident keys, evictions only of resident objects).
+//! hits and `contains` exactly on resident keys, evictions only of resident objects).
 
 use std::collections::HashMap;
 
@@ -58,6 +58,14 @@ pub fn check_against_model(
     let mut model: HashMap<u64, u32> = HashMap::new();
     let mut evicted = Vec::new();
     for (step, request) in steps.iter().zip(&requests) {
+        if let Some(resident) = policy.contains(step.key) {
+            prop_assert_eq!(
+                resident,
+                model.contains_key(&step.key),
+                "contains {}",
+                step.key
+            );
+        }
         if step.action == 0 {
             prop_assert_eq!(policy.remove(step.key), model.remove(&step.key).is_some());
         } else {
