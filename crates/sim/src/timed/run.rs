@@ -572,8 +572,8 @@ impl Executor<'_> {
     }
 
     /// After a stage of `slot` completes at `now_ns` (`stage_done`), or when its plan starts:
-    /// answers the client if the reply stage is done, then starts the next stage or frees the
-    /// slot.
+    /// answers the client if the reply stage is done, then starts the next stage, and frees the
+    /// slot when no stage is left to wait for.
     fn advance(&mut self, slot: u32, now_ns: u64, stage_done: bool) {
         // The executor's fields borrowed apart, so that the slot stays borrowed throughout.
         let Executor {
@@ -646,11 +646,15 @@ impl Executor<'_> {
                     }
                 },
             );
-            events.push(done_ns, slot);
-        } else {
-            in_flight.plan.clear();
-            free_slots.push(slot);
+            // A last stage after the answer changes nothing when it completes (its operations
+            // are on the device models already): the slot is free now, without an event.
+            if stage + 1 < in_flight.stage_count || !in_flight.replied {
+                events.push(done_ns, slot);
+                return;
+            }
         }
+        in_flight.plan.clear();
+        free_slots.push(slot);
     }
 
     fn finish(self, devices: &[DeviceSpec]) -> TimedResult {
