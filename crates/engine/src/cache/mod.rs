@@ -36,6 +36,8 @@ mod paths;
 mod promotion;
 mod tiers;
 
+use std::cmp::Ordering;
+
 use heterarchy_policy::eviction::{Evicted, EvictionPolicy, PREFETCH_NODE_DISTANCE};
 use heterarchy_policy::registry;
 use heterarchy_policy::util::key_table::KeyTable;
@@ -494,16 +496,24 @@ impl Controller for CacheController {
         self.tuning.as_ref().map(Tuning::history)
     }
 
+    /// The hit-ratio simulator's three prefetch stages, by distance (see
+    /// [`EvictionPolicy::simulate`]): table slots far ahead, then nodes and victims, then a
+    /// hit's neighbours.
     #[inline]
     fn prefetch(&self, key: u64, distance: usize) {
-        if distance > PREFETCH_NODE_DISTANCE {
-            if !self.lines_in_policy {
-                self.lines.prefetch(key);
+        let top = &self.tiers[0];
+        match distance.cmp(&PREFETCH_NODE_DISTANCE) {
+            Ordering::Greater => {
+                if !self.lines_in_policy {
+                    self.lines.prefetch(key);
+                }
+                top.prefetch_slot(key);
             }
-            self.tiers[0].prefetch_slot(key);
-        } else {
-            self.tiers[0].prefetch_node(key);
-            self.tiers[0].prefetch_victims();
+            Ordering::Equal => {
+                top.prefetch_node(key);
+                top.prefetch_victims();
+            }
+            Ordering::Less => top.prefetch_neighbours(key),
         }
     }
 }

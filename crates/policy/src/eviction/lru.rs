@@ -76,6 +76,11 @@ impl EvictionPolicy for Lru {
         self.queue.prefetch_node(key);
     }
 
+    #[inline]
+    fn prefetch_neighbours(&self, key: u64) {
+        self.queue.prefetch_neighbours(key);
+    }
+
     /// The tail is the next victim.
     #[inline]
     fn prefetch_victims(&self) {

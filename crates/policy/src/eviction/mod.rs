@@ -124,6 +124,11 @@ pub trait EvictionPolicy: Send {
     #[inline]
     fn prefetch_victims(&self) {}
 
+    /// Starts loading what a hit on `key` relinks besides its node (its list neighbours), for
+    /// a request a few positions ahead whose node should have arrived.
+    #[inline]
+    fn prefetch_neighbours(&self, _key: u64) {}
+
     /// Serves a batch of requests, counting hits and misses. Requests before `warmup_left` is
     /// used up change the cache but are not counted. A provided method, so each policy gets its
     /// own monomorphic copy of the simulator's inner loop and only one dynamic call per batch.
@@ -137,6 +142,9 @@ pub trait EvictionPolicy: Send {
             }
             if let Some(ahead) = batch.get(position + PREFETCH_NODE_DISTANCE) {
                 self.prefetch_node(ahead.key);
+            }
+            if let Some(ahead) = batch.get(position + PREFETCH_NEIGHBOUR_DISTANCE) {
+                self.prefetch_neighbours(ahead.key);
             }
             self.prefetch_victims();
             let hit = self.get(request, &mut evicted);
@@ -159,6 +167,9 @@ pub trait EvictionPolicy: Send {
 pub const PREFETCH_SLOT_DISTANCE: usize = 16;
 /// How many requests ahead it prefetches a request's node (its slot should have arrived).
 pub const PREFETCH_NODE_DISTANCE: usize = 8;
+/// How many requests ahead it prefetches a hit's list neighbours (its node should have
+/// arrived).
+pub const PREFETCH_NEIGHBOUR_DISTANCE: usize = 4;
 
 #[cfg(test)]
 mod tests {

@@ -123,6 +123,18 @@ impl KeyedQueue {
         }
     }
 
+    /// Starts loading the neighbours of `key`'s node, which moving it to the front relinks.
+    #[inline]
+    pub fn prefetch_neighbours(&self, key: u64) {
+        if let Some(index) = self.map.get(key) {
+            for neighbour in [self.slab.prev(index), self.slab.next(index)] {
+                if neighbour != NIL {
+                    prefetch_read(self.slab.get(neighbour));
+                }
+            }
+        }
+    }
+
     /// Starts loading what evicting `index` touches: its table slot and its newer neighbour,
     /// which the eviction relinks (and a scan visits next).
     #[inline]

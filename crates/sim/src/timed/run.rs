@@ -10,7 +10,9 @@ use heterarchy_device::{DeviceModel, DeviceSpec, IoKind};
 use heterarchy_engine::{
     time_stage, Controller, Feedback, Plan, Reply, SoftwareCost, TuningHistory,
 };
-use heterarchy_policy::eviction::{PREFETCH_NODE_DISTANCE, PREFETCH_SLOT_DISTANCE};
+use heterarchy_policy::eviction::{
+    PREFETCH_NEIGHBOUR_DISTANCE, PREFETCH_NODE_DISTANCE, PREFETCH_SLOT_DISTANCE,
+};
 use heterarchy_trace::read::TraceReader;
 use heterarchy_trace::request::BLOCK_NUMBER_BITS;
 use heterarchy_trace::{Request, TraceError};
@@ -396,7 +398,11 @@ impl Executor<'_> {
         if self.warmup_left == 0 && self.pending_settle.is_some() {
             self.start_settling(feed, now_ns);
         }
-        for distance in [PREFETCH_SLOT_DISTANCE, PREFETCH_NODE_DISTANCE] {
+        for distance in [
+            PREFETCH_SLOT_DISTANCE,
+            PREFETCH_NODE_DISTANCE,
+            PREFETCH_NEIGHBOUR_DISTANCE,
+        ] {
             if let Some(ahead) = feed.peek(distance) {
                 self.controller.prefetch(ahead.key, distance);
             }
