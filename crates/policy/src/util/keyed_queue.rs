@@ -135,16 +135,27 @@ impl KeyedQueue {
         }
     }
 
-    /// Starts loading what evicting `index` touches: its table slot and its newer neighbour,
-    /// which the eviction relinks (and a scan visits next).
+    /// Starts loading what the next evictions from `index` on touch: the table slots of the
+    /// [`VICTIMS_AHEAD`] objects from `index` towards the front, and the node after them. An
+    /// eviction removes its victim's slot; a slot loaded only one request ahead would still be
+    /// on its way. The nodes walked were loaded by earlier calls, as the node after them is by
+    /// this one.
     #[inline]
-    pub fn prefetch_eviction(&self, index: u32) {
-        if index != NIL {
-            self.map.prefetch(self.slab.get(index).key);
-            let newer = self.slab.prev(index);
-            if newer != NIL {
-                prefetch_read(self.slab.get(newer));
+    pub fn prefetch_eviction(&self, mut index: u32) {
+        for _ in 0..VICTIMS_AHEAD {
+            if index == NIL {
+                return;
             }
+            let node = self.slab.get(index);
+            self.map.prefetch(node.key);
+            index = self.slab.prev(index);
+        }
+        if index != NIL {
+            prefetch_read(self.slab.get(index));
         }
     }
 }
+
+/// Victims whose table slots [`KeyedQueue::prefetch_eviction`] loads ahead: with one request
+/// in three a miss, the last of them is evicted about ten requests later.
+pub const VICTIMS_AHEAD: usize = 4;
