@@ -410,7 +410,8 @@ impl Controller for CacheController {
         self.last_request_ns = now_ns;
         self.moves.clear();
         self.writes.clear();
-        let held = self.line(request.key).and_then(|line| line.top_tier());
+        let line = self.line(request.key);
+        let held = line.and_then(|line| line.top_tier());
         self.stats.requests += 1;
         if let Some(tier) = held {
             self.stats.hits += 1;
@@ -423,7 +424,7 @@ impl Controller for CacheController {
         let source = match access {
             Access::Read => {
                 self.stats.reads += 1;
-                Some(self.read(request, held, now_ns))
+                Some(self.read(request, line, now_ns))
             }
             Access::Write => {
                 self.stats.writes += 1;

@@ -24,6 +24,7 @@
 use heterarchy_trace::Request;
 
 use super::config::WriteMode;
+use super::dirty::Line;
 use super::CacheController;
 use crate::plan::IoKind;
 
@@ -53,15 +54,13 @@ impl CacheController {
             .fold(0, |bits, tier| bits | 1 << tier)
     }
 
-    /// The device that serves a read hit whose highest copy is in tier `top`: `load_admit`
-    /// may send it to the next level holding the line, unless the copy is dirty (newer than
-    /// the levels below).
-    fn read_hit_source(&mut self, key: u64, top: usize) -> u8 {
-        if self.tuning.is_none() {
+    /// The device that serves a read hit on `line` whose highest copy is in tier `top`:
+    /// `load_admit` may send it to the next level holding the line, unless the copy is dirty
+    /// (newer than the levels below).
+    fn read_hit_source(&mut self, line: Line, top: usize) -> u8 {
+        let Some(tuning) = &mut self.tuning else {
             return top as u8;
-        }
-        let line = self.line(key).expect("a hit has a line");
-        let tuning = self.tuning.as_mut().expect("checked above");
+        };
         let mut level = top;
         loop {
             if line.is_dirty(level) || tuning.serve_in_tier(level) {
@@ -82,25 +81,26 @@ impl CacheController {
             .should_promote(request.key, request.size, used, capacity)
     }
 
-    /// Plans a read; `held` is the highest tier holding the line on arrival. Returns the
-    /// device the client's data is read from.
-    pub(super) fn read(&mut self, request: &Request, held: Option<usize>, now_ns: u64) -> u8 {
+    /// Plans a read of the line `line` as it was on arrival (`None`: no tier held it). Returns
+    /// the device the client's data is read from.
+    pub(super) fn read(&mut self, request: &Request, line: Option<Line>, now_ns: u64) -> u8 {
         let key = request.key;
         let bytes = request.size;
+        // The line and its highest tier, for a hit.
+        let held = line.and_then(|line| Some((line, line.top_tier()?)));
         if matches!(self.mode, WriteMode::Wo | WriteMode::Pt) {
-            let dirty = self.line(key).is_some_and(|line| line.any_dirty());
             return match held {
-                Some(tier) if dirty => tier as u8,
+                Some((line, tier)) if line.any_dirty() => tier as u8,
                 _ => self.backing,
             };
         }
         match held {
-            Some(0) => {
+            Some((line, 0)) => {
                 self.tiers[0].lookup(request);
-                self.read_hit_source(key, 0)
+                self.read_hit_source(line, 0)
             }
-            Some(tier) => {
-                let device = self.read_hit_source(key, tier);
+            Some((line, tier)) => {
+                let device = self.read_hit_source(line, tier);
                 let gained = self.promote(request, tier, self.read_installs(bytes), now_ns);
                 self.write_to_tiers(gained, key, bytes);
                 device
