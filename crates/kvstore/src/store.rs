@@ -723,12 +723,15 @@ impl Store {
                 None
             }
         };
-        // Void the record this one replaces before the reply: a restart must not find it.
-        if let Some((old_segment, old_offset, old_bytes)) = replaced {
-            self.void_record(old_segment, old_offset, old_bytes)?;
-        }
         if self.persist_each_write {
             self.backend.persist(at, bytes)?;
+        }
+        // Void the record this one replaces before the reply, and only once this one is
+        // durable: a crash in between leaves both, and the newer sequence wins at restart; a
+        // void that never reached the medium would bring the old value back once the new one
+        // is evicted.
+        if let Some((old_segment, old_offset, old_bytes)) = replaced {
+            self.void_record(old_segment, old_offset, old_bytes)?;
         }
         self.stats.total_items += 1;
         Ok(cas)
@@ -881,16 +884,11 @@ impl Store {
         let (item, _) = entry.remove();
         self.index_bytes -= index_entry_bytes(item.key.len());
         let bytes = record_bytes(item.key.len(), item.value_len as usize);
-        self.void_record(item.segment, item.offset, bytes)?;
-        if self.persist_each_write {
-            let at = self.segments.base_offset(item.segment) + u64::from(item.offset);
-            self.backend.persist(at + RecordHeader::STATE_WORD, 8)?;
-        }
-        Ok(())
+        self.void_record(item.segment, item.offset, bytes)
     }
 
     /// Marks a record dead: in the segment's accounting, and on persistent storage in its
-    /// state word.
+    /// state word (persisted where each write is).
     fn void_record(&mut self, segment: u32, offset: u32, bytes: u64) -> io::Result<()> {
         let accounting = &mut self.segments.segments[segment as usize];
         accounting.live_bytes = accounting.live_bytes.saturating_sub(bytes);
@@ -901,7 +899,11 @@ impl Store {
         let mut word = [0u8; 8];
         self.backend.read_at(at, &mut word)?;
         word[6] = 0;
-        self.backend.write_at(at, &word)
+        self.backend.write_at(at, &word)?;
+        if self.persist_each_write {
+            self.backend.persist(at, 8)?;
+        }
+        Ok(())
     }
 
     fn set_expiry(&mut self, key: &[u8], hash: u64, expiry: Expiry) -> io::Result<()> {

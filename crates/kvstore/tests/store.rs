@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 
-use heterarchy_device::backend::{Backend, PmemBackend, RamBackend};
+use heterarchy_device::backend::{CrashAfter, CrashBudget, PmemBackend, RamBackend};
 use heterarchy_kvstore::{
     index_entry_bytes, Arithmetic, Counted, Delete, Deleted, Expiry, Lookup, Mode, Recovery, Store,
     StoreConfig, Stored, Write,
@@ -314,41 +314,6 @@ fn oversized_items_are_refused() {
     ));
 }
 
-/// A pmem file shared with the test, so the test can crash it under the store; it claims DAX
-/// so the store persists every write before answering.
-#[derive(Clone)]
-struct SharedPmem(Arc<PmemBackend>);
-
-impl Backend for SharedPmem {
-    fn size_bytes(&self) -> u64 {
-        self.0.size_bytes()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.0.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.0.write_at(offset, data)
-    }
-    fn write_streaming(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.0.write_streaming(offset, data)
-    }
-    fn persist(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.0.persist(offset, len)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.0.flush()
-    }
-    fn persist_is_cheap(&self) -> bool {
-        true
-    }
-    fn is_persistent(&self) -> bool {
-        true
-    }
-    fn describe(&self) -> String {
-        "shared pmem".into()
-    }
-}
-
 #[test]
 fn overwrites_in_a_store_with_room_never_evict_a_live_item() {
     // 8 segments of 4 KiB; 40 items of 64-byte values live in about 4.5 KiB, but 4000
@@ -544,44 +509,110 @@ fn warm_restart_after_shutdown_and_after_a_process_crash() {
     assert_eq!(get(&mut store, NOW, b"after"), None);
 }
 
+/// The store on a machine that stops after `budget` allows: persistent memory with crash
+/// injection, reached through the device crate's crash wrapper.
+fn crashing_store(pmem: &Arc<PmemBackend>, budget: &CrashBudget) -> Store {
+    let device = Box::new(CrashAfter::new(Arc::clone(pmem), budget.clone()));
+    Store::open(device, small_config(), NOW).unwrap().0
+}
+
 #[test]
 fn injected_machine_crashes_lose_no_answered_write() {
     let dir = tempfile::tempdir().unwrap();
-    for seed in 0..20u64 {
+    let mut stopped_mid_operation = 0;
+    for seed in 0..200u64 {
         let path = dir.path().join(format!("crash{seed}.pm"));
         let mut pmem = PmemBackend::open(&path, 64 << 10).unwrap();
         pmem.enable_crash_injection();
         let pmem = Arc::new(pmem);
-        let shared = SharedPmem(Arc::clone(&pmem));
-        let (mut store, _) = Store::open(Box::new(shared.clone()), small_config(), NOW).unwrap();
+        let budget = CrashBudget::new(i64::MAX);
+        let mut store = crashing_store(&pmem, &budget);
+        // Half the machines stop mid-operation, after a seeded number of device operations;
+        // the rest after the last answer.
+        let operations = 200 + seed as u32 * 7;
+        if seed % 2 == 0 {
+            // 20 to 2,067 operations, spread by a multiplicative hash of the seed
+            budget.set(20 + (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 53) as i64);
+        }
         let mut expected: HashMap<u32, Option<Vec<u8>>> = HashMap::new();
-        for step in 0..(200 + seed as u32 * 7) {
+        // The operation the crash interrupted: its key may hold the old or the new value.
+        let mut interrupted: Option<(u32, Option<Vec<u8>>)> = None;
+        for step in 0..operations {
             let key = (step * 31 + seed as u32) % 40;
-            if step % 5 == 4 {
-                store
-                    .delete(NOW, &key.to_be_bytes(), &Delete::default())
-                    .unwrap();
-                expected.insert(key, None);
+            let (outcome, value) = if step % 5 == 4 {
+                let deleted = store.delete(NOW, &key.to_be_bytes(), &Delete::default());
+                (deleted.map(|_| ()), None)
             } else {
                 let value = vec![step as u8; 50 + (step as usize % 300)];
-                set(&mut store, NOW, &key.to_be_bytes(), &value, Expiry::NEVER);
-                expected.insert(key, Some(value));
+                (try_set(&mut store, &key.to_be_bytes(), &value), Some(value))
+            };
+            match outcome {
+                Ok(()) => {
+                    expected.insert(key, value);
+                }
+                Err(_) => {
+                    interrupted = Some((key, value));
+                    stopped_mid_operation += 1;
+                    break;
+                }
             }
         }
+        // Forty keys of at most 350 bytes fill a quarter of the store: nothing is evicted, so
+        // an answered write can only be found again (compactions move items, never drop them).
+        let evictions = store.stats().evictions;
+        assert_eq!(evictions, 0, "seed {seed}");
         let outcome = pmem.crash(seed).unwrap();
         drop(store);
-        let (mut store, _) = Store::open(Box::new(shared), small_config(), NOW).unwrap();
+        budget.set(i64::MAX);
+        let mut store = crashing_store(&pmem, &budget);
+        let context = format!(
+            "seed {seed}, crash {outcome:?}, interrupted {:?}",
+            interrupted.as_ref().map(|i| i.0)
+        );
         for (key, value) in &expected {
             let got = get(&mut store, NOW, &key.to_be_bytes());
-            match value {
-                // a deleted item never comes back
-                None => assert_eq!(got, None, "seed {seed} key {key} ({outcome:?})"),
-                // an answered write survives, unless eviction had taken it: never an older value
-                Some(value) => assert!(
-                    got.is_none() || got.as_ref() == Some(value),
-                    "seed {seed} key {key}"
-                ),
+            if let Some((interrupted_key, new)) = &interrupted {
+                if interrupted_key == key {
+                    // old or new, never anything else
+                    let brief = |v: &Option<Vec<u8>>| v.as_ref().map(|v| (v.len(), v[0]));
+                    assert!(
+                        got == *value || got == *new,
+                        "key {key}: {context}: got {:?}, old {:?}, new {:?}",
+                        brief(&got),
+                        brief(value),
+                        brief(new)
+                    );
+                    continue;
+                }
             }
+            // an answered write survives, and a deleted item never comes back
+            assert_eq!(got, *value, "key {key}: {context}");
         }
+        // the machine works after its restart
+        set(&mut store, NOW, b"after", b"restart", Expiry::NEVER);
+        assert_eq!(
+            get(&mut store, NOW, b"after"),
+            Some(b"restart".to_vec()),
+            "{context}"
+        );
     }
+    assert!(
+        stopped_mid_operation >= 50,
+        "{stopped_mid_operation} machines stopped mid-operation"
+    );
+}
+
+/// A set whose device errors (a stopped machine) come back instead of failing the test.
+fn try_set(store: &mut Store, key: &[u8], value: &[u8]) -> io::Result<()> {
+    let write = Write {
+        key,
+        value,
+        client_flags: 7,
+        expiry: Expiry::NEVER,
+        mode: Mode::Set,
+        compare_cas: None,
+        invalidate: false,
+        new_cas: None,
+    };
+    store.store(NOW, &write).map(|_| ())
 }
