@@ -602,6 +602,72 @@ fn injected_machine_crashes_lose_no_answered_write() {
     );
 }
 
+#[test]
+fn a_crash_at_each_persist_of_an_overwrite_or_delete_leaves_old_or_new() {
+    let dir = tempfile::tempdir().unwrap();
+    for delete in [false, true] {
+        let mut finished = false;
+        for persists in 0.. {
+            let path = dir.path().join(format!("persist{delete}{persists}.pm"));
+            let mut pmem = PmemBackend::open(&path, 64 << 10).unwrap();
+            pmem.enable_crash_injection();
+            let pmem = Arc::new(pmem);
+            let budget = CrashBudget::new(i64::MAX);
+            let open = |budget: &CrashBudget| {
+                let device = Box::new(CrashAfter::at_persists(Arc::clone(&pmem), budget.clone()));
+                Store::open(device, small_config(), NOW).unwrap().0
+            };
+            let mut store = open(&budget);
+            for key in 0..10u32 {
+                set(
+                    &mut store,
+                    NOW,
+                    &key.to_be_bytes(),
+                    &[1; 200],
+                    Expiry::NEVER,
+                );
+            }
+            // The machine stops as the overwrite's (or delete's) persist number `persists`
+            // is issued.
+            budget.set(persists);
+            let done = if delete {
+                store
+                    .delete(NOW, &3u32.to_be_bytes(), &Delete::default())
+                    .is_ok()
+            } else {
+                try_set(&mut store, &3u32.to_be_bytes(), &[2; 300]).is_ok()
+            };
+            let outcome = pmem.crash(persists as u64).unwrap();
+            drop(store);
+            budget.set(i64::MAX);
+            let mut store = open(&budget);
+            let got = get(&mut store, NOW, &3u32.to_be_bytes());
+            let new = (!delete).then(|| vec![2; 300]);
+            let context = format!("delete {delete}, crash at persist {persists}: {outcome:?}");
+            if done {
+                assert_eq!(got, new, "{context}");
+            } else {
+                assert!(got == Some(vec![1; 200]) || got == new, "{context}");
+            }
+            for key in (0..10u32).filter(|&key| key != 3) {
+                assert_eq!(get(&mut store, NOW, &key.to_be_bytes()), Some(vec![1; 200]));
+            }
+            if done {
+                // the record and the void of the one it replaces; a delete's void alone
+                let least = if delete { 1 } else { 2 };
+                assert!(
+                    persists >= least,
+                    "{context}: fewer crash points than persists"
+                );
+                finished = true;
+                break;
+            }
+            assert!(persists < 100, "{context}: the operation never completes");
+        }
+        assert!(finished);
+    }
+}
+
 /// A set whose device errors (a stopped machine) come back instead of failing the test.
 fn try_set(store: &mut Store, key: &[u8], value: &[u8]) -> io::Result<()> {
     let write = Write {

@@ -1,9 +1,13 @@
 //! Storage of a machine that stops dead (docs/architecture.md, "Testing": crash tests by
-//! injection, many iterations, random points): every device of the machine spends one shared budget of
-//! operations, and once it is spent each operation fails, as if the power had gone. The test
+//! injection, many iterations, random points): every device of the machine spends one shared
+//! budget, and once it is spent each operation fails, as if the power had gone. The budget counts
+//! every operation ([`CrashAfter::new`]: a random point) or only persists and flushes
+//! ([`CrashAfter::at_persists`]: the machine stops as the k-th persist is issued, so a test can
+//! crash at each persist of a write in turn, the writes before it still unpersisted). The test
 //! then crashes the persistent memory underneath ([`PmemBackend::crash`](super::PmemBackend),
 //! which drops or tears what was never persisted) and opens the code under test again on it.
-//! One wrapper for the volume's and the key-value store's crash tests.
+//! One wrapper for every crash test: the volume's, the key-value store's, and the PM block
+//! device's to come.
 
 use std::io;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -34,22 +38,60 @@ impl CrashBudget {
     /// Takes one operation from the budget; an error once there is none left.
     fn spend(&self) -> io::Result<()> {
         if self.0.fetch_sub(1, Ordering::SeqCst) <= 0 {
-            return Err(io::Error::other("the machine crashed (injected)"));
+            return Err(stopped());
+        }
+        Ok(())
+    }
+
+    /// An error once the machine has stopped (an operation was refused: a spent budget goes
+    /// below zero), taking nothing from the budget.
+    fn check(&self) -> io::Result<()> {
+        if self.0.load(Ordering::SeqCst) < 0 {
+            return Err(stopped());
         }
         Ok(())
     }
 }
 
-/// A backend whose every operation spends one of its machine's budget.
+fn stopped() -> io::Error {
+    io::Error::other("the machine crashed (injected)")
+}
+
+/// A backend that spends its machine's budget and fails once it is spent.
 pub struct CrashAfter<B> {
     inner: B,
     budget: CrashBudget,
+    /// Only persists and flushes spend the budget.
+    persists_only: bool,
 }
 
 impl<B: Backend> CrashAfter<B> {
-    /// `inner`, failing every operation once `budget` is spent.
+    /// `inner`, every operation spending one of `budget`.
     pub fn new(inner: B, budget: CrashBudget) -> CrashAfter<B> {
-        CrashAfter { inner, budget }
+        CrashAfter {
+            inner,
+            budget,
+            persists_only: false,
+        }
+    }
+
+    /// `inner`, each persist and flush spending one of `budget`: with a budget of k the k+1-th
+    /// persist fails, and everything after it.
+    pub fn at_persists(inner: B, budget: CrashBudget) -> CrashAfter<B> {
+        CrashAfter {
+            inner,
+            budget,
+            persists_only: true,
+        }
+    }
+
+    /// What an operation other than a persist takes from the budget.
+    fn spend_access(&self) -> io::Result<()> {
+        if self.persists_only {
+            self.budget.check()
+        } else {
+            self.budget.spend()
+        }
     }
 }
 
@@ -58,19 +100,19 @@ impl<B: Backend> Backend for CrashAfter<B> {
         self.inner.size_bytes()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.budget.spend()?;
+        self.spend_access()?;
         self.inner.read_at(offset, buf)
     }
     fn append_to(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
-        self.budget.spend()?;
+        self.spend_access()?;
         self.inner.append_to(offset, len, out)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.budget.spend()?;
+        self.spend_access()?;
         self.inner.write_at(offset, data)
     }
     fn write_streaming(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.budget.spend()?;
+        self.spend_access()?;
         self.inner.write_streaming(offset, data)
     }
     fn persist(&self, offset: u64, len: u64) -> io::Result<()> {
@@ -82,7 +124,7 @@ impl<B: Backend> Backend for CrashAfter<B> {
         self.inner.flush()
     }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.budget.spend()?;
+        self.spend_access()?;
         self.inner.discard(offset, len)
     }
     fn persist_is_cheap(&self) -> bool {
@@ -95,7 +137,7 @@ impl<B: Backend> Backend for CrashAfter<B> {
         self.inner.may_block()
     }
     fn read_at_once(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.budget.spend()?;
+        self.spend_access()?;
         self.inner.read_at_once(offset, buf)
     }
     fn writes_at_once(&self) -> bool {
@@ -127,5 +169,21 @@ mod tests {
         budget.set(1);
         b.read_at(0, &mut byte).unwrap();
         assert_eq!(&byte, b"y");
+    }
+
+    #[test]
+    fn counting_persists_stops_the_machine_at_the_next_one() {
+        let budget = CrashBudget::new(1);
+        let device = CrashAfter::at_persists(RamBackend::new(4096).unwrap(), budget.clone());
+        for _ in 0..10 {
+            device.write_at(0, b"x").unwrap();
+        }
+        device.persist(0, 1).unwrap();
+        device.write_at(0, b"y").unwrap();
+        // the second persist is where the machine stops, and with it every access
+        assert!(device.persist(0, 1).is_err());
+        assert!(device.write_at(0, b"z").is_err());
+        assert!(device.read_at(0, &mut [0]).is_err());
+        assert!(budget.is_spent());
     }
 }
