@@ -563,6 +563,7 @@ fn injected_machine_crashes_lose_no_answered_write() {
         assert_eq!(evictions, 0, "seed {seed}");
         let outcome = pmem.crash(seed).unwrap();
         drop(store);
+        pmem.restart();
         budget.set(i64::MAX);
         let mut store = crashing_store(&pmem, &budget);
         let context = format!(
@@ -639,6 +640,7 @@ fn a_crash_at_each_persist_of_an_overwrite_or_delete_leaves_old_or_new() {
             };
             let outcome = pmem.crash(persists as u64).unwrap();
             drop(store);
+            pmem.restart();
             budget.set(i64::MAX);
             let mut store = open(&budget);
             let got = get(&mut store, NOW, &3u32.to_be_bytes());

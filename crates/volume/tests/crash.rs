@@ -92,12 +92,16 @@ impl Machine {
         Volume::with_backends(&config, caches, self.dying(&self.backing))
     }
 
-    /// Power fails: what was not persisted is lost or torn.
+    /// Power fails: what was not persisted is lost or torn. Then the machine starts again.
     fn crash(&self, seed: u64) {
         for (index, tier) in self.pm_tiers.iter().enumerate() {
             tier.crash(seed + 2 + index as u64).unwrap();
         }
         self.backing.crash(seed + 1).unwrap();
+        for tier in &self.pm_tiers {
+            tier.restart();
+        }
+        self.backing.restart();
         self.budget.set(i64::MAX);
     }
 }
