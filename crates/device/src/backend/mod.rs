@@ -14,6 +14,7 @@
 //! concurrent accesses that overlap, one of them a write, leave what is read or stored
 //! unspecified: callers order them (a volume does, line by line).
 
+pub mod btt;
 mod crash;
 mod file;
 mod pmem;
