@@ -222,7 +222,9 @@ impl VolumeConfig {
         let mut files: Vec<(String, &std::path::Path)> = Vec::new();
         for (key, spec) in devices {
             let path = match spec {
-                BackendSpec::File { path, .. } | BackendSpec::Pmem { path, .. } => path,
+                BackendSpec::File { path, .. }
+                | BackendSpec::Pmem { path, .. }
+                | BackendSpec::Btt { path, .. } => path,
                 BackendSpec::Ram { .. } => continue,
             };
             if let Some((other, _)) = files.iter().find(|(_, seen)| same_file(seen, path)) {

@@ -1,5 +1,6 @@
 //! Backends named on a command line or in a config, as nbdkit names its plugins:
-//! `ram:SIZE`, `file:PATH[:SIZE][:direct]`, `blockdev:PATH[:direct]`, `pmem:PATH:SIZE`.
+//! `ram:SIZE`, `file:PATH[:SIZE][:direct]`, `blockdev:PATH[:direct]`, `pmem:PATH:SIZE`,
+//! `btt:PATH:SIZE[:512|:4k]`.
 
 use std::fmt;
 use std::io;
@@ -9,6 +10,7 @@ use std::str::FromStr;
 use heterarchy_trace::units::parse_bytes;
 use serde::{Deserialize, Serialize};
 
+use super::btt::{BttBackend, BttOptions};
 use super::{Backend, FileBackend, PmemBackend, RamBackend};
 
 /// Which storage, where and how large.
@@ -26,10 +28,16 @@ pub enum BackendSpec {
     },
     /// A memory-mapped file standing for persistent memory.
     Pmem { path: PathBuf, size_bytes: u64 },
+    /// A Block Translation Table on such a file: sectors written atomically (seed 001 §II).
+    Btt {
+        path: PathBuf,
+        size_bytes: u64,
+        sector_bytes: u32,
+    },
 }
 
-const EXPECTED: &str =
-    "expected ram:SIZE, file:PATH[:SIZE][:direct], blockdev:PATH[:direct] or pmem:PATH:SIZE";
+const EXPECTED: &str = "expected ram:SIZE, file:PATH[:SIZE][:direct], blockdev:PATH[:direct], \
+                        pmem:PATH:SIZE or btt:PATH:SIZE[:512|:4k]";
 
 impl FromStr for BackendSpec {
     type Err = String;
@@ -76,11 +84,33 @@ impl FromStr for BackendSpec {
                     size_bytes: size,
                 }
             }
+            "btt" if parts.len() >= 2 && !direct => {
+                let sector_bytes = match parts.last().copied() {
+                    Some("512") if parts.len() >= 3 => 512,
+                    Some("4k" | "4K" | "4096") if parts.len() >= 3 => 4096,
+                    _ => 0,
+                };
+                if sector_bytes != 0 {
+                    parts.pop();
+                }
+                let size = parts.pop().map(size_of).transpose()?.unwrap_or(0);
+                BackendSpec::Btt {
+                    path: PathBuf::from(parts.join(":")),
+                    size_bytes: size,
+                    sector_bytes: if sector_bytes == 0 {
+                        4096
+                    } else {
+                        sector_bytes
+                    },
+                }
+            }
             _ => return Err(format!("bad storage \"{text}\": {EXPECTED}")),
         };
         if matches!(
             spec,
-            BackendSpec::Ram { size_bytes: 0 } | BackendSpec::Pmem { size_bytes: 0, .. }
+            BackendSpec::Ram { size_bytes: 0 }
+                | BackendSpec::Pmem { size_bytes: 0, .. }
+                | BackendSpec::Btt { size_bytes: 0, .. }
         ) {
             return Err(format!("bad storage \"{text}\": the size must be above 0"));
         }
@@ -123,6 +153,11 @@ impl fmt::Display for BackendSpec {
             BackendSpec::Pmem { path, size_bytes } => {
                 write!(f, "pmem:{}:{size_bytes}", path.display())
             }
+            BackendSpec::Btt {
+                path,
+                size_bytes,
+                sector_bytes,
+            } => write!(f, "btt:{}:{size_bytes}:{sector_bytes}", path.display()),
         }
     }
 }
@@ -137,6 +172,18 @@ pub fn open_backend(spec: &BackendSpec) -> io::Result<Box<dyn Backend>> {
             direct,
         } => Box::new(FileBackend::open(path, *size_bytes, *direct)?),
         BackendSpec::Pmem { path, size_bytes } => Box::new(PmemBackend::open(path, *size_bytes)?),
+        BackendSpec::Btt {
+            path,
+            size_bytes,
+            sector_bytes,
+        } => {
+            let media = Box::new(PmemBackend::open(path, *size_bytes)?);
+            let options = BttOptions {
+                sector_bytes: *sector_bytes,
+                ..BttOptions::default()
+            };
+            Box::new(BttBackend::open(media, options)?)
+        }
     })
 }
 
@@ -187,9 +234,49 @@ mod tests {
                 size_bytes: 2 << 30
             }
         );
-        for text in ["ram:4096", "file:x:1024:direct", "pmem:/p:65536"] {
+        assert_eq!(
+            parse("btt:/mnt/pm/disk:1g:512"),
+            BackendSpec::Btt {
+                path: "/mnt/pm/disk".into(),
+                size_bytes: 1 << 30,
+                sector_bytes: 512
+            }
+        );
+        assert_eq!(
+            parse("btt:/mnt/pm/disk:1g"),
+            BackendSpec::Btt {
+                path: "/mnt/pm/disk".into(),
+                size_bytes: 1 << 30,
+                sector_bytes: 4096
+            }
+        );
+        for text in [
+            "ram:4096",
+            "file:x:1024:direct",
+            "pmem:/p:65536",
+            "btt:/p:65536:512",
+        ] {
             assert_eq!(parse(text).to_string(), text);
         }
+    }
+
+    #[test]
+    fn a_btt_spec_opens_atomic_sectors_on_a_pmem_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = parse(&format!("btt:{}:32m:4k", dir.path().join("pm").display()));
+        let btt = open_backend(&spec).unwrap();
+        assert!(
+            btt.describe().starts_with("btt (4096 B sectors, 1 arenas)"),
+            "{}",
+            btt.describe()
+        );
+        btt.write_at(8192, &[7; 4096]).unwrap();
+        drop(btt);
+        let btt = open_backend(&spec).unwrap();
+        let mut back = [0; 4096];
+        btt.read_at(8192, &mut back).unwrap();
+        assert_eq!(back, [7; 4096]);
+        assert!(btt.write_at(1, &[0; 4096]).is_err());
     }
 
     #[test]
@@ -201,6 +288,8 @@ mod tests {
             "disk:/x",
             "pmem:/x",
             "pmem:/x:zero",
+            "btt:/x",
+            "btt:/x:0:512",
             "file:",
         ] {
             let error = text.parse::<BackendSpec>().unwrap_err();
