@@ -145,6 +145,31 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// A BTT as the backing store, as any file is: its 4 KiB sectors take the volume's
+    /// 512-byte ones, and what is read is what was written, across a reopening.
+    #[test]
+    fn a_btt_backing_store_serves_like_a_file(
+        mode in mode(),
+        actions in prop::collection::vec(action(), 1..60),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let backing = format!("btt:{}:16m:4k", dir.path().join("btt").display());
+        let volume = Volume::open(&config(mode, "ram:48k", &backing)).unwrap();
+        run(&volume, &actions)?;
+        let mut before = vec![0u8; VOLUME_BYTES as usize];
+        volume.read(0, &mut before).unwrap();
+        volume.flush().unwrap();
+        drop(volume);
+        let volume = Volume::open(&config(mode, "ram:48k", &backing)).unwrap();
+        let mut after = vec![0u8; VOLUME_BYTES as usize];
+        volume.read(0, &mut after).unwrap();
+        prop_assert!(before == after, "the BTT kept what the volume flushed");
+    }
+}
+
 #[test]
 fn write_back_keeps_data_in_the_cache_until_cleaned() {
     let dir = tempfile::tempdir().unwrap();

@@ -310,28 +310,66 @@ impl Arena {
     /// Writes block `premap` from `data` (one block's bytes), atomically: after a crash it reads
     /// whole, old or new.
     pub fn write_block(&self, backend: &dyn Backend, premap: u32, data: &[u8]) -> io::Result<()> {
-        self.switch(backend, premap, |backend, block| {
-            let at = self.block_at(block);
-            backend.write_at(at, data)?;
-            backend.persist(at, data.len() as u64)?;
-            Ok(Mapping::Block(block))
-        })
+        self.switch(backend, premap, Fill::Whole(data))
+    }
+
+    /// Writes `data` at byte `at` of block `premap`, the rest of the block kept: the old block
+    /// is read and merged under the block's map lock, so that writes to other bytes of the same
+    /// block are not lost, and the whole new block is switched in atomically.
+    pub fn write_part(
+        &self,
+        backend: &dyn Backend,
+        premap: u32,
+        at: usize,
+        data: &[u8],
+    ) -> io::Result<()> {
+        self.switch(backend, premap, Fill::Part { at, data })
     }
 
     /// Trims block `premap`: it reads as zeroes until written again. Done as a write of nothing
     /// to the lane's free block, so that it is as atomic as a write.
     pub fn trim_block(&self, backend: &dyn Backend, premap: u32) -> io::Result<()> {
-        self.switch(backend, premap, |_, block| Ok(Mapping::Zero(block)))
+        self.switch(backend, premap, Fill::Trim)
     }
 
-    /// Points premap block `premap` at the lane's free block once `fill` has made it hold the
-    /// new contents (and says how it is to be mapped), logging the switch first.
-    fn switch(
+    /// Makes the free block `block` hold what `fill` asks, merged with `old` (the block's
+    /// mapping now) for a part; says how the block is to be mapped.
+    fn fill(
         &self,
         backend: &dyn Backend,
         premap: u32,
-        fill: impl FnOnce(&dyn Backend, u32) -> io::Result<Mapping>,
-    ) -> io::Result<()> {
+        block: u32,
+        fill: &Fill<'_>,
+    ) -> io::Result<Mapping> {
+        let at = self.block_at(block);
+        let merged;
+        let data = match *fill {
+            Fill::Trim => return Ok(Mapping::Zero(block)),
+            Fill::Whole(data) => data,
+            Fill::Part { at: start, data } => {
+                let mut whole = vec![0u8; self.block_bytes() as usize];
+                match self.map_entry(backend, premap)? {
+                    mapping @ (Mapping::Initial | Mapping::Block(_)) => {
+                        let old = self.block_at(mapping.block(premap));
+                        backend.read_at(old, &mut whole)?;
+                    }
+                    // A trimmed or bad block's other bytes read as zeroes from now on.
+                    Mapping::Zero(_) | Mapping::Error(_) => {}
+                }
+                whole[start..start + data.len()].copy_from_slice(data);
+                merged = whole;
+                &merged
+            }
+        };
+        backend.write_at(at, data)?;
+        backend.persist(at, data.len() as u64)?;
+        Ok(Mapping::Block(block))
+    }
+
+    /// Points premap block `premap` at the lane's free block once it holds what `fill` asks,
+    /// logging the switch first. A part is merged under the map lock; a whole block is written
+    /// before taking it, as the kernel does.
+    fn switch(&self, backend: &dyn Backend, premap: u32, fill: Fill<'_>) -> io::Result<()> {
         if let Some(why) = &self.read_only {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, why.clone()));
         }
@@ -345,8 +383,14 @@ impl Arena {
         {
             std::thread::yield_now();
         }
-        let mapping = fill(backend, new)?;
-        let _map_lock = lock(&self.map_locks[premap as usize % self.map_locks.len()]);
+        let map_lock = &self.map_locks[premap as usize % self.map_locks.len()];
+        let (mapping, _map_lock) = if matches!(fill, Fill::Part { .. }) {
+            let held = lock(map_lock);
+            (self.fill(backend, premap, new, &fill)?, held)
+        } else {
+            let mapping = self.fill(backend, premap, new, &fill)?;
+            (mapping, lock(map_lock))
+        };
         let old = self.map_entry(backend, premap)?.block(premap);
         let entry = FlogEntry {
             lba: premap,
@@ -372,6 +416,18 @@ impl Arena {
         };
         Ok(())
     }
+}
+
+/// What a switch puts in the free block.
+enum Fill<'a> {
+    Whole(&'a [u8]),
+    /// `data` at byte `at`, the rest of the block as it was.
+    Part {
+        at: usize,
+        data: &'a [u8],
+    },
+    /// Nothing: the block reads as zeroes.
+    Trim,
 }
 
 /// Writes `len` zero bytes at `offset`, a megabyte at a time.

@@ -1,6 +1,8 @@
 //! A BTT over persistent memory as [`Backend`] storage: sectors of 512 B or 4 KiB, each written
 //! atomically, across as many arenas as the medium holds (seed 001 §II: the kernel's "sector"
-//! mode). Usable wherever a file is (`btt:PATH:SIZE[:512|:4k]`).
+//! mode). Usable wherever a file is (`btt:PATH:SIZE[:512|:4k]`): reads and writes of any bytes
+//! are taken, a part of a sector merged with the rest of it, so a volume's 512-byte sectors
+//! work on 4 KiB BTT sectors too.
 
 use std::io;
 
@@ -130,35 +132,30 @@ impl BttBackend {
             .find_map(|placed| placed.arena.read_only())
     }
 
-    /// Runs `each(arena, premap, sector's bytes range)` for every sector of `len` bytes at
-    /// `offset`, which must be whole sectors.
-    fn sectors(
+    /// Runs `each(arena, premap, byte in the sector, bytes of the caller's buffer)` for every
+    /// sector that `len` bytes at `offset` touch, whole or in part.
+    fn pieces(
         &self,
         offset: u64,
         len: usize,
-        mut each: impl FnMut(&Arena, u32, std::ops::Range<usize>) -> io::Result<()>,
+        mut each: impl FnMut(&Arena, u32, usize, std::ops::Range<usize>) -> io::Result<()>,
     ) -> io::Result<()> {
         check_range(self.size_bytes(), offset, len as u64)?;
         let sector = u64::from(self.sector_bytes);
-        if !offset.is_multiple_of(sector) || !(len as u64).is_multiple_of(sector) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "{len} bytes at offset {offset}: a BTT reads and writes whole {sector}-byte \
-                     sectors"
-                ),
-            ));
-        }
-        for index in 0..len as u64 / sector {
-            let number = offset / sector + index;
-            let at = self
+        let mut done = 0;
+        while done < len {
+            let position = offset + done as u64;
+            let number = position / sector;
+            let at = (position % sector) as usize;
+            let part = (sector as usize - at).min(len - done);
+            let index = self
                 .arenas
                 .partition_point(|placed| placed.first_sector <= number)
                 - 1;
-            let placed = &self.arenas[at];
+            let placed = &self.arenas[index];
             let premap = (number - placed.first_sector) as u32;
-            let start = (index * sector) as usize;
-            each(&placed.arena, premap, start..start + sector as usize)?;
+            each(&placed.arena, premap, at, done..done + part)?;
+            done += part;
         }
         Ok(())
     }
@@ -182,15 +179,29 @@ impl Backend for BttBackend {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let len = buf.len();
-        self.sectors(offset, len, |arena, premap, range| {
-            arena.read_block(&*self.media, premap, &mut buf[range])
+        let sector = self.sector_bytes as usize;
+        let mut whole = Vec::new();
+        self.pieces(offset, buf.len(), |arena, premap, at, range| {
+            if range.len() == sector {
+                return arena.read_block(&*self.media, premap, &mut buf[range]);
+            }
+            whole.resize(sector, 0);
+            arena.read_block(&*self.media, premap, &mut whole)?;
+            buf[range.clone()].copy_from_slice(&whole[at..at + range.len()]);
+            Ok(())
         })
     }
 
+    /// Whole sectors are written as they are; a part of a sector is merged with the rest of
+    /// it, and the merged sector is as atomic as any.
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.sectors(offset, data.len(), |arena, premap, range| {
-            arena.write_block(&*self.media, premap, &data[range])
+        let sector = self.sector_bytes as usize;
+        self.pieces(offset, data.len(), |arena, premap, at, range| {
+            if range.len() == sector {
+                arena.write_block(&*self.media, premap, &data[range])
+            } else {
+                arena.write_part(&*self.media, premap, at, &data[range])
+            }
         })
     }
 
@@ -212,7 +223,7 @@ impl Backend for BttBackend {
         if end <= first {
             return Ok(());
         }
-        self.sectors(first, (end - first) as usize, |arena, premap, _| {
+        self.pieces(first, (end - first) as usize, |arena, premap, _, _| {
             arena.trim_block(&*self.media, premap)
         })
     }
@@ -299,13 +310,51 @@ mod tests {
     }
 
     #[test]
-    fn partial_sectors_and_foreign_or_tiny_media_are_refused() {
+    fn parts_of_sectors_merge_and_concurrent_parts_of_one_sector_all_land() {
         let btt =
             BttBackend::open(Box::new(RamBackend::new(1 << 20).unwrap()), small(4096)).unwrap();
-        let error = btt.write_at(100, &[1; 4096]).unwrap_err();
-        assert_eq!(error.kind(), io::ErrorKind::InvalidInput);
-        assert!(btt.read_at(0, &mut [0; 100]).is_err());
+        btt.write_at(0, &[1; 8192]).unwrap();
+        // 4 KiB across a sector boundary, and 512 bytes inside a sector
+        btt.write_at(100, &[2; 4096]).unwrap();
+        btt.write_at(5000, &[3; 512]).unwrap();
+        let mut back = vec![0u8; 8192];
+        btt.read_at(0, &mut back).unwrap();
+        let mut expected = vec![1u8; 8192];
+        expected[100..4196].fill(2);
+        expected[5000..5512].fill(3);
+        assert_eq!(back, expected);
+        let mut part = [0u8; 10];
+        btt.read_at(4190, &mut part).unwrap();
+        assert_eq!(part, [2, 2, 2, 2, 2, 2, 1, 1, 1, 1]);
+        // eight threads each writing its own 512 bytes of one sector, over and over: every
+        // thread's last write is there (the storage contract: disjoint bytes never interfere)
+        std::thread::scope(|scope| {
+            for thread in 0..8u8 {
+                let btt = &btt;
+                scope.spawn(move || {
+                    for round in 0..50u8 {
+                        let at = 8192 + 512 * u64::from(thread);
+                        btt.write_at(at, &[thread * 50 + round; 512]).unwrap();
+                    }
+                });
+            }
+        });
+        let mut sector = vec![0u8; 4096];
+        btt.read_at(8192, &mut sector).unwrap();
+        for thread in 0..8u8 {
+            let expected = [thread * 50 + 49; 512];
+            assert_eq!(
+                sector[512 * thread as usize..][..512],
+                expected,
+                "thread {thread}"
+            );
+        }
         assert!(btt.write_at(btt.size_bytes(), &[0; 4096]).is_err());
+        assert!(btt.read_at(btt.size_bytes() - 10, &mut [0; 11]).is_err());
+    }
+
+    #[test]
+    fn foreign_or_tiny_media_and_odd_sectors_are_refused() {
         // a medium that holds something else is not formatted over
         let foreign = RamBackend::new(1 << 20).unwrap();
         foreign.write_at(0, b"not a btt").unwrap();
