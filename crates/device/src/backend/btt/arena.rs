@@ -277,10 +277,12 @@ impl Arena {
     /// Reads block `premap` into `buf` (one block's bytes).
     pub fn read_block(&self, backend: &dyn Backend, premap: u32, buf: &mut [u8]) -> io::Result<()> {
         let (lane, _held) = self.take_lane();
+        // Cleared however the read ends: a stale entry would hold a writer off forever.
+        let reading = Reading(&self.reading[lane]);
         let block = loop {
             let mapping = self.map_entry(backend, premap)?;
             let block = mapping.block(premap);
-            self.reading[lane].store(RTT_READING | block, Ordering::SeqCst);
+            reading.0.store(RTT_READING | block, Ordering::SeqCst);
             // A writer may have freed the block between the map read and the announcement: read
             // the map again, and retry if it moved.
             if self.map_entry(backend, premap)? != mapping {
@@ -288,12 +290,10 @@ impl Arena {
             }
             match mapping {
                 Mapping::Zero(_) => {
-                    self.reading[lane].store(0, Ordering::SeqCst);
                     buf.fill(0);
                     return Ok(());
                 }
                 Mapping::Error(_) => {
-                    self.reading[lane].store(0, Ordering::SeqCst);
                     return Err(io::Error::other(format!(
                         "BTT block {premap} of the arena at byte {} is marked bad",
                         self.base
@@ -302,9 +302,7 @@ impl Arena {
                 Mapping::Initial | Mapping::Block(_) => break block,
             }
         };
-        let read = backend.read_at(self.block_at(block), buf);
-        self.reading[lane].store(0, Ordering::SeqCst);
-        read
+        backend.read_at(self.block_at(block), buf)
     }
 
     /// Writes block `premap` from `data` (one block's bytes), atomically: after a crash it reads
@@ -415,6 +413,15 @@ impl Arena {
             seq: next_seq(state.seq),
         };
         Ok(())
+    }
+}
+
+/// A lane's read-tracking entry while its reader reads, cleared when the read ends.
+struct Reading<'a>(&'a AtomicU32);
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::SeqCst);
     }
 }
 
@@ -609,5 +616,35 @@ mod tests {
         let reopened = Arena::open(&ram, 0, ARENA_BYTES).unwrap();
         assert_eq!(reopened.read_only(), None);
         assert_eq!(check(&reopened), shared);
+    }
+
+    /// A read that fails half-way (the device stopped between its two map reads) leaves no
+    /// read-tracking entry behind: writers later given its block as their free one go on.
+    #[test]
+    fn a_failed_read_never_holds_writers_off() {
+        let budget = CrashBudget::new(i64::MAX);
+        let device = CrashAfter::new(RamBackend::new(ARENA_BYTES).unwrap(), budget.clone());
+        let arena = fresh(&device);
+        arena.write_block(&device, 3, &[1; 4096]).unwrap();
+        budget.set(1);
+        assert!(arena.read_block(&device, 3, &mut [0; 4096]).is_err());
+        budget.set(i64::MAX);
+        let (done, finished) = std::sync::mpsc::channel();
+        // A thread of its own, not scoped: if it hangs, the test fails instead of hanging too.
+        let shared = Arc::new((arena, device));
+        let writer = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            let (arena, device) = &*writer;
+            // Enough writes for every lane's free block to come round to the old block 3.
+            for round in 0..64u8 {
+                arena.write_block(device, 3, &[round; 4096]).unwrap();
+            }
+            done.send(()).unwrap();
+        });
+        let waited = finished.recv_timeout(std::time::Duration::from_secs(20));
+        assert!(
+            waited.is_ok(),
+            "a writer waits on a read that ended long ago"
+        );
     }
 }
