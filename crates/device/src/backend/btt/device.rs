@@ -51,9 +51,9 @@ pub struct BttBackend {
 }
 
 impl BttBackend {
-    /// Opens the BTT on `media`, formatting it first when it is fresh (its first 4 KiB are
-    /// zeroes). Anything else that is not a BTT of these options is refused, never
-    /// overwritten.
+    /// Opens the BTT on `media`, formatting it first when it is fresh (both places of the first
+    /// info block are zeroes). Anything else that is not a BTT of these options is refused,
+    /// never overwritten.
     pub fn open(media: Box<dyn Backend>, options: BttOptions) -> io::Result<BttBackend> {
         let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidInput, message);
         if !matches!(options.sector_bytes, 512 | 4096) {
@@ -84,9 +84,15 @@ impl BttBackend {
                 options.min_arena_bytes
             )));
         }
-        let mut head = vec![0u8; INFO_BYTES as usize];
-        media.read_at(0, &mut head)?;
-        let fresh = head.iter().all(|&byte| byte == 0);
+        // Fresh only when both copies of the first info block are zeroes: a BTT whose primary
+        // alone was lost opens from the copy rather than being formatted over.
+        let mut fresh = true;
+        let (first_offset, first_bytes, _) = plans[0];
+        for at in [first_offset, first_offset + first_bytes - INFO_BYTES] {
+            let mut block = vec![0u8; INFO_BYTES as usize];
+            media.read_at(at, &mut block)?;
+            fresh &= block.iter().all(|&byte| byte == 0);
+        }
         let uuid = arena_uuid(&media.describe(), media.size_bytes());
         let mut arenas = Vec::with_capacity(plans.len());
         let mut first_sector = 0;
@@ -302,6 +308,13 @@ mod tests {
             btt.discard(0, sector + 10).unwrap();
             btt.read_at(0, &mut last).unwrap();
             assert_eq!(last, vec![0; sector as usize]);
+            // a primary info block wiped whole opens from its copy, not formatted over
+            drop(btt);
+            ram.write_at(0, &[0; INFO_BYTES as usize]).unwrap();
+            let btt = BttBackend::open(Box::new(ram.clone()), small(sector as u32)).unwrap();
+            btt.read_at(size - sector, &mut last).unwrap();
+            assert_eq!(last, vec![4; sector as usize]);
+            drop(btt);
             // another sector size is refused
             let other = if sector == 512 { 4096 } else { 512 };
             let error = BttBackend::open(Box::new(ram), small(other)).err().unwrap();
