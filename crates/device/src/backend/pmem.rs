@@ -192,19 +192,25 @@ impl PmemBackend {
         len: u64,
         write: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<()> {
-        let Some(mut shadow) = self.shadow() else {
-            return write();
-        };
-        if shadow.stopped {
-            return Err(crashed());
-        }
+        let shadow = self.running_shadow()?;
         write()?;
-        if len > 0 {
-            let first = offset / CACHE_LINE;
-            let last = (offset + len - 1) / CACHE_LINE;
-            shadow.unpersisted_lines.extend(first..=last);
+        if let Some(mut shadow) = shadow {
+            if len > 0 {
+                let first = offset / CACHE_LINE;
+                let last = (offset + len - 1) / CACHE_LINE;
+                shadow.unpersisted_lines.extend(first..=last);
+            }
         }
         Ok(())
+    }
+
+    /// With crash injection on, the shadow, locked for the caller's whole operation, or an
+    /// error once the machine has crashed; `None` without crash injection.
+    fn running_shadow(&self) -> io::Result<Option<MutexGuard<'_, CrashShadow>>> {
+        match self.shadow() {
+            Some(shadow) if shadow.stopped => Err(crashed()),
+            shadow => Ok(shadow),
+        }
     }
 
     /// Runs `persist` for `len` bytes at `offset` and copies the lines into the shadow; with
@@ -215,13 +221,11 @@ impl PmemBackend {
         len: u64,
         persist: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<()> {
-        let Some(mut shadow) = self.shadow() else {
-            return persist();
-        };
-        if shadow.stopped {
-            return Err(crashed());
-        }
+        let shadow = self.running_shadow()?;
         persist()?;
+        let Some(mut shadow) = shadow else {
+            return Ok(());
+        };
         let first = offset / CACHE_LINE;
         let end = (offset + len).div_ceil(CACHE_LINE);
         let lines: Vec<u64> = shadow
