@@ -7,9 +7,7 @@
 use std::io;
 
 use super::arena::Arena;
-use super::layout::{
-    arena_spans, ArenaGeometry, InfoBlock, INFO_BYTES, MAX_ARENA_BYTES, MAX_LANES,
-};
+use super::layout::{arena_spans, ArenaGeometry, INFO_BYTES, MAX_ARENA_BYTES, MAX_LANES};
 use crate::backend::{check_range, Backend};
 
 /// How a medium is split and laid out. Opening needs the options it was formatted with.
@@ -250,13 +248,6 @@ impl Backend for BttBackend {
             self.media.describe()
         )
     }
-}
-
-/// The info block at the start of `media`, if it holds one of ours (for tools that inspect).
-pub fn first_info_block(media: &dyn Backend) -> Option<InfoBlock> {
-    let mut head = vec![0u8; INFO_BYTES as usize];
-    media.read_at(0, &mut head).ok()?;
-    InfoBlock::decode(&head, media.size_bytes()).ok()
 }
 
 #[cfg(test)]

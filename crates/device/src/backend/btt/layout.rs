@@ -60,14 +60,19 @@ fn error(message: impl Into<String>) -> LayoutError {
 /// An arena's info block: its geometry, as offsets from the arena's start.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InfoBlock {
+    /// The BTT's identity, the same in every arena.
     pub uuid: [u8; 16],
+    /// The container's identity (a namespace's in Linux); zeroes here.
     pub parent_uuid: [u8; 16],
+    /// [`FLAG_ERROR`] or nothing.
     pub flags: u32,
     pub version_major: u16,
     pub version_minor: u16,
+    /// Bytes of a block as callers see it (a sector).
     pub external_lba_bytes: u32,
     /// Blocks the arena offers.
     pub external_nlba: u32,
+    /// Bytes of a block of the data area (equal to the external size here).
     pub internal_lba_bytes: u32,
     /// Blocks of the data area: the offered ones and the free ones.
     pub internal_nlba: u32,
@@ -247,8 +252,11 @@ pub fn fletcher64(bytes: &[u8]) -> u64 {
 /// Where an arena's areas lie, offsets from its start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArenaGeometry {
+    /// Bytes of a block.
     pub lba_bytes: u32,
+    /// Blocks offered.
     pub external_nlba: u32,
+    /// Free blocks, one per lane.
     pub nfree: u32,
     pub data_offset: u64,
     pub map_offset: u64,
@@ -415,6 +423,7 @@ impl FlogEntry {
         bytes
     }
 
+    /// A section from its 16 bytes.
     pub fn decode(bytes: &[u8; 16]) -> FlogEntry {
         let word = |index: usize| {
             u32::from_le_bytes(bytes[4 * index..4 * index + 4].try_into().expect("4"))

@@ -8,4 +8,4 @@ pub mod arena;
 mod device;
 pub mod layout;
 
-pub use device::{first_info_block, BttBackend, BttOptions};
+pub use device::{BttBackend, BttOptions};
