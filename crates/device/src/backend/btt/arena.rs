@@ -102,11 +102,16 @@ impl Arena {
             Err(primary) => {
                 let copy_at = base + arena_bytes - INFO_BYTES;
                 backend.read_at(copy_at, &mut image)?;
-                InfoBlock::decode(&image, arena_bytes).map_err(|copy| {
+                let info = InfoBlock::decode(&image, arena_bytes).map_err(|copy| {
                     damaged(format!(
                         "BTT arena at byte {base}: info block: {primary}; its copy: {copy}"
                     ))
-                })?
+                })?;
+                // The copy is whole: it becomes the primary again, so that one more damaged
+                // block does not lose the arena.
+                backend.write_at(base, &image)?;
+                backend.persist(base, INFO_BYTES)?;
+                info
             }
         };
         let nfree = info.nfree as usize;
@@ -543,10 +548,16 @@ mod tests {
         let arena = fresh(&ram);
         arena.write_block(&ram, 1, &[1; 4096]).unwrap();
         let map_offset = arena.info.map_offset;
-        // the primary info block gone: the copy opens it
+        // the primary info block gone: the copy opens it, and is written back as the primary
         ram.write_at(0, &[0; 16]).unwrap();
         let arena = Arena::open(&ram, 0, ARENA_BYTES).unwrap();
         assert_eq!(read(&arena, &ram, 1), vec![1; 4096]);
+        let mut primary = vec![0u8; INFO_BYTES as usize];
+        ram.read_at(0, &mut primary).unwrap();
+        assert_eq!(
+            InfoBlock::decode(&primary, ARENA_BYTES),
+            Ok(arena.info.clone())
+        );
         // a map entry pointing at another premap's block: read-only, saying why
         ram.write_at(
             map_offset + 4 * 2,
@@ -559,6 +570,7 @@ mod tests {
         assert!(arena.write_block(&ram, 1, &[2; 4096]).is_err());
         assert_eq!(read(&arena, &ram, 1), vec![1; 4096]);
         // both info blocks gone: refused with both reasons
+        ram.write_at(0, &[0; 16]).unwrap();
         ram.write_at(ARENA_BYTES - INFO_BYTES, &[0; 16]).unwrap();
         let error = Arena::open(&ram, 0, ARENA_BYTES).err().unwrap().to_string();
         assert!(error.contains("its copy"), "{error}");
