@@ -166,6 +166,7 @@ impl CacheController {
             moves: Vec::new(),
             writes: Vec::new(),
             clean_keys: Vec::new(),
+            // A policy answers `contains` for every key or for none: key 0 tells which.
             lines_in_policy: count == 1
                 && !config.mode.writes_back()
                 && tiers[0].contains(0).is_some(),

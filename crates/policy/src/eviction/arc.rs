@@ -246,8 +246,7 @@ impl EvictionPolicy for Arc {
         self.map.insert(request.key, index);
     }
 
-    /// Drops `key`; a ghost of it is forgotten too (as libCacheSim's `ARC_remove` does), but
-    /// only a resident object makes this return true.
+    /// A resident object: in T1 or T2, not a ghost.
     fn contains(&self, key: u64) -> Option<bool> {
         let resident = self
             .map
@@ -256,6 +255,8 @@ impl EvictionPolicy for Arc {
         Some(resident)
     }
 
+    /// Drops `key`; a ghost of it is forgotten too (as libCacheSim's `ARC_remove` does), but
+    /// only a resident object makes this return true.
     fn remove(&mut self, key: u64) -> bool {
         let Some(index) = self.map.remove(key) else {
             return false;

@@ -538,15 +538,15 @@ impl EvictionPolicy for Lirs {
         self.limit_stack();
     }
 
-    /// Drops `key` from S, Q and NH, pruning S after an LIR block as libCacheSim's
-    /// `LIRS_remove` does. Unlike libCacheSim it also forgets the key's NH entry (which would
-    /// later drop an unrelated S entry) and only uncounts bytes that were counted (a block in
-    /// S whose Q entry is gone was not). Returns whether the block was counted as resident.
     /// A hit may evict, reported only by the next `admit`: no residency to offer.
     fn contains(&self, _key: u64) -> Option<bool> {
         None
     }
 
+    /// Drops `key` from S, Q and NH, pruning S after an LIR block as libCacheSim's
+    /// `LIRS_remove` does. Unlike libCacheSim it also forgets the key's NH entry (which would
+    /// later drop an unrelated S entry) and only uncounts bytes that were counted (a block in
+    /// S whose Q entry is gone was not). Returns whether the block was counted as resident.
     fn remove(&mut self, key: u64) -> bool {
         let mut was_resident = false;
         let in_s = self.slots(key).s;

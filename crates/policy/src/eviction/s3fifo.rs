@@ -300,8 +300,7 @@ impl EvictionPolicy for S3Fifo {
         false
     }
 
-    /// Drops a resident object; a ghost entry for `key` is forgotten too (the object's history
-    /// goes with it) but does not count as resident.
+    /// A resident object: in the small or main queue, not a ghost.
     fn contains(&self, key: u64) -> Option<bool> {
         let resident = self
             .map
@@ -310,6 +309,8 @@ impl EvictionPolicy for S3Fifo {
         Some(resident)
     }
 
+    /// Drops a resident object; a ghost entry for `key` is forgotten too (the object's history
+    /// goes with it) but does not count as resident.
     fn remove(&mut self, key: u64) -> bool {
         let Some(index) = self.map.remove(key) else {
             return false;

@@ -196,8 +196,7 @@ impl EvictionPolicy for TwoQ {
         self.map.insert(request.key, index);
     }
 
-    /// Drops `key`; a ghost of it is forgotten too, but only a resident object makes this
-    /// return true.
+    /// A resident object: in A1in or Am, not a ghost in A1out.
     fn contains(&self, key: u64) -> Option<bool> {
         let resident = self
             .map
@@ -206,6 +205,8 @@ impl EvictionPolicy for TwoQ {
         Some(resident)
     }
 
+    /// Drops `key`; a ghost of it is forgotten too, but only a resident object makes this
+    /// return true.
     fn remove(&mut self, key: u64) -> bool {
         let Some(index) = self.map.remove(key) else {
             return false;

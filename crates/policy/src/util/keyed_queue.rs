@@ -136,7 +136,7 @@ impl KeyedQueue {
     }
 
     /// Starts loading what the next evictions from `index` on touch: the table slots of the
-    /// [`VICTIMS_AHEAD`] objects from `index` towards the front, and the node after them. An
+    /// `VICTIMS_AHEAD` objects from `index` towards the front, and the node after them. An
     /// eviction removes its victim's slot; a slot loaded only one request ahead would still be
     /// on its way. The nodes walked were loaded by earlier calls, as the node after them is by
     /// this one.
@@ -158,4 +158,4 @@ impl KeyedQueue {
 
 /// Victims whose table slots [`KeyedQueue::prefetch_eviction`] loads ahead: with one request
 /// in three a miss, the last of them is evicted about ten requests later.
-pub const VICTIMS_AHEAD: usize = 4;
+const VICTIMS_AHEAD: usize = 4;

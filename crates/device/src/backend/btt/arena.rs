@@ -335,38 +335,33 @@ impl Arena {
         self.switch(backend, premap, Fill::Trim)
     }
 
-    /// Makes the free block `block` hold what `fill` asks, merged with `old` (the block's
-    /// mapping now) for a part; says how the block is to be mapped.
-    fn fill(
-        &self,
-        backend: &dyn Backend,
-        premap: u32,
-        block: u32,
-        fill: &Fill<'_>,
-    ) -> io::Result<Mapping> {
+    /// Writes and persists `data` in the free block `block`, to be mapped as written.
+    fn put(&self, backend: &dyn Backend, block: u32, data: &[u8]) -> io::Result<Mapping> {
         let at = self.block_at(block);
-        let merged;
-        let data = match *fill {
-            Fill::Trim => return Ok(Mapping::Zero(block)),
-            Fill::Whole(data) => data,
-            Fill::Part { at: start, data } => {
-                let mut whole = vec![0u8; self.block_bytes() as usize];
-                match self.map_entry(backend, premap)? {
-                    mapping @ (Mapping::Initial | Mapping::Block(_)) => {
-                        let old = self.block_at(mapping.block(premap));
-                        backend.read_at(old, &mut whole)?;
-                    }
-                    // A trimmed or bad block's other bytes read as zeroes from now on.
-                    Mapping::Zero(_) | Mapping::Error(_) => {}
-                }
-                whole[start..start + data.len()].copy_from_slice(data);
-                merged = whole;
-                &merged
-            }
-        };
         backend.write_at(at, data)?;
         backend.persist(at, data.len() as u64)?;
         Ok(Mapping::Block(block))
+    }
+
+    /// Premap block `premap`, mapped as `old`, with `data` at byte `at`.
+    fn merged(
+        &self,
+        backend: &dyn Backend,
+        premap: u32,
+        old: Mapping,
+        at: usize,
+        data: &[u8],
+    ) -> io::Result<Vec<u8>> {
+        let mut whole = vec![0u8; self.block_bytes() as usize];
+        match old {
+            Mapping::Initial | Mapping::Block(_) => {
+                backend.read_at(self.block_at(old.block(premap)), &mut whole)?;
+            }
+            // A trimmed or bad block's other bytes read as zeroes from now on.
+            Mapping::Zero(_) | Mapping::Error(_) => {}
+        }
+        whole[at..at + data.len()].copy_from_slice(data);
+        Ok(whole)
     }
 
     /// Points premap block `premap` at the lane's free block once it holds what `fill` asks,
@@ -387,14 +382,26 @@ impl Arena {
             std::thread::yield_now();
         }
         let map_lock = &self.map_locks[premap as usize % self.map_locks.len()];
-        let (mapping, _map_lock) = if matches!(fill, Fill::Part { .. }) {
-            let held = lock(map_lock);
-            (self.fill(backend, premap, new, &fill)?, held)
-        } else {
-            let mapping = self.fill(backend, premap, new, &fill)?;
-            (mapping, lock(map_lock))
+        // The block's mapping now: read in each arm once its map lock is held.
+        let mapped = || self.map_entry(backend, premap);
+        let (mapping, old, _held) = match fill {
+            Fill::Whole(data) => {
+                let mapping = self.put(backend, new, data)?;
+                let held = lock(map_lock);
+                (mapping, mapped()?, held)
+            }
+            Fill::Part { at, data } => {
+                let held = lock(map_lock);
+                let old = mapped()?;
+                let merged = self.merged(backend, premap, old, at, data)?;
+                (self.put(backend, new, &merged)?, old, held)
+            }
+            Fill::Trim => {
+                let held = lock(map_lock);
+                (Mapping::Zero(new), mapped()?, held)
+            }
         };
-        let old = self.map_entry(backend, premap)?.block(premap);
+        let old = old.block(premap);
         let entry = FlogEntry {
             lba: premap,
             old_map: old,
