@@ -9,6 +9,7 @@ pub mod cache;
 pub mod controller;
 pub mod plan;
 pub mod split;
+pub mod staging;
 pub mod timing;
 
 pub use admission::{

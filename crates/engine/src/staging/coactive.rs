@@ -1,0 +1,175 @@
+//! Co-Active (Sun et al., TPDS'21), ported from NVMe SSDs as seed 001 §4.1 describes it: dirty
+//! and clean lists, a Bloom filter that tells hot blocks (written recently) from cold ones, and
+//! write-back of the least recently written dirty block whenever the device idles, the block
+//! staying cached, clean. A write that misses a full cache takes the least recently used clean
+//! slot; with none, a hot block writes the oldest dirty block back first and a cold one goes
+//! straight to the device.
+//!
+//! Our reading: the filter is two halves, a block hot when either half has it; the younger
+//! half takes every write and, once it has taken as many as there are slots, becomes the elder
+//! and the elder is cleared, so "recently" means about one cache's worth of writes.
+
+use rustc_hash::FxHashMap;
+
+use super::chain::{Chain, Link};
+use super::{Scheme, Slot, SlotState, View, WhenFull};
+
+/// Bits per slot in each half of the filter.
+const FILTER_BITS_PER_SLOT: usize = 8;
+
+/// Two-halved Bloom filter of recently written blocks; see the module docs.
+struct RecentWrites {
+    halves: [Vec<u64>; 2],
+    young: usize,
+    young_inserts: usize,
+    rotate_after: usize,
+}
+
+impl RecentWrites {
+    fn new(slots: u32) -> RecentWrites {
+        let words = (slots as usize * FILTER_BITS_PER_SLOT).div_ceil(64).max(1);
+        RecentWrites {
+            halves: [vec![0; words], vec![0; words]],
+            young: 0,
+            young_inserts: 0,
+            rotate_after: slots.max(1) as usize,
+        }
+    }
+
+    fn bits(&self, lba: u64) -> [usize; 2] {
+        let bits = self.halves[0].len() * 64;
+        let hash = lba.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        [
+            (hash >> 32) as usize % bits,
+            (hash as u32 as usize ^ (hash >> 17) as usize) % bits,
+        ]
+    }
+
+    fn insert(&mut self, lba: u64) {
+        if self.young_inserts == self.rotate_after {
+            self.young ^= 1;
+            self.halves[self.young].fill(0);
+            self.young_inserts = 0;
+        }
+        for bit in self.bits(lba) {
+            self.halves[self.young][bit / 64] |= 1 << (bit % 64);
+        }
+        self.young_inserts += 1;
+    }
+
+    fn contains(&self, lba: u64) -> bool {
+        let bits = self.bits(lba);
+        self.halves.iter().any(|half| {
+            bits.iter()
+                .all(|&bit| half[bit / 64] & (1 << (bit % 64)) != 0)
+        })
+    }
+}
+
+/// Co-Active's lists and filter; see the module docs.
+pub struct CoActive {
+    index: FxHashMap<u64, u32>,
+    /// Dirty slots, least recently written first.
+    dirty: Chain,
+    /// Clean slots, least recently written first.
+    clean: Chain,
+    links: Vec<Link>,
+    on_clean: Vec<bool>,
+    recent: RecentWrites,
+}
+
+impl CoActive {
+    pub fn new(slots: u32) -> CoActive {
+        CoActive {
+            index: FxHashMap::default(),
+            dirty: Chain::default(),
+            clean: Chain::default(),
+            links: vec![Link::default(); slots as usize],
+            on_clean: vec![false; slots as usize],
+            recent: RecentWrites::new(slots),
+        }
+    }
+
+    fn unlink(&mut self, slot: u32) {
+        if !Chain::is_linked(&self.links, slot) {
+            return;
+        }
+        if std::mem::replace(&mut self.on_clean[slot as usize], false) {
+            self.clean.unlink(&mut self.links, slot);
+        } else {
+            self.dirty.unlink(&mut self.links, slot);
+        }
+    }
+
+    fn oldest_dirty_valid(&self, view: &View<'_>) -> Option<u32> {
+        self.dirty
+            .iter(&self.links)
+            .find(|&slot| view.slots[slot as usize].state == SlotState::Valid)
+    }
+}
+
+impl Scheme for CoActive {
+    fn find(&self, _slots: &[Slot], lba: u64) -> Option<u32> {
+        self.index.get(&lba).copied()
+    }
+
+    fn taken(&mut self, slot: u32, lba: u64) {
+        self.index.insert(lba, slot);
+    }
+
+    fn released(&mut self, slot: u32, lba: u64) {
+        self.index.remove(&lba);
+        self.unlink(slot);
+    }
+
+    fn written(&mut self, slot: u32, _lba: u64) {
+        self.unlink(slot);
+        self.dirty.push_back(&mut self.links, slot);
+    }
+
+    fn cleaned(&mut self, slot: u32) {
+        self.unlink(slot);
+        self.clean.push_back(&mut self.links, slot);
+        self.on_clean[slot as usize] = true;
+    }
+
+    fn noticed(&mut self, lba: u64) {
+        self.recent.insert(lba);
+    }
+
+    fn when_full(&mut self, view: &View<'_>, lba: u64) -> WhenFull {
+        if let Some(slot) = self
+            .clean
+            .iter(&self.links)
+            .find(|&slot| view.slots[slot as usize].state == SlotState::Clean)
+        {
+            return WhenFull::Reuse(slot);
+        }
+        if !self.recent.contains(lba) {
+            return WhenFull::Bypass;
+        }
+        self.oldest_dirty_valid(view)
+            .map_or(WhenFull::Wait, |slot| WhenFull::Evict(vec![slot]))
+    }
+
+    fn background(&mut self, view: &View<'_>, device_idle: bool) -> Option<u32> {
+        if device_idle {
+            self.oldest_dirty_valid(view)
+        } else {
+            None
+        }
+    }
+
+    fn keeps_clean(&self) -> bool {
+        true
+    }
+
+    fn has_background(&self) -> bool {
+        true
+    }
+
+    fn metadata_bytes_per_slot(&self) -> u32 {
+        // Seed 001 §4.1: 8 B lba, 4 B slot number, 40 B lock, 48 B of lists, 2 B of filter.
+        102
+    }
+}
