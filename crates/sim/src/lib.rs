@@ -4,4 +4,5 @@ pub mod analytic;
 pub mod cache_sim;
 pub mod mrc;
 pub mod parallel;
+pub mod staging;
 pub mod timed;

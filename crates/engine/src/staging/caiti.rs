@@ -92,10 +92,7 @@ impl Scheme for Caiti {
         set.iter()
             .copied()
             .find(|&slot| view.slots[slot as usize].state == SlotState::Valid)
-            .or_else(|| {
-                view.dirty_oldest_first()
-                    .find(|&slot| view.slots[slot as usize].state == SlotState::Valid)
-            })
+            .or_else(|| view.valid_oldest_first().next())
             .map_or(WhenFull::Wait, |slot| WhenFull::Evict(vec![slot]))
     }
 

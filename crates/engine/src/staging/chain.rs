@@ -47,12 +47,6 @@ impl Chain {
         (self.head != NONE).then_some(self.head)
     }
 
-    /// The slot after `slot`, towards the tail.
-    pub fn next(links: &[Link], slot: u32) -> Option<u32> {
-        let next = links[slot as usize].next;
-        (next != NONE).then_some(next)
-    }
-
     /// True when `slot` is on a list of this family.
     pub fn is_linked(links: &[Link], slot: u32) -> bool {
         links[slot as usize].linked
@@ -90,12 +84,6 @@ impl Chain {
         self.len -= 1;
     }
 
-    /// Moves `slot` (on this list) to the tail.
-    pub fn move_to_back(&mut self, links: &mut [Link], slot: u32) {
-        self.unlink(links, slot);
-        self.push_back(links, slot);
-    }
-
     /// The slots from the head, oldest first.
     pub fn iter<'a>(&self, links: &'a [Link]) -> impl Iterator<Item = u32> + 'a {
         let mut at = self.head;
@@ -121,7 +109,8 @@ mod tests {
             chain.push_back(&mut links, slot);
         }
         chain.unlink(&mut links, 4);
-        chain.move_to_back(&mut links, 3);
+        chain.unlink(&mut links, 3);
+        chain.push_back(&mut links, 3);
         chain.unlink(&mut links, 5);
         assert_eq!(chain.iter(&links).collect::<Vec<_>>(), [1, 0, 3]);
         assert_eq!((chain.len, chain.head()), (3, Some(1)));

@@ -1,13 +1,15 @@
 //! Co-Active (Sun et al., TPDS'21), ported from NVMe SSDs as seed 001 §4.1 describes it: dirty
 //! and clean lists, a Bloom filter that tells hot blocks (written recently) from cold ones, and
-//! write-back of the least recently written dirty block whenever the device idles, the block
-//! staying cached, clean. A write that misses a full cache takes the least recently used clean
-//! slot; with none, a hot block writes the oldest dirty block back first and a cold one goes
-//! straight to the device.
+//! write-back of dirty blocks whenever the device idles, the block staying cached, clean. A write
+//! that misses a full cache takes the least recently written clean slot; with none, it writes a
+//! dirty block back first (the "2-step write"). Cold blocks go first, both to the idle-time
+//! write-back and to a stalled write, so hot ones stay cached to take more writes.
 //!
-//! Our reading: the filter is two halves, a block hot when either half has it; the younger
-//! half takes every write and, once it has taken as many as there are slots, becomes the elder
-//! and the elder is cleared, so "recently" means about one cache's worth of writes.
+//! Our reading: a block is hot when it is written again while the filter still has its last
+//! write. The filter is two halves, a block in it when either half has it; the younger half
+//! takes every write and, once it has taken as many as there are slots, becomes the elder and
+//! the elder is cleared, so "recently" means about one cache's worth of writes. The search for
+//! a cold dirty block looks at the [`COLD_SEARCH`] least recently written.
 
 use rustc_hash::FxHashMap;
 
@@ -16,6 +18,9 @@ use super::{Scheme, Slot, SlotState, View, WhenFull};
 
 /// Bits per slot in each half of the filter.
 const FILTER_BITS_PER_SLOT: usize = 8;
+
+/// Dirty blocks looked at, least recently written first, for a cold one.
+const COLD_SEARCH: usize = 32;
 
 /// Two-halved Bloom filter of recently written blocks; see the module docs.
 struct RecentWrites {
@@ -75,6 +80,8 @@ pub struct CoActive {
     clean: Chain,
     links: Vec<Link>,
     on_clean: Vec<bool>,
+    /// Whether each slot's block was hot at its last write.
+    hot: Vec<bool>,
     recent: RecentWrites,
 }
 
@@ -86,6 +93,7 @@ impl CoActive {
             clean: Chain::default(),
             links: vec![Link::default(); slots as usize],
             on_clean: vec![false; slots as usize],
+            hot: vec![false; slots as usize],
             recent: RecentWrites::new(slots),
         }
     }
@@ -101,10 +109,17 @@ impl CoActive {
         }
     }
 
-    fn oldest_dirty_valid(&self, view: &View<'_>) -> Option<u32> {
-        self.dirty
+    /// Among the least recently written dirty blocks that can be written back, the first
+    /// cold one, else the first.
+    fn coldest_dirty(&self, view: &View<'_>) -> Option<u32> {
+        let mut candidates = self
+            .dirty
             .iter(&self.links)
-            .find(|&slot| view.slots[slot as usize].state == SlotState::Valid)
+            .filter(|&slot| view.slots[slot as usize].state == SlotState::Valid)
+            .take(COLD_SEARCH)
+            .peekable();
+        let oldest = candidates.peek().copied();
+        candidates.find(|&slot| !self.hot[slot as usize]).or(oldest)
     }
 }
 
@@ -122,9 +137,16 @@ impl Scheme for CoActive {
         self.unlink(slot);
     }
 
-    fn written(&mut self, slot: u32, _lba: u64) {
+    fn written(&mut self, slot: u32, lba: u64) {
+        self.hot[slot as usize] = self.recent.contains(lba);
         self.unlink(slot);
         self.dirty.push_back(&mut self.links, slot);
+    }
+
+    fn evicting(&mut self, slot: u32) {
+        // Only Valid blocks are candidates: one being written back leaves the dirty list
+        // until it is clean.
+        self.unlink(slot);
     }
 
     fn cleaned(&mut self, slot: u32) {
@@ -137,7 +159,7 @@ impl Scheme for CoActive {
         self.recent.insert(lba);
     }
 
-    fn when_full(&mut self, view: &View<'_>, lba: u64) -> WhenFull {
+    fn when_full(&mut self, view: &View<'_>, _lba: u64) -> WhenFull {
         if let Some(slot) = self
             .clean
             .iter(&self.links)
@@ -145,16 +167,13 @@ impl Scheme for CoActive {
         {
             return WhenFull::Reuse(slot);
         }
-        if !self.recent.contains(lba) {
-            return WhenFull::Bypass;
-        }
-        self.oldest_dirty_valid(view)
+        self.coldest_dirty(view)
             .map_or(WhenFull::Wait, |slot| WhenFull::Evict(vec![slot]))
     }
 
     fn background(&mut self, view: &View<'_>, device_idle: bool) -> Option<u32> {
         if device_idle {
-            self.oldest_dirty_valid(view)
+            self.coldest_dirty(view)
         } else {
             None
         }

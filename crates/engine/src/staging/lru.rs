@@ -36,11 +36,21 @@ impl Scheme for LruStaging {
 
     fn released(&mut self, slot: u32, lba: u64) {
         self.index.remove(&lba);
-        self.recency.unlink(&mut self.links, slot);
+        if Chain::is_linked(&self.links, slot) {
+            self.recency.unlink(&mut self.links, slot);
+        }
     }
 
     fn written(&mut self, slot: u32, _lba: u64) {
-        self.recency.move_to_back(&mut self.links, slot);
+        if Chain::is_linked(&self.links, slot) {
+            self.recency.unlink(&mut self.links, slot);
+        }
+        self.recency.push_back(&mut self.links, slot);
+    }
+
+    fn evicting(&mut self, slot: u32) {
+        // Only Valid blocks are candidates: one being written back leaves the order.
+        self.recency.unlink(&mut self.links, slot);
     }
 
     fn when_full(&mut self, view: &View<'_>, _lba: u64) -> WhenFull {

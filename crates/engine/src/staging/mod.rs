@@ -245,6 +245,15 @@ pub enum FlushStep {
     Done,
 }
 
+/// Where a FLUSH stands: what it covers, and what it last saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlushTicket {
+    /// Writes completed when it began.
+    barrier: u64,
+    /// The table's rewrite count when it last looked for Valid slots to write back.
+    rewrites_seen: Option<u64>,
+}
+
 /// What a TRIM does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DiscardStep {
@@ -270,15 +279,15 @@ pub enum WhenFull {
 /// What a scheme sees of the table.
 pub struct View<'a> {
     pub slots: &'a [Slot],
-    dirty: &'a Chain,
-    dirty_links: &'a [Link],
+    valid: &'a Chain,
+    valid_links: &'a [Link],
     pub free: usize,
 }
 
 impl View<'_> {
-    /// Dirty slots (Pending rewrites, Valid, Evicting), in the order they became dirty.
-    pub fn dirty_oldest_first(&self) -> impl Iterator<Item = u32> + '_ {
-        self.dirty.iter(self.dirty_links)
+    /// Valid slots, in the order their last writes completed.
+    pub fn valid_oldest_first(&self) -> impl Iterator<Item = u32> + '_ {
+        self.valid.iter(self.valid_links)
     }
 
     /// Slots that hold a block.
@@ -298,6 +307,8 @@ pub trait Scheme: Send {
     fn released(&mut self, slot: u32, lba: u64);
     /// A write into `slot` completed (now Valid); `lba` is its block.
     fn written(&mut self, slot: u32, lba: u64);
+    /// `slot`, Valid, is being written back.
+    fn evicting(&mut self, _slot: u32) {}
     /// `slot` was written back and stays cached, Clean (schemes that keep clean blocks).
     fn cleaned(&mut self, _slot: u32) {}
     /// A write of `lba` finished (cached or sent around).
@@ -342,8 +353,14 @@ pub struct Staging {
     free: Vec<u32>,
     dirty: Chain,
     dirty_links: Vec<Link>,
+    /// Valid slots, in the order their last writes completed.
+    valid: Chain,
+    valid_links: Vec<Link>,
     /// Completed cache writes so far: a FLUSH covers slots dirty since one of these.
     write_seq: u64,
+    /// Completed writes into slots that were dirty already: the only way a slot a FLUSH
+    /// covers turns Valid after the FLUSH has looked.
+    rewrites: u64,
     /// Blocks with writes on their way around the cache, and how many.
     bypassing: FxHashMap<u64, u32>,
     scheme: Box<dyn Scheme>,
@@ -382,7 +399,10 @@ impl Staging {
             free: (0..config.slots).rev().collect(),
             dirty: Chain::default(),
             dirty_links: vec![Link::default(); slots],
+            valid: Chain::default(),
+            valid_links: vec![Link::default(); slots],
             write_seq: 0,
+            rewrites: 0,
             bypassing: FxHashMap::default(),
             scheme,
             stats: StagingStats::default(),
@@ -425,8 +445,8 @@ impl Staging {
     fn scheme_and_view(&mut self) -> (&mut dyn Scheme, View<'_>) {
         let view = View {
             slots: &self.slots,
-            dirty: &self.dirty,
-            dirty_links: &self.dirty_links,
+            valid: &self.valid,
+            valid_links: &self.valid_links,
             free: self.free.len(),
         };
         (&mut *self.scheme, view)
@@ -436,10 +456,10 @@ impl Staging {
         let entry = &mut self.slots[slot as usize];
         debug_assert_eq!(entry.state, SlotState::Valid);
         entry.state = SlotState::Evicting;
-        Victim {
-            slot,
-            lba: entry.lba,
-        }
+        let lba = entry.lba;
+        self.valid.unlink(&mut self.valid_links, slot);
+        self.scheme.evicting(slot);
+        Victim { slot, lba }
     }
 
     fn take(&mut self, slot: u32, lba: u64) {
@@ -458,6 +478,9 @@ impl Staging {
             let entry = &mut self.slots[slot as usize];
             return match entry.state {
                 SlotState::Valid | SlotState::Clean => {
+                    if entry.state == SlotState::Valid {
+                        self.valid.unlink(&mut self.valid_links, slot);
+                    }
                     entry.state = SlotState::Pending;
                     self.stats.write_hits += 1;
                     WriteStep::Cache {
@@ -521,7 +544,10 @@ impl Staging {
         if entry.dirty_from == 0 {
             entry.dirty_from = self.write_seq;
             self.dirty.push_back(&mut self.dirty_links, slot);
+        } else {
+            self.rewrites += 1;
         }
+        self.valid.push_back(&mut self.valid_links, slot);
         self.scheme.written(slot, lba);
         self.scheme.noticed(lba);
     }
@@ -581,32 +607,45 @@ impl Staging {
         Some(self.start_eviction(slot))
     }
 
-    /// Begins a FLUSH: it covers every write completed so far. Pass the answer to
+    /// Begins a FLUSH: it covers every write completed so far. Pass the ticket to
     /// [`flush_step`](Staging::flush_step) until it is done.
-    pub fn flush_begin(&mut self) -> u64 {
+    pub fn flush_begin(&mut self) -> FlushTicket {
         self.stats.flushes += 1;
-        self.write_seq
+        FlushTicket {
+            barrier: self.write_seq,
+            rewrites_seen: None,
+        }
     }
 
-    /// Seed 001 §3.5: the next step of the FLUSH begun at `barrier`: every slot dirty since a
-    /// write it covers is written back, by the flush or by whoever is writing it already.
-    pub fn flush_step(&mut self, barrier: u64) -> FlushStep {
-        let mut victims = Vec::new();
-        let mut others_busy = false;
-        let mut at = self.dirty.head();
-        while let Some(slot) = at {
-            at = Chain::next(&self.dirty_links, slot);
-            let entry = self.slots[slot as usize];
-            if entry.dirty_from > barrier {
-                // The chain is in dirty order: the rest came after the flush began.
-                break;
-            }
-            match entry.state {
-                SlotState::Valid => victims.push(self.start_eviction(slot)),
-                _ => others_busy = true,
-            }
+    /// Seed 001 §3.5: the next step of a FLUSH: every slot dirty since a write it covers is
+    /// written back, by the flush or by whoever is writing it already.
+    pub fn flush_step(&mut self, ticket: &mut FlushTicket) -> FlushStep {
+        let barrier = ticket.barrier;
+        let covered = |slots: &[Slot], slot: u32| slots[slot as usize].dirty_from <= barrier;
+        // The dirty chain is in dirty order: done once its oldest came after the barrier.
+        if !self
+            .dirty
+            .head()
+            .is_some_and(|slot| covered(&self.slots, slot))
+        {
+            return FlushStep::Done;
         }
-        self.finish_flush_step(victims, others_busy)
+        if ticket.rewrites_seen == Some(self.rewrites) {
+            // Every covered slot was Evicting or Pending when last looked at, and none of them
+            // has turned Valid since.
+            return FlushStep::Wait;
+        }
+        ticket.rewrites_seen = Some(self.rewrites);
+        let covered: Vec<u32> = self
+            .valid
+            .iter(&self.valid_links)
+            .filter(|&slot| covered(&self.slots, slot))
+            .collect();
+        let victims: Vec<Victim> = covered
+            .into_iter()
+            .map(|slot| self.start_eviction(slot))
+            .collect();
+        self.finish_flush_step(victims, true)
     }
 
     fn finish_flush_step(&mut self, victims: Vec<Victim>, others_busy: bool) -> FlushStep {
@@ -647,6 +686,9 @@ impl Staging {
         match entry.state {
             SlotState::Pending | SlotState::Evicting => DiscardStep::Wait,
             SlotState::Valid | SlotState::Clean => {
+                if entry.state == SlotState::Valid {
+                    self.valid.unlink(&mut self.valid_links, slot);
+                }
                 if entry.dirty_from != 0 {
                     entry.dirty_from = 0;
                     self.dirty.unlink(&mut self.dirty_links, slot);
@@ -695,6 +737,12 @@ impl Staging {
             {
                 return Err(format!(
                     "slot {slot} ({:?}) dirty chain mismatch",
+                    entry.state
+                ));
+            }
+            if (entry.state == SlotState::Valid) != Chain::is_linked(&self.valid_links, slot) {
+                return Err(format!(
+                    "slot {slot} ({:?}) valid chain mismatch",
                     entry.state
                 ));
             }

@@ -6,7 +6,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::{Scheme, Slot, SlotState, View, WhenFull};
+use super::{Scheme, Slot, View, WhenFull};
 
 /// PMBD, with PMBD-70's syncer when a watermark is given.
 pub struct Pmbd {
@@ -27,11 +27,6 @@ impl Pmbd {
     }
 }
 
-fn oldest_valid(view: &View<'_>) -> Option<u32> {
-    view.dirty_oldest_first()
-        .find(|&slot| view.slots[slot as usize].state == SlotState::Valid)
-}
-
 impl Scheme for Pmbd {
     fn find(&self, _slots: &[Slot], lba: u64) -> Option<u32> {
         self.index.get(&lba).copied()
@@ -48,10 +43,7 @@ impl Scheme for Pmbd {
     fn written(&mut self, _slot: u32, _lba: u64) {}
 
     fn when_full(&mut self, view: &View<'_>, _lba: u64) -> WhenFull {
-        let all: Vec<u32> = view
-            .dirty_oldest_first()
-            .filter(|&slot| view.slots[slot as usize].state == SlotState::Valid)
-            .collect();
+        let all: Vec<u32> = view.valid_oldest_first().collect();
         if all.is_empty() {
             // Another write is draining it.
             WhenFull::Wait
@@ -68,7 +60,7 @@ impl Scheme for Pmbd {
         if !self.draining {
             return None;
         }
-        let slot = oldest_valid(view);
+        let slot = view.valid_oldest_first().next();
         self.draining = slot.is_some();
         slot
     }

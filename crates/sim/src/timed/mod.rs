@@ -2,7 +2,7 @@
 //! virtual clock, deterministic.
 
 pub mod config;
-mod events;
+pub(crate) mod events;
 pub mod hfio;
 pub mod run;
 pub mod series;
