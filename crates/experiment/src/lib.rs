@@ -6,6 +6,7 @@
 //! charts, and the thesis' numbers beside ours. `heterarchy experiment NAME` prints and draws
 //! them; the shape tests call the modules' typed functions.
 
+pub mod caiti;
 pub mod kv;
 pub mod micro;
 pub mod nhc_alpha;
@@ -218,6 +219,43 @@ pub const EXPERIMENTS: &[Experiment] = &[
         reproduces: "Algorithm 1's α (open in seed 000)",
         description: "NHC's gain and returns to State 1 over α on changing and static workloads",
         run: nhc_alpha::run,
+    },
+    Experiment {
+        name: "caiti-iodepth",
+        reproduces: "seed 001 Figure 5a, 5d",
+        description: "Random 4 KiB writes on raw PM, the BTT alone and the BTT under each \
+                  staging cache, iodepth 32 to 1024",
+        run: caiti::run_iodepth,
+    },
+    Experiment {
+        name: "caiti-jobs",
+        reproduces: "seed 001 Figure 5e",
+        description: "Every stack over 1 to 32 jobs at iodepth 32",
+        run: caiti::run_jobs,
+    },
+    Experiment {
+        name: "caiti-breakdown",
+        reproduces: "seed 001 Figures 6a and 6c",
+        description: "Where each stack's time goes, the write outcomes, Caiti's ablations",
+        run: caiti::run_breakdown,
+    },
+    Experiment {
+        name: "caiti-fsync",
+        reproduces: "seed 001 Figure 2b",
+        description: "Flush latency after 512 KiB to 128 MiB of random writes",
+        run: caiti::run_fsync,
+    },
+    Experiment {
+        name: "caiti-fsync-every",
+        reproduces: "seed 001 Figure 2a",
+        description: "Every stack with a flush after every 128 writes",
+        run: caiti::run_fsync_every,
+    },
+    Experiment {
+        name: "caiti-cache-size",
+        reproduces: "seed 001 Table 1",
+        description: "Mean latency with 64 MiB to 2 GiB of cache, and the DRAM metadata per slot",
+        run: caiti::run_cache_size,
     },
 ];
 
