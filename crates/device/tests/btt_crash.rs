@@ -9,9 +9,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use heterarchy_device::backend::btt::layout::fletcher64;
 use heterarchy_device::backend::btt::{BttBackend, BttOptions};
-use heterarchy_device::backend::{Backend, CrashAfter, CrashBudget, PmemBackend};
+use heterarchy_device::backend::{
+    self_described_version, self_describing_block, Backend, CrashAfter, CrashBudget, PmemBackend,
+};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -30,35 +31,12 @@ fn options() -> BttOptions {
     }
 }
 
-/// A block that says which sector and version it is, and whether it is whole.
 fn block(sector: u64, version: u64) -> Vec<u8> {
-    let mut bytes = vec![0u8; SECTOR];
-    bytes[0..8].copy_from_slice(&sector.to_le_bytes());
-    bytes[8..16].copy_from_slice(&version.to_le_bytes());
-    for (index, byte) in bytes[24..].iter_mut().enumerate() {
-        *byte = (version as usize * 31 + index) as u8;
-    }
-    let sum = fletcher64(&bytes);
-    bytes[16..24].copy_from_slice(&sum.to_le_bytes());
-    bytes
+    self_describing_block(sector, version, SECTOR)
 }
 
-/// The version a block says it is, if it is whole and of `sector` (version 0: never written).
 fn version_of(bytes: &[u8], sector: u64) -> Result<u64, String> {
-    if bytes.iter().all(|&byte| byte == 0) {
-        return Ok(0);
-    }
-    let mut zeroed = bytes.to_vec();
-    zeroed[16..24].fill(0);
-    let stored = u64::from_le_bytes(bytes[16..24].try_into().unwrap());
-    if fletcher64(&zeroed) != stored {
-        return Err(format!("sector {sector} is torn"));
-    }
-    let owner = u64::from_le_bytes(bytes[0..8].try_into().unwrap());
-    if owner != sector {
-        return Err(format!("sector {sector} holds sector {owner}'s block"));
-    }
-    Ok(u64::from_le_bytes(bytes[8..16].try_into().unwrap()))
+    self_described_version(bytes, sector)
 }
 
 /// Per sector: the last version acknowledged, and the one being written.
@@ -183,7 +161,7 @@ fn crashes_under_concurrent_writers_leave_every_sector_whole_and_acknowledged() 
     };
     let (torn, phantom, lost) = (
         count("is torn"),
-        count("holds sector"),
+        count("holds block"),
         count("holds version"),
     );
     eprintln!(

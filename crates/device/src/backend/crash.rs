@@ -148,6 +148,43 @@ impl<B: Backend> Backend for CrashAfter<B> {
     }
 }
 
+/// A block that says which block and version it is and whether it is whole (seed 001
+/// §III.2.5's self-describing blocks, notes §III.2.5): block number, version, a checksum, a
+/// pattern from the version. The oracle of every block-device crash test.
+pub fn self_describing_block(block: u64, version: u64, bytes: usize) -> Vec<u8> {
+    let mut data = vec![0u8; bytes.max(24)];
+    data[0..8].copy_from_slice(&block.to_le_bytes());
+    data[8..16].copy_from_slice(&version.to_le_bytes());
+    for (index, byte) in data[24..].iter_mut().enumerate() {
+        *byte = (version as usize * 31 + index) as u8;
+    }
+    let sum = crate::backend::btt::layout::fletcher64(&data);
+    data[16..24].copy_from_slice(&sum.to_le_bytes());
+    data
+}
+
+/// The version a [`self_describing_block`] says it is, if it is whole and of `block`; all
+/// zeroes is version 0 (never written). The error says "torn" or whose block it holds.
+pub fn self_described_version(data: &[u8], block: u64) -> Result<u64, String> {
+    if data.iter().all(|&byte| byte == 0) {
+        return Ok(0);
+    }
+    if data.len() < 24 {
+        return Err(format!("block {block} is torn: {} bytes", data.len()));
+    }
+    let mut zeroed = data.to_vec();
+    zeroed[16..24].fill(0);
+    let stored = u64::from_le_bytes(data[16..24].try_into().expect("8 bytes"));
+    if crate::backend::btt::layout::fletcher64(&zeroed) != stored {
+        return Err(format!("block {block} is torn"));
+    }
+    let owner = u64::from_le_bytes(data[0..8].try_into().expect("8 bytes"));
+    if owner != block {
+        return Err(format!("block {block} holds block {owner}'s data"));
+    }
+    Ok(u64::from_le_bytes(data[8..16].try_into().expect("8 bytes")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@
 pub mod btt;
 mod crash;
 mod file;
+mod paced;
 mod pmem;
 mod queue;
 mod ram;
@@ -26,8 +27,9 @@ mod throttle;
 use std::io;
 use std::sync::Arc;
 
-pub use crash::{CrashAfter, CrashBudget};
+pub use crash::{self_described_version, self_describing_block, CrashAfter, CrashBudget};
 pub use file::FileBackend;
+pub use paced::PacedBackend;
 pub use pmem::{CrashOutcome, PmemBackend};
 pub use queue::QueueDepth;
 pub use ram::RamBackend;

@@ -89,6 +89,20 @@ impl StagingScheme {
         conditional_bypass: true,
     };
 
+    /// Background threads it runs, given `evictors` for Caiti's pool: PMBD-70's syncer and
+    /// Co-Active's cleaner are one thread each; PMBD, LRU and Caiti without eager eviction
+    /// have none.
+    pub fn background_threads(self, evictors: u32) -> u32 {
+        match self {
+            StagingScheme::Caiti {
+                eager_eviction: true,
+                ..
+            } => evictors.max(1),
+            StagingScheme::Pmbd70 | StagingScheme::CoActive => 1,
+            _ => 0,
+        }
+    }
+
     /// The name it parses from.
     pub fn name(self) -> &'static str {
         match self {
@@ -250,8 +264,8 @@ pub enum FlushStep {
 pub struct FlushTicket {
     /// Writes completed when it began.
     barrier: u64,
-    /// The table's rewrite count when it last looked for Valid slots to write back.
-    rewrites_seen: Option<u64>,
+    /// The table's revalidations when it last looked for Valid slots to write back.
+    revalidations_seen: Option<u64>,
 }
 
 /// What a TRIM does next.
@@ -358,9 +372,9 @@ pub struct Staging {
     valid_links: Vec<Link>,
     /// Completed cache writes so far: a FLUSH covers slots dirty since one of these.
     write_seq: u64,
-    /// Completed writes into slots that were dirty already: the only way a slot a FLUSH
-    /// covers turns Valid after the FLUSH has looked.
-    rewrites: u64,
+    /// Dirty slots turned Valid again (a write into a slot dirty already, a failed write-back):
+    /// the only ways a slot a FLUSH covers turns Valid after the FLUSH has looked.
+    revalidations: u64,
     /// Blocks with writes on their way around the cache, and how many.
     bypassing: FxHashMap<u64, u32>,
     scheme: Box<dyn Scheme>,
@@ -402,7 +416,7 @@ impl Staging {
             valid: Chain::default(),
             valid_links: vec![Link::default(); slots],
             write_seq: 0,
-            rewrites: 0,
+            revalidations: 0,
             bypassing: FxHashMap::default(),
             scheme,
             stats: StagingStats::default(),
@@ -545,7 +559,7 @@ impl Staging {
             entry.dirty_from = self.write_seq;
             self.dirty.push_back(&mut self.dirty_links, slot);
         } else {
-            self.rewrites += 1;
+            self.revalidations += 1;
         }
         self.valid.push_back(&mut self.valid_links, slot);
         self.scheme.written(slot, lba);
@@ -581,6 +595,17 @@ impl Staging {
         }
     }
 
+    /// Writing `slot` back failed: it is Valid again, to be written back later.
+    pub fn eviction_failed(&mut self, slot: u32) {
+        let entry = &mut self.slots[slot as usize];
+        debug_assert_eq!(entry.state, SlotState::Evicting);
+        entry.state = SlotState::Valid;
+        let lba = entry.lba;
+        self.revalidations += 1;
+        self.valid.push_back(&mut self.valid_links, slot);
+        self.scheme.written(slot, lba);
+    }
+
     /// Seed 001 §3.4: a read of block `lba` (see [`ReadStep`]).
     pub fn read(&mut self, lba: u64) -> ReadStep {
         match self.scheme.find(&self.slots, lba) {
@@ -613,7 +638,7 @@ impl Staging {
         self.stats.flushes += 1;
         FlushTicket {
             barrier: self.write_seq,
-            rewrites_seen: None,
+            revalidations_seen: None,
         }
     }
 
@@ -630,12 +655,12 @@ impl Staging {
         {
             return FlushStep::Done;
         }
-        if ticket.rewrites_seen == Some(self.rewrites) {
+        if ticket.revalidations_seen == Some(self.revalidations) {
             // Every covered slot was Evicting or Pending when last looked at, and none of them
             // has turned Valid since.
             return FlushStep::Wait;
         }
-        ticket.rewrites_seen = Some(self.rewrites);
+        ticket.revalidations_seen = Some(self.revalidations);
         let covered: Vec<u32> = self
             .valid
             .iter(&self.valid_links)

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use hdrhistogram::Histogram;
 use heterarchy_device::{DeviceModel, IoKind};
 use heterarchy_engine::staging::{
-    FlushStep, FlushTicket, ReadStep, Staging, StagingConfig, StagingScheme, Victim, WriteStep,
+    FlushStep, FlushTicket, ReadStep, Staging, StagingConfig, Victim, WriteStep,
 };
 
 use super::{Stack, StagedConfig, StagedResult, BLOCK_BYTES};
@@ -202,14 +202,7 @@ pub fn run_staged(config: &StagedConfig) -> StagedResult {
         config.cache_bytes,
         BLOCK_BYTES,
     ));
-    let background = match config.stack.staging() {
-        StagingScheme::Caiti {
-            eager_eviction: true,
-            ..
-        } => config.evictors.max(1),
-        StagingScheme::Pmbd70 | StagingScheme::CoActive => 1,
-        _ => 0,
-    };
+    let background = config.stack.staging().background_threads(config.evictors);
     let mut threads = Vec::new();
     for job in 0..config.jobs.max(1) {
         threads.push(Thread::new(Role::Job(Job {

@@ -1,0 +1,10 @@
+//! A block device on persistent memory, live (issue 17; seed 001; docs/architecture.md,
+//! "Staging caches"): a BTT (or raw PM, or any storage) under a DRAM staging cache — Caiti's
+//! transit cache or one of its baselines — with the engine's staging decisions
+//! (`engine::staging`, the code the timed simulator runs) carried out by the client's threads
+//! and a pool of background threads.
+
+mod device;
+mod slots;
+
+pub use device::{StagedDevice, StagedOptions, BLOCK_BYTES};
