@@ -2,9 +2,13 @@
 //! "Staging caches"): a BTT (or raw PM, or any storage) under a DRAM staging cache — Caiti's
 //! transit cache or one of its baselines — with the engine's staging decisions
 //! (`engine::staging`, the code the timed simulator runs) carried out by the client's threads
-//! and a pool of background threads.
+//! and a pool of background threads; and [`BlockDevice`], what a server exports.
 
+mod config;
 mod device;
+mod export;
 mod slots;
 
+pub use config::{StagedConfig, StagedExport};
 pub use device::{StagedDevice, StagedOptions, BLOCK_BYTES};
+pub use export::BlockDevice;

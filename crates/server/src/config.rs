@@ -12,6 +12,11 @@
 //! [export.caching]
 //! mode = "wb"
 //!
+//! [[export]]                   # a PM block device; see heterarchy_blockdev::StagedConfig
+//! name = "pm0"
+//! backing = "btt:/dev/shm/pm0:8g"
+//! staging = "caiti"
+//!
 //! [[tenant]]                   # key-value tenants; see crate::kv::config
 //! name = "alpha"
 //! listen = "127.0.0.1:11211"
@@ -22,6 +27,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use heterarchy_blockdev::StagedConfig;
 use heterarchy_device::backend::Throttles;
 use heterarchy_volume::VolumeConfig;
 
@@ -67,6 +73,64 @@ pub struct DeviceEntry {
     pub like: String,
 }
 
+/// Which line of `text` (from 0) holds the key or value that `message` quotes first (`key`
+/// or "value": what it is about; later quotes list what was expected), if any does.
+fn line_naming(text: &str, message: &str) -> Option<usize> {
+    let word = message
+        .split(['`', '"'])
+        .nth(1)
+        .filter(|word| !word.is_empty())?;
+    text.lines().position(|row| {
+        let (key, value) = row.split_once('=').unwrap_or((row, ""));
+        key.trim() == word || value.contains(word)
+    })
+}
+
+/// One `[[export]]` table: a cached volume, or, when it has the key `staging`, a block
+/// device on persistent memory under a staging cache (the words `cache` and `mode` already
+/// mean the cached volume's tiers and Open CAS mode).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ExportConfig {
+    /// Boxed: a volume's settings are several times a staged device's.
+    Cached(Box<VolumeConfig>),
+    Staged(StagedConfig),
+}
+
+impl<'de> Deserialize<'de> for ExportConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Told apart by a key, so each kind's own errors reach the user (an untagged enum
+        // would say only that neither matched).
+        let table = toml::Table::deserialize(deserializer)?;
+        let staged = table.contains_key("staging");
+        let value = toml::Value::Table(table);
+        if staged {
+            value.try_into().map(ExportConfig::Staged)
+        } else {
+            value
+                .try_into()
+                .map(|volume| ExportConfig::Cached(Box::new(volume)))
+        }
+        .map_err(|e: toml::de::Error| serde::de::Error::custom(e.message()))
+    }
+}
+
+impl ExportConfig {
+    pub fn name(&self) -> &str {
+        match self {
+            ExportConfig::Cached(volume) => &volume.name,
+            ExportConfig::Staged(staged) => &staged.name,
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        match self {
+            ExportConfig::Cached(volume) => volume.validate(),
+            ExportConfig::Staged(staged) => staged.validate(),
+        }
+    }
+}
+
 /// A whole serve config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -76,7 +140,7 @@ pub struct ServeConfig {
     #[serde(default)]
     pub device: Vec<DeviceEntry>,
     #[serde(default)]
-    pub export: Vec<VolumeConfig>,
+    pub export: Vec<ExportConfig>,
     #[serde(default)]
     pub tenant: Vec<TenantConfig>,
 }
@@ -99,7 +163,12 @@ impl ServeConfig {
             let message = e.message().to_string();
             match e.span() {
                 Some(span) => {
-                    let line = text[..span.start].matches('\n').count() + 1;
+                    // An error inside an [[export]] table spans the table: the line is the
+                    // one naming what the message names.
+                    let within = text.get(span.clone()).unwrap_or("");
+                    let line = text[..span.start].matches('\n').count()
+                        + 1
+                        + line_naming(within, &message).unwrap_or(0);
                     let key = text
                         .lines()
                         .nth(line - 1)
@@ -157,14 +226,14 @@ impl ServeConfig {
         for (index, export) in self.export.iter().enumerate() {
             export
                 .validate()
-                .map_err(|e| format!("export[{index}] ({}).{e}", export.name))?;
+                .map_err(|e| format!("export[{index}] ({}).{e}", export.name()))?;
             if self.export[..index]
                 .iter()
-                .any(|other| other.name == export.name)
+                .any(|other| other.name() == export.name())
             {
                 return Err(format!(
                     "export[{index}].name: \"{}\" is exported twice",
-                    export.name
+                    export.name()
                 ));
             }
         }
@@ -204,10 +273,10 @@ mod tests {
         let config = ServeConfig::from_file(&path).unwrap();
         assert_eq!(config.export.len(), 2);
         assert_eq!(config.server.listen, ListenAddr::Unix("/tmp/h.sock".into()));
-        assert_eq!(
-            config.export[0].caching.mode,
-            heterarchy_engine::WriteMode::Wb
-        );
+        let ExportConfig::Cached(volume) = &config.export[0] else {
+            panic!("a cached volume");
+        };
+        assert_eq!(volume.caching.mode, heterarchy_engine::WriteMode::Wb);
     }
 
     #[test]
@@ -226,7 +295,10 @@ mod tests {
             &throttles.get("pm0").unwrap()
         ));
         for export in &config.export {
-            heterarchy_volume::Volume::open_with(export, &throttles).unwrap();
+            let ExportConfig::Cached(volume) = export else {
+                panic!("a cached volume");
+            };
+            heterarchy_volume::Volume::open_with(volume, &throttles).unwrap();
         }
         let (_dir, path) = write(
             "[[device]]\nname = \"pm0\"\nlike = \"floppy\"\n\
@@ -237,6 +309,37 @@ mod tests {
             error.contains("device pm0") && error.contains("floppy"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_table_with_staging_is_a_pm_block_device() {
+        let (_dir, path) = write(
+            "[[export]]\nname = \"pm0\"\nbacking = \"ram:8m\"\nstaging = \"pmbd70\"\n\
+             staging_size = \"1m\"\n\
+             [[export]]\nname = \"vol\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\n",
+        );
+        let config = ServeConfig::from_file(&path).unwrap();
+        let ExportConfig::Staged(staged) = &config.export[0] else {
+            panic!("a staged export");
+        };
+        assert_eq!(
+            staged.staging,
+            heterarchy_engine::staging::StagingScheme::Pmbd70
+        );
+        assert_eq!(staged.staging_size, 1 << 20);
+        assert!(matches!(config.export[1], ExportConfig::Cached(_)));
+        let (_dir, path) = write(
+            "[[export]]\nname = \"pm0\"\nbacking = \"ram:8m\"\n\
+             staging = \"writeback\"\n",
+        );
+        let error = ServeConfig::from_file(&path).unwrap_err();
+        assert!(error.contains(":4:") && error.contains("caiti"), "{error}");
+        let (_dir, path) = write(
+            "[[export]]\nname = \"pm0\"\nbacking = \"ram:8m\"\nstaging = \"lru\"\n\
+             cache = \"ram:1m\"\n",
+        );
+        let error = ServeConfig::from_file(&path).unwrap_err();
+        assert!(error.contains(":5:") && error.contains("cache"), "{error}");
     }
 
     #[test]

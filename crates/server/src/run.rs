@@ -6,13 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use heterarchy_blockdev::{BlockDevice, StagedExport};
 use heterarchy_volume::Volume;
 
 use crate::admin::Served;
-use crate::config::ServeConfig;
+use crate::config::{ExportConfig, ServeConfig};
 use crate::kv::{self, Tenant};
 use crate::listen::{ListenAddr, Listener};
-use crate::nbd::{self, Exports};
+use crate::nbd::{self, Export, Exports};
 
 /// The longest a cleaner sleeps, so cleaning that a request made due starts soon after.
 const CLEANER_TICK: Duration = Duration::from_secs(1);
@@ -22,10 +23,29 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
     let signals = block_stop_signals();
     let throttles = config.throttles()?;
     let mut volumes = Vec::new();
+    let mut staged = Vec::new();
+    let mut exports = Vec::new();
     for export in &config.export {
-        let volume = Volume::open_with(export, &throttles)
-            .map_err(|e| format!("export {}: {e}", export.name))?;
-        volumes.push(Arc::new(volume));
+        let failed = |e: &dyn std::fmt::Display| format!("export {}: {e}", export.name());
+        match export {
+            ExportConfig::Cached(volume) => {
+                let volume =
+                    Arc::new(Volume::open_with(volume, &throttles).map_err(|e| failed(&e))?);
+                exports.push(Export::Cached(Arc::clone(&volume)));
+                volumes.push(volume);
+            }
+            ExportConfig::Staged(device) => {
+                let device =
+                    Arc::new(StagedExport::open(device, &throttles).map_err(|e| failed(&e))?);
+                eprintln!(
+                    "heterarchy: export {}: {}",
+                    device.name(),
+                    device.device().describe()
+                );
+                exports.push(Export::Device(Arc::clone(&device) as Arc<dyn BlockDevice>));
+                staged.push(device);
+            }
+        }
     }
     let mut tenants = Vec::new();
     for tenant in &config.tenant {
@@ -37,9 +57,9 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
         );
         tenants.push(Arc::new(opened));
     }
-    if !volumes.is_empty() {
+    if !exports.is_empty() {
         let listener = Listener::bind(&config.server.listen).map_err(|e| e.to_string())?;
-        let names: Vec<&str> = volumes.iter().map(|v| v.name()).collect();
+        let names: Vec<&str> = exports.iter().map(|e| e.device().name()).collect();
         eprintln!(
             "heterarchy: nbd listening on {} (exports: {})",
             listener.local_addr(),
@@ -49,7 +69,7 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
             let volume = Arc::clone(volume);
             spawn("cleaner", move || clean_forever(&volume))?;
         }
-        let exports = Arc::new(Exports::new(volumes.clone()));
+        let exports = Arc::new(Exports::new(exports));
         let threads = nbd::Threads {
             loops: config.server.threads,
             io_workers: config.server.io_workers,
@@ -84,6 +104,11 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
         tenant
             .shut_down()
             .map_err(|e| format!("tenant {}: shutting down: {e}", tenant.name()))?;
+    }
+    for device in &staged {
+        device
+            .flush()
+            .map_err(|e| format!("export {}: writing back: {e}", device.name()))?;
     }
     for volume in &volumes {
         let lines = volume

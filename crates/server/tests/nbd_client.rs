@@ -1,25 +1,28 @@
 //! The NBD server over TCP, driven by `heterarchy-nbd`'s client (proto.md "Transmission"):
 //! structured replies negotiated and read through, errors as error chunks with a reason, and
-//! many requests in flight on one connection.
+//! many requests in flight on one connection, on a cached volume and on a staged PM device.
 
 use std::collections::HashMap;
 use std::net::TcpStream;
 use std::sync::Arc;
 
+use heterarchy_blockdev::{StagedConfig, StagedExport};
+use heterarchy_device::backend::Throttles;
+use heterarchy_engine::staging::StagingScheme;
 use heterarchy_engine::WriteMode;
 use heterarchy_nbd::constants::{EINVAL, MAX_PAYLOAD_BYTES};
 use heterarchy_nbd::{Client, ClientError, Command};
 use heterarchy_server::listen::{ListenAddr, Listener};
-use heterarchy_server::nbd::{serve, Exports, Threads};
+use heterarchy_server::nbd::{serve, Export, Exports, Threads};
 use heterarchy_volume::{Volume, VolumeConfig};
 
 const VOLUME_BYTES: u64 = 64 << 20;
 const BLOCK: usize = 4096;
 
-/// Serves "vol" (64 MiB of RAM behind a 16 MiB RAM cache, write-back) and "small" on a free
-/// port; returns the address.
+/// Serves "vol" (64 MiB of RAM behind a 16 MiB RAM cache, write-back), "small", and "pm" (64
+/// MiB of RAM under an 8 MiB Caiti cache) on a free port; returns the address.
 fn start() -> String {
-    let volumes = [
+    let mut exports: Vec<Export> = [
         ("vol", "ram:64m", "ram:16m"),
         ("small", "ram:1m", "ram:512k"),
     ]
@@ -27,12 +30,19 @@ fn start() -> String {
     .map(|(name, backing, cache)| {
         let mut config = VolumeConfig::new(name, backing.parse().unwrap(), cache.parse().unwrap());
         config.caching.mode = WriteMode::Wb;
-        Arc::new(Volume::open(&config).expect("a RAM volume opens"))
+        Export::Cached(Arc::new(Volume::open(&config).expect("a RAM volume opens")))
     })
     .collect();
+    let staged = StagedConfig {
+        staging_size: 8 << 20,
+        evictors: Some(2),
+        ..StagedConfig::new("pm", "ram:64m".parse().unwrap(), StagingScheme::CAITI)
+    };
+    let device = StagedExport::open(&staged, &Throttles::default()).unwrap();
+    exports.push(Export::Device(Arc::new(device)));
     let listener = Listener::bind(&ListenAddr::Tcp("127.0.0.1:0".into())).unwrap();
     let address = listener.local_addr();
-    let exports = Arc::new(Exports::new(volumes));
+    let exports = Arc::new(Exports::new(exports));
     let threads = Threads {
         loops: 2,
         io_workers: 4,
@@ -103,8 +113,8 @@ fn structured_replies_are_negotiated_and_carry_reads_and_errors() {
 #[test]
 fn many_requests_in_flight_on_one_connection() {
     let address = start();
-    for structured in [false, true] {
-        let mut client = connect(&address, "vol", structured);
+    for (export, structured) in [("vol", false), ("vol", true), ("pm", false), ("pm", true)] {
+        let mut client = connect(&address, export, structured);
         const BLOCKS: u64 = 2048;
         const WINDOW: usize = 64;
         // Every block written with a window of requests in flight, some with FUA...
@@ -162,7 +172,7 @@ fn many_requests_in_flight_on_one_connection() {
 fn exports_are_listed_and_chosen_by_name() {
     let address = start();
     let names = Client::list(TcpStream::connect(&address).unwrap()).unwrap();
-    assert_eq!(names, ["vol", "small"]);
+    assert_eq!(names, ["vol", "small", "pm"]);
     let client = connect(&address, "small", false);
     assert_eq!(client.negotiated().size_bytes, 1 << 20);
     let default = connect(&address, "", false);

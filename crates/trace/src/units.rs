@@ -27,6 +27,31 @@ fn expected_size(text: &str) -> String {
     format!("expected a size in bytes such as 4096, 4kb or 64mb, found \"{text}\"")
 }
 
+/// Serde for byte sizes in configs: a number of bytes, or text as [`parse_bytes`] reads it
+/// (`"64k"`, `"512m"`); written back as a number.
+pub mod byte_size {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes the number of bytes.
+    pub fn serialize<S: Serializer>(bytes: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(*bytes)
+    }
+
+    /// Reads a number of bytes or a size like `"64k"`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Size {
+            Number(u64),
+            Text(String),
+        }
+        match Size::deserialize(deserializer)? {
+            Size::Number(bytes) => Ok(bytes),
+            Size::Text(text) => super::parse_bytes(&text).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,7 @@
 //! threshold = "1m"
 //! ```
 
+use heterarchy_trace::units::byte_size;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use heterarchy_device::backend::BackendSpec;
@@ -270,29 +271,6 @@ fn caching_with_clock<'de, D: serde::Deserializer<'de>>(
 }
 
 /// Byte counts written as numbers or as sizes (`"64k"`).
-mod byte_size {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(bytes: &u64, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_u64(*bytes)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Size {
-            Number(u64),
-            Text(String),
-        }
-        match Size::deserialize(deserializer)? {
-            Size::Number(bytes) => Ok(bytes),
-            Size::Text(text) => {
-                heterarchy_trace::units::parse_bytes(&text).map_err(serde::de::Error::custom)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -238,3 +238,39 @@ impl Volume {
         Ok(())
     }
 }
+
+/// A cached volume is a block export like any other; the NBD server also takes its faster
+/// path, answering hits on its event loops (docs/architecture.md, "Serving").
+impl heterarchy_blockdev::BlockDevice for Volume {
+    fn name(&self) -> &str {
+        Volume::name(self)
+    }
+    fn size_bytes(&self) -> u64 {
+        Volume::size_bytes(self)
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        wait_until_due(Volume::read(self, offset, buf)?);
+        Ok(())
+    }
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
+        wait_until_due(Volume::write(self, offset, data, fua)?);
+        Ok(())
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        wait_until_due(Volume::write_zeroes(self, offset, len, fua)?);
+        Ok(())
+    }
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        Volume::trim(self, offset, len)
+    }
+    fn flush(&self) -> io::Result<()> {
+        Volume::flush(self)
+    }
+}
+
+/// Holds the caller until a paced answer is due.
+fn wait_until_due(due: Option<Instant>) {
+    if let Some(due) = due {
+        heterarchy_device::backend::wait_until(due);
+    }
+}

@@ -1,4 +1,4 @@
-//! `heterarchy serve`: block volumes over NBD (issue 5) and key-value tenants over the memcached
+//! `heterarchy serve`: block volumes and PM block devices over NBD (issues 5, 17) and key-value tenants over the memcached
 //! protocols (issue 6), from a config file or, for one export or one tenant, from the command
 //! line as nbdkit and memcached start.
 
@@ -7,9 +7,11 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
 
+use heterarchy_blockdev::StagedConfig;
 use heterarchy_device::backend::BackendSpec;
+use heterarchy_engine::staging::StagingScheme;
 use heterarchy_engine::{AdmissionScheme, TierLayout, WriteMode};
-use heterarchy_server::config::{ServeConfig, ServerSection, DEFAULT_IO_WORKERS};
+use heterarchy_server::config::{ExportConfig, ServeConfig, ServerSection, DEFAULT_IO_WORKERS};
 use heterarchy_server::kv::config::{TenantConfig, DEFAULT_MAX_CONNECTIONS};
 use heterarchy_server::ListenAddr;
 use heterarchy_volume::config::throttle_name;
@@ -108,13 +110,25 @@ pub struct NbdArgs {
     /// The export name clients ask for (the empty name also reaches it).
     #[arg(long, default_value = "volume")]
     pub export: String,
-    /// The capacity device: file:PATH[:SIZE][:direct], blockdev:PATH or ram:SIZE.
+    /// The capacity device: file:PATH[:SIZE][:direct], blockdev:PATH, ram:SIZE, or
+    /// btt:PATH:SIZE[:512|:4k] (persistent memory with atomic sectors).
     #[arg(long)]
     pub backing: String,
     /// A cache tier: ram:SIZE, pmem:PATH:SIZE or file:PATH:SIZE; give it once per tier,
     /// fastest first.
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present = "staging", conflicts_with = "staging")]
     pub cache: Vec<String>,
+    /// Serve the backing store as a block device under a DRAM staging cache instead of a
+    /// cached volume (seed 001): none, caiti, caiti-no-ee, caiti-no-bp, pmbd, pmbd70, lru or
+    /// coactive.
+    #[arg(long)]
+    pub staging: Option<StagingScheme>,
+    /// DRAM for the staging cache.
+    #[arg(long, default_value = "512m", value_parser = parse_bytes, requires = "staging")]
+    pub staging_size: u64,
+    /// Caiti's evictor threads (default: one per core).
+    #[arg(long, requires = "staging")]
+    pub evictors: Option<u32>,
     /// How cache tiers share lines: inclusive (each tier holds what the tiers above hold) or
     /// exclusive (a line is in one tier at most).
     #[arg(long, default_value = "inclusive", value_parser = parse_layout)]
@@ -183,13 +197,38 @@ pub(crate) fn parse_mode(text: &str) -> Result<WriteMode, String> {
 impl NbdArgs {
     /// The config these arguments stand for.
     pub fn to_config(&self) -> Result<ServeConfig> {
-        let mut volume = VolumeConfig::with_tiers(
-            &self.export,
-            self.backing
-                .parse()
-                .map_err(|e| anyhow!("--backing: {e}"))?,
-            parse_tiers(&self.cache)?,
-        );
+        let backing = self
+            .backing
+            .parse()
+            .map_err(|e| anyhow!("--backing: {e}"))?;
+        let export = match self.staging {
+            Some(staging) => ExportConfig::Staged(StagedConfig {
+                staging_size: self.staging_size,
+                evictors: self.evictors,
+                throttle: self.backing_throttle.clone(),
+                ..StagedConfig::new(&self.export, backing, staging)
+            }),
+            None => ExportConfig::Cached(Box::new(self.volume_config(backing)?)),
+        };
+        let defaults = ServerSection::default();
+        let config = ServeConfig {
+            server: ServerSection {
+                listen: self.listen.clone(),
+                metrics: self.metrics.clone(),
+                threads: self.threads.unwrap_or(defaults.threads),
+                io_workers: self.io_workers,
+            },
+            device: Vec::new(),
+            export: vec![export],
+            tenant: Vec::new(),
+        };
+        config.validate().map_err(|e| anyhow!("{e}"))?;
+        Ok(config)
+    }
+
+    /// The cached volume these arguments stand for.
+    fn volume_config(&self, backing: BackendSpec) -> Result<VolumeConfig> {
+        let mut volume = VolumeConfig::with_tiers(&self.export, backing, parse_tiers(&self.cache)?);
         volume.cache_line = self.cache_line;
         volume.caching.mode = self.mode;
         volume.caching.layout = self.layout;
@@ -206,20 +245,7 @@ impl NbdArgs {
             .collect();
         volume.backing_throttle = self.backing_throttle.clone();
         volume.force = self.force;
-        let defaults = ServerSection::default();
-        let config = ServeConfig {
-            server: ServerSection {
-                listen: self.listen.clone(),
-                metrics: self.metrics.clone(),
-                threads: self.threads.unwrap_or(defaults.threads),
-                io_workers: self.io_workers,
-            },
-            device: Vec::new(),
-            export: vec![volume],
-            tenant: Vec::new(),
-        };
-        config.validate().map_err(|e| anyhow!("{e}"))?;
-        Ok(config)
+        Ok(volume)
     }
 }
 

@@ -33,7 +33,7 @@ pub use paced::PacedBackend;
 pub use pmem::{CrashOutcome, PmemBackend};
 pub use queue::QueueDepth;
 pub use ram::RamBackend;
-pub use spec::{open_backend, BackendSpec};
+pub use spec::{open_backend, open_backend_paced, BackendSpec};
 pub use throttle::{precise_sleeps, wait_until, Throttle, Throttles};
 
 /// Byte-addressed storage of a fixed size.
@@ -136,52 +136,58 @@ pub fn check_range(size: u64, offset: u64, len: u64) -> io::Result<()> {
     }
 }
 
-/// Shared storage is storage: an `Arc` of a backend is the backend (a test keeps a handle to
-/// crash what the code under test uses).
-impl<B: Backend + ?Sized> Backend for Arc<B> {
-    fn size_bytes(&self) -> u64 {
-        (**self).size_bytes()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        (**self).read_at(offset, buf)
-    }
-    fn append_to(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
-        (**self).append_to(offset, len, out)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        (**self).write_at(offset, data)
-    }
-    fn write_streaming(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        (**self).write_streaming(offset, data)
-    }
-    fn persist(&self, offset: u64, len: u64) -> io::Result<()> {
-        (**self).persist(offset, len)
-    }
-    fn flush(&self) -> io::Result<()> {
-        (**self).flush()
-    }
-    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
-        (**self).discard(offset, len)
-    }
-    fn persist_is_cheap(&self) -> bool {
-        (**self).persist_is_cheap()
-    }
-    fn is_persistent(&self) -> bool {
-        (**self).is_persistent()
-    }
-    fn may_block(&self) -> bool {
-        (**self).may_block()
-    }
-    fn read_at_once(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        (**self).read_at_once(offset, buf)
-    }
-    fn writes_at_once(&self) -> bool {
-        (**self).writes_at_once()
-    }
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
+/// Storage behind a pointer is storage: an `Arc` of a backend (a test keeps a handle to crash
+/// what the code under test uses) or a `Box` of one (a backend chosen at run time, wrapped).
+macro_rules! forward_backend {
+    ($pointer:ident) => {
+        impl<B: Backend + ?Sized> Backend for $pointer<B> {
+            fn size_bytes(&self) -> u64 {
+                (**self).size_bytes()
+            }
+            fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+                (**self).read_at(offset, buf)
+            }
+            fn append_to(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+                (**self).append_to(offset, len, out)
+            }
+            fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+                (**self).write_at(offset, data)
+            }
+            fn write_streaming(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+                (**self).write_streaming(offset, data)
+            }
+            fn persist(&self, offset: u64, len: u64) -> io::Result<()> {
+                (**self).persist(offset, len)
+            }
+            fn flush(&self) -> io::Result<()> {
+                (**self).flush()
+            }
+            fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+                (**self).discard(offset, len)
+            }
+            fn persist_is_cheap(&self) -> bool {
+                (**self).persist_is_cheap()
+            }
+            fn is_persistent(&self) -> bool {
+                (**self).is_persistent()
+            }
+            fn may_block(&self) -> bool {
+                (**self).may_block()
+            }
+            fn read_at_once(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+                (**self).read_at_once(offset, buf)
+            }
+            fn writes_at_once(&self) -> bool {
+                (**self).writes_at_once()
+            }
+            fn describe(&self) -> String {
+                (**self).describe()
+            }
+        }
+    };
 }
+forward_backend!(Arc);
+forward_backend!(Box);
 
 /// Memory that many threads read and write through shared references: a mapping's bytes,
 /// reached by raw pointer so that no `&mut [u8]` is ever formed over bytes another thread may

@@ -6,12 +6,13 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use heterarchy_trace::units::parse_bytes;
 use serde::{Deserialize, Serialize};
 
 use super::btt::{BttBackend, BttOptions};
-use super::{Backend, FileBackend, PmemBackend, RamBackend};
+use super::{Backend, FileBackend, PacedBackend, PmemBackend, RamBackend, Throttle};
 
 /// Which storage, where and how large.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,7 +165,23 @@ impl fmt::Display for BackendSpec {
 
 /// Opens (creating where a size is given) the storage `spec` names.
 pub fn open_backend(spec: &BackendSpec) -> io::Result<Box<dyn Backend>> {
-    Ok(match spec {
+    open_backend_paced(spec, None)
+}
+
+/// [`open_backend`], each access to the medium paced by `pace` when given: a BTT's own
+/// accesses (data, flog, map) are paced one by one, under the BTT, as the device it stands for
+/// would take them.
+pub fn open_backend_paced(
+    spec: &BackendSpec,
+    pace: Option<Arc<Throttle>>,
+) -> io::Result<Box<dyn Backend>> {
+    let paced = |backend: Box<dyn Backend>| -> Box<dyn Backend> {
+        match &pace {
+            Some(throttle) => Box::new(PacedBackend::new(backend, Arc::clone(throttle))),
+            None => backend,
+        }
+    };
+    let backend: Box<dyn Backend> = match spec {
         BackendSpec::Ram { size_bytes } => Box::new(RamBackend::new(*size_bytes)?),
         BackendSpec::File {
             path,
@@ -177,14 +194,15 @@ pub fn open_backend(spec: &BackendSpec) -> io::Result<Box<dyn Backend>> {
             size_bytes,
             sector_bytes,
         } => {
-            let media = Box::new(PmemBackend::open(path, *size_bytes)?);
+            let media = paced(Box::new(PmemBackend::open(path, *size_bytes)?));
             let options = BttOptions {
                 sector_bytes: *sector_bytes,
                 ..BttOptions::default()
             };
-            Box::new(BttBackend::open(media, options)?)
+            return Ok(Box::new(BttBackend::open(media, options)?));
         }
-    })
+    };
+    Ok(paced(backend))
 }
 
 #[cfg(test)]

@@ -16,11 +16,11 @@ use std::time::Instant;
 
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::{Command, Parsed, Request, ServerEvent, ServerHandshake};
-use heterarchy_volume::{Attempt, Buffer, Command as VolumeCommand, Volume};
+use heterarchy_volume::{Attempt, Buffer, Command as VolumeCommand};
 
 use super::reply::{too_large, Replies};
 use super::workers::{Inbox, Task, Workers};
-use super::Exports;
+use super::{Export, Exports};
 use crate::socket::Socket;
 
 /// Bytes asked of the socket per read, at least.
@@ -45,10 +45,7 @@ pub struct Context<'a> {
 
 enum Phase {
     Handshake(ServerHandshake),
-    Transmission {
-        volume: Arc<Volume>,
-        replies: Replies,
-    },
+    Transmission { export: Export, replies: Replies },
 }
 
 /// Why a connection ended.
@@ -264,7 +261,7 @@ impl Connection {
                         structured_replies,
                     } => {
                         self.phase = Phase::Transmission {
-                            volume: export,
+                            export,
                             replies: Replies {
                                 structured: structured_replies,
                             },
@@ -284,10 +281,10 @@ impl Connection {
             Parsed::Found { value, .. } => value,
             Parsed::NeedMore => return Ok(false),
         };
-        let Phase::Transmission { volume, replies } = &self.phase else {
+        let Phase::Transmission { export, replies } = &self.phase else {
             return Ok(false);
         };
-        let (volume, replies) = (Arc::clone(volume), *replies);
+        let (export, replies) = (export.clone(), *replies);
         let header_end = self.start + REQUEST_HEADER_BYTES;
         if request.command == Command::Write && request.length > MAX_PAYLOAD_BYTES {
             // Read past the payload as it comes, so the connection stays usable.
@@ -325,6 +322,17 @@ impl Connection {
         let length = match command {
             VolumeCommand::Flush => 0,
             _ => u64::from(request.length),
+        };
+        let volume = match export {
+            Export::Cached(volume) => volume,
+            Export::Device(device) => {
+                // Carried out by blocking calls, on a worker.
+                self.in_flight += 1;
+                let back = (Arc::clone(context.inbox), context.slot, context.generation);
+                let task = Task::on_device(device, request, payload.to_vec(), replies, back);
+                context.workers.push(task);
+                return Ok(true);
+            }
         };
         let submission = match volume.submit(command, request.offset, length) {
             Ok(submission) => submission,
@@ -376,7 +384,7 @@ impl Connection {
         let payload = payload.to_vec();
         submission.when_ready(move |submission| {
             let back = (inbox, slot, generation);
-            workers.push(Task::new(
+            workers.push(Task::on_volume(
                 submission, volume, request, payload, replies, back,
             ))
         });

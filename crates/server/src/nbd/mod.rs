@@ -16,6 +16,7 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use heterarchy_blockdev::BlockDevice;
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::{BlockSizes, ExportCatalog, ExportInfo};
 use heterarchy_volume::Volume;
@@ -47,42 +48,61 @@ const TRANSMISSION_FLAGS: u16 = FLAG_HAS_FLAGS
     | FLAG_SEND_WRITE_ZEROES
     | FLAG_CAN_MULTI_CONN;
 
-/// The volumes a server exports, by name. The empty name (proto.md's default export) is the
-/// first.
+/// One export: a block device the workers serve by blocking calls, many in flight at once
+/// (`heterarchy_blockdev::BlockDevice`); a cached volume is one too, and also answers what
+/// waits for nothing on the event loops, by its own submission path.
+#[derive(Clone)]
+pub enum Export {
+    Cached(Arc<Volume>),
+    Device(Arc<dyn BlockDevice>),
+}
+
+impl Export {
+    /// The block device it is.
+    pub fn device(&self) -> &dyn BlockDevice {
+        match self {
+            Export::Cached(volume) => volume.as_ref(),
+            Export::Device(device) => device.as_ref(),
+        }
+    }
+}
+
+/// The exports of a server, by name. The empty name (proto.md's default export) is the first.
 pub struct Exports {
-    volumes: Vec<Arc<Volume>>,
+    exports: Vec<Export>,
 }
 
 impl Exports {
-    pub fn new(volumes: Vec<Arc<Volume>>) -> Exports {
-        Exports { volumes }
+    pub fn new(exports: Vec<Export>) -> Exports {
+        Exports { exports }
     }
 }
 
 impl ExportCatalog for Exports {
-    type Export = Arc<Volume>;
+    type Export = Export;
 
     fn names(&self) -> Vec<String> {
-        self.volumes
+        self.exports
             .iter()
-            .map(|volume| volume.name().to_string())
+            .map(|export| export.device().name().to_string())
             .collect()
     }
 
-    fn find(&self, name: &[u8]) -> Option<Arc<Volume>> {
+    fn find(&self, name: &[u8]) -> Option<Export> {
         if name.is_empty() {
-            return self.volumes.first().cloned();
+            return self.exports.first().cloned();
         }
-        self.volumes
+        self.exports
             .iter()
-            .find(|volume| volume.name().as_bytes() == name)
+            .find(|export| export.device().name().as_bytes() == name)
             .cloned()
     }
 
-    fn describe(&self, volume: &Arc<Volume>) -> ExportInfo {
+    fn describe(&self, export: &Export) -> ExportInfo {
+        let device = export.device();
         ExportInfo {
-            name: volume.name().to_string(),
-            size_bytes: volume.size_bytes(),
+            name: device.name().to_string(),
+            size_bytes: device.size_bytes(),
             transmission_flags: TRANSMISSION_FLAGS,
             // Any alignment works, 4 KiB is best, payloads up to proto.md's 32 MiB.
             block_sizes: BlockSizes::DEFAULT,

@@ -5,9 +5,10 @@
 //! per device by its queue depth). A paced device's work is done on the loop, which holds the
 //! answer until the device's model says it is due.
 //!
-//! A request reaches the queue once the turn of its next job has come
+//! A cached volume's request reaches the queue once the turn of its next job has come
 //! ([`Submission::when_ready`]); one that would wait again is parked on its lines, without a
-//! thread, until it may go on.
+//! thread, until it may go on. Any other export's request (a staged PM device's) is carried
+//! out by blocking calls, as soon as a worker takes it.
 
 use std::collections::VecDeque;
 use std::io;
@@ -15,6 +16,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
+use heterarchy_blockdev::BlockDevice;
 use heterarchy_nbd::{Command, Request};
 use heterarchy_volume::{Buffer, Progress, Submission, Volume};
 use mio::Waker;
@@ -78,11 +80,21 @@ impl Inbox {
     }
 }
 
-/// A request planned on a loop, to be carried out by a worker once its turn has come.
+/// Where a task is carried out.
+enum Target {
+    /// A cached volume's submission: taken while a worker carries it out; back when it pauses.
+    Volume {
+        submission: Option<Submission>,
+        volume: Arc<Volume>,
+    },
+    /// A block device, by blocking calls.
+    Device(Arc<dyn BlockDevice>),
+}
+
+/// A request parsed on a loop, to be carried out by a worker (for a cached volume, once its
+/// turn has come).
 pub struct Task {
-    /// Taken while a worker carries it out; back when it pauses.
-    submission: Option<Submission>,
-    volume: Arc<Volume>,
+    target: Target,
     request: Request,
     /// A WRITE's data.
     payload: Vec<u8>,
@@ -96,10 +108,35 @@ pub struct Task {
 }
 
 impl Task {
-    /// A task for `request`, its answer begun.
-    pub fn new(
+    /// A task for `request` on a cached volume, planned as `submission`, its answer begun.
+    pub fn on_volume(
         submission: Submission,
         volume: Arc<Volume>,
+        request: Request,
+        payload: Vec<u8>,
+        replies: Replies,
+        back: (Arc<Inbox>, usize, u64),
+    ) -> Task {
+        let target = Target::Volume {
+            submission: Some(submission),
+            volume,
+        };
+        Task::new(target, request, payload, replies, back)
+    }
+
+    /// A task for `request` on a block device, its answer begun.
+    pub fn on_device(
+        device: Arc<dyn BlockDevice>,
+        request: Request,
+        payload: Vec<u8>,
+        replies: Replies,
+        back: (Arc<Inbox>, usize, u64),
+    ) -> Task {
+        Task::new(Target::Device(device), request, payload, replies, back)
+    }
+
+    fn new(
+        target: Target,
         request: Request,
         payload: Vec<u8>,
         replies: Replies,
@@ -112,8 +149,7 @@ impl Task {
         };
         let (inbox, slot, generation) = back;
         Task {
-            submission: Some(submission),
-            volume,
+            target,
             request,
             payload,
             replies,
@@ -191,22 +227,51 @@ impl Workers {
     /// has not come, else answered to its loop, which holds the answer until due on paced
     /// devices. A panic becomes an I/O error for this request alone.
     fn run(&self, mut task: Task) {
-        let Some(submission) = task.submission.take() else {
-            return;
+        let (progress, name) = match &mut task.target {
+            Target::Volume { submission, volume } => {
+                let Some(submission) = submission.take() else {
+                    return;
+                };
+                let progress = catch_unwind(AssertUnwindSafe(|| {
+                    let buffer = match task.request.command {
+                        Command::Read => Buffer::Read(&mut task.answer[task.data_at..]),
+                        Command::Write => Buffer::Write(&task.payload),
+                        _ => Buffer::None,
+                    };
+                    volume.advance(submission, buffer)
+                }));
+                (progress, volume.name().to_string())
+            }
+            Target::Device(device) => {
+                let progress = catch_unwind(AssertUnwindSafe(|| {
+                    let request = &task.request;
+                    let (offset, length) = (request.offset, u64::from(request.length));
+                    let result = match request.command {
+                        Command::Read => device.read(offset, &mut task.answer[task.data_at..]),
+                        Command::Write => device.write(offset, &task.payload, request.fua()),
+                        Command::WriteZeroes => device.write_zeroes(offset, length, request.fua()),
+                        Command::Trim => device.trim(offset, length),
+                        Command::Flush => device.flush(),
+                        other => Err(io::Error::new(
+                            io::ErrorKind::Unsupported,
+                            format!("unsupported command {other:?}"),
+                        )),
+                    };
+                    Progress::Done(result.map(|()| None))
+                }));
+                (progress, device.name().to_string())
+            }
         };
-        let progress = catch_unwind(AssertUnwindSafe(|| {
-            let buffer = match task.request.command {
-                Command::Read => Buffer::Read(&mut task.answer[task.data_at..]),
-                Command::Write => Buffer::Write(&task.payload),
-                _ => Buffer::None,
-            };
-            task.volume.advance(submission, buffer)
-        }));
         let result = match progress {
             Ok(Progress::Paused(submission)) => {
                 let workers = self.clone();
                 submission.when_ready(move |submission| {
-                    task.submission = Some(submission);
+                    if let Target::Volume {
+                        submission: slot, ..
+                    } = &mut task.target
+                    {
+                        *slot = Some(submission);
+                    }
                     workers.push(task);
                 });
                 return;
@@ -214,7 +279,7 @@ impl Workers {
             Ok(Progress::Done(result)) => result,
             Err(panic) => {
                 let reason = format!("the request panicked: {}", panic_message(panic.as_ref()));
-                eprintln!("heterarchy: nbd: volume {}: {reason}", task.volume.name());
+                eprintln!("heterarchy: nbd: export {name}: {reason}");
                 Err(io::Error::other(reason))
             }
         };
