@@ -6,8 +6,10 @@
 //! Lean by design, since on a small machine the generator shares the cores with the server it
 //! measures: one event-loop thread by default, no allocation per request, each connection's
 //! requests written with one system call and its replies parsed in place from one read buffer
-//! per thread.
+//! per thread. `block` drives a block device (a staged PM device in process, or any NBD
+//! export) as fio does.
 
+pub mod block;
 mod config;
 mod connection;
 mod error;

@@ -1,14 +1,22 @@
 //! `heterarchy loadgen`: load generators that measure a server's throughput and latency
-//! percentiles. `loadgen kv` drives any memcached text-protocol server (ours or memcached).
+//! percentiles. `loadgen kv` drives any memcached text-protocol server (ours or memcached);
+//! `loadgen block` a block device, a staged PM device in process or any NBD export.
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use heterarchy_blockdev::{StagedConfig, StagedExport};
+use heterarchy_device::backend::Throttles;
+use heterarchy_engine::staging::StagingScheme;
+use heterarchy_loadgen::block::{run_block, BlockLoad, BlockReport, BlockTarget};
 use heterarchy_loadgen::{parse_duration, Config, Distribution, Phase, Report, ServerAddr};
+use heterarchy_report::{LineChart, Series};
 
 use crate::output::{render, Format, Table};
 use crate::size::parse_bytes;
@@ -19,6 +27,174 @@ pub enum LoadgenCommand {
     /// Gets and sets over the memcached text protocol: throughput and latency percentiles.
     /// Exits non-zero, after printing the report, when any reply was an error.
     Kv(KvArgs),
+    /// Random 4 KiB writes and reads against a block device, as fio drives one: in this
+    /// process on a staged PM device built from --backing and --staging, or over NBD
+    /// (--target nbd://HOST:PORT/EXPORT). Throughput, latency percentiles, the write outcomes.
+    Block(BlockArgs),
+}
+
+/// Arguments of `heterarchy loadgen block`.
+#[derive(Args, Debug)]
+pub struct BlockArgs {
+    /// An NBD export to drive: nbd://HOST:PORT/EXPORT. Without it, a device in this process.
+    #[arg(long, conflicts_with_all = ["backing", "staging"])]
+    pub target: Option<String>,
+    /// The in-process device's storage: btt:PATH:SIZE[:512|:4k], pmem:PATH:SIZE, ram:SIZE...
+    #[arg(long, required_unless_present = "target")]
+    pub backing: Option<String>,
+    /// The in-process device's staging cache: none, caiti, caiti-no-ee, caiti-no-bp, pmbd,
+    /// pmbd70, lru or coactive.
+    #[arg(long, default_value = "caiti")]
+    pub staging: StagingScheme,
+    /// DRAM for the staging cache.
+    #[arg(long, default_value = "512m", value_parser = parse_bytes)]
+    pub staging_size: u64,
+    /// Caiti's evictor threads (default: one per core).
+    #[arg(long)]
+    pub evictors: Option<u32>,
+    /// Pace the storage like this device preset (under the BTT), e.g. optane-pm.
+    #[arg(long)]
+    pub throttle: Option<String>,
+    /// Jobs (fio's numjobs).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Requests in flight per job (in process: threads, 256 in all at most).
+    #[arg(long, default_value_t = 1)]
+    pub iodepth: usize,
+    /// The measured time (10s, 500ms).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Percent of requests that are reads.
+    #[arg(long, default_value_t = 0)]
+    pub read_percent: u32,
+    /// Each job flushes after every N writes (fio's fsync=N).
+    #[arg(long)]
+    pub fsync_every: Option<u32>,
+    /// A flush on this timer besides (Ext4 commits every 5s).
+    #[arg(long, value_parser = parse_duration)]
+    pub flush_interval: Option<Duration>,
+    /// Bytes of the device used, from its start (default: all).
+    #[arg(long, default_value = "0", value_parser = parse_bytes)]
+    pub span: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Completions kept for the latency series (seed 001 Fig 5b: 50,000).
+    #[arg(long, default_value_t = 50_000)]
+    pub series: usize,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Also write an HTML report with the latency series.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+}
+
+impl BlockArgs {
+    fn target(&self) -> Result<BlockTarget> {
+        if let Some(url) = &self.target {
+            return BlockTarget::nbd(url).map_err(|e| anyhow!("--target: {e}"));
+        }
+        let backing = self.backing.as_deref().expect("clap requires --backing");
+        let config = StagedConfig {
+            staging_size: self.staging_size,
+            evictors: self.evictors,
+            throttle: self.throttle.clone(),
+            ..StagedConfig::new(
+                "loadgen",
+                backing.parse().map_err(|e| anyhow!("--backing: {e}"))?,
+                self.staging,
+            )
+        };
+        let device = StagedExport::open(&config, &Throttles::default())
+            .map_err(|e| anyhow!("--backing {backing}: {e}"))?;
+        Ok(BlockTarget::InProcess(Arc::new(device)))
+    }
+
+    fn load(&self) -> BlockLoad {
+        BlockLoad {
+            jobs: self.jobs,
+            iodepth: self.iodepth,
+            duration: self.duration,
+            read_percent: self.read_percent.min(100),
+            fsync_every: self.fsync_every.filter(|&n| n > 0),
+            flush_interval: self.flush_interval,
+            span_bytes: self.span,
+            seed: self.seed,
+            series: self.series,
+        }
+    }
+}
+
+fn run_block_command(args: &BlockArgs) -> Result<()> {
+    let target = args.target()?;
+    let report = run_block(&target, &args.load())?;
+    print!("{}", render(args.format, &block_table(&report), &report));
+    if let Some(path) = &args.report {
+        std::fs::write(path, block_html(&report))
+            .with_context(|| format!("cannot write report {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn block_table(report: &BlockReport) -> Table {
+    let mut table = Table::new(&[
+        "jobs",
+        "iodepth",
+        "requests",
+        "iops",
+        "mean_us",
+        "p50_us",
+        "p99_us",
+        "p9999_us",
+        "max_us",
+        "write_hits",
+        "write_fills",
+        "bypasses",
+        "stalled",
+        "flushes",
+        "flush_mean_us",
+    ]);
+    let count = |value: Option<u64>| value.map_or("-".to_string(), |n| n.to_string());
+    table.row(vec![
+        report.jobs.to_string(),
+        report.iodepth.to_string(),
+        report.requests.to_string(),
+        format!("{:.0}", report.iops),
+        format!("{:.1}", report.mean_latency_us),
+        format!("{:.1}", report.p50_latency_us),
+        format!("{:.1}", report.p99_latency_us),
+        format!("{:.1}", report.p9999_latency_us),
+        format!("{:.1}", report.max_latency_us),
+        count(report.write_hits),
+        count(report.write_fills),
+        count(report.bypasses),
+        count(report.stalled_writes),
+        report.flushes.to_string(),
+        format!("{:.1}", report.mean_flush_latency_us),
+    ]);
+    table
+}
+
+/// The report's table and its latency series over time (seed 001 Fig 5b's scatter plot).
+fn block_html(report: &BlockReport) -> String {
+    let mut html =
+        heterarchy_report::Report::new(&format!("heterarchy loadgen block: {}", report.target));
+    let table = block_table(report);
+    html.table(&table.headers(), &table.rows());
+    let mut chart = LineChart::new(
+        "Latency of each request over time",
+        "ms since the start",
+        "us",
+    );
+    chart.series.push(Series {
+        name: "latency".into(),
+        points: report
+            .series
+            .iter()
+            .map(|&(at, us)| (at / 1e3, us))
+            .collect(),
+    });
+    html.chart(&chart);
+    html.to_html()
 }
 
 /// Arguments of `heterarchy loadgen kv`.
@@ -90,7 +266,10 @@ impl KvArgs {
 }
 
 pub fn run(command: &LoadgenCommand) -> Result<()> {
-    let LoadgenCommand::Kv(args) = command;
+    let args = match command {
+        LoadgenCommand::Kv(args) => args,
+        LoadgenCommand::Block(args) => return run_block_command(args),
+    };
     let config = args.config()?;
     let progress = Progress::new(&config);
     let outcome = heterarchy_loadgen::run(&config, |phase| progress.enter(phase));
