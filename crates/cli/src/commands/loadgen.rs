@@ -179,7 +179,7 @@ fn block_html(report: &BlockReport) -> String {
     let mut html =
         heterarchy_report::Report::new(&format!("heterarchy loadgen block: {}", report.target));
     let table = block_table(report);
-    html.table(&table.headers(), &table.rows());
+    html.table(&table.headers(), table.rows());
     let mut chart = LineChart::new(
         "Latency of each request over time",
         "ms since the start",
