@@ -73,6 +73,14 @@ pub trait Backend: Send + Sync {
         self.write_at(offset, data)
     }
 
+    /// Writes `data` at `offset` and makes it durable before anything written later: a
+    /// [`write_streaming`](Backend::write_streaming) then a [`persist`](Backend::persist) by
+    /// default; persistent memory on DAX needs only the streaming stores' fence.
+    fn write_persisted(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.write_streaming(offset, data)?;
+        self.persist(offset, data.len() as u64)
+    }
+
     /// Makes `len` bytes from `offset` durable before anything written later: an ordering point
     /// (cache-line flush and fence on persistent memory). Storage whose durability comes only
     /// with [`flush`](Backend::flush) does nothing here.

@@ -38,6 +38,9 @@ pub struct Arena {
     lanes: Vec<Mutex<Lane>>,
     /// Per lane, the block its reader is reading, or 0.
     reading: Vec<AtomicU32>,
+    /// Reads in progress: a writer scans `reading` only when there are any (a write-only load
+    /// then skips the scan of every lane's entry).
+    readers: AtomicU32,
     map_locks: Vec<Mutex<()>>,
     /// Damage found at open: reads only.
     read_only: Option<String>,
@@ -119,6 +122,7 @@ impl Arena {
             base,
             lanes: Vec::with_capacity(nfree),
             reading: (0..nfree).map(|_| AtomicU32::new(0)).collect(),
+            readers: AtomicU32::new(0),
             map_locks: (0..nfree).map(|_| Mutex::new(())).collect(),
             read_only: (info.flags & FLAG_ERROR != 0)
                 .then(|| format!("BTT arena at byte {base} is marked damaged")),
@@ -283,11 +287,11 @@ impl Arena {
     pub fn read_block(&self, backend: &dyn Backend, premap: u32, buf: &mut [u8]) -> io::Result<()> {
         let (lane, _held) = self.take_lane();
         // Cleared however the read ends: a stale entry would hold a writer off forever.
-        let reading = Reading(&self.reading[lane]);
+        let reading = Reading::new(&self.reading[lane], &self.readers);
         let block = loop {
             let mapping = self.map_entry(backend, premap)?;
             let block = mapping.block(premap);
-            reading.0.store(RTT_READING | block, Ordering::SeqCst);
+            reading.entry.store(RTT_READING | block, Ordering::SeqCst);
             // A writer may have freed the block between the map read and the announcement: read
             // the map again, and retry if it moved.
             if self.map_entry(backend, premap)? != mapping {
@@ -335,11 +339,12 @@ impl Arena {
         self.switch(backend, premap, Fill::Trim)
     }
 
-    /// Writes and persists `data` in the free block `block`, to be mapped as written.
+    /// Writes and persists `data` in the free block `block`, to be mapped as written: with
+    /// streaming stores, since a block written out of place is not read back soon (as PMDK's
+    /// libpmemblk writes its blocks).
     fn put(&self, backend: &dyn Backend, block: u32, data: &[u8]) -> io::Result<Mapping> {
         let at = self.block_at(block);
-        backend.write_at(at, data)?;
-        backend.persist(at, data.len() as u64)?;
+        backend.write_persisted(at, data)?;
         Ok(Mapping::Block(block))
     }
 
@@ -374,10 +379,13 @@ impl Arena {
         let (lane, mut state) = self.take_lane();
         let new = state.free_block;
         // Wait for any reader of the free block, which it found mapped before its last write.
-        while self
-            .reading
-            .iter()
-            .any(|entry| entry.load(Ordering::SeqCst) == RTT_READING | new)
+        // Such a reader counted itself in `readers` before it read the map: none counted, none
+        // can be reading it.
+        while self.readers.load(Ordering::SeqCst) != 0
+            && self
+                .reading
+                .iter()
+                .any(|entry| entry.load(Ordering::SeqCst) == RTT_READING | new)
         {
             std::thread::yield_now();
         }
@@ -428,12 +436,24 @@ impl Arena {
     }
 }
 
-/// A lane's read-tracking entry while its reader reads, cleared when the read ends.
-struct Reading<'a>(&'a AtomicU32);
+/// A lane's read-tracking entry while its reader reads, and the count of reads in progress:
+/// counted before the reader reads the map, cleared and uncounted when the read ends.
+struct Reading<'a> {
+    entry: &'a AtomicU32,
+    readers: &'a AtomicU32,
+}
+
+impl<'a> Reading<'a> {
+    fn new(entry: &'a AtomicU32, readers: &'a AtomicU32) -> Reading<'a> {
+        readers.fetch_add(1, Ordering::SeqCst);
+        Reading { entry, readers }
+    }
+}
 
 impl Drop for Reading<'_> {
     fn drop(&mut self) {
-        self.0.store(0, Ordering::SeqCst);
+        self.entry.store(0, Ordering::SeqCst);
+        self.readers.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
