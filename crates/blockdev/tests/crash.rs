@@ -13,9 +13,13 @@ use std::sync::{Arc, Mutex};
 use heterarchy_blockdev::{StagedDevice, StagedOptions, BLOCK_BYTES};
 use heterarchy_device::backend::btt::{BttBackend, BttOptions};
 use heterarchy_device::backend::{
-    self_described_version, self_describing_block, Backend, CrashAfter, CrashBudget, PmemBackend,
+    run_crash_campaign, self_described_version, self_describing_block, Backend, CrashAfter,
+    CrashBudget, PmemBackend,
 };
 use heterarchy_engine::staging::StagingScheme;
+
+mod common;
+use common::Rng;
 
 const MEDIA_BYTES: u64 = 4 << 20;
 const BLOCKS: u64 = 40;
@@ -27,16 +31,6 @@ fn options() -> BttOptions {
         max_arena_bytes: 2 << 20,
         min_arena_bytes: 512 << 10,
         nfree: 4,
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
     }
 }
 
@@ -168,7 +162,7 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<(), String> {
             let durable = entry.durable.load(Ordering::SeqCst);
             if found < durable {
                 return Err(format!(
-                    "block {block} holds version {found} after crash {cycle}, {durable} was flushed"
+                    "block {block} holds version {found} after crash {cycle}, {durable} was flushed (lost)"
                 ));
             }
             if found != 0 && !entry.issued.lock().unwrap().contains(&found) {
@@ -206,42 +200,15 @@ fn found_marker(cycle: u64) -> u64 {
 #[test]
 fn crashes_lose_only_unflushed_writes_and_never_tear_a_block() {
     let dir = tempfile::tempdir().unwrap();
-    let trials: u64 = std::env::var("STAGED_CRASH_TRIALS")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(40);
-    let mut failures: Vec<(u64, String)> = Vec::new();
-    for seed in 0..trials {
-        if let Err(why) = trial(seed, dir.path()) {
-            failures.push((seed, why));
-        }
-        std::fs::remove_file(dir.path().join(format!("staged{seed}"))).unwrap();
-    }
-    let count = |what: &str| {
-        failures
-            .iter()
-            .filter(|(_, why)| why.contains(what))
-            .count()
-    };
-    let (torn, phantom, lost) = (
-        count("is torn") + count("holds block"),
-        count("phantom"),
-        count("was flushed"),
-    );
-    eprintln!(
-        "staged crash campaign: {trials} trials, {torn} torn blocks, {phantom} phantom data, \
-         {lost} lost flushed writes, {} other failures",
-        failures.len() - torn - phantom - lost
-    );
-    let first: Vec<String> = failures
-        .iter()
-        .take(5)
-        .map(|(seed, why)| format!("seed {seed}: {why}"))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} trials failed: {}",
-        failures.len(),
-        first.join("; ")
+    run_crash_campaign(
+        "staged",
+        "flushed writes",
+        "STAGED_CRASH_TRIALS",
+        40,
+        |seed| {
+            let result = trial(seed, dir.path());
+            std::fs::remove_file(dir.path().join(format!("staged{seed}"))).unwrap();
+            result
+        },
     );
 }

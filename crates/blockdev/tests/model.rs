@@ -17,6 +17,9 @@ use heterarchy_device::backend::{
 };
 use heterarchy_engine::staging::StagingScheme;
 
+mod common;
+use common::Rng;
+
 const BLOCKS: u64 = 24;
 const WRITERS: u64 = 3;
 const SLOTS: u64 = 6;
@@ -51,16 +54,6 @@ impl Backend for Recorder {
     }
     fn describe(&self) -> String {
         "recorder".into()
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
     }
 }
 

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use heterarchy_device::backend::btt::{BttBackend, BttOptions};
 use heterarchy_device::backend::{
-    self_described_version, self_describing_block, Backend, CrashAfter, CrashBudget, PmemBackend,
+    run_crash_campaign, self_described_version, self_describing_block, Backend, CrashAfter,
+    CrashBudget, PmemBackend,
 };
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -118,8 +119,8 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<(), String> {
             let entry = *written[sector as usize].lock().unwrap();
             if found != entry.acknowledged && Some(found) != entry.in_flight {
                 return Err(format!(
-                    "sector {sector} holds version {found} after crash {round}: acknowledged \
-                     {}, in flight {:?}",
+                    "sector {sector} holds version {found} after crash {round} (lost): \
+                     acknowledged {}, in flight {:?}",
                     entry.acknowledged, entry.in_flight
                 ));
             }
@@ -142,42 +143,15 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<(), String> {
 #[test]
 fn crashes_under_concurrent_writers_leave_every_sector_whole_and_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
-    let trials: u64 = std::env::var("BTT_CRASH_TRIALS")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(40);
-    let mut failures: Vec<(u64, String)> = Vec::new();
-    for seed in 0..trials {
-        if let Err(why) = trial(seed, dir.path()) {
-            failures.push((seed, why));
-        }
-        std::fs::remove_file(dir.path().join(format!("btt{seed}"))).unwrap();
-    }
-    let count = |what: &str| {
-        failures
-            .iter()
-            .filter(|(_, why)| why.contains(what))
-            .count()
-    };
-    let (torn, phantom, lost) = (
-        count("is torn"),
-        count("holds block"),
-        count("holds version"),
-    );
-    eprintln!(
-        "btt crash campaign: {trials} trials, {torn} torn blocks, {phantom} phantom data, {lost} \
-         lost acknowledged writes, {} other failures",
-        failures.len() - torn - phantom - lost
-    );
-    let first: Vec<String> = failures
-        .iter()
-        .take(5)
-        .map(|(seed, why)| format!("seed {seed}: {why}"))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} trials failed: {}",
-        failures.len(),
-        first.join("; ")
+    run_crash_campaign(
+        "btt",
+        "acknowledged writes",
+        "BTT_CRASH_TRIALS",
+        40,
+        |seed| {
+            let result = trial(seed, dir.path());
+            std::fs::remove_file(dir.path().join(format!("btt{seed}"))).unwrap();
+            result
+        },
     );
 }

@@ -27,7 +27,9 @@ mod throttle;
 use std::io;
 use std::sync::Arc;
 
-pub use crash::{self_described_version, self_describing_block, CrashAfter, CrashBudget};
+pub use crash::{
+    run_crash_campaign, self_described_version, self_describing_block, CrashAfter, CrashBudget,
+};
 pub use file::FileBackend;
 pub use paced::PacedBackend;
 pub use pmem::{CrashOutcome, PmemBackend};

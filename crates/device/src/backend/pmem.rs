@@ -299,7 +299,9 @@ fn flush_lines(start: *const u8, len: usize, how: LineFlush) {
         // have no other effect on memory; the CPU has them (LineFlush::detect).
         unsafe {
             match how {
-                LineFlush::Clwb => asm!("clwb [{0}]", in(reg) line, options(nostack, preserves_flags)),
+                LineFlush::Clwb => {
+                    asm!("clwb [{0}]", in(reg) line, options(nostack, preserves_flags))
+                }
                 LineFlush::ClflushOpt => {
                     asm!("clflushopt [{0}]", in(reg) line, options(nostack, preserves_flags))
                 }
@@ -438,7 +440,11 @@ impl Backend for PmemBackend {
         }
         if tail > 0 {
             // SAFETY: the tail lies within the range checked above.
-            flush_lines(unsafe { target.add(data.len() - tail) }, tail, self.line_flush);
+            flush_lines(
+                unsafe { target.add(data.len() - tail) },
+                tail,
+                self.line_flush,
+            );
         }
         Ok(())
     }
@@ -450,9 +456,11 @@ impl Backend for PmemBackend {
         }
         self.persisted(offset, len, || {
             match self.persistence {
-                PmemPersistence::Dax => {
-                    flush_lines(self.bytes.range(offset, len as usize), len as usize, self.line_flush)
-                }
+                PmemPersistence::Dax => flush_lines(
+                    self.bytes.range(offset, len as usize),
+                    len as usize,
+                    self.line_flush,
+                ),
                 PmemPersistence::Msync => self.map.flush_range(offset as usize, len as usize)?,
                 PmemPersistence::Emulated => {}
             }
