@@ -50,6 +50,8 @@ struct Table {
 struct Shared {
     device: Box<dyn Backend>,
     size_bytes: u64,
+    /// Whether there is a cache at all: without one, requests go straight to the device.
+    cached: bool,
     table: Mutex<Table>,
     /// Signalled when the table changes, for threads that were told to wait.
     changed: Condvar,
@@ -93,6 +95,7 @@ impl StagedDevice {
         let shared = Arc::new(Shared {
             device,
             size_bytes,
+            cached: slots > 0,
             table: Mutex::new(Table {
                 staging,
                 waiting: 0,
@@ -148,6 +151,9 @@ impl StagedDevice {
     /// Reads `buf.len()` bytes from `offset`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         check_range(self.shared.size_bytes, offset, buf.len() as u64)?;
+        if !self.shared.cached {
+            return self.shared.device.read_at(offset, buf);
+        }
         for_each_block(offset, buf.len(), |lba, at, range| {
             self.shared.read_block(lba, at, &mut buf[range])
         })
@@ -156,6 +162,15 @@ impl StagedDevice {
     /// Writes `data` at `offset`; with `fua`, durable before it returns.
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         check_range(self.shared.size_bytes, offset, data.len() as u64)?;
+        if !self.shared.cached {
+            // The device merges parts of its sectors itself (a BTT does, atomically).
+            self.shared.device.write_at(offset, data)?;
+            return if fua {
+                self.shared.device.flush()
+            } else {
+                Ok(())
+            };
+        }
         for_each_block(offset, data.len(), |lba, at, range| {
             self.shared.write_block(lba, at, &data[range])
         })?;

@@ -89,6 +89,16 @@ impl FromStr for BackendSpec {
                 let sector_bytes = match parts.last().copied() {
                     Some("512") if parts.len() >= 3 => 512,
                     Some("4k" | "4K" | "4096") if parts.len() >= 3 => 4096,
+                    // PATH:SIZE:SIZE: the last is a sector size, and not one a BTT has.
+                    Some(last)
+                        if parts.len() >= 3
+                            && parse_bytes(last).is_ok()
+                            && parse_bytes(parts[parts.len() - 2]).is_ok() =>
+                    {
+                        return Err(format!(
+                            "bad storage \"{text}\": sectors of {last}: expected 512 or 4k"
+                        ));
+                    }
                     _ => 0,
                 };
                 if sector_bytes != 0 {
@@ -315,5 +325,10 @@ mod tests {
         }
         let error = "ram:12q".parse::<BackendSpec>().unwrap_err();
         assert!(error.contains("expected a size"), "{error}");
+        let error = "btt:/x:64m:1k".parse::<BackendSpec>().unwrap_err();
+        assert!(
+            error.contains("sectors of 1k") && error.contains("512 or 4k"),
+            "{error}"
+        );
     }
 }

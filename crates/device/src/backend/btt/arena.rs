@@ -266,14 +266,15 @@ impl Arena {
         self.base + self.info.data_offset + u64::from(block) * u64::from(self.block_bytes())
     }
 
-    /// A lane for this call: the first free one from a place that depends on the thread, else
-    /// a wait for that one (the kernel spins on a lane lock when cores outnumber lanes).
+    /// A lane for this call: the first free one from the lane of the CPU the thread runs on
+    /// (as the kernel picks a lane), else a wait for that one (the kernel spins on a lane lock
+    /// when cores outnumber lanes).
     fn take_lane(&self) -> (usize, MutexGuard<'_, Lane>) {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        std::thread::current().id().hash(&mut hasher);
+        // SAFETY: sched_getcpu takes nothing and only reads where the thread runs (a vDSO
+        // call); -1 on failure, taken as CPU 0.
+        let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
         let lanes = self.lanes.len();
-        let start = hasher.finish() as usize % lanes;
+        let start = cpu % lanes;
         for step in 0..lanes {
             let lane = (start + step) % lanes;
             if let Ok(guard) = self.lanes[lane].try_lock() {
