@@ -28,6 +28,12 @@ EXPERIMENTS = [
     "nhc-ycsb-d",
     "nhc-prior-work",
     "nhc-alpha",
+    "caiti-iodepth",
+    "caiti-jobs",
+    "caiti-breakdown",
+    "caiti-fsync",
+    "caiti-fsync-every",
+    "caiti-cache-size",
 ]
 
 

@@ -10,7 +10,7 @@
 //! each block whole: old or new.
 
 use std::io;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::layout::{
@@ -38,9 +38,10 @@ pub struct Arena {
     lanes: Vec<Mutex<Lane>>,
     /// Per lane, the block its reader is reading, or 0.
     reading: Vec<AtomicU32>,
-    /// Reads in progress: a writer scans `reading` only when there are any (a write-only load
-    /// then skips the scan of every lane's entry).
-    readers: AtomicU32,
+    /// One past the highest lane a reader has used: a writer scans only the entries below it
+    /// (none while nothing is read; on a machine of few cores, as few as it has, since lanes
+    /// follow CPUs), and a reader pays a load, not a read-modify-write, once its lane is in.
+    lanes_reading: AtomicUsize,
     map_locks: Vec<Mutex<()>>,
     /// Damage found at open: reads only.
     read_only: Option<String>,
@@ -122,7 +123,7 @@ impl Arena {
             base,
             lanes: Vec::with_capacity(nfree),
             reading: (0..nfree).map(|_| AtomicU32::new(0)).collect(),
-            readers: AtomicU32::new(0),
+            lanes_reading: AtomicUsize::new(0),
             map_locks: (0..nfree).map(|_| Mutex::new(())).collect(),
             read_only: (info.flags & FLAG_ERROR != 0)
                 .then(|| format!("BTT arena at byte {base} is marked damaged")),
@@ -288,7 +289,7 @@ impl Arena {
     pub fn read_block(&self, backend: &dyn Backend, premap: u32, buf: &mut [u8]) -> io::Result<()> {
         let (lane, _held) = self.take_lane();
         // Cleared however the read ends: a stale entry would hold a writer off forever.
-        let reading = Reading::new(&self.reading[lane], &self.readers);
+        let reading = Reading::new(&self.reading[lane], lane, &self.lanes_reading);
         let block = loop {
             let mapping = self.map_entry(backend, premap)?;
             let block = mapping.block(premap);
@@ -380,13 +381,11 @@ impl Arena {
         let (lane, mut state) = self.take_lane();
         let new = state.free_block;
         // Wait for any reader of the free block, which it found mapped before its last write.
-        // Such a reader counted itself in `readers` before it read the map: none counted, none
-        // can be reading it.
-        while self.readers.load(Ordering::SeqCst) != 0
-            && self
-                .reading
-                .iter()
-                .any(|entry| entry.load(Ordering::SeqCst) == RTT_READING | new)
+        // Such a reader raised `lanes_reading` past its lane before it read the map.
+        let lanes_reading = self.lanes_reading.load(Ordering::SeqCst);
+        while self.reading[..lanes_reading]
+            .iter()
+            .any(|entry| entry.load(Ordering::SeqCst) == RTT_READING | new)
         {
             std::thread::yield_now();
         }
@@ -437,24 +436,24 @@ impl Arena {
     }
 }
 
-/// A lane's read-tracking entry while its reader reads, and the count of reads in progress:
-/// counted before the reader reads the map, cleared and uncounted when the read ends.
+/// A lane's read-tracking entry while its reader reads, cleared when the read ends; made,
+/// before the reader reads the map, with the lane among those writers scan.
 struct Reading<'a> {
     entry: &'a AtomicU32,
-    readers: &'a AtomicU32,
 }
 
 impl<'a> Reading<'a> {
-    fn new(entry: &'a AtomicU32, readers: &'a AtomicU32) -> Reading<'a> {
-        readers.fetch_add(1, Ordering::SeqCst);
-        Reading { entry, readers }
+    fn new(entry: &'a AtomicU32, lane: usize, lanes_reading: &AtomicUsize) -> Reading<'a> {
+        if lanes_reading.load(Ordering::SeqCst) <= lane {
+            lanes_reading.fetch_max(lane + 1, Ordering::SeqCst);
+        }
+        Reading { entry }
     }
 }
 
 impl Drop for Reading<'_> {
     fn drop(&mut self) {
         self.entry.store(0, Ordering::SeqCst);
-        self.readers.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -520,6 +519,40 @@ mod tests {
         assert_eq!(read(&arena, &ram, 5), vec![0; 4096]);
         arena.write_block(&ram, 5, &[1; 4096]).unwrap();
         assert_eq!(read(&arena, &ram, 5), vec![1; 4096]);
+    }
+
+    /// Recovery itself crashes at each of its persists in turn (it rolls the map forward after
+    /// a crash between the flog's sequence number and the map entry): opened again, the arena
+    /// finishes the roll-forward, so recovery is idempotent.
+    #[test]
+    fn a_crash_during_recovery_leaves_recovery_to_be_done_again() {
+        let dir = tempfile::tempdir().unwrap();
+        for recovery_persists in 0..4 {
+            let mut pmem = PmemBackend::open(&dir.path().join("pm"), ARENA_BYTES).unwrap();
+            pmem.enable_crash_injection();
+            let pmem = Arc::new(pmem);
+            let budget = CrashBudget::new(i64::MAX);
+            let device = CrashAfter::at_persists(Arc::clone(&pmem), budget.clone());
+            let arena = fresh(&device);
+            arena.write_block(&device, 7, &[3; 4096]).unwrap();
+            // The write's data, flog fields and sequence number persist; its map entry not.
+            budget.set(3);
+            assert!(arena.write_block(&device, 7, &[4; 4096]).is_err());
+            pmem.crash(recovery_persists as u64).unwrap();
+            pmem.restart();
+            budget.set(recovery_persists);
+            let interrupted = Arena::open(&device, 0, ARENA_BYTES);
+            let context = format!("recovery stopped at persist {recovery_persists}");
+            pmem.crash(100 + recovery_persists as u64).unwrap();
+            pmem.restart();
+            budget.set(i64::MAX);
+            drop(interrupted);
+            let arena = Arena::open(&device, 0, ARENA_BYTES).unwrap();
+            assert_eq!(arena.read_only(), None, "{context}");
+            assert_eq!(read(&arena, &device, 7), vec![4; 4096], "{context}");
+            arena.write_block(&device, 7, &[5; 4096]).unwrap();
+            assert_eq!(read(&arena, &device, 7), vec![5; 4096], "{context}");
+        }
     }
 
     /// The machine stops at each persist of one overwrite in turn: the block reads whole, old
