@@ -24,6 +24,20 @@ pub enum DeviceCommand {
     Show(ShowArgs),
     /// What the model predicts at each queue depth: mean latency, IOPS, bandwidth.
     Probe(ProbeArgs),
+    /// Measure, on this machine, the CPU costs the timed simulator charges the block stacks on
+    /// PM (the BTT's software path, a staging cache's decision, a 4 KiB DRAM copy): the
+    /// numbers to put in `crates/sim/src/staging/costs.rs` or a run's `StackCosts`.
+    StagingCosts(StagingCostsArgs),
+}
+
+/// Arguments of `heterarchy device staging-costs`.
+#[derive(Args, Debug)]
+pub struct StagingCostsArgs {
+    /// Operations timed for each cost.
+    #[arg(long, default_value_t = 200_000)]
+    pub rounds: u32,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
 }
 
 /// Arguments of `heterarchy device list`.
@@ -79,7 +93,26 @@ pub fn run(command: &DeviceCommand) -> Result<()> {
         DeviceCommand::List(args) => list(args),
         DeviceCommand::Show(args) => show(args),
         DeviceCommand::Probe(args) => probe(args),
+        DeviceCommand::StagingCosts(args) => staging_costs(args),
     }
+}
+
+fn staging_costs(args: &StagingCostsArgs) -> Result<()> {
+    let costs = heterarchy_sim::staging::measure_costs(args.rounds)?;
+    let mut table = Table::new(&["cost", "ns"]);
+    for (name, ns) in [
+        ("submit_ns", costs.submit_ns),
+        ("lookup_ns", costs.lookup_ns),
+        ("copy_ns", costs.copy_ns),
+        ("lock_ns", costs.lock_ns),
+        ("btt_write_ns", costs.btt_write_ns),
+        ("btt_read_ns", costs.btt_read_ns),
+        ("persist_ns", costs.persist_ns),
+    ] {
+        table.row(vec![name.to_string(), format!("{ns:.1}")]);
+    }
+    print!("{}", render(args.format, &table, &costs));
+    Ok(())
 }
 
 /// One preset as `device list --format json` prints it.

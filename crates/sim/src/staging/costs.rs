@@ -35,16 +35,16 @@ pub struct StackCosts {
 }
 
 impl Default for StackCosts {
-    /// Measured on the development VM (2-core AMD EPYC, 2026-11-26) with
-    /// `heterarchy device staging-costs`, except `submit_ns`, which seed 001 Fig 7 sets.
+    /// Measured on the development VM (2-core AMD EPYC, 2026-11-26; the median of three runs)
+    /// with `heterarchy device staging-costs`, except `submit_ns`, which seed 001 Fig 7 sets.
     fn default() -> StackCosts {
         StackCosts {
-            submit_ns: 530.0,
-            lookup_ns: 36.0,
-            copy_ns: 410.0,
-            lock_ns: 5.0,
-            btt_write_ns: 165.0,
-            btt_read_ns: 79.0,
+            submit_ns: 563.0,
+            lookup_ns: 41.0,
+            copy_ns: 430.0,
+            lock_ns: 4.4,
+            btt_write_ns: 64.0,
+            btt_read_ns: 52.0,
             persist_ns: 20.0,
         }
     }

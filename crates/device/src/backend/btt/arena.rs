@@ -35,9 +35,9 @@ const RTT_READING: u32 = 1 << 31;
 pub struct Arena {
     base: u64,
     info: InfoBlock,
-    lanes: Vec<Mutex<Lane>>,
+    lanes: Vec<OwnLine<Mutex<Lane>>>,
     /// Per lane, the block its reader is reading, or 0.
-    reading: Vec<AtomicU32>,
+    reading: Vec<OwnLine<AtomicU32>>,
     /// One past the highest lane a reader has used: a writer scans only the entries below it
     /// (none while nothing is read; on a machine of few cores, as few as it has, since lanes
     /// follow CPUs), and a reader pays a load, not a read-modify-write, once its lane is in.
@@ -122,7 +122,7 @@ impl Arena {
         let mut arena = Arena {
             base,
             lanes: Vec::with_capacity(nfree),
-            reading: (0..nfree).map(|_| AtomicU32::new(0)).collect(),
+            reading: (0..nfree).map(|_| OwnLine(AtomicU32::new(0))).collect(),
             lanes_reading: AtomicUsize::new(0),
             map_locks: (0..nfree).map(|_| Mutex::new(())).collect(),
             read_only: (info.flags & FLAG_ERROR != 0)
@@ -138,15 +138,15 @@ impl Arena {
                 FlogEntry::decode(group[at..at + FlogEntry::BYTES].try_into().expect("16"))
             });
             match arena.recover_lane(backend, lane, &sections) {
-                Ok(state) => arena.lanes.push(Mutex::new(state)),
+                Ok(state) => arena.lanes.push(OwnLine(Mutex::new(state))),
                 Err(why) => {
                     arena.read_only.get_or_insert(why);
                     // A lane with no usable free block: writes through it are refused.
-                    arena.lanes.push(Mutex::new(Lane {
+                    arena.lanes.push(OwnLine(Mutex::new(Lane {
                         free_block: u32::MAX,
                         section: 0,
                         seq: 1,
-                    }));
+                    })));
                 }
             }
         }
@@ -436,6 +436,19 @@ impl Arena {
     }
 }
 
+/// A value on a cache line of its own: lanes and their read-tracking entries are each used by
+/// one thread at a time, and two threads on neighbouring lanes must not pass a line between
+/// their cores on every lock, unlock and store.
+#[repr(align(64))]
+struct OwnLine<T>(T);
+
+impl<T> std::ops::Deref for OwnLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// A lane's read-tracking entry while its reader reads, cleared when the read ends; made,
 /// before the reader reads the map, with the lane among those writers scan.
 struct Reading<'a> {
@@ -453,7 +466,8 @@ impl<'a> Reading<'a> {
 
 impl Drop for Reading<'_> {
     fn drop(&mut self) {
-        self.entry.store(0, Ordering::SeqCst);
+        // Release: the read of the block is done before a writer can see the entry cleared.
+        self.entry.store(0, Ordering::Release);
     }
 }
 
