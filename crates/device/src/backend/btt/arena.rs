@@ -535,6 +535,19 @@ mod tests {
         assert_eq!(read(&arena, &ram, 5), vec![1; 4096]);
     }
 
+    /// Persistent memory at `path` with crash injection, and a device over it that stops once
+    /// the budget's persists are spent.
+    fn crashable(
+        path: &std::path::Path,
+    ) -> (Arc<PmemBackend>, CrashBudget, CrashAfter<Arc<PmemBackend>>) {
+        let mut pmem = PmemBackend::open(path, ARENA_BYTES).unwrap();
+        pmem.enable_crash_injection();
+        let pmem = Arc::new(pmem);
+        let budget = CrashBudget::new(i64::MAX);
+        let device = CrashAfter::at_persists(Arc::clone(&pmem), budget.clone());
+        (pmem, budget, device)
+    }
+
     /// Recovery itself crashes at each of its persists in turn (it rolls the map forward after
     /// a crash between the flog's sequence number and the map entry): opened again, the arena
     /// finishes the roll-forward, so recovery is idempotent.
@@ -542,11 +555,7 @@ mod tests {
     fn a_crash_during_recovery_leaves_recovery_to_be_done_again() {
         let dir = tempfile::tempdir().unwrap();
         for recovery_persists in 0..4 {
-            let mut pmem = PmemBackend::open(&dir.path().join("pm"), ARENA_BYTES).unwrap();
-            pmem.enable_crash_injection();
-            let pmem = Arc::new(pmem);
-            let budget = CrashBudget::new(i64::MAX);
-            let device = CrashAfter::at_persists(Arc::clone(&pmem), budget.clone());
+            let (pmem, budget, device) = crashable(&dir.path().join("pm"));
             let arena = fresh(&device);
             arena.write_block(&device, 7, &[3; 4096]).unwrap();
             // The write's data, flog fields and sequence number persist; its map entry not.
@@ -576,11 +585,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for persists in 0..8 {
             for seed in 0..4u64 {
-                let mut pmem = PmemBackend::open(&dir.path().join("pm"), ARENA_BYTES).unwrap();
-                pmem.enable_crash_injection();
-                let pmem = Arc::new(pmem);
-                let budget = CrashBudget::new(i64::MAX);
-                let device = CrashAfter::at_persists(Arc::clone(&pmem), budget.clone());
+                let (pmem, budget, device) = crashable(&dir.path().join("pm"));
                 let arena = fresh(&device);
                 for round in 1..=3u8 {
                     arena.write_block(&device, 7, &[round; 4096]).unwrap();
