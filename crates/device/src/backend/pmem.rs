@@ -201,6 +201,10 @@ impl PmemBackend {
         len: u64,
         write: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<()> {
+        if self.crash.is_none() {
+            // No shadow to keep: the common case, on every write of the BTT's path.
+            return write();
+        }
         let shadow = self.running_shadow()?;
         write()?;
         if let Some(mut shadow) = shadow {
@@ -230,6 +234,9 @@ impl PmemBackend {
         len: u64,
         persist: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<()> {
+        if self.crash.is_none() {
+            return persist();
+        }
         let shadow = self.running_shadow()?;
         persist()?;
         let Some(mut shadow) = shadow else {
