@@ -266,16 +266,11 @@ impl Shared {
         lba * BLOCK_BYTES as u64
     }
 
-    /// Writes `data` at byte `at` of block `lba` on the device, merging a part of a block with
-    /// the rest of it (nobody else writes the block meanwhile: the table sees to it).
+    /// Writes `data` at byte `at` of block `lba` on the device; a BTT merges a part of a
+    /// sector with the rest of it itself, atomically.
     fn write_device(&self, lba: u64, at: usize, data: &[u8]) -> io::Result<()> {
-        if data.len() == BLOCK_BYTES {
-            return self.device.write_at(Self::block_offset(lba), data);
-        }
-        let mut block = vec![0u8; BLOCK_BYTES];
-        self.device.read_at(Self::block_offset(lba), &mut block)?;
-        block[at..at + data.len()].copy_from_slice(data);
-        self.device.write_at(Self::block_offset(lba), &block)
+        self.device
+            .write_at(Self::block_offset(lba) + at as u64, data)
     }
 
     /// Writes `victims` (Evicting) back and reports each.
@@ -315,15 +310,15 @@ impl Shared {
                     drop(table);
                     let filled = {
                         let mut buffer = self.buffers.write(slot);
-                        let whole = data.len() == BLOCK_BYTES;
-                        let fetched =
-                            if whole || (outcome == WriteOutcome::Hit && buffer.lba == lba) {
-                                Ok(())
-                            } else {
-                                // A part of a block not cached: the rest comes from the device.
-                                self.device
-                                    .read_at(Self::block_offset(lba), &mut buffer.bytes)
-                            };
+                        // A hit's slot holds the block already; a fill of part of one needs the
+                        // rest.
+                        let fetched = if data.len() == BLOCK_BYTES || outcome == WriteOutcome::Hit {
+                            Ok(())
+                        } else {
+                            // A part of a block not cached: the rest comes from the device.
+                            self.device
+                                .read_at(Self::block_offset(lba), &mut buffer.bytes)
+                        };
                         buffer.lba = lba;
                         if fetched.is_ok() {
                             buffer.bytes[at..at + data.len()].copy_from_slice(data);
@@ -333,11 +328,9 @@ impl Shared {
                     let mut table = self.lock();
                     let staging = table.staging.as_mut().expect("cached");
                     if let Err(error) = filled {
-                        // Nothing was copied: give the slot back as it was.
+                        // Only a fill fetches: nothing was copied, so the slot goes back free.
                         staging.write_done(slot);
-                        if outcome == WriteOutcome::Fill {
-                            staging.discard(lba);
-                        }
+                        staging.discard(lba);
                         self.changed(&table, false);
                         return Err(error);
                     }

@@ -39,10 +39,10 @@ fn the_stacks_rank_as_seed_001_fig_5a_at_iodepth_128() {
             result.iops,
             result.mean_latency_us,
             result.p9999_latency_us,
-            result.write_hits,
-            result.write_fills,
-            result.bypasses,
-            result.stalled_writes
+            result.staging.write_hits,
+            result.staging.write_fills,
+            result.staging.bypasses,
+            result.staging.stalled_writes
         );
     }
     let (raw, btt, caiti) = (by("raw-pm"), by("btt"), by("caiti"));
@@ -72,23 +72,23 @@ fn the_stacks_rank_as_seed_001_fig_5a_at_iodepth_128() {
     let over_raw = speedup(caiti, raw);
     assert!(over_raw > 1.5, "Caiti/raw PM {over_raw:.3}");
     // Caiti's writes land in slots: almost none stall or go around the cache.
-    assert_eq!(caiti.stalled_writes, 0);
+    assert_eq!(caiti.staging.stalled_writes, 0);
     assert!(
-        caiti.bypasses * 100 < caiti.requests,
+        caiti.staging.bypasses * 100 < caiti.requests,
         "{} bypasses",
-        caiti.bypasses
+        caiti.staging.bypasses
     );
     // The ablations (Fig 6a): without eager eviction the cache fills and most writes go
     // around it; without bypass, on this load, Caiti is unchanged.
     let no_ee = by("caiti-no-ee");
     assert!(
-        no_ee.bypasses * 2 > no_ee.requests,
+        no_ee.staging.bypasses * 2 > no_ee.requests,
         "{} bypasses",
-        no_ee.bypasses
+        no_ee.staging.bypasses
     );
     assert!(speedup(caiti, no_ee) >= 2.0);
     let no_bp = by("caiti-no-bp");
-    assert_eq!(no_bp.bypasses, 0);
+    assert_eq!(no_bp.staging.bypasses, 0);
     assert!(speedup(caiti, no_bp) < 1.05);
     // The DRAM metadata per slot of seed 001 §4.1.
     assert_eq!(caiti.metadata_bytes_per_slot, 102);

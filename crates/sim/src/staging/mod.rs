@@ -131,12 +131,8 @@ pub struct StagedResult {
     pub p50_latency_us: f64,
     pub p99_latency_us: f64,
     pub p9999_latency_us: f64,
-    /// Writes that found their block cached, took a free slot, went around a full cache.
-    pub write_hits: u64,
-    pub write_fills: u64,
-    pub bypasses: u64,
-    /// Writes that waited for slots to be written back first.
-    pub stalled_writes: u64,
+    /// What the cache did: the write outcomes (hits, fills, bypasses, stalled writes) and the
+    /// write-backs by kind.
     pub staging: StagingStats,
     pub flushes: u64,
     pub mean_flush_latency_us: f64,

@@ -512,17 +512,20 @@ impl Sim<'_> {
                 flush: None,
             });
         }
-        let current = job.current.as_mut().expect("a request in progress");
+        let submit_due = !std::mem::replace(
+            &mut job
+                .current
+                .as_mut()
+                .expect("a request in progress")
+                .submit_paid,
+            true,
+        );
         let mut start = now;
-        if !current.submit_paid {
-            current.submit_paid = true;
+        if submit_due {
             start += costs.submit_ns as u64;
             self.charge(thread, Category::Others, costs.submit_ns as u64);
         }
-        let Role::Job(job) = &mut self.threads[thread as usize].role else {
-            unreachable!()
-        };
-        let current = job.current.as_mut().expect("a request in progress");
+        let current = self.current_mut(thread);
         // Slots to write back first.
         if let Some(victim) = current.victims.pop_front() {
             let category = if current.op == RequestOp::Flush {
@@ -572,10 +575,8 @@ impl Sim<'_> {
             WriteStep::EvictFirst(victims) => {
                 self.charge(thread, Category::Metadata, lookup);
                 self.current_mut(thread).victims.extend(victims);
-                // The decision's time, then the write-backs, each a step.
-                let now = self.now;
-                self.threads[thread as usize].work = None;
-                self.schedule(start.max(now) + lookup, thread, Pending::CoreGranted);
+                // The decision's time, then the write-backs, each a step, on this core.
+                self.schedule(start + lookup, thread, Pending::CoreGranted);
             }
             WriteStep::Wait => self.park(thread),
         }
@@ -779,10 +780,6 @@ impl Sim<'_> {
             p50_latency_us: percentile_us(0.5),
             p99_latency_us: percentile_us(0.99),
             p9999_latency_us: percentile_us(0.9999),
-            write_hits: stats.write_hits,
-            write_fills: stats.write_fills,
-            bypasses: stats.bypasses,
-            stalled_writes: stats.stalled_writes,
             staging: stats,
             flushes: self.flushes,
             mean_flush_latency_us: if self.flushes == 0 {
