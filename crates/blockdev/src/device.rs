@@ -7,7 +7,7 @@
 //! table changes; evictors are threads of their own, woken when work arrives and none is awake.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -42,8 +42,6 @@ struct Table {
     waiting: u32,
     /// Background threads asleep until there is work.
     idle_background: u32,
-    /// Foreground writes on the device now (Co-Active writes back only when there are none).
-    foreground_on_device: u32,
     stop: bool,
 }
 
@@ -60,6 +58,24 @@ struct Shared {
     buffers: SlotBuffers,
     /// Whether a background write-back has failed (logged once).
     write_back_failed: AtomicBool,
+    /// Requests between their arrival and their answer: none, and the device idles.
+    requests_in_progress: AtomicU32,
+    /// Whether the background threads must be woken when the device becomes idle.
+    background_when_idle: bool,
+}
+
+/// A request in the device, from its arrival to its answer (`Shared::arrived`).
+struct InProgress<'a>(&'a Shared);
+
+impl Drop for InProgress<'_> {
+    fn drop(&mut self) {
+        if self.0.requests_in_progress.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.0.background_when_idle
+        {
+            let table = self.0.lock();
+            self.0.changed(&table, true);
+        }
+    }
 }
 
 /// A block device: `device` under a staging cache; see the module docs.
@@ -86,6 +102,7 @@ impl StagedDevice {
         let config = StagingConfig::new(options.scheme, options.cache_bytes, BLOCK_BYTES as u32);
         let staging = Staging::new(&config);
         let slots = staging.as_ref().map_or(0, |table| table.capacity());
+        let staging_when_idle = staging.as_ref().is_some_and(Staging::background_when_idle);
         let describe = format!(
             "{} under {} staging of {} MiB",
             device.describe(),
@@ -100,13 +117,14 @@ impl StagedDevice {
                 staging,
                 waiting: 0,
                 idle_background: 0,
-                foreground_on_device: 0,
                 stop: false,
             }),
             changed: Condvar::new(),
             work: Condvar::new(),
             buffers: SlotBuffers::new(slots, BLOCK_BYTES),
             write_back_failed: AtomicBool::new(false),
+            requests_in_progress: AtomicU32::new(0),
+            background_when_idle: staging_when_idle,
         });
         let threads = if slots == 0 {
             0
@@ -154,6 +172,7 @@ impl StagedDevice {
         if !self.shared.cached {
             return self.shared.device.read_at(offset, buf);
         }
+        let _request = self.shared.arrived();
         for_each_block(offset, buf.len(), |lba, at, range| {
             self.shared.read_block(lba, at, &mut buf[range])
         })
@@ -171,6 +190,7 @@ impl StagedDevice {
                 Ok(())
             };
         }
+        let _request = self.shared.arrived();
         for_each_block(offset, data.len(), |lba, at, range| {
             self.shared.write_block(lba, at, &data[range])
         })?;
@@ -185,6 +205,7 @@ impl StagedDevice {
 
     /// Makes every write completed before it durable (seed 001 §3.5: REQ_PREFLUSH).
     pub fn flush(&self) -> io::Result<()> {
+        let _request = self.shared.arrived();
         self.shared.flush()
     }
 
@@ -195,6 +216,7 @@ impl StagedDevice {
         let block = BLOCK_BYTES as u64;
         let first = offset.div_ceil(block);
         let end = (offset + len) / block;
+        let _request = self.shared.arrived();
         for lba in first..end {
             self.shared.discard_block(lba)?;
         }
@@ -235,6 +257,12 @@ fn for_each_block(
 }
 
 impl Shared {
+    /// A request arrived; it is in the device until the guard drops.
+    fn arrived(&self) -> InProgress<'_> {
+        self.requests_in_progress.fetch_add(1, Ordering::AcqRel);
+        InProgress(self)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Table> {
         self.table
             .lock()
@@ -339,22 +367,17 @@ impl Shared {
                     return Ok(());
                 }
                 WriteStep::Bypass => {
-                    table.foreground_on_device += 1;
                     drop(table);
                     let result = self.write_device(lba, at, data);
                     let mut table = self.lock();
                     table.staging.as_mut().expect("cached").bypass_done(lba);
-                    table.foreground_on_device -= 1;
-                    let idle = table.foreground_on_device == 0;
-                    self.changed(&table, idle);
+                    self.changed(&table, false);
                     return result;
                 }
                 WriteStep::EvictFirst(victims) => {
-                    table.foreground_on_device += 1;
                     drop(table);
                     let result = self.write_back(&victims);
                     table = self.lock();
-                    table.foreground_on_device -= 1;
                     result?;
                 }
                 WriteStep::Wait => table = self.wait(table),
@@ -464,7 +487,7 @@ impl Shared {
             if table.stop {
                 return;
             }
-            let idle = table.foreground_on_device == 0;
+            let idle = self.requests_in_progress.load(Ordering::Acquire) == 0;
             let victim = table
                 .staging
                 .as_mut()

@@ -65,10 +65,15 @@ fn the_stacks_rank_as_seed_001_fig_5a_at_iodepth_128() {
         let ratio = speedup(caiti, by(name));
         assert!(ratio >= 2.5, "Caiti/{name} {ratio:.3}");
     }
-    // Our Co-Active writes back whenever no foreground write is on the device, which between
-    // two requests of one job it often is; the paper's port gained less (see the README).
+    // Co-Active 1.24x the BTT in the paper (3.6 / 2.9) and 1.27x here: with Caiti 3.13x the
+    // BTT rather than 3.6x, that puts it at 2.45x Caiti's time, not 2.9x (see the README).
     let over_coactive = speedup(caiti, by("coactive"));
-    assert!(over_coactive >= 2.0, "Caiti/Co-Active {over_coactive:.3}");
+    assert!(over_coactive >= 2.4, "Caiti/Co-Active {over_coactive:.3}");
+    let coactive_over_btt = speedup(by("coactive"), btt);
+    assert!(
+        (1.1..=1.4).contains(&coactive_over_btt),
+        "Co-Active/BTT {coactive_over_btt:.3}"
+    );
     let over_raw = speedup(caiti, raw);
     assert!(over_raw > 1.5, "Caiti/raw PM {over_raw:.3}");
     // Caiti's writes land in slots: almost none stall or go around the cache.
@@ -105,6 +110,32 @@ fn pmbd_tail_at_iodepth_1024_is_far_above_caitis() {
     );
     // Seed 001 Fig 5d: 14x.
     assert!(pmbd.p9999_latency_us > 5.0 * caiti.p9999_latency_us);
+}
+
+#[test]
+fn coactive_gains_over_lru_with_one_job_only() {
+    // Seed 001 §4.2 (Fig 5e): Co-Active "shows a clear distinction between a single job and
+    // multiple jobs": it writes back while the device idles, which between one job's requests
+    // it does and under several jobs' it hardly ever does.
+    let gain = |jobs: u32| {
+        let at = |stack: &str| {
+            run(stack, |c| {
+                c.iodepth = 32;
+                c.jobs = jobs;
+                c.evictors = 36 - jobs;
+                c.duration_ns = 300_000_000;
+            })
+        };
+        let (coactive, lru) = (at("coactive"), at("lru"));
+        println!(
+            "{jobs} jobs: Co-Active {:.0} IOPS, {} background write-backs; LRU {:.0} IOPS",
+            coactive.iops, coactive.staging.background_evictions, lru.iops
+        );
+        speedup(&coactive, &lru)
+    };
+    let (one, eight) = (gain(1), gain(8));
+    assert!(one > 1.3, "Co-Active/LRU with one job {one:.3}");
+    assert!(eight < 1.05, "Co-Active/LRU with eight jobs {eight:.3}");
 }
 
 #[test]

@@ -6,6 +6,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use heterarchy_device::presets::{preset, preset_names, preset_toml, resolve_device};
 use heterarchy_device::{run_probe, DeviceKind, DeviceSpec, DirectionSpec, Probe, ProbeResult};
+use heterarchy_engine::staging::StagingScheme;
 use serde::Serialize;
 
 use crate::output::{render, Format, Table};
@@ -107,6 +108,19 @@ fn staging_costs(args: &StagingCostsArgs) -> Result<()> {
             "the Caiti path and seed 001 Fig 7",
         ),
         ("lookup_ns", costs.lookup_ns, "measured"),
+    ] {
+        table.row(vec![name.to_string(), format!("{ns:.1}"), from.to_string()]);
+    }
+    for scheme in StagingScheme::ALL {
+        if scheme != StagingScheme::None {
+            table.row(vec![
+                format!("write_decision_ns.{}", scheme.name().replace('-', "_")),
+                format!("{:.1}", costs.write_decision_ns.of(scheme)),
+                "measured".to_string(),
+            ]);
+        }
+    }
+    for (name, ns, from) in [
         ("copy_ns", costs.copy_ns, "measured"),
         ("lock_ns", costs.lock_ns, "measured"),
         ("btt_write_ns", costs.btt_write_ns, "measured"),

@@ -1,15 +1,19 @@
 //! Co-Active (Sun et al., TPDS'21), ported from NVMe SSDs as seed 001 §4.1 describes it: dirty
 //! and clean lists, a Bloom filter that tells hot blocks (written recently) from cold ones, and
-//! write-back of dirty blocks whenever the device idles, the block staying cached, clean. A write
-//! that misses a full cache takes the least recently written clean slot; with none, it writes a
-//! dirty block back first (the "2-step write"). Cold blocks go first, both to the idle-time
-//! write-back and to a stalled write, so hot ones stay cached to take more writes.
+//! write-back of cold dirty blocks whenever the device idles, the block staying cached, clean.
+//! A write that misses a full cache takes the least recently written clean slot; with none, it
+//! writes a dirty block back first (the "2-step write"), a cold one if it finds one, so hot ones
+//! stay cached to take more writes.
 //!
 //! Our reading: a block is hot when it is written again while the filter still has its last
 //! write. The filter is two halves, a block in it when either half has it; the younger half
 //! takes every write and, once it has taken as many as there are slots, becomes the elder and
 //! the elder is cleared, so "recently" means about one cache's worth of writes. The search for
-//! a cold dirty block looks at the [`COLD_SEARCH`] least recently written.
+//! a cold dirty block looks at the [`COLD_SEARCH`] least recently written. The device idles
+//! when no request is in it: a block driver sees its own requests, not the memory's channels.
+//! Under one client's continuous requests that is only between two of them (seed 001 §4.2:
+//! "PMem is unlikely to be idle"), and with several clients hardly ever (its Fig 5e: Co-Active
+//! does clearly worse with more than one job).
 
 use rustc_hash::FxHashMap;
 
@@ -109,17 +113,18 @@ impl CoActive {
         }
     }
 
-    /// Among the least recently written dirty blocks that can be written back, the first
-    /// cold one, else the first.
-    fn coldest_dirty(&self, view: &View<'_>) -> Option<u32> {
-        let mut candidates = self
-            .dirty
+    /// The least recently written dirty blocks that can be written back.
+    fn oldest_dirty<'a>(&'a self, view: &'a View<'_>) -> impl Iterator<Item = u32> + 'a {
+        self.dirty
             .iter(&self.links)
             .filter(|&slot| view.slots[slot as usize].state == SlotState::Valid)
             .take(COLD_SEARCH)
-            .peekable();
-        let oldest = candidates.peek().copied();
-        candidates.find(|&slot| !self.hot[slot as usize]).or(oldest)
+    }
+
+    /// Among the least recently written dirty blocks, the first cold one.
+    fn cold_dirty(&self, view: &View<'_>) -> Option<u32> {
+        self.oldest_dirty(view)
+            .find(|&slot| !self.hot[slot as usize])
     }
 }
 
@@ -167,16 +172,21 @@ impl Scheme for CoActive {
         {
             return WhenFull::Reuse(slot);
         }
-        self.coldest_dirty(view)
+        self.cold_dirty(view)
+            .or_else(|| self.oldest_dirty(view).next())
             .map_or(WhenFull::Wait, |slot| WhenFull::Evict(vec![slot]))
     }
 
     fn background(&mut self, view: &View<'_>, device_idle: bool) -> Option<u32> {
         if device_idle {
-            self.coldest_dirty(view)
+            self.cold_dirty(view)
         } else {
             None
         }
+    }
+
+    fn background_when_idle(&self) -> bool {
+        true
     }
 
     fn keeps_clean(&self) -> bool {

@@ -330,8 +330,13 @@ pub trait Scheme: Send {
     /// A write of `lba` missed and no slot is free.
     fn when_full(&mut self, view: &View<'_>, lba: u64) -> WhenFull;
     /// The next Valid slot a background thread should write back, if any; `device_idle` when
-    /// no foreground write is on the device.
+    /// no request is in the device (none between its arrival and its answer).
     fn background(&mut self, view: &View<'_>, device_idle: bool) -> Option<u32>;
+    /// Whether background threads write back only while the device idles, so must be woken
+    /// when it becomes idle.
+    fn background_when_idle(&self) -> bool {
+        false
+    }
     /// Whether a slot written back stays cached (Clean) rather than going Free.
     fn keeps_clean(&self) -> bool {
         false
@@ -443,6 +448,11 @@ impl Staging {
     /// See [`Scheme::has_background`].
     pub fn has_background(&self) -> bool {
         self.scheme.has_background()
+    }
+
+    /// See [`Scheme::background_when_idle`].
+    pub fn background_when_idle(&self) -> bool {
+        self.scheme.background_when_idle()
     }
 
     /// See [`Scheme::metadata_bytes_per_slot`].
@@ -624,7 +634,7 @@ impl Staging {
     }
 
     /// The next slot a background thread writes back (now Evicting), if the scheme has one;
-    /// `device_idle` when no foreground write is on the device.
+    /// `device_idle` when no request is in the device.
     pub fn background(&mut self, device_idle: bool) -> Option<Victim> {
         let (scheme, view) = self.scheme_and_view();
         let slot = scheme.background(&view, device_idle)?;

@@ -3,6 +3,7 @@
 //! 256 B units to a 4 KiB write, yet it takes 37.4% longer than raw PM (seed 001 §2). So each
 //! stack's CPU path is charged too, from measurements kept with their source.
 
+use heterarchy_engine::staging::StagingScheme;
 use serde::{Deserialize, Serialize};
 
 /// CPU time per operation of each stack, ns. `heterarchy device staging-costs` measures them
@@ -14,10 +15,11 @@ pub struct StackCosts {
     /// layer, the completion), the same for every stack. Seed 001 Fig 7: under Caiti this
     /// issue-to-arrival gap is 54.0% of a request's time.
     pub submit_ns: f64,
-    /// A staging cache's decision: the set's write-back-queue scan, the state changes, and the
-    /// eviction bookkeeping each write brings. Measured: Caiti's `Staging::write`, `write_done`,
-    /// `background` and `evicted` on a full-size table.
+    /// Finding a block in a staging cache's index: a read's decision. Measured on Caiti's.
     pub lookup_ns: f64,
+    /// Each staging cache's decision on a write and the bookkeeping of the write-backs it
+    /// brings (seed 001 §4.3 finds Co-Active's hot/cold separation costly). Measured.
+    pub write_decision_ns: WriteDecisionCosts,
     /// Copying 4 KiB into or out of a DRAM slot. Measured.
     pub copy_ns: f64,
     /// Taking and giving back the staging table's lock, uncontended: once to decide, once to
@@ -36,14 +38,88 @@ pub struct StackCosts {
     pub persist_ns: f64,
 }
 
+/// A write's decision in each staging cache, ns: `Staging::write` and `write_done` (again after
+/// each write-back the write waits for), and one background write-back's `background` and
+/// `evicted` where the scheme has background threads, on a full 512 MiB table under random
+/// writes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WriteDecisionCosts {
+    pub caiti: f64,
+    pub caiti_no_ee: f64,
+    pub caiti_no_bp: f64,
+    pub pmbd: f64,
+    pub pmbd70: f64,
+    pub lru: f64,
+    pub coactive: f64,
+}
+
+impl WriteDecisionCosts {
+    /// `scheme`'s cost (none without a cache).
+    pub fn of(&self, scheme: StagingScheme) -> f64 {
+        match scheme {
+            StagingScheme::None => 0.0,
+            StagingScheme::Caiti {
+                eager_eviction,
+                conditional_bypass,
+            } => match (eager_eviction, conditional_bypass) {
+                (false, _) => self.caiti_no_ee,
+                (true, false) => self.caiti_no_bp,
+                (true, true) => self.caiti,
+            },
+            StagingScheme::Pmbd => self.pmbd,
+            StagingScheme::Pmbd70 => self.pmbd70,
+            StagingScheme::Lru => self.lru,
+            StagingScheme::CoActive => self.coactive,
+        }
+    }
+
+    fn of_mut(&mut self, scheme: StagingScheme) -> Option<&mut f64> {
+        match scheme {
+            StagingScheme::None => None,
+            StagingScheme::Caiti {
+                eager_eviction: false,
+                ..
+            } => Some(&mut self.caiti_no_ee),
+            StagingScheme::Caiti {
+                conditional_bypass: false,
+                ..
+            } => Some(&mut self.caiti_no_bp),
+            StagingScheme::Caiti { .. } => Some(&mut self.caiti),
+            StagingScheme::Pmbd => Some(&mut self.pmbd),
+            StagingScheme::Pmbd70 => Some(&mut self.pmbd70),
+            StagingScheme::Lru => Some(&mut self.lru),
+            StagingScheme::CoActive => Some(&mut self.coactive),
+        }
+    }
+}
+
+impl Default for WriteDecisionCosts {
+    /// See [`StackCosts::default`].
+    fn default() -> WriteDecisionCosts {
+        WriteDecisionCosts {
+            caiti: 41.0,
+            caiti_no_ee: 95.0,
+            caiti_no_bp: 42.0,
+            pmbd: 58.0,
+            pmbd70: 53.0,
+            lru: 119.0,
+            coactive: 188.0,
+        }
+    }
+}
+
 impl Default for StackCosts {
-    /// Measured on the development VM (2-core AMD EPYC, 2026-11-26; the median of three runs)
-    /// with `heterarchy device staging-costs`; `submit_ns` follows from the measured Caiti path
-    /// and seed 001 Fig 7's 54%; `persist_ns` is set.
+    /// Measured on the development VM (2-core AMD EPYC) with `heterarchy device staging-costs`:
+    /// the median of three runs on 2026-11-26, the lookup and the write decisions the median of
+    /// five runs of a million rounds on 2026-11-26 (a later session, Caiti's decision again
+    /// 41 ns); `submit_ns` follows from the measured Caiti path and seed 001 Fig 7's 54%;
+    /// `persist_ns` is set.
     fn default() -> StackCosts {
         StackCosts {
             submit_ns: 563.0,
-            lookup_ns: 41.0,
+            lookup_ns: 3.0,
+            write_decision_ns: WriteDecisionCosts::default(),
             copy_ns: 430.0,
             lock_ns: 4.4,
             btt_write_ns: 64.0,
@@ -63,7 +139,7 @@ pub fn measure_costs(rounds: u32) -> std::io::Result<StackCosts> {
 
     use heterarchy_device::backend::btt::{BttBackend, BttOptions};
     use heterarchy_device::backend::{Backend, RamBackend};
-    use heterarchy_engine::staging::{Staging, StagingConfig, StagingScheme, WriteStep};
+    use heterarchy_engine::staging::{Staging, StagingConfig};
 
     const BLOCK: usize = 4096;
     const MEDIA_BYTES: u64 = 256 << 20;
@@ -114,17 +190,32 @@ pub fn measure_costs(rounds: u32) -> std::io::Result<StackCosts> {
     }
     let btt_read_ns = (per_op(start) - raw_write_ns).max(0.0);
 
-    // Caiti's decision and its eviction bookkeeping, on a full-size table.
-    let mut table =
-        Staging::new(&StagingConfig::new(StagingScheme::CAITI, 512 << 20, 4096)).expect("a cache");
+    // A read's lookup, and each cache's write decision, on full-size tables.
+    let mut write_decision_ns = WriteDecisionCosts::default();
+    let mut caiti_table = None;
+    for scheme in StagingScheme::ALL {
+        let Some(cost) = write_decision_ns.of_mut(scheme) else {
+            continue;
+        };
+        let mut table =
+            Staging::new(&StagingConfig::new(scheme, 512 << 20, 4096)).expect("a cache");
+        // Until the cache is full and the schemes have settled.
+        for _ in 0..table.capacity() * 2 {
+            decide_write(&mut table, random(16 << 20))?;
+        }
+        let start = Instant::now();
+        for _ in 0..rounds {
+            decide_write(&mut table, random(16 << 20))?;
+        }
+        *cost = per_op(start);
+        if scheme == StagingScheme::CAITI {
+            caiti_table = Some(table);
+        }
+    }
+    let mut caiti_table = caiti_table.expect("Caiti is among the schemes");
     let start = Instant::now();
     for _ in 0..rounds {
-        if let WriteStep::Cache { slot, .. } = table.write(random(16 << 20)) {
-            table.write_done(slot);
-        }
-        if let Some(victim) = table.background(false) {
-            table.evicted(victim.slot);
-        }
+        black_box(caiti_table.read(random(16 << 20)));
     }
     let lookup_ns = per_op(start);
 
@@ -135,14 +226,52 @@ pub fn measure_costs(rounds: u32) -> std::io::Result<StackCosts> {
     }
     let lock_ns = per_op(start);
 
-    let caiti_path = lookup_ns + copy_ns + 2.0 * lock_ns;
+    let caiti_path = write_decision_ns.caiti + copy_ns + 2.0 * lock_ns;
     Ok(StackCosts {
         submit_ns: caiti_path * 0.54 / (1.0 - 0.54),
         lookup_ns,
+        write_decision_ns,
         copy_ns,
         lock_ns,
         btt_write_ns,
         btt_read_ns,
         persist_ns: StackCosts::default().persist_ns,
     })
+}
+
+/// One write of block `lba` decided to the end, with the write-backs it waits for done at
+/// once, then one background write-back where the scheme has background threads.
+fn decide_write(table: &mut heterarchy_engine::staging::Staging, lba: u64) -> std::io::Result<()> {
+    use heterarchy_engine::staging::WriteStep;
+
+    loop {
+        match table.write(lba) {
+            WriteStep::Cache { slot, .. } => {
+                table.write_done(slot);
+                break;
+            }
+            WriteStep::Bypass => {
+                table.bypass_done(lba);
+                break;
+            }
+            WriteStep::EvictFirst(victims) => {
+                for victim in victims {
+                    table.evicted(victim.slot);
+                }
+            }
+            WriteStep::Wait => match table.background(true) {
+                Some(victim) => table.evicted(victim.slot),
+                None => {
+                    return Err(std::io::Error::other(format!(
+                        "{}: a write waits with nothing to write back",
+                        table.scheme().name()
+                    )))
+                }
+            },
+        }
+    }
+    if let Some(victim) = table.background(true) {
+        table.evicted(victim.slot);
+    }
+    Ok(())
 }

@@ -23,7 +23,7 @@ use heterarchy_device::spec::DeviceSpec;
 use heterarchy_engine::staging::{StagingScheme, StagingStats, STAGING_NAMES};
 use serde::Serialize;
 
-pub use costs::{measure_costs, StackCosts};
+pub use costs::{measure_costs, StackCosts, WriteDecisionCosts};
 pub use run::run_staged;
 
 /// A block stack on persistent memory.

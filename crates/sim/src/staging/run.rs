@@ -58,7 +58,8 @@ enum RequestOp {
 struct Current {
     submitted_ns: u64,
     op: RequestOp,
-    submit_paid: bool,
+    /// When it reached the driver, past the application-to-driver path.
+    in_driver_ns: Option<u64>,
     /// Slots this request writes back before it goes on.
     victims: VecDeque<Victim>,
     flush: Option<FlushTicket>,
@@ -155,9 +156,6 @@ struct Thread {
     accesses: Vec<Access>,
     /// Where its current step's time goes, from when.
     charge: Option<(Category, u64)>,
-    /// Whether its current step is a foreground device write (Co-Active cleans only when
-    /// there is none).
-    on_device: bool,
 }
 
 struct Sim<'a> {
@@ -175,7 +173,6 @@ struct Sim<'a> {
     /// The PM's access unit and channels (DIMMs).
     unit_bytes: u32,
     channels: u64,
-    foreground_on_device: u32,
     jobs_running: u32,
     time_ns: [u64; CATEGORIES.len()],
     latency_ns: Histogram<u64>,
@@ -238,7 +235,6 @@ pub fn run_staged(config: &StagedConfig) -> StagedResult {
         blocks: (config.device_bytes / u64::from(BLOCK_BYTES)).max(1),
         unit_bytes: config.pm.granularity_bytes.clamp(1, BLOCK_BYTES),
         channels: u64::from(config.pm.channels.max(1)),
-        foreground_on_device: 0,
         jobs_running: config.jobs.max(1),
         time_ns: [0; CATEGORIES.len()],
         latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("bounds"),
@@ -285,7 +281,6 @@ impl Thread {
             accesses: Vec::new(),
             charge: None,
             waiting_since: 0,
-            on_device: false,
         }
     }
 }
@@ -352,15 +347,11 @@ impl Sim<'_> {
     /// Starts a step of `thread` on its core: CPU work until `cpu_end`, then `io`'s accesses
     /// to the PM one after the other, each submitted when the one before completes (so the
     /// model's channels see them in time order). Its time from `since` goes to `category`.
-    fn step(&mut self, thread: u32, work: Work, cpu_end: u64, io: Io, on_device: bool) {
+    fn step(&mut self, thread: u32, work: Work, cpu_end: u64, io: Io) {
         let state = &mut self.threads[thread as usize];
         state.work = Some(work);
-        state.on_device = on_device;
         state.accesses = io.accesses;
         state.charge = io.charge;
-        if on_device {
-            self.foreground_on_device += 1;
-        }
         let cpu_end = cpu_end + io.cpu_ns;
         let pending = if state.accesses.is_empty() {
             Pending::StepEnd
@@ -507,22 +498,16 @@ impl Sim<'_> {
             job.current = Some(Current {
                 submitted_ns,
                 op,
-                submit_paid: false,
+                in_driver_ns: None,
                 victims: VecDeque::new(),
                 flush: None,
             });
         }
-        let submit_due = !std::mem::replace(
-            &mut job
-                .current
-                .as_mut()
-                .expect("a request in progress")
-                .submit_paid,
-            true,
-        );
+        let current = job.current.as_mut().expect("a request in progress");
         let mut start = now;
-        if submit_due {
+        if current.in_driver_ns.is_none() {
             start += costs.submit_ns as u64;
+            current.in_driver_ns = Some(start);
             self.charge(thread, Category::Others, costs.submit_ns as u64);
         }
         let current = self.current_mut(thread);
@@ -534,7 +519,7 @@ impl Sim<'_> {
                 Category::EvictionAndWrite
             };
             let io = self.btt_write(victim.lba, Some((category, start)));
-            self.step(thread, Work::WroteBack(victim.slot), start, io, true);
+            self.step(thread, Work::WroteBack(victim.slot), start, io);
             return;
         }
         let op = current.op;
@@ -554,23 +539,23 @@ impl Sim<'_> {
                 Stack::RawPm => self.raw_write(lba, charge),
                 Stack::Btt(_) => self.btt_write(lba, charge),
             };
-            self.step(thread, Work::Done, start, io, true);
+            self.step(thread, Work::Done, start, io);
             return;
         };
         let decision = staging.write(lba);
-        let lookup = (costs.lookup_ns + costs.lock_ns) as u64;
+        let lookup = (costs.write_decision_ns.of(stack.staging()) + costs.lock_ns) as u64;
         match decision {
             WriteStep::Cache { slot, .. } => {
                 self.charge(thread, Category::Metadata, lookup);
                 self.charge(thread, Category::CacheWrite, costs.copy_ns as u64);
                 self.charge(thread, Category::Enqueue, costs.lock_ns as u64);
                 let end = start + lookup + (costs.copy_ns + costs.lock_ns) as u64;
-                self.step(thread, Work::Cached(slot), end, Io::none(), false);
+                self.step(thread, Work::Cached(slot), end, Io::none());
             }
             WriteStep::Bypass => {
                 self.charge(thread, Category::Metadata, lookup);
                 let io = self.btt_write(lba, Some((Category::Bypass, start + lookup)));
-                self.step(thread, Work::Bypassed(lba), start + lookup, io, true);
+                self.step(thread, Work::Bypassed(lba), start + lookup, io);
             }
             WriteStep::EvictFirst(victims) => {
                 self.charge(thread, Category::Metadata, lookup);
@@ -604,11 +589,11 @@ impl Sim<'_> {
             ReadStep::Slot(_) => {
                 let end = start + lookup + costs.copy_ns as u64;
                 self.charge(thread, Category::Read, end - start);
-                self.step(thread, Work::Done, end, Io::none(), false);
+                self.step(thread, Work::Done, end, Io::none());
             }
             ReadStep::Device => {
                 let io = self.device_read(lba, Some((Category::Read, start)));
-                self.step(thread, Work::Done, start + lookup, io, false);
+                self.step(thread, Work::Done, start + lookup, io);
             }
             ReadStep::Wait => self.park(thread),
         }
@@ -618,7 +603,7 @@ impl Sim<'_> {
         let Some(staging) = self.staging.as_mut() else {
             // Every write is durable when answered: a fence.
             let end = start + self.config.costs.persist_ns as u64;
-            self.step(thread, Work::Done, end, Io::none(), false);
+            self.step(thread, Work::Done, end, Io::none());
             return;
         };
         let current = match &mut self.threads[thread as usize].role {
@@ -635,13 +620,32 @@ impl Sim<'_> {
             FlushStep::Done => {
                 let end = start + self.config.costs.persist_ns as u64;
                 self.charge(thread, Category::Flush, end - self.now);
-                self.step(thread, Work::Done, end, Io::none(), false);
+                self.step(thread, Work::Done, end, Io::none());
             }
         }
     }
 
+    /// Whether no request is in the driver now: a job's past its application-to-driver path
+    /// and not yet answered, or the file system's periodic flush (Co-Active cleans only then).
+    fn device_idle(&self) -> bool {
+        let jobs = self.config.jobs.max(1) as usize;
+        // Jobs come first and the flusher, if any, last.
+        let flusher = self.threads.last().map(|thread| &thread.role);
+        !matches!(flusher, Some(Role::Flusher { flush: Some(_), .. }))
+            && self.threads[..jobs]
+                .iter()
+                .all(|thread| match &thread.role {
+                    Role::Job(job) => job
+                        .current
+                        .as_ref()
+                        .and_then(|current| current.in_driver_ns)
+                        .is_none_or(|since| since > self.now),
+                    _ => unreachable!("jobs come first"),
+                })
+    }
+
     fn begin_evictor(&mut self, thread: u32) {
-        let idle = self.foreground_on_device == 0;
+        let idle = self.device_idle();
         let victim = self
             .staging
             .as_mut()
@@ -650,7 +654,7 @@ impl Sim<'_> {
             Some(victim) => {
                 let io = self.btt_write(victim.lba, None);
                 let start = self.now + self.config.costs.lock_ns as u64;
-                self.step(thread, Work::WroteBack(victim.slot), start, io, false);
+                self.step(thread, Work::WroteBack(victim.slot), start, io);
             }
             None => {
                 self.idle_evictors.push(thread);
@@ -671,7 +675,7 @@ impl Sim<'_> {
         };
         if let Some(victim) = victims.pop_front() {
             let io = self.btt_write(victim.lba, None);
-            self.step(thread, Work::WroteBack(victim.slot), now, io, false);
+            self.step(thread, Work::WroteBack(victim.slot), now, io);
             return;
         }
         let staging = self.staging.as_mut().expect("a flusher flushes a cache");
@@ -693,6 +697,9 @@ impl Sim<'_> {
                 let interval = self.config.flush_interval_ns.expect("a periodic flusher");
                 self.schedule(started + interval, thread, Pending::Timer);
                 self.release_core();
+                if self.device_idle() {
+                    self.wake_evictor();
+                }
             }
         }
     }
@@ -702,12 +709,6 @@ impl Sim<'_> {
         let work = self.threads[thread as usize].work.take();
         if let Some((category, since)) = self.threads[thread as usize].charge.take() {
             self.charge(thread, category, self.now - since);
-        }
-        if std::mem::replace(&mut self.threads[thread as usize].on_device, false) {
-            self.foreground_on_device -= 1;
-            if self.foreground_on_device == 0 {
-                self.wake_evictor();
-            }
         }
         let mut request_done = false;
         match work {
@@ -731,6 +732,9 @@ impl Sim<'_> {
         }
         if request_done && self.is_job(thread) {
             self.complete(thread);
+            if self.device_idle() {
+                self.wake_evictor();
+            }
         }
         self.release_core();
         self.want_core(thread);
