@@ -57,21 +57,8 @@ pub struct WriteDecisionCosts {
 impl WriteDecisionCosts {
     /// `scheme`'s cost (none without a cache).
     pub fn of(&self, scheme: StagingScheme) -> f64 {
-        match scheme {
-            StagingScheme::None => 0.0,
-            StagingScheme::Caiti {
-                eager_eviction,
-                conditional_bypass,
-            } => match (eager_eviction, conditional_bypass) {
-                (false, _) => self.caiti_no_ee,
-                (true, false) => self.caiti_no_bp,
-                (true, true) => self.caiti,
-            },
-            StagingScheme::Pmbd => self.pmbd,
-            StagingScheme::Pmbd70 => self.pmbd70,
-            StagingScheme::Lru => self.lru,
-            StagingScheme::CoActive => self.coactive,
-        }
+        let mut costs = *self;
+        costs.of_mut(scheme).map_or(0.0, |cost| *cost)
     }
 
     fn of_mut(&mut self, scheme: StagingScheme) -> Option<&mut f64> {
