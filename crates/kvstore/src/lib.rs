@@ -5,17 +5,19 @@
 //! persistent memory.
 
 mod expiry;
+mod index;
 mod key;
 mod layout;
+mod media;
 mod recover;
+mod request;
 mod segments;
 mod stats;
 mod store;
 
 pub use expiry::{Expiry, RELATIVE_LIMIT_SECS};
+pub use index::index_entry_bytes;
 pub use recover::Recovery;
+pub use request::{Arithmetic, Counted, Delete, Deleted, Found, Lookup, Mode, Stored, Write};
 pub use stats::StoreStats;
-pub use store::{
-    index_entry_bytes, Arithmetic, Counted, Delete, Deleted, Found, Lookup, Mode, Store,
-    StoreConfig, Stored, Write, DEFAULT_ITEM_MAX_BYTES, DEFAULT_SEGMENT_BYTES,
-};
+pub use store::{Store, StoreConfig, DEFAULT_ITEM_MAX_BYTES, DEFAULT_SEGMENT_BYTES};

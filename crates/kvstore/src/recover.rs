@@ -22,13 +22,14 @@ use std::io;
 use heterarchy_device::backend::Backend;
 
 use crate::expiry::Expiry;
+use crate::index::Item;
 use crate::key::Key;
 use crate::layout::{
     record_bytes, RecordHeader, SegmentHeader, StoreHeader, RECORD_HEADER_BYTES,
     SEGMENT_HEADER_BYTES, STATE_LIVE, STATE_STALE, STORE_HEADER_BYTES,
 };
 use crate::segments::{Segment, Segments};
-use crate::store::{Item, StoreConfig};
+use crate::store::StoreConfig;
 
 /// What opening a store found.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,23 +5,23 @@
 //!
 //! Times are passed in (Unix seconds), so the store is deterministic under test.
 
-use std::hash::BuildHasher;
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
 
-use hashbrown::HashTable;
-use heterarchy_device::backend::{wait_until, Backend, Throttle};
-use heterarchy_device::model::IoKind;
+use heterarchy_device::backend::{Backend, Throttle};
+
+mod space;
 
 use crate::expiry::Expiry;
-use crate::key::Key;
+use crate::index::{index_entry_bytes, Index, Item};
 use crate::layout::{
-    record_bytes, RecordHeader, SegmentHeader, StoreHeader, RECORD_HEADER_BYTES,
-    SEGMENT_HEADER_BYTES, STATE_LIVE, STATE_STALE,
+    record_bytes, RecordHeader, StoreHeader, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, STATE_LIVE,
+    STATE_STALE,
 };
+use crate::media::Media;
 use crate::recover::{self, Recovery};
-use crate::segments::{Reclaim, Segments};
+use crate::request::{Arithmetic, Counted, Delete, Deleted, Found, Lookup, Mode, Stored, Write};
+use crate::segments::Segments;
 use crate::stats::StoreStats;
 
 /// Default segment size, as Pelikan's `segment_size`.
@@ -44,12 +44,6 @@ pub struct StoreConfig {
     pub index_max_bytes: Option<u64>,
 }
 
-/// DRAM one index entry takes: the entry, the table's control byte, and its key's bytes when
-/// they are too long to be held in the entry.
-pub fn index_entry_bytes(key_len: usize) -> u64 {
-    (std::mem::size_of::<Item>() + 1 + Key::heap_bytes(key_len)) as u64
-}
-
 impl Default for StoreConfig {
     fn default() -> StoreConfig {
         StoreConfig {
@@ -60,175 +54,16 @@ impl Default for StoreConfig {
     }
 }
 
-/// An item in the DRAM index.
-#[derive(Clone, Debug)]
-pub(crate) struct Item {
-    pub key: Key,
-    /// The CAS unique.
-    pub cas: u64,
-    pub segment: u32,
-    pub offset: u32,
-    pub value_len: u32,
-    pub client_flags: u32,
-    pub expiry: Expiry,
-    pub accessed_secs: u32,
-    pub fetched: bool,
-    pub stale: bool,
-    /// A client was handed the right to recache it (the meta protocol's W flag).
-    pub win_sent: bool,
-}
-
-/// What a read asks for besides the value (memcached's gat and the meta get flags).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Lookup {
-    /// Set a new expiry (gat, mg `T`).
-    pub touch: Option<Expiry>,
-    /// Leave access time and "fetched" alone (mg `u`).
-    pub no_bump: bool,
-    /// On a miss, create an empty item with this expiry and hand this client the right to
-    /// fill it (mg `N`).
-    pub vivify: Option<Expiry>,
-    /// Hand out the right to recache when fewer seconds than this are left (mg `R`).
-    pub recache_below_secs: Option<u32>,
-    /// The CAS unique an item created by `vivify` gets instead of a fresh one (mg `E`).
-    pub new_cas: Option<u64>,
-}
-
-/// An item found by [`Store::get`]; its value is read with [`Store::read_value`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Found {
-    pub client_flags: u32,
-    pub cas: u64,
-    pub value_len: u32,
-    /// When it expires.
-    pub expiry: Expiry,
-    /// Seconds since it was last accessed, before this access.
-    pub idle_secs: u32,
-    /// It had been fetched before this access.
-    pub hit_before: bool,
-    /// It is marked stale (mg `X`).
-    pub stale: bool,
-    /// This client won the right to recache it (mg `W`).
-    pub win: bool,
-    /// Another client already won that right (mg `Z`).
-    pub already_won: bool,
-    location: (u32, u32, u16),
-}
-
-/// How a write treats what is already there (memcached's storage commands).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    Set,
-    /// Only if absent.
-    Add,
-    /// Only if present.
-    Replace,
-    /// Only if present; keeps its flags and expiry.
-    Append,
-    /// Only if present; keeps its flags and expiry.
-    Prepend,
-}
-
-/// A write.
-#[derive(Clone, Copy, Debug)]
-pub struct Write<'a> {
-    pub key: &'a [u8],
-    pub value: &'a [u8],
-    pub client_flags: u32,
-    pub expiry: Expiry,
-    pub mode: Mode,
-    /// Store only if the item's CAS unique is this (memcached's cas, ms `C`).
-    pub compare_cas: Option<u64>,
-    /// With `compare_cas`: a CAS older than the item's stores the value marked stale instead
-    /// of failing (ms `I`).
-    pub invalidate: bool,
-    /// The CAS unique to give the item instead of a fresh one (ms `E`).
-    pub new_cas: Option<u64>,
-}
-
-/// The result of a write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stored {
-    /// Stored with this CAS unique.
-    Stored(u64),
-    /// The mode's condition failed (NOT_STORED).
-    NotStored,
-    /// The CAS unique differs (EXISTS).
-    Exists,
-    /// A CAS write found no item (NOT_FOUND).
-    NotFound,
-    /// Over the item size limit.
-    TooLarge,
-}
-
-/// How a delete goes (delete, md); the default deletes.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Delete {
-    /// Only if the item's CAS unique is this (md `C`).
-    pub compare_cas: Option<u64>,
-    /// Mark the item stale with a new CAS unique, and this expiry if given, instead (md `I`,
-    /// `T`).
-    pub invalidate: Option<Option<Expiry>>,
-    /// Keep the item with an empty value instead (md `x`).
-    pub drop_value: bool,
-    /// The CAS unique a kept item gets instead of a fresh one (md `E`).
-    pub new_cas: Option<u64>,
-}
-
-/// The result of a delete.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Deleted {
-    Deleted,
-    NotFound,
-    Exists,
-}
-
-/// An increment or decrement (memcached's incr/decr, the meta `ma`).
-#[derive(Clone, Copy, Debug)]
-pub struct Arithmetic {
-    pub incr: bool,
-    pub delta: u64,
-    pub compare_cas: Option<u64>,
-    /// On a miss, create the item with this expiry and initial value (ma `N`, `J`).
-    pub vivify: Option<(Expiry, u64)>,
-    /// Set a new expiry (ma `T`).
-    pub touch: Option<Expiry>,
-    /// The CAS unique the item gets instead of a fresh one (ma `E`).
-    pub new_cas: Option<u64>,
-}
-
-/// The result of an increment or decrement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Counted {
-    /// The new value, CAS unique and expiry.
-    Value {
-        value: u64,
-        cas: u64,
-        expiry: Expiry,
-    },
-    NotFound,
-    NonNumeric,
-    Exists,
-}
-
 /// One tenant's cache.
 pub struct Store {
-    backend: Box<dyn Backend>,
-    throttle: Option<(Arc<Throttle>, Instant)>,
+    media: Media,
     config: StoreConfig,
-    index: HashTable<Item>,
-    hasher: foldhash::quality::RandomState,
+    index: Index,
     pub(crate) segments: Segments,
     next_sequence: u64,
     header: StoreHeader,
-    /// Every write is made durable before it is answered (persistent memory on DAX).
-    persist_each_write: bool,
-    /// Records carry checksums: the storage outlives the process.
-    checksums: bool,
     /// A delayed flush_all: everything stored before this time goes then.
     pending_flush_secs: Option<u32>,
-    /// DRAM the index takes, by [`index_entry_bytes`].
-    index_bytes: u64,
     /// A segment's live items are being written again (see [`Store::compact`]).
     compacting: bool,
     stats: StoreStats,
@@ -246,49 +81,43 @@ impl Store {
         check_config(&config, backend.size_bytes())?;
         let hasher = foldhash::quality::RandomState::default();
         let found = recover::scan(backend.as_ref(), &config, &hasher, now_secs)?;
-        let persist_each_write = backend.persist_is_cheap();
-        let checksums = backend.is_persistent();
+        let index = Index::new(hasher);
         let mut store = Store {
-            backend,
-            throttle: None,
+            media: Media::new(backend),
             segments: found.segments,
-            index: HashTable::new(),
-            hasher,
+            index,
             next_sequence: found.next_sequence,
             header: found.header,
             config,
-            persist_each_write,
-            checksums,
             pending_flush_secs: None,
-            index_bytes: 0,
             compacting: false,
             stats: StoreStats::default(),
             record: Vec::new(),
         };
         for item in found.items {
-            let hash = store.hash(&item.key);
-            store.index_insert(hash, item);
+            let hash = store.index.hash(&item.key);
+            store.index.insert(hash, item);
         }
         store.stats.total_items = store.index.len() as u64;
         // A restart with less DRAM for the index than before keeps the newest items.
         store.make_index_room(now_secs, 0)?;
         store.header.clean = false;
-        store.write_store_header()?;
+        store.media.write_store_header(&mut store.header)?;
         Ok((store, found.recovery))
     }
 
     /// Paces value accesses like a device model from now on (an emulated PM tier).
     pub fn set_throttle(&mut self, throttle: Arc<Throttle>) {
-        self.throttle = Some((throttle, Instant::now()));
+        self.media.set_throttle(throttle);
     }
 
     /// Makes everything durable and marks the store cleanly shut down, so the next start
     /// trusts all of it.
     pub fn shut_down(&mut self) -> io::Result<()> {
-        self.backend.flush()?;
+        self.media.flush()?;
         self.header.clean = true;
-        self.write_store_header()?;
-        self.backend.flush()
+        self.media.write_store_header(&mut self.header)?;
+        self.media.flush()
     }
 
     /// The counters, with the current item count and bytes.
@@ -296,22 +125,22 @@ impl Store {
         let mut stats = self.stats;
         stats.curr_items = self.index.len() as u64;
         stats.bytes = self.segments.segments.iter().map(|s| s.live_bytes).sum();
-        stats.limit_maxbytes = self.backend.size_bytes();
+        stats.limit_maxbytes = self.media.backend().size_bytes();
         stats.segments_in_use = self.segments.in_use() as u64;
-        stats.index_bytes = self.index_bytes;
+        stats.index_bytes = self.index.bytes();
         stats.index_max_bytes = self.config.index_max_bytes.unwrap_or(0);
         stats
     }
 
     /// What the store is on.
     pub fn describe(&self) -> String {
-        self.backend.describe()
+        self.media.backend().describe()
     }
 
     /// Looks `key` up (get, gets, gat, mg).
     pub fn get(&mut self, now_secs: u32, key: &[u8], lookup: &Lookup) -> io::Result<Option<Found>> {
         self.apply_pending_flush(now_secs);
-        let hash = self.hash(key);
+        let hash = self.index.hash(key);
         let found = self.live(now_secs, key, hash, |item| access(item, lookup, now_secs))?;
         let Some(mut found) = found else {
             self.stats.get_misses += 1;
@@ -332,7 +161,7 @@ impl Store {
             if !matches!(self.store(now_secs, &write)?, Stored::Stored(_)) {
                 return Ok(None);
             }
-            let item = self.find_mut(key, hash).expect("just stored");
+            let item = self.index.find_mut(key, hash).expect("just stored");
             item.win_sent = true;
             let mut found = found_of(item, now_secs);
             found.win = true;
@@ -354,16 +183,13 @@ impl Store {
             + u64::from(offset)
             + u64::from(RECORD_HEADER_BYTES)
             + u64::from(key_len);
-        let len = found.value_len as usize;
-        self.backend.append_to(at, len, out)?;
-        self.pace(IoKind::Read, at, len);
-        Ok(())
+        self.media.read(at, found.value_len as usize, out)
     }
 
     /// Stores an item (set, add, replace, append, prepend, cas, ms).
     pub fn store(&mut self, now_secs: u32, write: &Write) -> io::Result<Stored> {
         self.apply_pending_flush(now_secs);
-        let hash = self.hash(write.key);
+        let hash = self.index.hash(write.key);
         // What is needed of the item it replaces, without cloning its key.
         let current = self.live(now_secs, write.key, hash, |item| found_of(item, now_secs))?;
         let mut stale = false;
@@ -435,7 +261,7 @@ impl Store {
     /// Deletes `key` (delete, md), or marks it stale or empties it as `how` says.
     pub fn delete(&mut self, now_secs: u32, key: &[u8], how: &Delete) -> io::Result<Deleted> {
         self.apply_pending_flush(now_secs);
-        let hash = self.hash(key);
+        let hash = self.index.hash(key);
         let Some(item) = self.live(now_secs, key, hash, |item| item.clone())? else {
             self.stats.delete_misses += 1;
             return Ok(Deleted::NotFound);
@@ -458,7 +284,7 @@ impl Store {
                 state,
                 how.new_cas,
             )?;
-            if let Some(entry) = self.find_mut(key, hash) {
+            if let Some(entry) = self.index.find_mut(key, hash) {
                 entry.win_sent = false;
             }
         } else if how.drop_value {
@@ -482,7 +308,7 @@ impl Store {
     /// set refused as too large leaves behind, so that no stale value outlives the failed
     /// update (memcached does the same).
     pub fn discard(&mut self, now_secs: u32, key: &[u8]) -> io::Result<()> {
-        let hash = self.hash(key);
+        let hash = self.index.hash(key);
         match self.live(now_secs, key, hash, |_| ())? {
             Some(()) => self.remove(key, hash),
             None => Ok(()),
@@ -499,7 +325,7 @@ impl Store {
         request: &Arithmetic,
     ) -> io::Result<Counted> {
         self.apply_pending_flush(now_secs);
-        let hash = self.hash(key);
+        let hash = self.index.hash(key);
         let Some(item) = self.live(now_secs, key, hash, |item| item.clone())? else {
             self.stats.count_arithmetic(request.incr, false);
             let Some((expiry, initial)) = request.vivify else {
@@ -556,7 +382,7 @@ impl Store {
     /// Sets a new expiry on `key` (touch); false when it is not there.
     pub fn touch(&mut self, now_secs: u32, key: &[u8], expiry: Expiry) -> io::Result<bool> {
         self.apply_pending_flush(now_secs);
-        let hash = self.hash(key);
+        let hash = self.index.hash(key);
         let accessed = self.live(now_secs, key, hash, |item| item.accessed_secs = now_secs)?;
         if accessed.is_none() {
             self.stats.touch_misses += 1;
@@ -577,11 +403,10 @@ impl Store {
         self.pending_flush_secs = None;
         self.stats.flushed_items += self.index.len() as u64;
         self.index.clear();
-        self.index_bytes = 0;
         self.segments.release_all();
         // Records at or below this sequence are void at the next start.
         self.header.flushed_through = self.next_sequence - 1;
-        self.write_store_header()
+        self.media.write_store_header(&mut self.header)
     }
 
     fn apply_pending_flush(&mut self, now_secs: u32) {
@@ -589,18 +414,6 @@ impl Store {
             // A failure to persist the flush mark only means a restart may find the items.
             let _ = self.flush_all(now_secs, 0);
         }
-    }
-
-    fn hash(&self, key: &[u8]) -> u64 {
-        self.hasher.hash_one(key)
-    }
-
-    fn find(&self, key: &[u8], hash: u64) -> Option<&Item> {
-        self.index.find(hash, |item| *item.key == *key)
-    }
-
-    fn find_mut(&mut self, key: &[u8], hash: u64) -> Option<&mut Item> {
-        self.index.find_mut(hash, |item| *item.key == *key)
     }
 
     /// What `on_live` makes of `key`'s item, if it has one that has not expired; an expired
@@ -612,7 +425,7 @@ impl Store {
         hash: u64,
         on_live: impl FnOnce(&mut Item) -> R,
     ) -> io::Result<Option<R>> {
-        let fetched = match self.index.find_mut(hash, |item| *item.key == *key) {
+        let fetched = match self.index.find_mut(key, hash) {
             None => return Ok(None),
             Some(item) if !item.expiry.has_passed(now_secs) => return Ok(Some(on_live(item))),
             Some(item) => item.fetched,
@@ -628,13 +441,6 @@ impl Store {
         }
         self.stats.reclaimed += 1;
         self.remove(key, hash)
-    }
-
-    fn index_insert(&mut self, hash: u64, item: Item) {
-        self.index_bytes += index_entry_bytes(item.key.len());
-        let hasher = &self.hasher;
-        self.index
-            .insert_unique(hash, item, |item| hasher.hash_one(&*item.key));
     }
 
     fn fits(&self, key_len: usize, value_len: usize) -> bool {
@@ -657,7 +463,7 @@ impl Store {
         state: u8,
         given_cas: Option<u64>,
     ) -> io::Result<u64> {
-        if self.config.index_max_bytes.is_some() && self.find(key, hash).is_none() {
+        if self.config.index_max_bytes.is_some() && self.index.find(key, hash).is_none() {
             self.make_index_room(now_secs, index_entry_bytes(key.len()))?;
         }
         let bytes = record_bytes(key.len(), value.len());
@@ -677,16 +483,15 @@ impl Store {
         };
         self.record.clear();
         self.record
-            .extend_from_slice(&header.encode(key, value, self.checksums));
+            .extend_from_slice(&header.encode(key, value, self.media.durable()));
         self.record.extend_from_slice(key);
         self.record.extend_from_slice(value);
         self.record.resize(bytes as usize, 0);
         let at = self.segments.base_offset(segment) + u64::from(offset);
-        self.backend.write_streaming(at, &self.record)?;
-        self.pace(IoKind::Write, at, self.record.len());
+        self.media.write_record(at, &self.record)?;
         self.segments.segments[segment as usize].note_record(hash, offset, bytes, expiry);
         let stale = state & STATE_STALE != 0;
-        let replaced = match self.find_mut(key, hash) {
+        let replaced = match self.index.find_mut(key, hash) {
             Some(item) => {
                 let old = (
                     item.segment,
@@ -719,15 +524,12 @@ impl Store {
                     stale,
                     win_sent: false,
                 };
-                self.index_insert(hash, item);
+                self.index.insert(hash, item);
                 None
             }
         };
-        if self.persist_each_write {
-            self.backend.persist(at, bytes)?;
-        }
         // Void the record this one replaces before the reply, and only once this one is
-        // durable: a crash in between leaves both, and the newer sequence wins at restart; a
+        // durable (which `write_record` made it): a crash in between leaves both, and the newer sequence wins at restart; a
         // void that never reached the medium would bring the old value back once the new one
         // is evicted.
         if let Some((old_segment, old_offset, old_bytes)) = replaced {
@@ -737,194 +539,32 @@ impl Store {
         Ok(cas)
     }
 
-    /// A segment and offset where `bytes` fit, in the bucket of `expiry`: the bucket's open
-    /// segment, or a new one. For one, an expired segment is freed; else the segment with the
-    /// most dead bytes (overwritten or deleted items) is compacted if at least half of it is
-    /// dead, so a cache with room to spare keeps its live items however often others are
-    /// overwritten; else the oldest segment is evicted: only a cache more than half full of
-    /// live items evicts (seed 000 §5.2.5 leaves eviction to Pelikan's segments; this is the
-    /// simplest rule that never drops a live item while half the space is dead).
-    fn room_for(&mut self, now_secs: u32, expiry: Expiry, bytes: u64) -> io::Result<(u32, u32)> {
-        let bucket = self.segments.bucket_of(expiry, now_secs);
-        loop {
-            if let Some(segment) = self.segments.open_with_room(bucket, bytes) {
-                let offset = self.segments.segments[segment as usize].write_offset;
-                return Ok((segment, offset));
-            }
-            if let Some((segment, header)) = self.segments.open_free(bucket, now_secs) {
-                self.write_segment_header(segment, &header)?;
-                return Ok((segment, SEGMENT_HEADER_BYTES));
-            }
-            let compactable = self
-                .segments
-                .emptiest()
-                .filter(|&index| self.worth_compacting(index));
-            match (self.segments.pick_reclaim(now_secs), compactable) {
-                (Some(Reclaim::Evicted(_)), Some(index)) => self.compact(index, now_secs)?,
-                (Some(reclaim), _) => self.reclaim(reclaim, now_secs)?,
-                (None, _) => return Err(io::Error::other("no segment to reclaim")),
-            }
-        }
-    }
-
-    /// Whether segment `index` is at least half dead, and no compaction is under way (the
-    /// items a compaction moves take plain eviction if they need room).
-    fn worth_compacting(&self, index: u32) -> bool {
-        let capacity = u64::from(self.config.segment_bytes - SEGMENT_HEADER_BYTES);
-        !self.compacting && self.segments.segments[index as usize].live_bytes * 2 <= capacity
-    }
-
-    /// Frees segment `index` and writes its live items again, newest segments, same CAS
-    /// uniques, expiries, flags and access state.
-    fn compact(&mut self, index: u32, now_secs: u32) -> io::Result<()> {
-        let items = self.release_segment(index)?;
-        // Every value is read before any is written: the first write may reuse the segment.
-        let mut moving = Vec::with_capacity(items.len());
-        for item in items {
-            if item.expiry.has_passed(now_secs) {
-                self.stats.reclaimed += 1;
-                continue;
-            }
-            let value = self.read_item_value(&item)?;
-            moving.push((item, value));
-        }
-        self.compacting = true;
-        let moved = self.move_items(moving, now_secs);
-        self.compacting = false;
-        self.stats.segments_compacted += 1;
-        moved
-    }
-
-    fn move_items(&mut self, moving: Vec<(Item, Vec<u8>)>, now_secs: u32) -> io::Result<()> {
-        for (item, value) in moving {
-            let hash = self.hash(&item.key);
-            let state = match item.stale {
-                true => STATE_LIVE | STATE_STALE,
-                false => STATE_LIVE,
-            };
-            self.put(
-                now_secs,
-                &item.key,
-                hash,
-                &value,
-                item.client_flags,
-                item.expiry,
-                state,
-                Some(item.cas),
-            )?;
-            self.stats.total_items -= 1;
-            if let Some(moved) = self.find_mut(&item.key, hash) {
-                moved.accessed_secs = item.accessed_secs;
-                moved.fetched = item.fetched;
-                moved.win_sent = item.win_sent;
-            }
-        }
-        Ok(())
-    }
-
-    /// Reclaims expired or oldest segments until the index has `entry_bytes` to spare under
-    /// its limit.
-    fn make_index_room(&mut self, now_secs: u32, entry_bytes: u64) -> io::Result<()> {
-        let Some(limit) = self.config.index_max_bytes else {
-            return Ok(());
-        };
-        while self.index_bytes + entry_bytes > limit {
-            let reclaim = self.segments.pick_reclaim(now_secs).ok_or_else(|| {
-                io::Error::other("the index memory limit is below one item's entry")
-            })?;
-            self.reclaim(reclaim, now_secs)?;
-        }
-        Ok(())
-    }
-
-    /// Frees a segment, dropping its items: expired ones count as reclaimed, others as
-    /// evicted.
-    fn reclaim(&mut self, reclaim: Reclaim, now_secs: u32) -> io::Result<()> {
-        let (index, expired) = match reclaim {
-            Reclaim::Expired(index) => (index, true),
-            Reclaim::Evicted(index) => (index, false),
-        };
-        for item in self.release_segment(index)? {
-            if expired || item.expiry.has_passed(now_secs) {
-                self.stats.reclaimed += 1;
-            } else {
-                self.stats.evictions += 1;
-                if !item.fetched {
-                    self.stats.evicted_unfetched += 1;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Frees a segment: its items leave the index (and are returned), and its header on
-    /// storage says free before its space is reused. Its records stay readable until then.
-    fn release_segment(&mut self, index: u32) -> io::Result<Vec<Item>> {
-        let (records, header) = self.segments.release(index);
-        let mut items = Vec::new();
-        for (hash, offset) in records {
-            let Ok(entry) = self
-                .index
-                .find_entry(hash, |item| item.segment == index && item.offset == offset)
-            else {
-                continue;
-            };
-            let (item, _) = entry.remove();
-            self.index_bytes -= index_entry_bytes(item.key.len());
-            items.push(item);
-        }
-        self.write_segment_header(index, &header)?;
-        Ok(items)
-    }
-
     fn remove(&mut self, key: &[u8], hash: u64) -> io::Result<()> {
-        let Ok(entry) = self.index.find_entry(hash, |item| *item.key == *key) else {
+        let Some(item) = self.index.remove(key, hash) else {
             return Ok(());
         };
-        let (item, _) = entry.remove();
-        self.index_bytes -= index_entry_bytes(item.key.len());
         let bytes = record_bytes(item.key.len(), item.value_len as usize);
         self.void_record(item.segment, item.offset, bytes)
     }
 
     /// Marks a record dead: in the segment's accounting, and on persistent storage in its
-    /// state word (persisted where each write is).
+    /// state word.
     fn void_record(&mut self, segment: u32, offset: u32, bytes: u64) -> io::Result<()> {
         let accounting = &mut self.segments.segments[segment as usize];
         accounting.live_bytes = accounting.live_bytes.saturating_sub(bytes);
-        if !self.checksums {
-            return Ok(());
-        }
-        let at = self.segments.base_offset(segment) + u64::from(offset) + RecordHeader::STATE_WORD;
-        let mut word = [0u8; 8];
-        self.backend.read_at(at, &mut word)?;
-        word[6] = 0;
-        self.backend.write_at(at, &word)?;
-        if self.persist_each_write {
-            self.backend.persist(at, 8)?;
-        }
-        Ok(())
+        let at = self.segments.base_offset(segment) + u64::from(offset);
+        self.media.void_record(at)
     }
 
     fn set_expiry(&mut self, key: &[u8], hash: u64, expiry: Expiry) -> io::Result<()> {
-        let Some(item) = self.find_mut(key, hash) else {
+        let Some(item) = self.index.find_mut(key, hash) else {
             return Ok(());
         };
         item.expiry = expiry;
         let (segment, offset, client_flags) = (item.segment, item.offset, item.client_flags);
         self.segments.segments[segment as usize].extend_expiry(expiry);
-        if !self.checksums {
-            return Ok(());
-        }
-        let mut word = [0u8; 8];
-        word[..4].copy_from_slice(&expiry.to_raw().to_le_bytes());
-        word[4..].copy_from_slice(&client_flags.to_le_bytes());
-        let at = self.segments.base_offset(segment) + u64::from(offset) + RecordHeader::EXPIRY_WORD;
-        self.backend.write_at(at, &word)?;
-        if self.persist_each_write {
-            self.backend.persist(at, 8)?;
-        }
-        Ok(())
+        let at = self.segments.base_offset(segment) + u64::from(offset);
+        self.media.write_expiry(at, expiry, client_flags)
     }
 
     fn read_item_value(&mut self, item: &Item) -> io::Result<Vec<u8>> {
@@ -932,39 +572,6 @@ impl Store {
         let mut value = Vec::with_capacity(item.value_len as usize);
         self.read_value(&found, &mut value)?;
         Ok(value)
-    }
-
-    fn write_segment_header(&mut self, segment: u32, header: &SegmentHeader) -> io::Result<()> {
-        if !self.checksums {
-            return Ok(());
-        }
-        let at = self.segments.base_offset(segment);
-        self.backend.write_at(at, &header.encode())?;
-        // The first record slot must read as the end, whatever the segment held before.
-        self.backend
-            .write_at(at + u64::from(SEGMENT_HEADER_BYTES), &[0u8; 8])?;
-        self.backend
-            .persist(at, u64::from(SEGMENT_HEADER_BYTES) + 8)
-    }
-
-    fn write_store_header(&mut self) -> io::Result<()> {
-        if !self.checksums {
-            return Ok(());
-        }
-        self.header.sequence += 1;
-        let bytes = self.header.to_bytes();
-        let at = self.header.offset();
-        self.backend.write_at(at, &bytes)?;
-        self.backend.persist(at, bytes.len() as u64)
-    }
-
-    /// Holds the caller until a throttled tier would have completed the access.
-    fn pace(&mut self, kind: IoKind, offset: u64, bytes: usize) {
-        if let Some((throttle, epoch)) = &self.throttle {
-            let start_ns = epoch.elapsed().as_nanos() as u64;
-            let done_ns = throttle.complete_ns(start_ns, kind, offset, bytes as u32);
-            wait_until(*epoch + std::time::Duration::from_nanos(done_ns));
-        }
     }
 }
 

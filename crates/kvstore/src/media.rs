@@ -1,0 +1,143 @@
+//! Every access a tenant's store makes to its storage (issue 6, item 2): records written with
+//! streaming stores (seed 000 §5.2.5: values on PM written non-temporally), values read back,
+//! the state and expiry words updated in place, segment and store headers. Each access is paced
+//! by the tier's throttle when it has one (issue 18, item 2: on a shared PM every access counts,
+//! not only values) and made durable where each write must be.
+
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use heterarchy_device::backend::{wait_until, Backend, Throttle};
+use heterarchy_device::model::IoKind;
+
+use crate::expiry::Expiry;
+use crate::layout::{RecordHeader, SegmentHeader, StoreHeader, SEGMENT_HEADER_BYTES};
+
+/// A store's storage and how it is accessed.
+pub(crate) struct Media {
+    backend: Box<dyn Backend>,
+    throttle: Option<(Arc<Throttle>, Instant)>,
+    /// Every write is made durable before it is answered (persistent memory on DAX).
+    persist_each_write: bool,
+    /// Records carry checksums, and state words and headers are kept: the storage outlives
+    /// the process.
+    durable: bool,
+}
+
+impl Media {
+    pub fn new(backend: Box<dyn Backend>) -> Media {
+        Media {
+            persist_each_write: backend.persist_is_cheap(),
+            durable: backend.is_persistent(),
+            backend,
+            throttle: None,
+        }
+    }
+
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    /// Whether the storage outlives the process (records carry checksums, headers are kept).
+    pub fn durable(&self) -> bool {
+        self.durable
+    }
+
+    /// Paces every access like a device model from now on (an emulated PM tier).
+    pub fn set_throttle(&mut self, throttle: Arc<Throttle>) {
+        self.throttle = Some((throttle, Instant::now()));
+    }
+
+    /// Writes a whole record at `at` with streaming stores; durable on return where each write
+    /// must be.
+    pub fn write_record(&self, at: u64, record: &[u8]) -> io::Result<()> {
+        self.backend.write_streaming(at, record)?;
+        self.pace(IoKind::Write, at, record.len());
+        if self.persist_each_write {
+            self.backend.persist(at, record.len() as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Appends `len` bytes at `at` to `out`.
+    pub fn read(&self, at: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        self.backend.append_to(at, len, out)?;
+        self.pace(IoKind::Read, at, len);
+        Ok(())
+    }
+
+    /// Marks the record at `at` dead in its state word.
+    pub fn void_record(&self, at: u64) -> io::Result<()> {
+        if !self.durable {
+            return Ok(());
+        }
+        let word_at = at + RecordHeader::STATE_WORD;
+        let mut word = [0u8; 8];
+        self.backend.read_at(word_at, &mut word)?;
+        self.pace(IoKind::Read, word_at, word.len());
+        word[6] = 0;
+        self.write_word(word_at, &word)
+    }
+
+    /// Gives the record at `at` a new expiry in its expiry word (which holds its flags too).
+    pub fn write_expiry(&self, at: u64, expiry: Expiry, client_flags: u32) -> io::Result<()> {
+        if !self.durable {
+            return Ok(());
+        }
+        let mut word = [0u8; 8];
+        word[..4].copy_from_slice(&expiry.to_raw().to_le_bytes());
+        word[4..].copy_from_slice(&client_flags.to_le_bytes());
+        self.write_word(at + RecordHeader::EXPIRY_WORD, &word)
+    }
+
+    fn write_word(&self, at: u64, word: &[u8; 8]) -> io::Result<()> {
+        self.backend.write_at(at, word)?;
+        self.pace(IoKind::Write, at, word.len());
+        if self.persist_each_write {
+            self.backend.persist(at, 8)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the header of the segment at `at`, and an end mark in its first record slot
+    /// (whatever the segment held before), durably.
+    pub fn write_segment_header(&self, at: u64, header: &SegmentHeader) -> io::Result<()> {
+        if !self.durable {
+            return Ok(());
+        }
+        let mut bytes = header.encode().to_vec();
+        bytes.extend_from_slice(&[0u8; 8]);
+        debug_assert_eq!(bytes.len(), SEGMENT_HEADER_BYTES as usize + 8);
+        self.write_durably(at, &bytes)
+    }
+
+    /// Writes the store's header, one sequence number newer, durably.
+    pub fn write_store_header(&self, header: &mut StoreHeader) -> io::Result<()> {
+        if !self.durable {
+            return Ok(());
+        }
+        header.sequence += 1;
+        self.write_durably(header.offset(), &header.to_bytes())
+    }
+
+    fn write_durably(&self, at: u64, bytes: &[u8]) -> io::Result<()> {
+        self.backend.write_at(at, bytes)?;
+        self.pace(IoKind::Write, at, bytes.len());
+        self.backend.persist(at, bytes.len() as u64)
+    }
+
+    /// Makes every write so far durable.
+    pub fn flush(&self) -> io::Result<()> {
+        self.backend.flush()
+    }
+
+    /// Holds the caller until a throttled tier would have completed the access.
+    fn pace(&self, kind: IoKind, offset: u64, bytes: usize) {
+        if let Some((throttle, epoch)) = &self.throttle {
+            let start_ns = epoch.elapsed().as_nanos() as u64;
+            let done_ns = throttle.complete_ns(start_ns, kind, offset, bytes as u32);
+            wait_until(*epoch + Duration::from_nanos(done_ns));
+        }
+    }
+}

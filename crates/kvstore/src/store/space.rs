@@ -1,0 +1,156 @@
+//! Room for a tenant's records (issue 6, item 2): which segment a record goes to, and what a
+//! full store gives up for it — an expired segment, a half-dead one compacted, or the oldest
+//! evicted — and the index's DRAM limit kept the same way.
+
+use std::io;
+
+use crate::expiry::Expiry;
+use crate::index::Item;
+use crate::layout::{SegmentHeader, SEGMENT_HEADER_BYTES, STATE_LIVE, STATE_STALE};
+use crate::segments::Reclaim;
+
+use super::Store;
+
+impl Store {
+    /// A segment and offset where `bytes` fit, in the bucket of `expiry`: the bucket's open
+    /// segment, or a new one. For one, an expired segment is freed; else the segment with the
+    /// most dead bytes (overwritten or deleted items) is compacted if at least half of it is
+    /// dead, so a cache with room to spare keeps its live items however often others are
+    /// overwritten; else the oldest segment is evicted: only a cache more than half full of
+    /// live items evicts (seed 000 §5.2.5 leaves eviction to Pelikan's segments; this is the
+    /// simplest rule that never drops a live item while half the space is dead).
+    pub(super) fn room_for(
+        &mut self,
+        now_secs: u32,
+        expiry: Expiry,
+        bytes: u64,
+    ) -> io::Result<(u32, u32)> {
+        let bucket = self.segments.bucket_of(expiry, now_secs);
+        loop {
+            if let Some(segment) = self.segments.open_with_room(bucket, bytes) {
+                let offset = self.segments.segments[segment as usize].write_offset;
+                return Ok((segment, offset));
+            }
+            if let Some((segment, header)) = self.segments.open_free(bucket, now_secs) {
+                self.write_segment_header(segment, &header)?;
+                return Ok((segment, SEGMENT_HEADER_BYTES));
+            }
+            let compactable = self
+                .segments
+                .emptiest()
+                .filter(|&index| self.worth_compacting(index));
+            match (self.segments.pick_reclaim(now_secs), compactable) {
+                (Some(Reclaim::Evicted(_)), Some(index)) => self.compact(index, now_secs)?,
+                (Some(reclaim), _) => self.reclaim(reclaim, now_secs)?,
+                (None, _) => return Err(io::Error::other("no segment to reclaim")),
+            }
+        }
+    }
+
+    /// Whether segment `index` is at least half dead, and no compaction is under way (the
+    /// items a compaction moves take plain eviction if they need room).
+    fn worth_compacting(&self, index: u32) -> bool {
+        let capacity = u64::from(self.config.segment_bytes - SEGMENT_HEADER_BYTES);
+        !self.compacting && self.segments.segments[index as usize].live_bytes * 2 <= capacity
+    }
+
+    /// Frees segment `index` and writes its live items again, newest segments, same CAS
+    /// uniques, expiries, flags and access state.
+    fn compact(&mut self, index: u32, now_secs: u32) -> io::Result<()> {
+        let items = self.release_segment(index)?;
+        // Every value is read before any is written: the first write may reuse the segment.
+        let mut moving = Vec::with_capacity(items.len());
+        for item in items {
+            if item.expiry.has_passed(now_secs) {
+                self.stats.reclaimed += 1;
+                continue;
+            }
+            let value = self.read_item_value(&item)?;
+            moving.push((item, value));
+        }
+        self.compacting = true;
+        let moved = self.move_items(moving, now_secs);
+        self.compacting = false;
+        self.stats.segments_compacted += 1;
+        moved
+    }
+
+    fn move_items(&mut self, moving: Vec<(Item, Vec<u8>)>, now_secs: u32) -> io::Result<()> {
+        for (item, value) in moving {
+            let hash = self.index.hash(&item.key);
+            let state = match item.stale {
+                true => STATE_LIVE | STATE_STALE,
+                false => STATE_LIVE,
+            };
+            self.put(
+                now_secs,
+                &item.key,
+                hash,
+                &value,
+                item.client_flags,
+                item.expiry,
+                state,
+                Some(item.cas),
+            )?;
+            self.stats.total_items -= 1;
+            if let Some(moved) = self.index.find_mut(&item.key, hash) {
+                moved.accessed_secs = item.accessed_secs;
+                moved.fetched = item.fetched;
+                moved.win_sent = item.win_sent;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reclaims expired or oldest segments until the index has `entry_bytes` to spare under
+    /// its limit.
+    pub(super) fn make_index_room(&mut self, now_secs: u32, entry_bytes: u64) -> io::Result<()> {
+        let Some(limit) = self.config.index_max_bytes else {
+            return Ok(());
+        };
+        while self.index.bytes() + entry_bytes > limit {
+            let reclaim = self.segments.pick_reclaim(now_secs).ok_or_else(|| {
+                io::Error::other("the index memory limit is below one item's entry")
+            })?;
+            self.reclaim(reclaim, now_secs)?;
+        }
+        Ok(())
+    }
+
+    /// Frees a segment, dropping its items: expired ones count as reclaimed, others as
+    /// evicted.
+    fn reclaim(&mut self, reclaim: Reclaim, now_secs: u32) -> io::Result<()> {
+        let (index, expired) = match reclaim {
+            Reclaim::Expired(index) => (index, true),
+            Reclaim::Evicted(index) => (index, false),
+        };
+        for item in self.release_segment(index)? {
+            if expired || item.expiry.has_passed(now_secs) {
+                self.stats.reclaimed += 1;
+            } else {
+                self.stats.evictions += 1;
+                if !item.fetched {
+                    self.stats.evicted_unfetched += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees a segment: its items leave the index (and are returned), and its header on
+    /// storage says free before its space is reused. Its records stay readable until then.
+    fn release_segment(&mut self, index: u32) -> io::Result<Vec<Item>> {
+        let (records, header) = self.segments.release(index);
+        let mut items = Vec::new();
+        for (hash, offset) in records {
+            items.extend(self.index.remove_at(hash, index, offset));
+        }
+        self.write_segment_header(index, &header)?;
+        Ok(items)
+    }
+
+    fn write_segment_header(&mut self, segment: u32, header: &SegmentHeader) -> io::Result<()> {
+        let at = self.segments.base_offset(segment);
+        self.media.write_segment_header(at, header)
+    }
+}
