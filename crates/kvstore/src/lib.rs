@@ -13,6 +13,7 @@ mod recover;
 mod request;
 mod segments;
 mod stats;
+mod storage;
 mod store;
 
 pub use expiry::{Expiry, RELATIVE_LIMIT_SECS};
@@ -20,4 +21,5 @@ pub use index::index_entry_bytes;
 pub use recover::Recovery;
 pub use request::{Arithmetic, Counted, Delete, Deleted, Found, Lookup, Mode, Stored, Write};
 pub use stats::StoreStats;
+pub use storage::Storage;
 pub use store::{Store, StoreConfig, DEFAULT_ITEM_MAX_BYTES, DEFAULT_SEGMENT_BYTES};

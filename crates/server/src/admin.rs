@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use heterarchy_volume::{DeviceStats, TierStats, Volume, VolumeStats};
 
+use crate::kv::counters::MetricKind;
 use crate::kv::{Tenant, TenantStats};
 
 /// What a server serves: its volumes and its key-value tenants.
@@ -256,46 +257,23 @@ pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
 /// Every key-value tenant's stats as Prometheus metrics, labelled by tenant: memcached's stat
 /// names, counters with `_total`.
 pub fn tenant_metrics(tenants: &[TenantStats]) -> String {
-    type Field = fn(&TenantStats) -> u64;
-    let front: [(&str, &str, Field); 9] = [
-        ("cmd_get", "get keys requested", |s| s.cmd_get),
-        ("cmd_set", "storage commands", |s| s.cmd_set),
-        ("cmd_touch", "touches", |s| s.cmd_touch),
-        ("cmd_flush", "flush_all commands", |s| s.cmd_flush),
-        ("cmd_meta", "meta commands", |s| s.cmd_meta),
-        (
-            "protocol_errors",
-            "requests answered with a protocol error",
-            |s| s.protocol_errors,
-        ),
-        ("bytes_read", "bytes received", |s| s.bytes_read),
-        ("bytes_written", "bytes sent", |s| s.bytes_written),
-        ("total_connections", "connections accepted", |s| {
-            s.total_connections
-        }),
-    ];
     let label = |s: &TenantStats| format!("tenant=\"{}\"", escape(&s.name));
     let mut text = String::new();
-    for (name, help, field) in front {
-        let samples = tenants.iter().map(|s| (label(s), field(s) as f64));
-        family(
-            &mut text,
-            &format!("kv_{name}_total"),
-            "counter",
-            help,
-            samples,
-        );
+    let named: Vec<_> = tenants.iter().map(|s| s.front.named()).collect();
+    let Some(first) = named.first() else {
+        return text;
+    };
+    for (at, &(name, kind, help, _)) in first.iter().enumerate() {
+        let samples = tenants
+            .iter()
+            .zip(&named)
+            .map(|(s, counts)| (label(s), counts[at].3 as f64));
+        let (name, kind) = match kind {
+            MetricKind::Counter => (format!("kv_{name}_total"), "counter"),
+            MetricKind::Gauge => (format!("kv_{name}"), "gauge"),
+        };
+        family(&mut text, &name, kind, help, samples);
     }
-    let connections = tenants
-        .iter()
-        .map(|s| (label(s), s.curr_connections as f64));
-    family(
-        &mut text,
-        "kv_curr_connections",
-        "gauge",
-        "open connections",
-        connections,
-    );
     let Some(first) = tenants.first() else {
         return text;
     };

@@ -10,6 +10,7 @@ use heterarchy_memcache::{compose, parse, Limits, ParseError};
 
 use crate::socket::Socket;
 
+use super::counters::add;
 use super::execute::{execute, Outcome};
 use super::tenant::{unix_now_secs, Tenant};
 
@@ -119,7 +120,7 @@ impl Connection {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(count) => {
                     self.written += count;
-                    Tenant::count(&self.tenant.counters.bytes_written, count as u64);
+                    add(&self.tenant.counters.bytes_written, count as u64);
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
@@ -155,7 +156,7 @@ impl Connection {
                 Ok(count) => {
                     let short = self.end + count < self.input.len();
                     self.end += count;
-                    Tenant::count(&self.tenant.counters.bytes_read, count as u64);
+                    add(&self.tenant.counters.bytes_read, count as u64);
                     return Ok(Some(short));
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(None),
@@ -196,7 +197,7 @@ impl Connection {
                     match execute(
                         &parsed.request,
                         &tenant,
-                        store,
+                        &mut **store,
                         now_secs,
                         self.keys_done,
                         OUTPUT_HIGH_WATER,
@@ -239,7 +240,7 @@ impl Connection {
                         }
                     }
                     match noreply {
-                        true => Tenant::count(&self.tenant.counters.protocol_errors, 1),
+                        true => add(&self.tenant.counters.protocol_errors, 1),
                         false => self.after_skip = Some(reply),
                     }
                     self.start += consumed;
@@ -266,7 +267,7 @@ impl Connection {
     }
 
     fn protocol_error(&mut self, reply: &str, noreply: bool) {
-        Tenant::count(&self.tenant.counters.protocol_errors, 1);
+        add(&self.tenant.counters.protocol_errors, 1);
         if !noreply {
             self.output.extend_from_slice(reply.as_bytes());
             self.output.extend_from_slice(b"\r\n");

@@ -2,10 +2,11 @@
 //! doc/protocol.txt: the text commands, and the meta commands with their flags).
 
 use heterarchy_kvstore::{
-    Arithmetic, Counted, Delete, Deleted, Expiry, Lookup, Mode, Store, Stored, Write,
+    Arithmetic, Counted, Delete, Deleted, Expiry, Lookup, Mode, Storage, Stored, Write,
 };
 use heterarchy_memcache::{compose, Direction, Meta, MetaCommand, MetaFlags, Request, StoreMode};
 
+use super::counters::add;
 use super::stats::write_stats;
 use super::tenant::Tenant;
 
@@ -38,7 +39,7 @@ const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format";
 pub fn execute(
     request: &Request,
     tenant: &Tenant,
-    store: &mut Store,
+    store: &mut dyn Storage,
     now_secs: u32,
     keys_done: usize,
     output_limit: usize,
@@ -65,9 +66,9 @@ pub fn execute(
                 out,
             );
             let count = answered.as_ref().map_or(0, |&answered| answered as u64);
-            Tenant::count(&counters.cmd_get, count);
+            add(&counters.cmd_get, count);
             if lookup.touch.is_some() {
-                Tenant::count(&counters.cmd_touch, count);
+                add(&counters.cmd_touch, count);
             }
             match answered {
                 Ok(answered) if keys_done + answered < keys.len() => {
@@ -87,7 +88,7 @@ pub fn execute(
             noreply,
             data,
         } => {
-            Tenant::count(&counters.cmd_set, 1);
+            add(&counters.cmd_set, 1);
             let write = Write {
                 key,
                 value: data,
@@ -148,7 +149,7 @@ pub fn execute(
             exptime,
             noreply,
         } => {
-            Tenant::count(&counters.cmd_touch, 1);
+            add(&counters.cmd_touch, 1);
             let expiry = Expiry::from_exptime(*exptime, now_secs);
             store.touch(now_secs, key, expiry).map(|touched| {
                 reply(out, *noreply, if touched { "TOUCHED" } else { "NOT_FOUND" });
@@ -158,7 +159,7 @@ pub fn execute(
             delay_seconds,
             noreply,
         } => {
-            Tenant::count(&counters.cmd_flush, 1);
+            add(&counters.cmd_flush, 1);
             let delay = (*delay_seconds).clamp(0, i64::from(u32::MAX)) as u32;
             store
                 .flush_all(now_secs, delay)
@@ -178,7 +179,7 @@ pub fn execute(
         }
         Request::Quit => return Outcome::Close,
         Request::Meta(meta) => {
-            Tenant::count(&counters.cmd_meta, 1);
+            add(&counters.cmd_meta, 1);
             execute_meta(meta, tenant, store, now_secs, out)
         }
     };
@@ -208,7 +209,7 @@ fn reply(out: &mut Vec<u8>, quiet: bool, line: &str) {
 /// Answers `keys` until `out` holds `output_limit` bytes, and ends the answer with "END" if
 /// all were answered; returns how many were.
 fn get_many<'a>(
-    store: &mut Store,
+    store: &mut dyn Storage,
     keys: impl Iterator<Item = &'a [u8]>,
     with_cas: bool,
     lookup: &Lookup,
@@ -255,7 +256,7 @@ fn cas_flag(flags: &MetaFlags, letter: u8) -> Result<Option<u64>, ()> {
 fn execute_meta(
     meta: &Meta,
     tenant: &Tenant,
-    store: &mut Store,
+    store: &mut dyn Storage,
     now_secs: u32,
     out: &mut Vec<u8>,
 ) -> std::io::Result<()> {
@@ -341,12 +342,12 @@ fn ttl_flag(expiry: Expiry, now_secs: u32) -> i64 {
 fn meta_get(
     meta: &Meta,
     tenant: &Tenant,
-    store: &mut Store,
+    store: &mut dyn Storage,
     now_secs: u32,
     out: &mut Vec<u8>,
 ) -> MetaResult {
     let flags = &meta.flags;
-    Tenant::count(&tenant.counters.cmd_get, 1);
+    add(&tenant.counters.cmd_get, 1);
     let lookup = Lookup {
         touch: expiry_flag(flags, b'T', now_secs)?,
         no_bump: flags.has(b'u'),
@@ -400,12 +401,12 @@ fn meta_get(
 fn meta_set(
     meta: &Meta,
     tenant: &Tenant,
-    store: &mut Store,
+    store: &mut dyn Storage,
     now_secs: u32,
     out: &mut Vec<u8>,
 ) -> MetaResult {
     let flags = &meta.flags;
-    Tenant::count(&tenant.counters.cmd_set, 1);
+    add(&tenant.counters.cmd_set, 1);
     let mode = match flags.store_mode() {
         Ok(mode) => store_mode(mode),
         Err(error) => {
@@ -465,7 +466,12 @@ fn meta_set(
     Ok(Ok(()))
 }
 
-fn meta_delete(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<u8>) -> MetaResult {
+fn meta_delete(
+    meta: &Meta,
+    store: &mut dyn Storage,
+    now_secs: u32,
+    out: &mut Vec<u8>,
+) -> MetaResult {
     let flags = &meta.flags;
     let how = Delete {
         compare_cas: cas_flag(flags, b'C')?,
@@ -494,7 +500,12 @@ fn meta_delete(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<u8>)
     Ok(Ok(()))
 }
 
-fn meta_arithmetic(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<u8>) -> MetaResult {
+fn meta_arithmetic(
+    meta: &Meta,
+    store: &mut dyn Storage,
+    now_secs: u32,
+    out: &mut Vec<u8>,
+) -> MetaResult {
     let flags = &meta.flags;
     let incr = match flags.direction() {
         Ok(direction) => direction == Direction::Incr,
@@ -565,7 +576,12 @@ fn meta_arithmetic(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<
     Ok(Ok(()))
 }
 
-fn meta_debug(meta: &Meta, store: &mut Store, now_secs: u32, out: &mut Vec<u8>) -> MetaResult {
+fn meta_debug(
+    meta: &Meta,
+    store: &mut dyn Storage,
+    now_secs: u32,
+    out: &mut Vec<u8>,
+) -> MetaResult {
     let lookup = Lookup {
         no_bump: true,
         ..Lookup::default()

@@ -4,6 +4,7 @@
 
 pub mod config;
 mod connection;
+pub mod counters;
 mod execute;
 mod stats;
 pub mod tenant;

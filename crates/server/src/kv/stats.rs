@@ -1,14 +1,14 @@
 //! The `stats` command (memcached doc/protocol.txt, "Statistics"): the tenant's own counters,
 //! under memcached's names, so existing tools read them; other tenants are never shown.
 
-use heterarchy_kvstore::Store;
+use heterarchy_kvstore::Storage;
 use heterarchy_memcache::compose;
 
 use super::execute::VERSION;
 use super::tenant::{unix_now_secs, Tenant};
 
 /// Writes the answer to `stats [group]` for `tenant`.
-pub fn write_stats(tenant: &Tenant, store: &Store, group: Option<&[u8]>, out: &mut Vec<u8>) {
+pub fn write_stats(tenant: &Tenant, store: &dyn Storage, group: Option<&[u8]>, out: &mut Vec<u8>) {
     match group {
         None => general(tenant, store, out),
         Some(b"settings") => settings(tenant, out),
@@ -22,36 +22,15 @@ pub fn write_stats(tenant: &Tenant, store: &Store, group: Option<&[u8]>, out: &m
     compose::end(out);
 }
 
-fn general(tenant: &Tenant, store: &Store, out: &mut Vec<u8>) {
-    let counters = &tenant.counters;
-    let load =
-        |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
+fn general(tenant: &Tenant, store: &dyn Storage, out: &mut Vec<u8>) {
     compose::stat(out, "pid", std::process::id());
     compose::stat(out, "uptime", tenant.started.elapsed().as_secs());
     compose::stat(out, "time", unix_now_secs());
     compose::stat(out, "version", VERSION);
     compose::stat(out, "tenant", tenant.name());
-    compose::stat(
-        out,
-        "curr_connections",
-        counters
-            .curr_connections
-            .load(std::sync::atomic::Ordering::Relaxed),
-    );
-    compose::stat(out, "total_connections", load(&counters.total_connections));
-    compose::stat(
-        out,
-        "rejected_connections",
-        load(&counters.rejected_connections),
-    );
-    compose::stat(out, "cmd_get", load(&counters.cmd_get));
-    compose::stat(out, "cmd_set", load(&counters.cmd_set));
-    compose::stat(out, "cmd_flush", load(&counters.cmd_flush));
-    compose::stat(out, "cmd_touch", load(&counters.cmd_touch));
-    compose::stat(out, "cmd_meta", load(&counters.cmd_meta));
-    compose::stat(out, "bytes_read", load(&counters.bytes_read));
-    compose::stat(out, "bytes_written", load(&counters.bytes_written));
-    compose::stat(out, "protocol_errors", load(&counters.protocol_errors));
+    for (name, _, _, value) in tenant.counters.snapshot().named() {
+        compose::stat(out, name, value);
+    }
     for (name, value) in store.stats().named() {
         compose::stat(out, name, value);
     }

@@ -2,31 +2,15 @@
 //! knows (commands and connections). Each tenant has its own store, so one tenant can never
 //! read, overwrite or evict another's keys.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use heterarchy_device::backend::{open_backend, Throttles};
-use heterarchy_kvstore::{Recovery, Store, StoreStats};
+use heterarchy_kvstore::{Recovery, Store};
 use serde::Serialize;
 
 use super::config::TenantConfig;
-
-/// Command and connection counters, as memcached names them.
-#[derive(Debug, Default)]
-pub struct FrontCounters {
-    pub cmd_get: AtomicU64,
-    pub cmd_set: AtomicU64,
-    pub cmd_touch: AtomicU64,
-    pub cmd_flush: AtomicU64,
-    pub cmd_meta: AtomicU64,
-    pub protocol_errors: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub bytes_written: AtomicU64,
-    pub total_connections: AtomicU64,
-    pub rejected_connections: AtomicU64,
-    pub curr_connections: AtomicUsize,
-}
+use super::counters::{FrontCounters, FrontCounts};
 
 /// One tenant being served.
 pub struct Tenant {
@@ -43,17 +27,8 @@ pub struct TenantStats {
     pub name: String,
     pub store: String,
     pub uptime_secs: u64,
-    pub curr_connections: u64,
-    pub total_connections: u64,
-    pub rejected_connections: u64,
-    pub cmd_get: u64,
-    pub cmd_set: u64,
-    pub cmd_touch: u64,
-    pub cmd_flush: u64,
-    pub cmd_meta: u64,
-    pub protocol_errors: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
+    #[serde(flatten)]
+    pub front: FrontCounts,
     #[serde(flatten)]
     pub store_stats: StoreStatsJson,
 }
@@ -96,33 +71,15 @@ impl Tenant {
         &self.config.name
     }
 
-    /// Counts a command.
-    pub fn count(counter: &AtomicU64, by: u64) {
-        counter.fetch_add(by, Ordering::Relaxed);
-    }
-
     /// Its stats now.
     pub fn stats(&self) -> TenantStats {
         let store = self.store();
-        let store_stats: StoreStats = store.stats();
-        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        let counters = &self.counters;
         TenantStats {
             name: self.config.name.clone(),
             store: store.describe(),
             uptime_secs: self.started.elapsed().as_secs(),
-            curr_connections: counters.curr_connections.load(Ordering::Relaxed) as u64,
-            total_connections: read(&counters.total_connections),
-            rejected_connections: read(&counters.rejected_connections),
-            cmd_get: read(&counters.cmd_get),
-            cmd_set: read(&counters.cmd_set),
-            cmd_touch: read(&counters.cmd_touch),
-            cmd_flush: read(&counters.cmd_flush),
-            cmd_meta: read(&counters.cmd_meta),
-            protocol_errors: read(&counters.protocol_errors),
-            bytes_read: read(&counters.bytes_read),
-            bytes_written: read(&counters.bytes_written),
-            store_stats: StoreStatsJson(store_stats.named().into_iter().collect()),
+            front: self.counters.snapshot(),
+            store_stats: StoreStatsJson(store.stats().named().into_iter().collect()),
         }
     }
 

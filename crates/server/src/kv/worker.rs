@@ -11,6 +11,7 @@ use std::sync::{mpsc, Arc};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::connection::Connection;
+use super::counters::add;
 use super::tenant::Tenant;
 use crate::socket::Socket;
 
@@ -75,15 +76,16 @@ pub fn accept_forever(listener: TenantListener, tenant: Arc<Tenant>, workers: Ve
             }
         };
         let counters = &tenant.counters;
-        if counters.curr_connections.fetch_add(1, Ordering::SeqCst) >= tenant.config.max_connections
+        if counters.curr_connections.fetch_add(1, Ordering::SeqCst)
+            >= tenant.config.max_connections as u64
         {
             counters.curr_connections.fetch_sub(1, Ordering::SeqCst);
-            Tenant::count(&counters.rejected_connections, 1);
+            add(&counters.rejected_connections, 1);
             // memcached's words; the socket is new, so the short line fits its buffer.
             let _ = socket.write_all(b"ERROR Too many open connections\r\n");
             continue;
         }
-        Tenant::count(&counters.total_connections, 1);
+        add(&counters.total_connections, 1);
         let worker = &workers[next.fetch_add(1, Ordering::Relaxed) % workers.len()];
         let handoff = Handoff {
             socket,
