@@ -47,10 +47,7 @@ pub struct Connection {
 impl Connection {
     pub fn new(socket: Socket, tenant: Arc<Tenant>) -> Connection {
         let limits = Limits {
-            max_value_bytes: tenant
-                .config
-                .store_config()
-                .map_or(1 << 20, |config| config.item_max_bytes as usize),
+            max_value_bytes: tenant.store_config.item_max_bytes as usize,
             ..Limits::default()
         };
         Connection {

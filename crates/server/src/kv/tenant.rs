@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use heterarchy_device::backend::{open_backend, Throttles};
-use heterarchy_kvstore::{Recovery, Store};
+use heterarchy_kvstore::{Recovery, Store, StoreConfig};
 use serde::Serialize;
 
 use super::config::TenantConfig;
@@ -15,6 +15,8 @@ use super::counters::{FrontCounters, FrontCounts};
 /// One tenant being served.
 pub struct Tenant {
     pub config: TenantConfig,
+    /// The store's geometry and limits, parsed from `config` once, at start.
+    pub store_config: StoreConfig,
     store: Mutex<Store>,
     pub counters: FrontCounters,
     pub started: Instant,
@@ -45,14 +47,15 @@ impl Tenant {
         let spec = config.value_store()?;
         let backend = open_backend(&spec).map_err(|e| format!("{spec}: {e}"))?;
         let store_config = config.store_config()?;
-        let (mut store, recovery) =
-            Store::open(backend, store_config, unix_now_secs()).map_err(|e| e.to_string())?;
+        let (mut store, recovery) = Store::open(backend, store_config.clone(), unix_now_secs())
+            .map_err(|e| e.to_string())?;
         if let Some(name) = &config.throttle {
             let throttle = throttles.get(name).map_err(|e| format!("throttle: {e}"))?;
             store.set_throttle(throttle);
         }
         Ok(Tenant {
             config: config.clone(),
+            store_config,
             store: Mutex::new(store),
             counters: FrontCounters::default(),
             started: Instant::now(),
