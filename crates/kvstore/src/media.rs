@@ -1,14 +1,16 @@
 //! Every access a tenant's store makes to its storage (issue 6, item 2): records written with
 //! streaming stores (seed 000 §5.2.5: values on PM written non-temporally), values read back,
-//! the state and expiry words updated in place, segment and store headers. Each access is paced
-//! by the tier's throttle when it has one (issue 18, item 2: on a shared PM every access counts,
-//! not only values) and made durable where each write must be.
+//! the state and expiry words updated in place, segment and store headers. Each access is timed
+//! on the tier's throttle when it has one (issue 18, item 2: on a shared PM every access counts,
+//! not only values) and made durable where each write must be. The timing holds no one: it
+//! says when the device would be done, and whoever answers the request waits for that.
 
+use std::cell::Cell;
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use heterarchy_device::backend::{wait_until, Backend, Throttle};
+use heterarchy_device::backend::{Backend, Throttle};
 use heterarchy_device::model::IoKind;
 
 use crate::expiry::Expiry;
@@ -18,6 +20,10 @@ use crate::layout::{RecordHeader, SegmentHeader, StoreHeader, SEGMENT_HEADER_BYT
 pub(crate) struct Media {
     backend: Box<dyn Backend>,
     throttle: Option<(Arc<Throttle>, Instant)>,
+    /// When, on the throttle's clock, the device completes the accesses made since the last
+    /// [`take_deadline`](Media::take_deadline): each starts when the one before completes, as
+    /// one thread's accesses do.
+    busy_until_ns: Cell<Option<u64>>,
     /// Every write is made durable before it is answered (persistent memory on DAX).
     persist_each_write: bool,
     /// Records carry checksums, and state words and headers are kept: the storage outlives
@@ -32,6 +38,7 @@ impl Media {
             durable: backend.is_persistent(),
             backend,
             throttle: None,
+            busy_until_ns: Cell::new(None),
         }
     }
 
@@ -132,12 +139,25 @@ impl Media {
         self.backend.flush()
     }
 
-    /// Holds the caller until a throttled tier would have completed the access.
+    /// When the device completes the accesses made since the last call (none without a
+    /// throttle, or without accesses); the next access starts afresh.
+    pub fn take_deadline(&self) -> Option<Instant> {
+        let (_, epoch) = self.throttle.as_ref()?;
+        let done_ns = self.busy_until_ns.take()?;
+        Some(*epoch + Duration::from_nanos(done_ns))
+    }
+
+    /// Times the access on the throttled tier, after the accesses before it; the caller is not
+    /// held (a server holds the answer instead, serving others meanwhile).
     fn pace(&self, kind: IoKind, offset: u64, bytes: usize) {
         if let Some((throttle, epoch)) = &self.throttle {
-            let start_ns = epoch.elapsed().as_nanos() as u64;
+            let now_ns = epoch.elapsed().as_nanos() as u64;
+            let start_ns = self
+                .busy_until_ns
+                .get()
+                .map_or(now_ns, |busy| busy.max(now_ns));
             let done_ns = throttle.complete_ns(start_ns, kind, offset, bytes as u32);
-            wait_until(*epoch + Duration::from_nanos(done_ns));
+            self.busy_until_ns.set(Some(done_ns));
         }
     }
 }

@@ -4,6 +4,7 @@
 //! a shared device wraps one.
 
 use std::io;
+use std::time::Instant;
 
 use crate::expiry::Expiry;
 use crate::request::{Arithmetic, Counted, Delete, Deleted, Found, Lookup, Stored, Write};
@@ -35,6 +36,8 @@ pub trait Storage {
     fn flush_all(&mut self, now_secs: u32, delay_secs: u32) -> io::Result<()>;
     /// The counters, with the current item count and bytes.
     fn stats(&self) -> StoreStats;
+    /// When the device would have completed the accesses made since the last call.
+    fn take_device_deadline(&mut self) -> Option<Instant>;
 }
 
 impl Storage for Store {
@@ -77,5 +80,9 @@ impl Storage for Store {
 
     fn stats(&self) -> StoreStats {
         Store::stats(self)
+    }
+
+    fn take_device_deadline(&mut self) -> Option<Instant> {
+        Store::take_device_deadline(self)
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod due_timer;
 pub mod kv;
 pub mod listen;
 pub mod nbd;

@@ -7,6 +7,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::Instant;
 
 use heterarchy_device::backend::{Backend, Throttle};
 
@@ -106,9 +107,16 @@ impl Store {
         Ok((store, found.recovery))
     }
 
-    /// Paces value accesses like a device model from now on (an emulated PM tier).
+    /// Times every storage access like a device model from now on (an emulated PM tier); see
+    /// [`take_device_deadline`](Store::take_device_deadline).
     pub fn set_throttle(&mut self, throttle: Arc<Throttle>) {
         self.media.set_throttle(throttle);
+    }
+
+    /// When a throttled tier would have completed the accesses made since the last call, one
+    /// after another; an answer is due then, not before. None without a throttle.
+    pub fn take_device_deadline(&mut self) -> Option<Instant> {
+        self.media.take_deadline()
     }
 
     /// Makes everything durable and marks the store cleanly shut down, so the next start

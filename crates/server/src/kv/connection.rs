@@ -5,7 +5,10 @@
 use std::io::{self, Read, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use heterarchy_device::backend::wait_until;
+use heterarchy_kvstore::Storage;
 use heterarchy_memcache::{compose, parse, Limits, ParseError};
 
 use crate::socket::Socket;
@@ -16,6 +19,11 @@ use super::tenant::{unix_now_secs, Tenant};
 
 /// Bytes read per system call at least.
 const READ_CHUNK: usize = 64 * 1024;
+/// Device waits this short are spun in place rather than held: holding an answer and coming
+/// back to it costs the worker a poll and a pass over its due answers, microseconds on a
+/// virtual machine, and a wait this short holds up the worker's other connections no longer
+/// than serving one request does (a get over TCP takes tens of microseconds there).
+const SPIN_IN_PLACE: Duration = Duration::from_micros(10);
 /// Answers waiting beyond this stop the reading of more requests.
 const OUTPUT_HIGH_WATER: usize = 4 << 20;
 
@@ -42,6 +50,16 @@ pub struct Connection {
     waiting_for_room: bool,
     /// Answer what is queued, then close (quit, a fatal protocol error, end of input).
     closing: bool,
+    /// An answer held until the throttled device would have completed its accesses.
+    hold: Option<Hold>,
+}
+
+/// An answer not yet due: `output[from..]` waits until `until`, and so does every request
+/// after it on this connection. The worker serves other connections meanwhile.
+#[derive(Clone, Copy, Debug)]
+struct Hold {
+    until: Instant,
+    from: usize,
 }
 
 impl Connection {
@@ -64,6 +82,7 @@ impl Connection {
             keys_done: 0,
             waiting_for_room: false,
             closing: false,
+            hold: None,
         }
     }
 
@@ -71,9 +90,28 @@ impl Connection {
         &mut self.socket
     }
 
+    /// Until when an answer is held, if one is: the worker calls [`on_ready`] again then.
+    ///
+    /// [`on_ready`]: Connection::on_ready
+    pub fn held_until(&self) -> Option<Instant> {
+        self.hold.map(|hold| hold.until)
+    }
+
     /// Reads, serves and answers all it can; false when the connection is done.
     pub fn on_ready(&mut self) -> bool {
+        if let Some(hold) = self.hold {
+            if Instant::now() < hold.until {
+                // The answers before the held one may go.
+                return self.write_out().is_ok();
+            }
+            self.hold = None;
+            // The requests that arrived behind the held answer.
+            self.serve();
+        }
         loop {
+            if self.hold.is_some() {
+                return self.write_out().is_ok();
+            }
             match self.write_out() {
                 Ok(true) => {}
                 Ok(false) => return true,
@@ -112,8 +150,9 @@ impl Connection {
 
     /// Writes queued answers; true when all are out.
     fn write_out(&mut self) -> io::Result<bool> {
-        while self.written < self.output.len() {
-            match self.socket.write(&self.output[self.written..]) {
+        let due = self.hold.map_or(self.output.len(), |hold| hold.from);
+        while self.written < due {
+            match self.socket.write(&self.output[self.written..due]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(count) => {
                     self.written += count;
@@ -123,6 +162,9 @@ impl Connection {
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
                 Err(error) => return Err(error),
             }
+        }
+        if self.hold.is_some() {
+            return Ok(false);
         }
         self.output.clear();
         self.written = 0;
@@ -191,7 +233,8 @@ impl Connection {
             match parse(&self.input[self.start..self.end], &self.limits) {
                 Ok(parsed) => {
                     let store = store.get_or_insert_with(|| tenant.store());
-                    match execute(
+                    let answer_from = self.output.len();
+                    let outcome = execute(
                         &parsed.request,
                         &tenant,
                         &mut **store,
@@ -199,7 +242,9 @@ impl Connection {
                         self.keys_done,
                         OUTPUT_HIGH_WATER,
                         &mut self.output,
-                    ) {
+                    );
+                    self.hold = self.hold.or(held_for_device(&mut **store, answer_from));
+                    match outcome {
                         Outcome::Paused { keys_done } => {
                             self.keys_done = keys_done;
                             self.waiting_for_room = true;
@@ -210,6 +255,9 @@ impl Connection {
                     }
                     self.keys_done = 0;
                     self.start += parsed.consumed;
+                    if self.hold.is_some() {
+                        break;
+                    }
                 }
                 Err(ParseError::Incomplete) => {
                     self.grow_for_a_whole_request();
@@ -232,9 +280,11 @@ impl Connection {
                 }) => {
                     if let Some(key) = unlink_key {
                         let store = store.get_or_insert_with(|| tenant.store());
+                        let answer_from = self.output.len();
                         if let Err(error) = store.discard(now_secs, &key) {
                             compose::line(&mut self.output, &format!("SERVER_ERROR {error}"));
                         }
+                        self.hold = self.hold.or(held_for_device(&mut **store, answer_from));
                     }
                     match noreply {
                         true => add(&self.tenant.counters.protocol_errors, 1),
@@ -278,4 +328,20 @@ impl Connection {
             .curr_connections
             .fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// A hold of the answers from `answer_from` on while the throttled device would still be
+/// carrying out the accesses the request made. A wait shorter than a hold costs the loop
+/// ([`SPIN_IN_PLACE`]) is spun here instead, as a PM access stalls its core.
+fn held_for_device(store: &mut dyn Storage, answer_from: usize) -> Option<Hold> {
+    let until = store.take_device_deadline()?;
+    let left = until.saturating_duration_since(Instant::now());
+    if left <= SPIN_IN_PLACE {
+        wait_until(until);
+        return None;
+    }
+    Some(Hold {
+        until,
+        from: answer_from,
+    })
 }

@@ -1,21 +1,29 @@
 //! The worker pool (issue 6, item 3): each worker runs an event loop (epoll through mio) over
 //! the connections handed to it; acceptor threads, one per listening socket, hand connections
-//! out round-robin, as memcached's dispatcher does, and refuse those over a tenant's limit.
+//! out round-robin, as memcached's dispatcher does, and refuse those over a tenant's limit. A
+//! tenant on a paced tier has its answers held until its device would be done (issue 18, item
+//! 2), and the worker serves the others meanwhile, woken by a timer when one falls due.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::{self, Write};
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::connection::Connection;
 use super::counters::add;
 use super::tenant::Tenant;
+use crate::due_timer::Timer;
 use crate::socket::Socket;
 
 const WAKER: Token = Token(usize::MAX);
+const TIMER: Token = Token(usize::MAX - 1);
 const EVENTS_PER_POLL: usize = 256;
 
 /// A connection on its way to a worker.
@@ -37,10 +45,13 @@ pub fn start_workers(count: usize) -> io::Result<Vec<WorkerHandle>> {
         .map(|index| {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+            let timer = Timer::new()?;
+            poll.registry()
+                .register(&mut SourceFd(&timer.raw_fd()), TIMER, Interest::READABLE)?;
             let (sender, receiver) = mpsc::channel();
             std::thread::Builder::new()
                 .name(format!("kv-worker-{index}"))
-                .spawn(move || run(poll, receiver))?;
+                .spawn(move || run(poll, timer, receiver))?;
             Ok(WorkerHandle { sender, waker })
         })
         .collect()
@@ -98,16 +109,50 @@ pub fn accept_forever(listener: TenantListener, tenant: Arc<Tenant>, workers: Ve
 }
 
 /// One worker's event loop.
-fn run(mut poll: Poll, receiver: mpsc::Receiver<Handoff>) {
+fn run(mut poll: Poll, mut timer: Timer, receiver: mpsc::Receiver<Handoff>) {
+    heterarchy_device::backend::precise_sleeps();
     let mut events = Events::with_capacity(EVENTS_PER_POLL);
     let mut connections: Vec<Option<Connection>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
+    // Connections whose answers are held for the throttled device, by when they are due (a
+    // slot may be listed twice, or reused since: a call when nothing is due does nothing).
+    let mut held: BinaryHeap<Reverse<(Instant, usize)>> = BinaryHeap::new();
     loop {
-        if let Err(error) = poll.poll(&mut events, None) {
+        let timeout = timer.poll_timeout(held.peek().map(|Reverse((due, _))| *due));
+        if let Err(error) = poll.poll(&mut events, timeout) {
             if error.kind() != io::ErrorKind::Interrupted {
                 eprintln!("heterarchy: kv worker: poll failed: {error}");
             }
             continue;
+        }
+        let now = Instant::now();
+        let mut ready = Vec::new();
+        for event in events.iter() {
+            match event.token() {
+                WAKER => {}
+                TIMER => timer.clear(),
+                Token(slot) => ready.push(slot),
+            }
+        }
+        while let Some(&Reverse((due, slot))) = held.peek() {
+            if due > now {
+                break;
+            }
+            held.pop();
+            ready.push(slot);
+        }
+        for slot in ready {
+            let Some(connection) = connections.get_mut(slot).and_then(Option::as_mut) else {
+                continue;
+            };
+            if !connection.on_ready() {
+                let mut connection = connections[slot].take().expect("present");
+                let _ = poll.registry().deregister(connection.socket_mut());
+                connection.close();
+                free.push(slot);
+            } else if let Some(due) = connection.held_until() {
+                held.push(Reverse((due, slot)));
+            }
         }
         for event in events.iter() {
             if event.token() == WAKER {
@@ -129,17 +174,6 @@ fn run(mut poll: Poll, receiver: mpsc::Receiver<Handoff>) {
                         free.push(slot);
                     }
                 }
-                continue;
-            }
-            let slot = event.token().0;
-            let Some(connection) = connections.get_mut(slot).and_then(Option::as_mut) else {
-                continue;
-            };
-            if !connection.on_ready() {
-                let mut connection = connections[slot].take().expect("present");
-                let _ = poll.registry().deregister(connection.socket_mut());
-                connection.close();
-                free.push(slot);
             }
         }
     }

@@ -8,7 +8,6 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
@@ -19,6 +18,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use super::connection::{Connection, Context, End};
 use super::workers::{Inbox, Workers};
 use super::{client_went_away, Exports};
+use crate::due_timer::Timer;
 use crate::socket::Socket;
 
 const WAKER: Token = Token(usize::MAX);
@@ -27,10 +27,6 @@ const TIMER: Token = Token(usize::MAX - 1);
 /// send and the client a wake-up, about as long as this on a virtual machine, and at queue
 /// depth 16 that cost 10% of the IOPS. An answer due with none before it is never early.
 const RELEASE_EARLY: std::time::Duration = std::time::Duration::from_micros(20);
-/// The loop wakes this long before a held answer is due and polls without sleeping until
-/// then: on a virtual machine a timer's wake-up comes tens of microseconds late, which at
-/// queue depth 16 left a paced device's answers 40 us behind the model.
-const SPIN_BEFORE: std::time::Duration = std::time::Duration::from_micros(50);
 const EVENTS_PER_POLL: usize = 256;
 
 /// A connection on its way to a loop: the socket and who is at the other end.
@@ -63,67 +59,6 @@ struct Slot {
     /// Counts the connections the slot has held, so that an answer for one that has gone is
     /// not given to the next.
     generation: u64,
-}
-
-/// A timerfd: wakes a sleeping loop [`SPIN_BEFORE`] the earliest held answer is due.
-struct Timer {
-    fd: OwnedFd,
-    /// When it fires, if armed. Setting a timerfd costs more on a virtual machine than the
-    /// request it paces (a third of the loop's time at queue depth 16 when armed for every
-    /// answer), so it is set only before the loop sleeps, and only to fire earlier.
-    fires_at: Option<Instant>,
-}
-
-impl Timer {
-    fn new() -> io::Result<Timer> {
-        // SAFETY: timerfd_create returns a new descriptor or -1; nothing else is touched.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a new descriptor that nothing else owns.
-        Ok(Timer {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            fires_at: None,
-        })
-    }
-
-    /// Fires once [`SPIN_BEFORE`] `due` (at once if that has passed), unless it already
-    /// fires by then: an early wake-up only finds nothing due yet.
-    fn arm(&mut self, due: Instant) {
-        let wake = due.checked_sub(SPIN_BEFORE).unwrap_or(due);
-        if self.fires_at.is_some_and(|fires_at| fires_at <= wake) {
-            return;
-        }
-        self.fires_at = Some(wake);
-        let after = wake.saturating_duration_since(Instant::now());
-        let after = after.max(std::time::Duration::from_nanos(1));
-        let setting = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: after.as_secs() as libc::time_t,
-                tv_nsec: after.subsec_nanos() as libc::c_long,
-            },
-        };
-        // SAFETY: a valid timerfd and a setting on the stack; the old value is not asked for.
-        unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &setting, std::ptr::null_mut()) };
-    }
-
-    /// Takes the expiry count, so the descriptor is readable only at the next expiry.
-    fn clear(&mut self) {
-        self.fires_at = None;
-        let mut count = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into the buffer; a non-blocking read may fail harmlessly.
-        unsafe { libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
-    }
 }
 
 /// An answer held until its paced device would have given it.
@@ -168,11 +103,8 @@ pub fn start(
             let poll = Poll::new()?;
             let inbox = Arc::new(Inbox::new(Waker::new(poll.registry(), WAKER)?));
             let timer = Timer::new()?;
-            poll.registry().register(
-                &mut SourceFd(&timer.fd.as_raw_fd()),
-                TIMER,
-                Interest::READABLE,
-            )?;
+            poll.registry()
+                .register(&mut SourceFd(&timer.raw_fd()), TIMER, Interest::READABLE)?;
             let (sender, receiver) = mpsc::channel();
             let state = Loop {
                 poll,
@@ -221,14 +153,9 @@ impl Loop {
         loop {
             // Close to an answer's due time the loop polls without sleeping; further off it
             // sleeps until the timer wakes it.
-            let mut timeout = None;
-            if let Some(first) = self.held.peek() {
-                if first.0.due <= Instant::now() + SPIN_BEFORE {
-                    timeout = Some(std::time::Duration::ZERO);
-                } else {
-                    self.timer.arm(first.0.due);
-                }
-            }
+            let timeout = self
+                .timer
+                .poll_timeout(self.held.peek().map(|first| first.0.due));
             if let Err(error) = self.poll.poll(&mut events, timeout) {
                 if error.kind() != io::ErrorKind::Interrupted {
                     eprintln!("heterarchy: nbd: poll failed: {error}");
