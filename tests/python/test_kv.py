@@ -985,6 +985,54 @@ def test_a_paced_tenant_never_holds_up_another_on_the_same_worker(heterarchy_kv,
     assert beta_done < alpha_seconds and max(beta_seconds) < 0.05, (beta_seconds, alpha_seconds)
 
 
+def shared_pm_config(tmp_path, shared: bool):
+    """alpha and beta with 16 MiB of values each, paced like a disk (about 12 ms a read): on one
+    `[[pm]]` (`shared`), or each on a file with a throttle of its own."""
+    ports = {"alpha": free_port(), "beta": free_port()}
+    text = "[server]\nthreads = 2\n"
+    if shared:
+        text += f'[[pm]]\nname = "pm0"\npath = "{tmp_path / "pm0"}"\nsize = "32m"\nthrottle = "hdd"\n'
+    for name, port in ports.items():
+        text += f'[[tenant]]\nname = "{name}"\nlisten = "127.0.0.1:{port}"\n'
+        if shared:
+            text += 'pm = "pm0"\npm_size = "16m"\n'
+        else:
+            text += f'pmem = "{tmp_path / name}.values:16m"\nthrottle = "hdd"\n'
+    config = tmp_path / ("shared.toml" if shared else "apart.toml")
+    config.write_text(text)
+    return config, ports
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one-pm", "apart"])
+def test_tenants_on_one_pm_queue_on_its_one_model(heterarchy_kv, tmp_path, shared):
+    """Ten reads of alpha's in flight at once keep a disk-paced device busy for about 120 ms.
+    On one `[[pm]]`, beta's read waits behind them; each tenant on a device of its own, it
+    does not. The values live in the `[[pm]]`'s directory, a file per tenant."""
+    config, ports = shared_pm_config(tmp_path, shared)
+    server = heterarchy_kv.start_config(config, [ports["alpha"], ports["beta"]])
+    alpha, beta = server.client(ports["alpha"]), server.client(ports["beta"])
+    for i in range(10):
+        assert alpha.set(f"a{i}", b"1")
+    assert beta.set("b", b"1")
+    readers = [Raw(ports["alpha"]) for _ in range(10)]
+    try:
+        for i, reader in enumerate(readers):
+            reader.sock.sendall(f"get a{i}\r\n".encode())
+        asked = time.monotonic()
+        assert beta.get("b") == b"1"
+        beta_seconds = time.monotonic() - asked
+        for i, reader in enumerate(readers):
+            assert reader.reply() == f"VALUE a{i} 0 1\r\n1\r\nEND\r\n".encode()
+    finally:
+        for reader in readers:
+            reader.sock.close()
+    if shared:
+        assert beta_seconds >= 0.06, f"beta's read took {beta_seconds:.3f} s beside alpha's ten"
+        assert sorted(p.name for p in (tmp_path / "pm0").iterdir()) == ["alpha.values", "beta.values"]
+    else:
+        assert beta_seconds < 0.04, f"beta's read took {beta_seconds:.3f} s on a device of its own"
+
+
 def bad_config_unknown_key(tmp_path):
     return tenant_config(tmp_path, alpha={"colour": "blue"})[0], "colour"
 

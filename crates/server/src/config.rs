@@ -28,10 +28,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use heterarchy_blockdev::StagedConfig;
-use heterarchy_device::backend::Throttles;
+use heterarchy_device::backend::{BackendSpec, Throttles};
 use heterarchy_volume::VolumeConfig;
 
-use crate::kv::TenantConfig;
+use crate::kv::{PmConfig, TenantConfig};
 use crate::listen::ListenAddr;
 
 /// The `[server]` table.
@@ -143,16 +143,30 @@ pub struct ServeConfig {
     pub export: Vec<ExportConfig>,
     #[serde(default)]
     pub tenant: Vec<TenantConfig>,
+    #[serde(default)]
+    pub pm: Vec<PmConfig>,
 }
 
 impl ServeConfig {
-    /// The declared devices' throttles, each shared by whoever names it.
+    /// The declared devices' throttles, each shared by whoever names it; a `[[pm]]` is one
+    /// such device, shared by its tenants.
     pub fn throttles(&self) -> Result<Throttles, String> {
         Throttles::new(
             self.device
                 .iter()
-                .map(|device| (device.name.as_str(), device.like.as_str())),
+                .map(|device| (device.name.as_str(), device.like.as_str()))
+                .chain(
+                    self.pm
+                        .iter()
+                        .map(|pm| (pm.name.as_str(), pm.throttle.as_str())),
+                ),
         )
+    }
+
+    /// The `[[pm]]` table `tenant` names, if it names one that exists.
+    pub fn pm_of(&self, tenant: &TenantConfig) -> Option<&PmConfig> {
+        let name = tenant.pm.as_deref()?;
+        self.pm.iter().find(|pm| pm.name == name)
     }
 
     /// Reads and checks a config file; the error names the file, and the line or key.
@@ -196,7 +210,11 @@ impl ServeConfig {
                 "no [[export]] or [[tenant]] table; a server needs one of either".to_string(),
             );
         }
-        self.throttles()?;
+        for (index, pm) in self.pm.iter().enumerate() {
+            pm.validate()
+                .map_err(|e| format!("pm[{index}] ({}).{e}", pm.name))?;
+        }
+        let throttles = self.throttles()?;
         if self.server.io_workers == 0 {
             return Err("server.io_workers: expected at least 1".to_string());
         }
@@ -204,9 +222,13 @@ impl ServeConfig {
             return Err("server.threads: expected at least 1".to_string());
         }
         for (index, tenant) in self.tenant.iter().enumerate() {
-            tenant
-                .validate()
-                .map_err(|e| format!("tenant[{index}] ({}).{e}", tenant.name))?;
+            let named = |e: String| format!("tenant[{index}] ({}).{e}", tenant.name);
+            tenant.validate(self.pm_of(tenant)).map_err(named)?;
+            if let Some(throttle) = &tenant.throttle {
+                throttles
+                    .get(throttle)
+                    .map_err(|e| named(format!("throttle: {e}")))?;
+            }
             let earlier = &self.tenant[..index];
             if earlier.iter().any(|other| other.name == tenant.name) {
                 return Err(format!(
@@ -221,6 +243,25 @@ impl ServeConfig {
                     "tenant[{index}] ({}).listen: \"{}\" is already taken",
                     tenant.name, tenant.listen
                 ));
+            }
+        }
+        for pm in &self.pm {
+            let capacity = pm.size_bytes()?;
+            let mut claimed = 0u64;
+            for (index, tenant) in self.tenant.iter().enumerate() {
+                if tenant.pm.as_deref() != Some(pm.name.as_str()) {
+                    continue;
+                }
+                let BackendSpec::Pmem { size_bytes, .. } = tenant.value_store(Some(pm))? else {
+                    unreachable!("a tenant on a [[pm]] has its values there");
+                };
+                claimed += size_bytes;
+                if claimed > capacity {
+                    return Err(format!(
+                        "tenant[{index}] ({}).pm_size: the tenants on {} claim {claimed} bytes of its {capacity}",
+                        tenant.name, pm.name
+                    ));
+                }
             }
         }
         for (index, export) in self.export.iter().enumerate() {
@@ -254,6 +295,7 @@ impl ServeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn write(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
@@ -376,5 +418,77 @@ mod tests {
         assert!(ServeConfig::from_file(&path)
             .unwrap_err()
             .contains("no [[export]]"));
+    }
+
+    /// A `[[pm]]` table and two tenants on it, with `alpha` and `beta` lines added to each
+    /// tenant's table.
+    fn pm_config(alpha: &str, beta: &str) -> String {
+        format!(
+            "[[pm]]\nname = \"pm0\"\npath = \"/dev/shm/h-pm0\"\nsize = \"64m\"\n\
+             throttle = \"optane-pm-x2\"\n\
+             [[tenant]]\nname = \"alpha\"\nlisten = \"127.0.0.1:21001\"\npm = \"pm0\"\n{alpha}\
+             [[tenant]]\nname = \"beta\"\nlisten = \"127.0.0.1:21002\"\npm = \"pm0\"\n{beta}"
+        )
+    }
+
+    #[test]
+    fn tenants_on_one_pm_share_its_model_and_their_shares_must_fit() {
+        let (_dir, path) = write(&pm_config("pm_size = \"16m\"\n", "pm_size = \"48m\"\n"));
+        let config = ServeConfig::from_file(&path).unwrap();
+        let throttles = config.throttles().unwrap();
+        assert!(Arc::ptr_eq(
+            &throttles.get("pm0").unwrap(),
+            &throttles.get("pm0").unwrap()
+        ));
+        let alpha = &config.tenant[0];
+        let pm = config.pm_of(alpha).expect("alpha names pm0");
+        assert_eq!(
+            alpha.value_store(Some(pm)).unwrap(),
+            BackendSpec::Pmem {
+                path: "/dev/shm/h-pm0/alpha.values".into(),
+                size_bytes: 16 << 20
+            }
+        );
+        let (_dir, path) = write(&pm_config("pm_size = \"16m\"\n", "pm_size = \"49m\"\n"));
+        let error = ServeConfig::from_file(&path).unwrap_err();
+        assert!(
+            error.contains("tenant[1] (beta).pm_size") && error.contains("pm0"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_tenant_on_a_pm_is_refused_with_its_own_throttle_or_pmem_or_no_share() {
+        for (alpha, key) in [
+            ("pm_size = \"8m\"\nthrottle = \"optane-pm\"\n", "throttle"),
+            ("pm_size = \"8m\"\npmem = \"/dev/shm/x:8m\"\n", "pmem"),
+            ("", "pm_size"),
+        ] {
+            let (_dir, path) = write(&pm_config(alpha, "pm_size = \"8m\"\n"));
+            let error = ServeConfig::from_file(&path).unwrap_err();
+            assert!(
+                error.contains(&format!("tenant[0] (alpha).{key}")),
+                "{error}"
+            );
+        }
+        let text = pm_config("pm_size = \"8m\"\n", "pm_size = \"8m\"\n").replace(
+            "pm = \"pm0\"\npm_size = \"8m\"\n[[tenant]]",
+            "pm = \"pm1\"\npm_size = \"8m\"\n[[tenant]]",
+        );
+        let (_dir, path) = write(&text);
+        let error = ServeConfig::from_file(&path).unwrap_err();
+        assert!(error.contains("tenant[0] (alpha).pm: no [[pm]]"), "{error}");
+    }
+
+    #[test]
+    fn a_tenant_throttle_may_name_a_declared_device() {
+        let tenant = "[[tenant]]\nname = \"a\"\nlisten = \"127.0.0.1:21003\"\n";
+        let (_dir, path) = write(&format!(
+            "[[device]]\nname = \"shared\"\nlike = \"optane-pm\"\n{tenant}throttle = \"shared\"\n"
+        ));
+        ServeConfig::from_file(&path).unwrap();
+        let (_dir, path) = write(&format!("{tenant}throttle = \"nothing-like-it\"\n"));
+        let error = ServeConfig::from_file(&path).unwrap_err();
+        assert!(error.contains("tenant[0] (a).throttle"), "{error}");
     }
 }

@@ -49,8 +49,8 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
     }
     let mut tenants = Vec::new();
     for tenant in &config.tenant {
-        let opened =
-            Tenant::open(tenant, &throttles).map_err(|e| format!("tenant {}: {e}", tenant.name))?;
+        let opened = Tenant::open(tenant, config.pm_of(tenant), &throttles)
+            .map_err(|e| format!("tenant {}: {e}", tenant.name))?;
         eprintln!(
             "heterarchy: kv tenant {}: {:?}",
             tenant.name, opened.recovery

@@ -81,6 +81,8 @@ impl KvArgs {
             unix: self.unix.clone(),
             memory: self.memory.clone(),
             pmem: self.pmem.clone(),
+            pm: None,
+            pm_size: None,
             throttle: self.throttle.clone(),
             max_connections: self.max_connections,
             item_max: self.item_max.clone(),
@@ -95,6 +97,7 @@ impl KvArgs {
             device: Vec::new(),
             export: Vec::new(),
             tenant: vec![tenant],
+            pm: Vec::new(),
         };
         config.validate().map_err(|e| anyhow!("{e}"))?;
         Ok(config)
@@ -221,6 +224,7 @@ impl NbdArgs {
             device: Vec::new(),
             export: vec![export],
             tenant: Vec::new(),
+            pm: Vec::new(),
         };
         config.validate().map_err(|e| anyhow!("{e}"))?;
         Ok(config)

@@ -14,6 +14,23 @@
 //! item_max = "1m"
 //! segment = "1m"
 //! ```
+//!
+//! Tenants whose values share one persistent memory name its `[[pm]]` table (issue 18, item
+//! 2): each has its share there, and every access of every tenant is paced by the one model.
+//!
+//! ```toml
+//! [[pm]]
+//! name = "pm0"
+//! path = "/mnt/pm0"          # a directory on the PM's file system: a file per tenant
+//! size = "8g"                # what the tenants' shares may add up to
+//! throttle = "optane-pm-x2"  # what it is paced like: a preset or a device file
+//!
+//! [[tenant]]
+//! name = "alpha"
+//! listen = "127.0.0.1:11211"
+//! pm = "pm0"
+//! pm_size = "2g"             # alpha's share: its quota
+//! ```
 
 use std::path::PathBuf;
 
@@ -46,7 +63,14 @@ pub struct TenantConfig {
     /// Values on persistent memory instead: `PATH:SIZE`; the size is the quota.
     #[serde(default)]
     pub pmem: Option<String>,
-    /// Paces the value tier like this device preset (an emulated PM tier).
+    /// Values on a shared persistent memory instead: the name of its `[[pm]]` table.
+    #[serde(default)]
+    pub pm: Option<String>,
+    /// With `pm`: the tenant's share of it, its quota.
+    #[serde(default)]
+    pub pm_size: Option<String>,
+    /// Paces the value tier like this device preset or declared `[[device]]` (an emulated PM
+    /// tier); a tenant on a `[[pm]]` is paced by that.
     #[serde(default)]
     pub throttle: Option<String>,
     #[serde(default = "default_max_connections")]
@@ -74,9 +98,63 @@ fn default_segment() -> String {
     format!("{}k", DEFAULT_SEGMENT_BYTES >> 10)
 }
 
+/// One `[[pm]]` table: a persistent memory its tenants share (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PmConfig {
+    pub name: String,
+    /// A directory on the memory's file system (DAX, or /dev/shm to emulate one).
+    pub path: PathBuf,
+    /// What the tenants' shares may add up to.
+    pub size: String,
+    /// What the memory is paced like: a preset or a device file.
+    pub throttle: String,
+}
+
+impl PmConfig {
+    pub fn size_bytes(&self) -> Result<u64, String> {
+        parse_bytes(&self.size).map_err(|e| format!("size: {e}"))
+    }
+
+    /// Where `tenant`'s values live on it.
+    pub fn tenant_file(&self, tenant: &str) -> PathBuf {
+        self.path.join(format!("{tenant}.values"))
+    }
+
+    /// Checks every key; the error starts with the key.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.name.is_empty() || self.name.contains(|c: char| c.is_whitespace() || c == '"') {
+            return Err(format!(
+                "name: \"{}\"; expected a name without spaces or quotes",
+                self.name
+            ));
+        }
+        if self.size_bytes()? == 0 {
+            return Err(format!("size: \"{}\"; expected more than 0", self.size));
+        }
+        heterarchy_device::presets::resolve_device(&self.throttle, None)
+            .map(drop)
+            .map_err(|e| format!("throttle: {e}"))
+    }
+}
+
 impl TenantConfig {
-    /// Where its values live.
-    pub fn value_store(&self) -> Result<BackendSpec, String> {
+    /// Where its values live; `pm` is the `[[pm]]` table it names, if it names one.
+    pub fn value_store(&self, pm: Option<&PmConfig>) -> Result<BackendSpec, String> {
+        if let Some(name) = &self.pm {
+            let pm = pm.ok_or_else(|| format!("pm: no [[pm]] table named \"{name}\""))?;
+            let share = self.pm_size.as_deref().ok_or_else(|| {
+                format!("pm_size: missing; expected the tenant's share of {name}, e.g. \"1g\"")
+            })?;
+            let size_bytes = parse_bytes(share).map_err(|e| format!("pm_size: {e}"))?;
+            return Ok(BackendSpec::Pmem {
+                path: pm.tenant_file(&self.name),
+                size_bytes,
+            });
+        }
+        if self.pm_size.is_some() {
+            return Err("pm_size: without pm; expected pm = the [[pm]] table's name".into());
+        }
         match &self.pmem {
             Some(pmem) => format!("pmem:{pmem}")
                 .parse()
@@ -99,8 +177,9 @@ impl TenantConfig {
         // A segment holds at least one item of the largest size.
         let segment_bytes =
             size("segment", &self.segment)?.max(item_max_bytes.next_multiple_of(4096));
-        let index_max_bytes = match (&self.pmem, &self.memory) {
-            (Some(_), Some(memory)) => {
+        let on_pm = self.pmem.is_some() || self.pm.is_some();
+        let index_max_bytes = match (on_pm, &self.memory) {
+            (true, Some(memory)) => {
                 let bytes = parse_bytes(memory).map_err(|e| format!("memory: {e}"))?;
                 if bytes < 1 << 20 {
                     return Err(format!(
@@ -131,13 +210,24 @@ impl TenantConfig {
         Ok(config)
     }
 
-    /// Checks every key; the error starts with the key.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks every key but `throttle` (which may name a declared device: the serve config
+    /// checks it); `pm` is the `[[pm]]` table it names, if any. The error starts with the key.
+    pub fn validate(&self, pm: Option<&PmConfig>) -> Result<(), String> {
         if self.name.is_empty() || self.name.contains(|c: char| c.is_whitespace() || c == '"') {
             return Err(format!(
                 "name: \"{}\"; expected a name without spaces or quotes",
                 self.name
             ));
+        }
+        if let Some(name) = &self.pm {
+            if self.pmem.is_some() {
+                return Err(format!("pmem: with pm = \"{name}\"; give one of the two"));
+            }
+            if self.throttle.is_some() {
+                return Err(format!(
+                    "throttle: with pm = \"{name}\", which paces it; drop the throttle"
+                ));
+            }
         }
         if !matches!(self.listen, ListenAddr::Tcp(_)) {
             return Err(format!(
@@ -145,17 +235,8 @@ impl TenantConfig {
                 self.listen
             ));
         }
-        let store = self.value_store()?;
+        let store = self.value_store(pm)?;
         self.store_config()?;
-        if let Some(preset) = &self.throttle {
-            if heterarchy_device::presets::preset(preset).is_none() {
-                let names: Vec<&str> = heterarchy_device::presets::preset_names().collect();
-                return Err(format!(
-                    "throttle: no device preset \"{preset}\"; expected one of {}",
-                    names.join(", ")
-                ));
-            }
-        }
         if self.max_connections == 0 {
             return Err("max_connections: expected at least 1".to_string());
         }
@@ -164,10 +245,10 @@ impl TenantConfig {
         };
         let segment = u64::from(self.store_config()?.segment_bytes);
         if size_bytes < 4096 + 2 * segment {
-            let key = if self.pmem.is_some() {
-                "pmem"
-            } else {
-                "memory"
+            let key = match (&self.pm, &self.pmem) {
+                (Some(_), _) => "pm_size",
+                (None, Some(_)) => "pmem",
+                (None, None) => "memory",
             };
             return Err(format!(
                 "{key}: {size_bytes} bytes hold fewer than two {} segments",

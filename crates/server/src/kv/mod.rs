@@ -14,7 +14,7 @@ use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
 use std::sync::Arc;
 
-pub use config::TenantConfig;
+pub use config::{PmConfig, TenantConfig};
 pub use tenant::{Tenant, TenantStats};
 
 use crate::listen::ListenAddr;

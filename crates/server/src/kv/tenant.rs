@@ -9,7 +9,7 @@ use heterarchy_device::backend::{open_backend, Throttles};
 use heterarchy_kvstore::{Recovery, Store, StoreConfig};
 use serde::Serialize;
 
-use super::config::TenantConfig;
+use super::config::{PmConfig, TenantConfig};
 use super::counters::{FrontCounters, FrontCounts};
 
 /// One tenant being served.
@@ -41,15 +41,24 @@ pub struct TenantStats {
 pub struct StoreStatsJson(pub std::collections::BTreeMap<&'static str, u64>);
 
 impl Tenant {
-    /// Opens the tenant's store (finding a previous run's items on persistent memory); a
-    /// throttle named after one of `throttles`' devices is that device's, shared.
-    pub fn open(config: &TenantConfig, throttles: &Throttles) -> Result<Tenant, String> {
-        let spec = config.value_store()?;
+    /// Opens the tenant's store (finding a previous run's items on persistent memory), on `pm`
+    /// if it names one; a throttle named after one of `throttles`' devices (a `[[pm]]` is one)
+    /// is that device's, shared.
+    pub fn open(
+        config: &TenantConfig,
+        pm: Option<&PmConfig>,
+        throttles: &Throttles,
+    ) -> Result<Tenant, String> {
+        let spec = config.value_store(pm)?;
+        if let Some(pm) = pm {
+            std::fs::create_dir_all(&pm.path)
+                .map_err(|e| format!("pm {}: {}: {e}", pm.name, pm.path.display()))?;
+        }
         let backend = open_backend(&spec).map_err(|e| format!("{spec}: {e}"))?;
         let store_config = config.store_config()?;
         let (mut store, recovery) = Store::open(backend, store_config.clone(), unix_now_secs())
             .map_err(|e| e.to_string())?;
-        if let Some(name) = &config.throttle {
+        if let Some(name) = config.throttle.as_ref().or(config.pm.as_ref()) {
             let throttle = throttles.get(name).map_err(|e| format!("throttle: {e}"))?;
             store.set_throttle(throttle);
         }
