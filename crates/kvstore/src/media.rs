@@ -8,7 +8,7 @@
 use std::cell::Cell;
 use std::io;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use heterarchy_device::backend::{Backend, Throttle};
 use heterarchy_device::model::IoKind;
@@ -19,11 +19,11 @@ use crate::layout::{RecordHeader, SegmentHeader, StoreHeader, SEGMENT_HEADER_BYT
 /// A store's storage and how it is accessed.
 pub(crate) struct Media {
     backend: Box<dyn Backend>,
-    throttle: Option<(Arc<Throttle>, Instant)>,
-    /// When, on the throttle's clock, the device completes the accesses made since the last
+    throttle: Option<Arc<Throttle>>,
+    /// When the device completes the accesses made since the last
     /// [`take_deadline`](Media::take_deadline): each starts when the one before completes, as
     /// one thread's accesses do.
-    busy_until_ns: Cell<Option<u64>>,
+    busy_until: Cell<Option<Instant>>,
     /// Every write is made durable before it is answered (persistent memory on DAX).
     persist_each_write: bool,
     /// Records carry checksums, and state words and headers are kept: the storage outlives
@@ -38,7 +38,7 @@ impl Media {
             durable: backend.is_persistent(),
             backend,
             throttle: None,
-            busy_until_ns: Cell::new(None),
+            busy_until: Cell::new(None),
         }
     }
 
@@ -53,7 +53,7 @@ impl Media {
 
     /// Paces every access like a device model from now on (an emulated PM tier).
     pub fn set_throttle(&mut self, throttle: Arc<Throttle>) {
-        self.throttle = Some((throttle, Instant::now()));
+        self.throttle = Some(throttle);
     }
 
     /// Writes a whole record at `at` with streaming stores; durable on return where each write
@@ -142,22 +142,17 @@ impl Media {
     /// When the device completes the accesses made since the last call (none without a
     /// throttle, or without accesses); the next access starts afresh.
     pub fn take_deadline(&self) -> Option<Instant> {
-        let (_, epoch) = self.throttle.as_ref()?;
-        let done_ns = self.busy_until_ns.take()?;
-        Some(*epoch + Duration::from_nanos(done_ns))
+        self.busy_until.take()
     }
 
     /// Times the access on the throttled tier, after the accesses before it; the caller is not
     /// held (a server holds the answer instead, serving others meanwhile).
     fn pace(&self, kind: IoKind, offset: u64, bytes: usize) {
-        if let Some((throttle, epoch)) = &self.throttle {
-            let now_ns = epoch.elapsed().as_nanos() as u64;
-            let start_ns = self
-                .busy_until_ns
-                .get()
-                .map_or(now_ns, |busy| busy.max(now_ns));
-            let done_ns = throttle.complete_ns(start_ns, kind, offset, bytes as u32);
-            self.busy_until_ns.set(Some(done_ns));
+        if let Some(throttle) = &self.throttle {
+            let now = Instant::now();
+            let start = self.busy_until.get().map_or(now, |busy| busy.max(now));
+            let done = throttle.complete_at(start, kind, offset, bytes as u32);
+            self.busy_until.set(Some(done));
         }
     }
 }

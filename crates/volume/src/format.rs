@@ -175,12 +175,12 @@ impl Volume {
             line_bytes,
             mode: config.caching.mode,
             layout: config.caching.layout,
-            epoch: Instant::now(),
             feedback: controller.feedback(),
             storage: Storage {
                 devices,
                 line_bytes,
                 flush_epoch: AtomicU64::new(0),
+                epoch: Instant::now(),
             },
             control: Mutex::new(Control {
                 controller,

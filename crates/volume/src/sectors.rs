@@ -12,6 +12,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use heterarchy_engine::MAX_CACHE_TIERS;
 
@@ -64,6 +65,8 @@ pub struct Storage {
     /// Counts flushes, so that sectors marked unflushed during one are settled by the next
     /// ([`crate::slots::TierSlots::settle`]).
     pub flush_epoch: AtomicU64,
+    /// The volume's time zero: its requests' times are ns since then.
+    pub epoch: Instant,
 }
 
 impl Storage {

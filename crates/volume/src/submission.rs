@@ -432,7 +432,8 @@ impl Volume {
     ) -> Option<Instant> {
         let now = self.ns_since_epoch(arrival);
         let throttled = self.is_throttled();
-        let due_at = (throttled && due > now).then(|| self.epoch + Duration::from_nanos(due));
+        let due_at =
+            (throttled && due > now).then(|| self.storage.epoch + Duration::from_nanos(due));
         if !self.feedback.device_ops && !self.feedback.replies {
             return due_at;
         }

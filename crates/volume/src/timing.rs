@@ -5,6 +5,8 @@
 //! which the timed simulator walks stage by stage (`time_stage`) and the volume over a whole
 //! plan ([`time_plan`]).
 
+use std::time::Duration;
+
 use heterarchy_engine::{time_plan, DeviceOp, IoKind};
 
 use crate::execute::Job;
@@ -55,7 +57,9 @@ impl Storage {
             } else {
                 self.backing_offset(op.key, start)
             };
-            throttle.complete_ns(start_ns, op.kind, offset, bytes)
+            let start = self.epoch + Duration::from_nanos(start_ns);
+            let done = throttle.complete_at(start, op.kind, offset, bytes);
+            done.saturating_duration_since(self.epoch).as_nanos() as u64
         };
         let mut completed = |op: &DeviceOp, latency_ns: u64| {
             if let Some(times) = times.as_deref_mut() {

@@ -49,7 +49,6 @@ pub struct Volume {
     pub(crate) line_bytes: u32,
     pub(crate) mode: WriteMode,
     pub(crate) layout: TierLayout,
-    pub(crate) epoch: Instant,
     pub(crate) storage: Storage,
     pub(crate) control: Mutex<Control>,
     pub(crate) order: Arc<LineOrder>,
@@ -110,7 +109,9 @@ impl Volume {
     }
 
     pub(crate) fn ns_since_epoch(&self, instant: Instant) -> u64 {
-        instant.saturating_duration_since(self.epoch).as_nanos() as u64
+        instant
+            .saturating_duration_since(self.storage.epoch)
+            .as_nanos() as u64
     }
 
     /// Reads `buf.len()` bytes at `offset`. Returns when the answer is due (`None`: now).
@@ -186,7 +187,7 @@ impl Volume {
                 TierLayout::Exclusive => "exclusive",
             },
             size_bytes: self.size_bytes,
-            uptime_s: self.epoch.elapsed().as_secs_f64(),
+            uptime_s: self.storage.epoch.elapsed().as_secs_f64(),
             controller: &control.controller,
             storage: &self.storage,
             counters: &self.counters,

@@ -6,7 +6,7 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{wait_until, Backend, Throttle};
 use crate::model::IoKind;
@@ -15,24 +15,17 @@ use crate::model::IoKind;
 pub struct PacedBackend<B> {
     inner: B,
     throttle: Arc<Throttle>,
-    epoch: Instant,
 }
 
 impl<B: Backend> PacedBackend<B> {
     pub fn new(inner: B, throttle: Arc<Throttle>) -> PacedBackend<B> {
-        PacedBackend {
-            inner,
-            throttle,
-            epoch: Instant::now(),
-        }
+        PacedBackend { inner, throttle }
     }
 
     /// Holds the caller until an access that started at `start` would have completed.
     fn pace(&self, start: Instant, kind: IoKind, offset: u64, bytes: usize) {
-        let start_ns = start.duration_since(self.epoch).as_nanos() as u64;
         let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
-        let done_ns = self.throttle.complete_ns(start_ns, kind, offset, bytes);
-        wait_until(self.epoch + Duration::from_nanos(done_ns));
+        wait_until(self.throttle.complete_at(start, kind, offset, bytes));
     }
 }
 
@@ -97,6 +90,7 @@ mod tests {
     use super::*;
     use crate::backend::RamBackend;
     use crate::presets::preset;
+    use std::time::Duration;
 
     #[test]
     fn every_access_takes_the_presets_time() {

@@ -21,6 +21,9 @@ use crate::spec::DeviceSpec;
 /// A device model run on the real clock, shared by its users.
 pub struct Throttle {
     model: Mutex<DeviceModel>,
+    /// The model's time zero: every user's accesses are placed on this one clock, so that users
+    /// who started at different times still queue on the same channels at the same moments.
+    epoch: Instant,
 }
 
 impl Throttle {
@@ -28,13 +31,20 @@ impl Throttle {
     pub fn new(spec: &DeviceSpec) -> Throttle {
         Throttle {
             model: Mutex::new(DeviceModel::new(spec)),
+            epoch: Instant::now(),
         }
     }
 
-    /// When an access of `bytes` at `offset`, issued at `start_ns`, completes (both in ns of
-    /// the caller's clock). Accesses issued out of order (threads race to the lock) queue
-    /// behind channels already busy, which is all the model needs.
-    pub fn complete_ns(&self, start_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64 {
+    /// When an access of `bytes` at `offset`, issued at `start`, completes.
+    pub fn complete_at(&self, start: Instant, kind: IoKind, offset: u64, bytes: u32) -> Instant {
+        let start_ns = start.saturating_duration_since(self.epoch).as_nanos() as u64;
+        self.epoch + Duration::from_nanos(self.complete_ns(start_ns, kind, offset, bytes))
+    }
+
+    /// The same on the model's clock (ns since the throttle was made). Accesses issued out of
+    /// order (threads race to the lock) queue behind channels already busy, which is all the
+    /// model needs.
+    fn complete_ns(&self, start_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64 {
         self.model
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -141,10 +151,12 @@ mod tests {
         let throttles = Throttles::new([("pm0", "optane-pm")]).unwrap();
         let (a, b) = (throttles.get("pm0").unwrap(), throttles.get("pm0").unwrap());
         assert!(Arc::ptr_eq(&a, &b));
-        // Two users of one device queue on its channels: the second access waits.
-        let first = a.complete_ns(0, IoKind::Write, 0, 1 << 20);
-        let second = b.complete_ns(0, IoKind::Write, 1 << 20, 1 << 20);
-        assert!(second > first, "{first} {second}");
+        // Two users of one device queue on its channels: the second access waits, though it
+        // was issued at the same moment.
+        let now = Instant::now();
+        let first = a.complete_at(now, IoKind::Write, 0, 1 << 20);
+        let second = b.complete_at(now, IoKind::Write, 1 << 20, 1 << 20);
+        assert!(second > first, "{first:?} {second:?}");
         // A preset's name makes a device of its own each time.
         let (c, d) = (
             throttles.get("optane-pm").unwrap(),
