@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod cache;
 pub mod controller;
+pub mod nyx;
 pub mod plan;
 pub mod split;
 pub mod staging;
