@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use heterarchy_device::backend::{Backend, Throttle};
 use heterarchy_device::model::IoKind;
+use heterarchy_engine::nyx::{MaxIopsProfile, Regulator};
 
 use crate::expiry::Expiry;
 use crate::layout::{RecordHeader, SegmentHeader, StoreHeader, SEGMENT_HEADER_BYTES};
@@ -24,6 +25,8 @@ pub(crate) struct Media {
     /// [`take_deadline`](Media::take_deadline): each starts when the one before completes, as
     /// one thread's accesses do.
     busy_until: Cell<Option<Instant>>,
+    /// The tenant's gate on a shared device, and the device's cost profile.
+    gate: Option<(Arc<Regulator>, Arc<MaxIopsProfile>)>,
     /// Every write is made durable before it is answered (persistent memory on DAX).
     persist_each_write: bool,
     /// Records carry checksums, and state words and headers are kept: the storage outlives
@@ -39,11 +42,19 @@ impl Media {
             backend,
             throttle: None,
             busy_until: Cell::new(None),
+            gate: None,
         }
     }
 
     pub fn backend(&self) -> &dyn Backend {
         self.backend.as_ref()
+    }
+
+    /// Puts every access through `gate` from now on (NyxCache's M1 and M2, seed 000 §5.2.3):
+    /// delayed or stalled as the controller says, charged its cost by `profile`, then timed.
+    /// Only with a throttle: the gate's times are on the shared device's clock.
+    pub fn set_gate(&mut self, gate: Arc<Regulator>, profile: Arc<MaxIopsProfile>) {
+        self.gate = Some((gate, profile));
     }
 
     /// Whether the storage outlives the process (records carry checksums, headers are kept).
@@ -148,11 +159,16 @@ impl Media {
     /// Times the access on the throttled tier, after the accesses before it; the caller is not
     /// held (a server holds the answer instead, serving others meanwhile).
     fn pace(&self, kind: IoKind, offset: u64, bytes: usize) {
-        if let Some(throttle) = &self.throttle {
-            let now = Instant::now();
-            let start = self.busy_until.get().map_or(now, |busy| busy.max(now));
-            let done = throttle.complete_at(start, kind, offset, bytes as u32);
-            self.busy_until.set(Some(done));
+        let Some(throttle) = &self.throttle else {
+            return;
+        };
+        let now = Instant::now();
+        let mut start = self.busy_until.get().map_or(now, |busy| busy.max(now));
+        if let Some((gate, profile)) = &self.gate {
+            start = throttle.instant_at(gate.admit_ns(throttle.ns_at(start)));
+            gate.charge(profile, kind, bytes as u32);
         }
+        let done = throttle.complete_at(start, kind, offset, bytes as u32);
+        self.busy_until.set(Some(done));
     }
 }

@@ -37,8 +37,18 @@ impl Throttle {
 
     /// When an access of `bytes` at `offset`, issued at `start`, completes.
     pub fn complete_at(&self, start: Instant, kind: IoKind, offset: u64, bytes: u32) -> Instant {
-        let start_ns = start.saturating_duration_since(self.epoch).as_nanos() as u64;
-        self.epoch + Duration::from_nanos(self.complete_ns(start_ns, kind, offset, bytes))
+        let done_ns = self.complete_ns(self.ns_at(start), kind, offset, bytes);
+        self.instant_at(done_ns)
+    }
+
+    /// `at` on the model's clock: ns since the throttle was made (0 before).
+    pub fn ns_at(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_nanos() as u64
+    }
+
+    /// The instant `ns` on the model's clock stands for.
+    pub fn instant_at(&self, ns: u64) -> Instant {
+        self.epoch + Duration::from_nanos(ns)
     }
 
     /// The same on the model's clock (ns since the throttle was made). Accesses issued out of

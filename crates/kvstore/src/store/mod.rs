@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use heterarchy_device::backend::{Backend, Throttle};
+use heterarchy_engine::nyx::{MaxIopsProfile, Regulator};
 
 mod space;
 
@@ -111,6 +112,13 @@ impl Store {
     /// [`take_device_deadline`](Store::take_device_deadline).
     pub fn set_throttle(&mut self, throttle: Arc<Throttle>) {
         self.media.set_throttle(throttle);
+    }
+
+    /// Puts every storage access through the tenant's NyxCache gate (seed 000 §5.2.3): delayed
+    /// as the controller says, charged by `profile`. Only a throttled store has a device to
+    /// share.
+    pub fn set_gate(&mut self, gate: Arc<Regulator>, profile: Arc<MaxIopsProfile>) {
+        self.media.set_gate(gate, profile);
     }
 
     /// When a throttled tier would have completed the accesses made since the last call, one
