@@ -1007,7 +1007,8 @@ def shared_pm_config(tmp_path, shared: bool):
 def test_tenants_on_one_pm_queue_on_its_one_model(heterarchy_kv, tmp_path, shared):
     """Ten reads of alpha's in flight at once keep a disk-paced device busy for about 120 ms.
     On one `[[pm]]`, beta's read waits behind them; each tenant on a device of its own, it
-    does not. The values live in the `[[pm]]`'s directory, a file per tenant."""
+    does not. The values live in the `[[pm]]`'s directory, a file per tenant, beside the
+    device's MaxIOPS profile."""
     config, ports = shared_pm_config(tmp_path, shared)
     server = heterarchy_kv.start_config(config, [ports["alpha"], ports["beta"]])
     alpha, beta = server.client(ports["alpha"]), server.client(ports["beta"])
@@ -1028,9 +1029,61 @@ def test_tenants_on_one_pm_queue_on_its_one_model(heterarchy_kv, tmp_path, share
             reader.sock.close()
     if shared:
         assert beta_seconds >= 0.06, f"beta's read took {beta_seconds:.3f} s beside alpha's ten"
-        assert sorted(p.name for p in (tmp_path / "pm0").iterdir()) == ["alpha.values", "beta.values"]
+        files = sorted(p.name for p in (tmp_path / "pm0").iterdir())
+        assert files == ["alpha.values", "beta.values", "nyx-profile.toml"], files
     else:
         assert beta_seconds < 0.04, f"beta's read took {beta_seconds:.3f} s on a device of its own"
+
+
+def nyx_config(tmp_path, policy: str, alpha_limit: str | None):
+    """alpha and beta on one `[[pm]]` paced like two Optane DIMMs, under `policy`, with a
+    metrics port; alpha limited to `alpha_limit` if given."""
+    ports = {"alpha": free_port(), "beta": free_port(), "metrics": free_port()}
+    text = f'[server]\nthreads = 2\npolicy = "{policy}"\nmetrics = "127.0.0.1:{ports["metrics"]}"\n'
+    text += f'[[pm]]\nname = "pm0"\npath = "{tmp_path / "pm0"}"\nsize = "256m"\nthrottle = "optane-pm-x2"\n'
+    for name in ("alpha", "beta"):
+        text += f'[[tenant]]\nname = "{name}"\nlisten = "127.0.0.1:{ports[name]}"\npm = "pm0"\npm_size = "64m"\n'
+        if name == "alpha" and alpha_limit:
+            text += f'limit = "{alpha_limit}"\n'
+    config = tmp_path / f"{policy}.toml"
+    config.write_text(text)
+    return config, ports
+
+
+def nyx_of(ports, tenant: str) -> dict:
+    stats = json.loads(http_get(ports["metrics"], "/stats"))
+    tenants = stats if isinstance(stats, list) else stats["tenants"]
+    return next(t for t in tenants if t["name"] == tenant)
+
+
+@pytest.mark.parametrize("policy", ["limit", "none"])
+def test_a_resource_limit_holds_a_tenant_to_its_share_of_the_pm(heterarchy_kv, tmp_path, policy):
+    """alpha writes 4 KiB values as fast as one pipelining client can for two seconds. Under
+    `policy = "limit"` with `limit = "2%"` its accesses cost at most about 2% of the device's
+    time (seed 000 Algorithm 2: stalled to the epoch's end once past its share; the stats'
+    nyx_cost_seconds is M2's counter); with no policy it uses several times that."""
+    config, ports = nyx_config(tmp_path, policy, "2%" if policy == "limit" else None)
+    server = heterarchy_kv.start_config(config, [ports["alpha"], ports["beta"], ports["metrics"]])
+    assert (tmp_path / "pm0" / "nyx-profile.toml").exists(), "the device was not profiled"
+    before = nyx_of(ports, "alpha")["nyx_cost_seconds"]
+    value = b"v" * 4096
+    started = time.monotonic()
+    with Raw(ports["alpha"]) as writer:
+        i = 0
+        while time.monotonic() - started < 2.0:
+            batch = b"".join(b"set k%d 0 0 4096 noreply\r\n%s\r\n" % (i + j, value) for j in range(50))
+            writer.sock.sendall(batch)
+            i += 50
+        writer.exchange(b"mn\r\n", b"MN\r\n")
+    elapsed = time.monotonic() - started
+    alpha = nyx_of(ports, "alpha")
+    share = (alpha["nyx_cost_seconds"] - before) / elapsed
+    print(f"{policy}: alpha used {share:.3%} of the device")
+    assert alpha["nyx_accesses"] > 0 and alpha["nyx_bytes"] >= 4096
+    if policy == "limit":
+        assert share <= 0.03, f"alpha used {share:.3%} of the device under a 2% limit"
+    else:
+        assert share >= 0.06, f"alpha used only {share:.3%} of the device unlimited"
 
 
 def bad_config_unknown_key(tmp_path):

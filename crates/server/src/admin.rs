@@ -8,6 +8,7 @@ use std::sync::Arc;
 use heterarchy_volume::{DeviceStats, TierStats, Volume, VolumeStats};
 
 use crate::kv::counters::MetricKind;
+use crate::kv::tenant::NyxStats;
 use crate::kv::{Tenant, TenantStats};
 
 /// What a server serves: its volumes and its key-value tenants.
@@ -273,6 +274,42 @@ pub fn tenant_metrics(tenants: &[TenantStats]) -> String {
             MetricKind::Gauge => (format!("kv_{name}"), "gauge"),
         };
         family(&mut text, &name, kind, help, samples);
+    }
+    type NyxField = fn(&NyxStats) -> f64;
+    let nyx: [(&str, &str, &str, NyxField); 4] = [
+        (
+            "kv_nyx_cost_seconds_total",
+            "counter",
+            "device time the tenant's accesses cost on its shared PM (its rate: utilization)",
+            |n| n.nyx_cost_seconds,
+        ),
+        (
+            "kv_nyx_accesses_total",
+            "counter",
+            "accesses to the shared PM",
+            |n| n.nyx_accesses as f64,
+        ),
+        (
+            "kv_nyx_bytes_total",
+            "counter",
+            "bytes moved to and from the shared PM",
+            |n| n.nyx_bytes as f64,
+        ),
+        (
+            "kv_nyx_delay_units",
+            "gauge",
+            "delay before each access, in 10 ns units",
+            |n| n.nyx_delay_units as f64,
+        ),
+    ];
+    for (name, kind, help, field) in nyx {
+        let samples: Vec<(String, f64)> = tenants
+            .iter()
+            .filter_map(|s| Some((label(s), field(s.nyx.as_ref()?))))
+            .collect();
+        if !samples.is_empty() {
+            family(&mut text, name, kind, help, samples);
+        }
     }
     let Some(first) = tenants.first() else {
         return text;

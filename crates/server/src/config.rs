@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use heterarchy_blockdev::StagedConfig;
 use heterarchy_device::backend::{BackendSpec, Throttles};
+use heterarchy_engine::nyx::{self, PolicyName};
 use heterarchy_volume::VolumeConfig;
 
 use crate::kv::{PmConfig, TenantConfig};
@@ -47,6 +48,14 @@ pub struct ServerSection {
     /// Threads carrying out the NBD requests that wait for a device, so that the loops never
     /// do: they bound how many such requests are in flight at once.
     pub io_workers: usize,
+    /// How the tenants of each `[[pm]]` share it (NyxCache, seed 000 §5.2.4): none, limit
+    /// (each tenant's `limit` a share of the device, "30%"), bandwidth-limit (bytes a second,
+    /// "500mb/s").
+    pub policy: String,
+    /// The sharing controller's tick (seed 000 §5.2.6: 10 ms).
+    pub tick_ms: u64,
+    /// Ticks per resource-limit epoch (100).
+    pub epoch_ticks: u32,
 }
 
 /// I/O workers when neither the file nor the command line says.
@@ -59,6 +68,9 @@ impl Default for ServerSection {
             metrics: None,
             threads: std::thread::available_parallelism().map_or(4, |n| n.get()),
             io_workers: DEFAULT_IO_WORKERS,
+            policy: PolicyName::None.name().to_string(),
+            tick_ms: nyx::policy::defaults::TICK_NS / 1_000_000,
+            epoch_ticks: nyx::policy::defaults::EPOCH_TICKS,
         }
     }
 }
@@ -163,6 +175,11 @@ impl ServeConfig {
         )
     }
 
+    /// How the tenants of each `[[pm]]` share it.
+    pub fn policy(&self) -> Result<PolicyName, String> {
+        self.server.policy.parse()
+    }
+
     /// The `[[pm]]` table `tenant` names, if it names one that exists.
     pub fn pm_of(&self, tenant: &TenantConfig) -> Option<&PmConfig> {
         let name = tenant.pm.as_deref()?;
@@ -221,9 +238,21 @@ impl ServeConfig {
         if self.server.threads == 0 {
             return Err("server.threads: expected at least 1".to_string());
         }
+        let policy = self.policy().map_err(|e| format!("server.policy: {e}"))?;
+        if self.server.tick_ms == 0 || self.server.epoch_ticks == 0 {
+            return Err("server.tick_ms, server.epoch_ticks: expected at least 1".to_string());
+        }
         for (index, tenant) in self.tenant.iter().enumerate() {
             let named = |e: String| format!("tenant[{index}] ({}).{e}", tenant.name);
             tenant.validate(self.pm_of(tenant)).map_err(named)?;
+            if tenant.limit.is_some() {
+                if tenant.pm.is_none() {
+                    return Err(named(
+                        "limit: only a tenant on a [[pm]] shares a device to be limited on".into(),
+                    ));
+                }
+                tenant.limit_under(policy).map_err(named)?;
+            }
             if let Some(throttle) = &tenant.throttle {
                 throttles
                     .get(throttle)
@@ -490,5 +519,49 @@ mod tests {
         let (_dir, path) = write(&format!("{tenant}throttle = \"nothing-like-it\"\n"));
         let error = ServeConfig::from_file(&path).unwrap_err();
         assert!(error.contains("tenant[0] (a).throttle"), "{error}");
+    }
+
+    #[test]
+    fn sharing_policies_and_limits_are_refused_by_name_when_wrong() {
+        let with = |server: &str, alpha: &str| {
+            let text = format!(
+                "[server]\n{server}{}",
+                pm_config(&format!("pm_size = \"8m\"\n{alpha}"), "pm_size = \"8m\"\n")
+            );
+            let (_dir, path) = write(&text);
+            ServeConfig::from_file(&path)
+        };
+        let config = with("policy = \"limit\"\n", "limit = \"30%\"\n").unwrap();
+        assert_eq!(
+            config.tenant[0].limit_under(config.policy().unwrap()),
+            Ok(Some(0.3))
+        );
+        let config = with("policy = \"bandwidth-limit\"\n", "limit = \"500mb/s\"\n").unwrap();
+        assert_eq!(
+            config.tenant[0].limit_under(config.policy().unwrap()),
+            Ok(Some((500u64 << 20) as f64))
+        );
+        for (server, alpha, key) in [
+            ("policy = \"fairness\"\n", "", "server.policy"),
+            (
+                "policy = \"limit\"\n",
+                "limit = \"30\"\n",
+                "tenant[0] (alpha).limit",
+            ),
+            (
+                "policy = \"limit\"\n",
+                "limit = \"130%\"\n",
+                "tenant[0] (alpha).limit",
+            ),
+            ("", "limit = \"30%\"\n", "tenant[0] (alpha).limit"),
+            (
+                "policy = \"bandwidth-limit\"\n",
+                "limit = \"30%\"\n",
+                "tenant[0] (alpha).limit",
+            ),
+        ] {
+            let error = with(server, alpha).unwrap_err();
+            assert!(error.contains(key), "{server}{alpha}: {error}");
+        }
     }
 }

@@ -82,6 +82,7 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
         })?;
     }
     if !tenants.is_empty() {
+        kv::nyx::start(config, &tenants, &throttles)?;
         kv::start(&tenants, config.server.threads)?;
     }
     if let Some(address) = &config.server.metrics {

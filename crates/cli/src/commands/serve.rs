@@ -83,6 +83,7 @@ impl KvArgs {
             pmem: self.pmem.clone(),
             pm: None,
             pm_size: None,
+            limit: None,
             throttle: self.throttle.clone(),
             max_connections: self.max_connections,
             item_max: self.item_max.clone(),
@@ -220,6 +221,7 @@ impl NbdArgs {
                 metrics: self.metrics.clone(),
                 threads: self.threads.unwrap_or(defaults.threads),
                 io_workers: self.io_workers,
+                ..defaults
             },
             device: Vec::new(),
             export: vec![export],

@@ -37,6 +37,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use heterarchy_device::backend::BackendSpec;
+use heterarchy_engine::nyx::PolicyName;
 use heterarchy_kvstore::{StoreConfig, DEFAULT_ITEM_MAX_BYTES, DEFAULT_SEGMENT_BYTES};
 use heterarchy_trace::units::parse_bytes;
 
@@ -69,6 +70,10 @@ pub struct TenantConfig {
     /// With `pm`: the tenant's share of it, its quota.
     #[serde(default)]
     pub pm_size: Option<String>,
+    /// Under the server's sharing policy, its limit on its `[[pm]]`: a share of the device
+    /// ("30%") for `limit`, bytes a second ("500mb/s") for `bandwidth-limit`.
+    #[serde(default)]
+    pub limit: Option<String>,
     /// Paces the value tier like this device preset or declared `[[device]]` (an emulated PM
     /// tier); a tenant on a `[[pm]]` is paced by that.
     #[serde(default)]
@@ -109,11 +114,22 @@ pub struct PmConfig {
     pub size: String,
     /// What the memory is paced like: a preset or a device file.
     pub throttle: String,
+    /// Where its MaxIOPS profile is kept (NyxCache's M2, seed 000 §5.2.3; `nyx-profile.toml`
+    /// in `path` by default); a missing or stale one is measured again.
+    #[serde(default)]
+    pub profile: Option<PathBuf>,
 }
 
 impl PmConfig {
     pub fn size_bytes(&self) -> Result<u64, String> {
         parse_bytes(&self.size).map_err(|e| format!("size: {e}"))
+    }
+
+    /// Where its MaxIOPS profile is kept.
+    pub fn profile_path(&self) -> PathBuf {
+        self.profile
+            .clone()
+            .unwrap_or_else(|| self.path.join("nyx-profile.toml"))
     }
 
     /// Where `tenant`'s values live on it.
@@ -139,6 +155,38 @@ impl PmConfig {
 }
 
 impl TenantConfig {
+    /// Its `limit` in `policy`'s units per second: a share of the device, or bytes; none
+    /// without a limit. The error starts with the key.
+    pub fn limit_under(&self, policy: PolicyName) -> Result<Option<f64>, String> {
+        let Some(text) = &self.limit else {
+            return Ok(None);
+        };
+        let bad = |expected: &str| Err(format!("limit: \"{text}\"; expected {expected}"));
+        match policy {
+            PolicyName::None => Err(format!(
+                "limit: \"{text}\" under policy \"none\"; set server.policy to limit or bandwidth-limit"
+            )),
+            PolicyName::Limit => {
+                let Some(percent) = text.trim().strip_suffix('%') else {
+                    return bad("a share of the device, e.g. \"30%\"");
+                };
+                match percent.trim().parse::<f64>() {
+                    Ok(share) if share > 0.0 && share <= 100.0 => Ok(Some(share / 100.0)),
+                    _ => bad("a share of the device above 0% and at most 100%"),
+                }
+            }
+            PolicyName::BandwidthLimit => {
+                let Some(bytes) = text.trim().strip_suffix("/s") else {
+                    return bad("bytes a second, e.g. \"500mb/s\"");
+                };
+                match parse_bytes(bytes) {
+                    Ok(bytes) if bytes > 0 => Ok(Some(bytes as f64)),
+                    _ => bad("bytes a second above 0, e.g. \"500mb/s\""),
+                }
+            }
+        }
+    }
+
     /// Where its values live; `pm` is the `[[pm]]` table it names, if it names one.
     pub fn value_store(&self, pm: Option<&PmConfig>) -> Result<BackendSpec, String> {
         if let Some(name) = &self.pm {

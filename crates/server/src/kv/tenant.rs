@@ -2,10 +2,11 @@
 //! knows (commands and connections). Each tenant has its own store, so one tenant can never
 //! read, overwrite or evict another's keys.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use heterarchy_device::backend::{open_backend, Throttles};
+use heterarchy_engine::nyx::Regulator;
 use heterarchy_kvstore::{Recovery, Store, StoreConfig};
 use serde::Serialize;
 
@@ -21,6 +22,8 @@ pub struct Tenant {
     pub counters: FrontCounters,
     pub started: Instant,
     pub recovery: Recovery,
+    /// Its gate on a shared `[[pm]]` (NyxCache's M1 and M2), if it is on one.
+    gate: Option<Arc<Regulator>>,
 }
 
 /// Everything `stats` and the metrics endpoint report for a tenant.
@@ -31,8 +34,23 @@ pub struct TenantStats {
     pub uptime_secs: u64,
     #[serde(flatten)]
     pub front: FrontCounts,
+    /// Its use of a shared `[[pm]]`, if it is on one.
+    #[serde(flatten)]
+    pub nyx: Option<NyxStats>,
     #[serde(flatten)]
     pub store_stats: StoreStatsJson,
+}
+
+/// A tenant's use of its shared `[[pm]]` (NyxCache's M2 counters and its M1 throttle).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct NyxStats {
+    /// Device time its accesses cost, by the device's MaxIOPS profile: its rate is the
+    /// tenant's utilization of the device.
+    pub nyx_cost_seconds: f64,
+    pub nyx_accesses: u64,
+    pub nyx_bytes: u64,
+    /// The delay its accesses take now, in 10 ns units.
+    pub nyx_delay_units: u64,
 }
 
 /// The store's counters, by memcached's names.
@@ -69,6 +87,7 @@ impl Tenant {
             counters: FrontCounters::default(),
             started: Instant::now(),
             recovery,
+            gate: pm.map(|_| Arc::new(Regulator::new())),
         })
     }
 
@@ -77,6 +96,11 @@ impl Tenant {
         self.store
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Its gate on a shared `[[pm]]`, if it is on one.
+    pub fn gate(&self) -> Option<&Arc<Regulator>> {
+        self.gate.as_ref()
     }
 
     pub fn name(&self) -> &str {
@@ -91,6 +115,15 @@ impl Tenant {
             store: store.describe(),
             uptime_secs: self.started.elapsed().as_secs(),
             front: self.counters.snapshot(),
+            nyx: self.gate.as_ref().map(|gate| {
+                let usage = gate.usage();
+                NyxStats {
+                    nyx_cost_seconds: usage.cost_ps as f64 / 1e12,
+                    nyx_accesses: usage.accesses,
+                    nyx_bytes: usage.bytes,
+                    nyx_delay_units: gate.delay_units(),
+                }
+            }),
             store_stats: StoreStatsJson(store.stats().named().into_iter().collect()),
         }
     }
