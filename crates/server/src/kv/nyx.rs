@@ -148,7 +148,11 @@ mod tests {
         };
         let path = pm.profile_path();
         let measured = profile_of(&pm).unwrap();
-        assert!(measured.device.starts_with("optane-pm "), "{}", measured.device);
+        assert!(
+            measured.device.starts_with("optane-pm "),
+            "{}",
+            measured.device
+        );
         assert_eq!(read_profile(&path, &measured.device).unwrap(), measured);
         // Kept: read back, not measured (a changed number survives).
         let mut kept = measured.clone();
