@@ -1080,10 +1080,13 @@ def test_a_resource_limit_holds_a_tenant_to_its_share_of_the_pm(heterarchy_kv, t
     share = (alpha["nyx_cost_seconds"] - before) / elapsed
     print(f"{policy}: alpha used {share:.3%} of the device")
     assert alpha["nyx_accesses"] > 0 and alpha["nyx_bytes"] >= 4096
+    # The last 500 ms window's requests and p99 are in the stats.
+    assert alpha["window_requests"] > 0 and alpha["p99_latency_us"] > 0, alpha
     if policy == "limit":
         assert share <= 0.03, f"alpha used {share:.3%} of the device under a 2% limit"
     else:
         assert share >= 0.06, f"alpha used only {share:.3%} of the device unlimited"
+    assert f'heterarchy_kv_p99_latency_us{{tenant="alpha"}}' in http_get(ports["metrics"], "/metrics")
 
 
 def bad_config_unknown_key(tmp_path):

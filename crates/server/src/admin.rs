@@ -302,6 +302,14 @@ pub fn tenant_metrics(tenants: &[TenantStats]) -> String {
             |n| n.nyx_delay_units as f64,
         ),
     ];
+    let p99 = tenants.iter().map(|s| (label(s), s.latency.p99_latency_us));
+    family(
+        &mut text,
+        "kv_p99_latency_us",
+        "gauge",
+        "p99 latency of the last 500 ms window, from a request arriving to its answer being due",
+        p99,
+    );
     for (name, kind, help, field) in nyx {
         let samples: Vec<(String, f64)> = tenants
             .iter()

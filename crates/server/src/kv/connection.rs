@@ -52,6 +52,9 @@ pub struct Connection {
     closing: bool,
     /// An answer held until the throttled device would have completed its accesses.
     hold: Option<Hold>,
+    /// When the last bytes arrived: the requests in them wait from then, behind a held
+    /// answer too.
+    received: Instant,
 }
 
 /// An answer not yet due: `output[from..]` waits until `until`, and so does every request
@@ -83,6 +86,7 @@ impl Connection {
             waiting_for_room: false,
             closing: false,
             hold: None,
+            received: Instant::now(),
         }
     }
 
@@ -195,6 +199,7 @@ impl Connection {
                 Ok(count) => {
                     let short = self.end + count < self.input.len();
                     self.end += count;
+                    self.received = Instant::now();
                     add(&self.tenant.counters.bytes_read, count as u64);
                     return Ok(Some(short));
                 }
@@ -244,6 +249,10 @@ impl Connection {
                         &mut self.output,
                     );
                     self.hold = self.hold.or(held_for_device(&mut **store, answer_from));
+                    let answered = self.hold.map_or_else(Instant::now, |hold| hold.until);
+                    tenant
+                        .latencies
+                        .record(answered, answered.saturating_duration_since(self.received));
                     match outcome {
                         Outcome::Paused { keys_done } => {
                             self.keys_done = keys_done;

@@ -6,6 +6,7 @@ pub mod config;
 mod connection;
 pub mod counters;
 mod execute;
+pub mod latency;
 pub mod nyx;
 mod stats;
 pub mod tenant;

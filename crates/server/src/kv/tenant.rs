@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::config::{PmConfig, TenantConfig};
 use super::counters::{FrontCounters, FrontCounts};
+use super::latency::{Latencies, LatencyWindow};
 
 /// One tenant being served.
 pub struct Tenant {
@@ -24,6 +25,8 @@ pub struct Tenant {
     pub recovery: Recovery,
     /// Its gate on a shared `[[pm]]` (NyxCache's M1 and M2), if it is on one.
     gate: Option<Arc<Regulator>>,
+    /// What its requests took, window by window.
+    pub latencies: Latencies,
 }
 
 /// Everything `stats` and the metrics endpoint report for a tenant.
@@ -34,6 +37,9 @@ pub struct TenantStats {
     pub uptime_secs: u64,
     #[serde(flatten)]
     pub front: FrontCounts,
+    /// Its last completed latency window (500 ms).
+    #[serde(flatten)]
+    pub latency: LatencyWindow,
     /// Its use of a shared `[[pm]]`, if it is on one.
     #[serde(flatten)]
     pub nyx: Option<NyxStats>,
@@ -88,6 +94,7 @@ impl Tenant {
             started: Instant::now(),
             recovery,
             gate: pm.map(|_| Arc::new(Regulator::new())),
+            latencies: Latencies::default(),
         })
     }
 
@@ -115,6 +122,7 @@ impl Tenant {
             store: store.describe(),
             uptime_secs: self.started.elapsed().as_secs(),
             front: self.counters.snapshot(),
+            latency: self.latencies.last(Instant::now()),
             nyx: self.gate.as_ref().map(|gate| {
                 let usage = gate.usage();
                 NyxStats {
