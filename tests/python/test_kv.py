@@ -1019,6 +1019,8 @@ def test_tenants_on_one_pm_queue_on_its_one_model(heterarchy_kv, tmp_path, share
     try:
         for i, reader in enumerate(readers):
             reader.sock.sendall(f"get a{i}\r\n".encode())
+        # Long enough for the server to take alpha's reads up, well short of their 120 ms.
+        time.sleep(0.02)
         asked = time.monotonic()
         assert beta.get("b") == b"1"
         beta_seconds = time.monotonic() - asked
