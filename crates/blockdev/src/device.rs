@@ -58,9 +58,12 @@ struct Shared {
     buffers: SlotBuffers,
     /// Whether a background write-back has failed (logged once).
     write_back_failed: AtomicBool,
-    /// Requests between their arrival and their answer: none, and the device idles.
+    /// Requests between their arrival and their answer: none, and the device idles. Counted
+    /// only for a scheme whose background threads wait for that (the count is two shared
+    /// read-modify-writes a request).
     requests_in_progress: AtomicU32,
-    /// Whether the background threads must be woken when the device becomes idle.
+    /// Whether the background threads write back only while the device idles, and must be
+    /// woken when it does.
     background_when_idle: bool,
 }
 
@@ -69,9 +72,7 @@ struct InProgress<'a>(&'a Shared);
 
 impl Drop for InProgress<'_> {
     fn drop(&mut self) {
-        if self.0.requests_in_progress.fetch_sub(1, Ordering::AcqRel) == 1
-            && self.0.background_when_idle
-        {
+        if self.0.requests_in_progress.fetch_sub(1, Ordering::AcqRel) == 1 {
             let table = self.0.lock();
             self.0.changed(&table, true);
         }
@@ -257,10 +258,14 @@ fn for_each_block(
 }
 
 impl Shared {
-    /// A request arrived; it is in the device until the guard drops.
-    fn arrived(&self) -> InProgress<'_> {
+    /// A request arrived; it is in the device until the guard drops (counted only where the
+    /// scheme asks whether the device idles).
+    fn arrived(&self) -> Option<InProgress<'_>> {
+        if !self.background_when_idle {
+            return None;
+        }
         self.requests_in_progress.fetch_add(1, Ordering::AcqRel);
-        InProgress(self)
+        Some(InProgress(self))
     }
 
     fn lock(&self) -> MutexGuard<'_, Table> {

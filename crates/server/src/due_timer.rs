@@ -41,7 +41,7 @@ impl Timer {
 
     /// Fires once [`SPIN_BEFORE`] `due` (at once if that has passed), unless it already
     /// fires by then: an early wake-up only finds nothing due yet.
-    pub fn arm(&mut self, due: Instant) {
+    fn arm(&mut self, due: Instant) {
         let wake = due.checked_sub(SPIN_BEFORE).unwrap_or(due);
         if self.fires_at.is_some_and(|fires_at| fires_at <= wake) {
             return;

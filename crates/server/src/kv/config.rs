@@ -9,7 +9,7 @@
 //! memory = "64m"                        # the quota: values (with keys) in DRAM
 //! # pmem = "/mnt/pm/alpha:1g"           # or values on persistent memory, this much;
 //! #                                     # then `memory` (if given) caps the DRAM index
-//! # throttle = "optane-pm"              # pace the value tier like a device preset
+//! # throttle = "optane-pm"              # pace the value tier like a preset or a [[device]]
 //! max_connections = 1024
 //! item_max = "1m"
 //! segment = "1m"

@@ -17,6 +17,7 @@ use heterarchy_device::model::DeviceModel;
 use heterarchy_device::presets::resolve_device;
 use heterarchy_engine::nyx::policy::{Meter, ResourceLimit};
 use heterarchy_engine::nyx::{MaxIopsProfile, PolicyName, ProfileLoad, SharingPolicy};
+use heterarchy_trace::read::stable_key_hash;
 
 use super::config::PmConfig;
 use super::tenant::Tenant;
@@ -123,13 +124,8 @@ fn read_profile(path: &Path, fingerprint: &str) -> Result<MaxIopsProfile, String
 /// Names a device by what it is like and a hash of its whole description, so that a profile
 /// of a changed device is stale.
 fn fingerprint(name: &str, description: &str) -> String {
-    // FNV-1a: stable across runs and builds, which std's hasher is not.
-    let hash = description
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-    format!("{name} {hash:016x}")
+    // Stable across runs and builds, which std's hasher is not.
+    format!("{name} {:016x}", stable_key_hash(description.as_bytes()))
 }
 
 #[cfg(test)]

@@ -117,6 +117,7 @@ fn run(mut poll: Poll, mut timer: Timer, receiver: mpsc::Receiver<Handoff>) {
     // Connections whose answers are held for the throttled device, by when they are due (a
     // slot may be listed twice, or reused since: a call when nothing is due does nothing).
     let mut held: BinaryHeap<Reverse<(Instant, usize)>> = BinaryHeap::new();
+    let mut ready = Vec::new();
     loop {
         let timeout = timer.poll_timeout(held.peek().map(|Reverse((due, _))| *due));
         if let Err(error) = poll.poll(&mut events, timeout) {
@@ -126,7 +127,7 @@ fn run(mut poll: Poll, mut timer: Timer, receiver: mpsc::Receiver<Handoff>) {
             continue;
         }
         let now = Instant::now();
-        let mut ready = Vec::new();
+        ready.clear();
         for event in events.iter() {
             match event.token() {
                 WAKER => {}
@@ -141,7 +142,7 @@ fn run(mut poll: Poll, mut timer: Timer, receiver: mpsc::Receiver<Handoff>) {
             held.pop();
             ready.push(slot);
         }
-        for slot in ready {
+        for &slot in &ready {
             let Some(connection) = connections.get_mut(slot).and_then(Option::as_mut) else {
                 continue;
             };

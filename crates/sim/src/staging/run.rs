@@ -645,7 +645,12 @@ impl Sim<'_> {
     }
 
     fn begin_evictor(&mut self, thread: u32) {
-        let idle = self.device_idle();
+        // Only a scheme that cleans while the device idles asks; the others' evictors are many.
+        let wants_idle = self
+            .staging
+            .as_ref()
+            .is_some_and(Staging::background_when_idle);
+        let idle = wants_idle && self.device_idle();
         let victim = self
             .staging
             .as_mut()
