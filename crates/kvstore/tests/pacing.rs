@@ -87,16 +87,18 @@ fn a_gate_delays_stalls_and_charges_every_access() {
         profile.cost_ps(IoKind::Write, written.bytes as u32)
     );
     store.take_device_deadline();
-    // 1 ms of delay on every access.
-    gate.set_delay_units(100_000);
+    // A thousand accesses a second: the second read waits 1 ms after the first.
+    gate.set_rate_cap(Some(1000.0));
     let asked = Instant::now();
+    get(&mut store, b"k");
+    store.take_device_deadline();
     assert_eq!(get(&mut store, b"k"), vec![7u8; 1000]);
     let due = store.take_device_deadline().unwrap();
     assert!(due >= asked + Duration::from_millis(1), "{:?}", due - asked);
     let read = gate.usage().since(written);
-    assert_eq!((read.accesses, read.bytes), (1, 1000));
+    assert_eq!((read.accesses, read.bytes), (2, 2000));
     // A stall holds the access to its end.
-    gate.set_delay_units(0);
+    gate.set_rate_cap(None);
     let until = Instant::now() + Duration::from_millis(20);
     gate.stall_until(throttle.ns_at(until));
     get(&mut store, b"k");

@@ -276,7 +276,7 @@ pub fn tenant_metrics(tenants: &[TenantStats]) -> String {
         family(&mut text, &name, kind, help, samples);
     }
     type NyxField = fn(&NyxStats) -> f64;
-    let nyx: [(&str, &str, &str, NyxField); 4] = [
+    let nyx: [(&str, &str, &str, NyxField); 5] = [
         (
             "kv_nyx_cost_seconds_total",
             "counter",
@@ -296,10 +296,16 @@ pub fn tenant_metrics(tenants: &[TenantStats]) -> String {
             |n| n.nyx_bytes as f64,
         ),
         (
-            "kv_nyx_delay_units",
+            "kv_nyx_rate_cap_per_second",
             "gauge",
-            "delay before each access, in 10 ns units",
-            |n| n.nyx_delay_units as f64,
+            "the tenant's throttle: accesses a second it may make (0: unthrottled)",
+            |n| n.nyx_rate_cap_per_second,
+        ),
+        (
+            "kv_nyx_slowdown",
+            "gauge",
+            "the tenant's slowdown as its policy last estimated it, T_alone / T_shared (0: none)",
+            |n| n.nyx_slowdown,
         ),
     ];
     let p99 = tenants.iter().map(|s| (label(s), s.latency.p99_latency_us));

@@ -29,7 +29,8 @@ use serde::{Deserialize, Serialize};
 
 use heterarchy_blockdev::StagedConfig;
 use heterarchy_device::backend::{BackendSpec, Throttles};
-use heterarchy_engine::nyx::{self, PolicyName};
+use heterarchy_engine::nyx::policy::{PolicyParams, TenantTerms};
+use heterarchy_engine::nyx::PolicyName;
 use heterarchy_volume::VolumeConfig;
 
 use crate::kv::{PmConfig, TenantConfig};
@@ -48,14 +49,20 @@ pub struct ServerSection {
     /// Threads carrying out the NBD requests that wait for a device, so that the loops never
     /// do: they bound how many such requests are in flight at once.
     pub io_workers: usize,
-    /// How the tenants of each `[[pm]]` share it (NyxCache, seed 000 §5.2.4): none, limit
-    /// (each tenant's `limit` a share of the device, "30%"), bandwidth-limit (bytes a second,
-    /// "500mb/s").
+    /// How the tenants of each `[[pm]]` share it (NyxCache, seed 000 §5.2.4; the names in
+    /// `heterarchy_engine::nyx::PolicyName`): none, limit (each tenant's `limit` a share of the
+    /// device, "30%"), bandwidth-limit (bytes a second, "500mb/s"), qos and caladan-qos (`class`,
+    /// `p99_target_us`), fair (`slowdown_limit`), proportional, donate-all, no-realloc and
+    /// bandwidth-proportional (`weight`).
     pub policy: String,
     /// The sharing controller's tick (seed 000 §5.2.6: 10 ms).
     pub tick_ms: u64,
     /// Ticks per resource-limit epoch (100).
     pub epoch_ticks: u32,
+    /// QoS's ExperimentStep: the throughput a throttle step costs a tenant ("500mb/s").
+    pub experiment_step: String,
+    /// Proportional sharing's DonateStep ("10%").
+    pub donate_step: String,
 }
 
 /// I/O workers when neither the file nor the command line says.
@@ -69,8 +76,10 @@ impl Default for ServerSection {
             threads: std::thread::available_parallelism().map_or(4, |n| n.get()),
             io_workers: DEFAULT_IO_WORKERS,
             policy: PolicyName::None.name().to_string(),
-            tick_ms: nyx::policy::defaults::TICK_NS / 1_000_000,
-            epoch_ticks: nyx::policy::defaults::EPOCH_TICKS,
+            tick_ms: PolicyParams::default().tick_ns / 1_000_000,
+            epoch_ticks: PolicyParams::default().epoch_ticks,
+            experiment_step: "500mb/s".to_string(),
+            donate_step: "10%".to_string(),
         }
     }
 }
@@ -180,6 +189,40 @@ impl ServeConfig {
         self.server.policy.parse()
     }
 
+    /// The sharing controller's parameters. The error starts with the key.
+    pub fn policy_params(&self) -> Result<PolicyParams, String> {
+        let server = &self.server;
+        if server.tick_ms == 0 || server.epoch_ticks == 0 {
+            return Err("server.tick_ms, server.epoch_ticks: expected at least 1".to_string());
+        }
+        let experiment_step =
+            crate::kv::config::parse_rate(&server.experiment_step).map_err(|e| {
+                format!(
+                    "server.experiment_step: \"{}\"; expected {e}",
+                    server.experiment_step
+                )
+            })?;
+        let donate_step = server
+            .donate_step
+            .trim()
+            .strip_suffix('%')
+            .and_then(|percent| percent.trim().parse::<f64>().ok())
+            .filter(|percent| *percent > 0.0 && *percent < 100.0)
+            .ok_or_else(|| {
+                format!(
+                    "server.donate_step: \"{}\"; expected a share above 0% and below 100%, e.g. \"10%\"",
+                    server.donate_step
+                )
+            })?;
+        Ok(PolicyParams {
+            tick_ns: server.tick_ms * 1_000_000,
+            epoch_ticks: server.epoch_ticks,
+            experiment_step_bytes_per_second: experiment_step,
+            donate_step: donate_step / 100.0,
+            ..PolicyParams::default()
+        })
+    }
+
     /// The `[[pm]]` table `tenant` names, if it names one that exists.
     pub fn pm_of(&self, tenant: &TenantConfig) -> Option<&PmConfig> {
         let name = tenant.pm.as_deref()?;
@@ -239,19 +282,20 @@ impl ServeConfig {
             return Err("server.threads: expected at least 1".to_string());
         }
         let policy = self.policy().map_err(|e| format!("server.policy: {e}"))?;
-        if self.server.tick_ms == 0 || self.server.epoch_ticks == 0 {
-            return Err("server.tick_ms, server.epoch_ticks: expected at least 1".to_string());
-        }
+        self.policy_params()?;
         for (index, tenant) in self.tenant.iter().enumerate() {
             let named = |e: String| format!("tenant[{index}] ({}).{e}", tenant.name);
             tenant.validate(self.pm_of(tenant)).map_err(named)?;
-            if tenant.limit.is_some() {
-                if tenant.pm.is_none() {
-                    return Err(named(
-                        "limit: only a tenant on a [[pm]] shares a device to be limited on".into(),
-                    ));
-                }
-                tenant.limit_under(policy).map_err(named)?;
+            let terms = tenant.terms(policy).map_err(named)?;
+            if tenant.pm.is_none() && terms != TenantTerms::default() {
+                let key = if tenant.limit.is_some() {
+                    "limit"
+                } else {
+                    "class, p99_target_us, weight, slowdown_limit"
+                };
+                return Err(named(format!(
+                    "{key}: only a tenant on a [[pm]] shares a device to be regulated on"
+                )));
             }
             if let Some(throttle) = &tenant.throttle {
                 throttles

@@ -4,9 +4,11 @@
 //! the device (M1, [`regulator`]) and the sharing policies ([`policy`]).
 
 pub mod cost;
+pub mod performance;
 pub mod policy;
 pub mod regulator;
 
 pub use cost::{MaxIopsProfile, ProfileLoad, TimedDevice};
+pub use performance::{Performance, PerformanceSnapshot};
 pub use policy::{PolicyName, SharingPolicy};
 pub use regulator::{Regulator, Usage};

@@ -1,27 +1,35 @@
-//! M1 and M2 for one tenant (seed 000 §5.2.3): each of its PM accesses is delayed as the
-//! controller says, charged its cost, and only then performed. The controller sets the delay
-//! (`setThrottling`, in 10 ns units) or stalls the tenant (the infinite delay, used by resource
-//! limits and by the pauses that measure T_alone), and reads the charges back.
+//! M1 and M2 for one tenant (seed 000 §5.2.3): each of its PM accesses is held as the
+//! controller says, charged its cost, and only then performed; the requests it completes are
+//! counted for the policies that watch performance (M3, M4).
+//!
+//! M1's throttle here is a least gap between the starts of the tenant's accesses, where the
+//! thesis adds a delay to each (`setThrottling`, 10 ns units, mimicking Intel MBA). For a tenant
+//! making one access at a time — every live tenant is, its store serializing them — the two are
+//! the same busy-wait; for the simulator's multi-threaded tenants the gap does not depend on the
+//! thread count, so a policy can set a throughput exactly (Alg. 3 throttles by "500MB/s of
+//! throughput expense", a conversion the source leaves open, notes §13.7). The infinite delay
+//! is a stall to a time the controller knows: the end of a limit's epoch, or of a pause that
+//! measures another tenant alone.
 //!
 //! Times are ns on the shared device's clock, whatever the executor's clock is (the live
-//! server's throttle clock, the simulator's virtual time). A tenant's accesses are carried out
-//! one at a time under its store's lock, so its counters are plain atomics that the controller
-//! reads without stopping it (the thesis keeps them per thread and sums them lazily).
+//! server's throttle clock, the simulator's virtual time). The counters are atomics that the
+//! controller reads without stopping the tenant (the thesis keeps them per thread and sums them
+//! lazily; one tenant's accesses here come from one thread at a time).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use heterarchy_device::model::IoKind;
 
 use super::cost::MaxIopsProfile;
-
-/// The unit of M1's delay (seed 000 §5.2.6: an order of magnitude below PM's latency).
-pub const DELAY_UNIT_NS: u64 = 10;
+use super::performance::Performance;
 
 /// One tenant's gate on the shared device.
 #[derive(Debug, Default)]
 pub struct Regulator {
-    /// Added before each access, in [`DELAY_UNIT_NS`] units.
-    delay_units: AtomicU64,
+    /// Least time between the starts of two accesses, ps (0: unthrottled).
+    gap_ps: AtomicU64,
+    /// When the next access may start under the gap, ps.
+    next_start_ps: AtomicU64,
     /// No access starts before this (a stall).
     stalled_until_ns: AtomicU64,
     /// What the tenant's accesses cost so far, in ps of device time (M2).
@@ -29,6 +37,9 @@ pub struct Regulator {
     accesses: AtomicU64,
     /// Bytes its accesses moved, as software counts them (what a bandwidth limit sees).
     bytes: AtomicU64,
+    performance: Performance,
+    /// The slowdown the policy last estimated (M4), as `f64` bits; 0: none.
+    slowdown_bits: AtomicU64,
 }
 
 /// What a tenant has used of the device so far; subtract two to get a window's.
@@ -60,25 +71,54 @@ impl Regulator {
         Regulator::default()
     }
 
-    /// Adds `units` × 10 ns before each access from now on (seed 000's `setThrottling`).
-    pub fn set_delay_units(&self, units: u64) {
-        self.delay_units.store(units, Ordering::Relaxed);
+    /// Throttles the tenant to `accesses_per_second` (none: unthrottled).
+    pub fn set_rate_cap(&self, accesses_per_second: Option<f64>) {
+        let gap_ps = accesses_per_second.map_or(0, |rate| (1e12 / rate.max(1e-3)) as u64);
+        self.gap_ps.store(gap_ps, Ordering::Relaxed);
     }
 
-    pub fn delay_units(&self) -> u64 {
-        self.delay_units.load(Ordering::Relaxed)
+    /// The throttle: accesses a second, if throttled.
+    pub fn rate_cap(&self) -> Option<f64> {
+        match self.gap_ps.load(Ordering::Relaxed) {
+            0 => None,
+            gap_ps => Some(1e12 / gap_ps as f64),
+        }
     }
 
-    /// Holds every access until `until_ns` (M1's infinite delay, for a span the controller
-    /// knows: to the end of a limit's epoch, or of a pause that measures another tenant alone).
+    /// Holds every access until `until_ns` (0: releases a stall).
     pub fn stall_until(&self, until_ns: u64) {
         self.stalled_until_ns.store(until_ns, Ordering::Relaxed);
     }
 
-    /// When an access ready at `ready_ns` goes to the device: after any stall, then the delay.
+    pub fn stalled_until_ns(&self) -> u64 {
+        self.stalled_until_ns.load(Ordering::Relaxed)
+    }
+
+    /// When an access ready at `ready_ns` may start, without taking the slot (for an executor
+    /// that waits and asks again).
+    pub fn ready_ns(&self, ready_ns: u64) -> u64 {
+        let start = ready_ns.max(self.stalled_until_ns());
+        if self.gap_ps.load(Ordering::Relaxed) == 0 {
+            return start;
+        }
+        start.max(self.next_start_ps.load(Ordering::Relaxed).div_ceil(1000))
+    }
+
+    /// When an access ready at `ready_ns` goes to the device — after any stall and the gap
+    /// since the access before — taking its slot.
     pub fn admit_ns(&self, ready_ns: u64) -> u64 {
-        let stalled = self.stalled_until_ns.load(Ordering::Relaxed);
-        ready_ns.max(stalled) + self.delay_units() * DELAY_UNIT_NS
+        let start_ps = ready_ns.max(self.stalled_until_ns()) * 1000;
+        let gap_ps = self.gap_ps.load(Ordering::Relaxed);
+        if gap_ps == 0 {
+            return start_ps / 1000;
+        }
+        let previous = self
+            .next_start_ps
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |next| {
+                Some(next.max(start_ps) + gap_ps)
+            })
+            .expect("the update always succeeds");
+        previous.max(start_ps).div_ceil(1000)
     }
 
     /// Charges an access of `bytes` its cost by `profile` (M2).
@@ -97,6 +137,30 @@ impl Regulator {
             bytes: self.bytes.load(Ordering::Relaxed),
         }
     }
+
+    /// Notes one of the tenant's requests completed after `latency_ns`.
+    pub fn record_request(&self, latency_ns: u64) {
+        self.performance.record(latency_ns);
+    }
+
+    /// Publishes the policy's estimate of the tenant's slowdown, for stats.
+    pub fn publish_slowdown(&self, slowdown: Option<f64>) {
+        let bits = slowdown.map_or(0, f64::to_bits);
+        self.slowdown_bits.store(bits, Ordering::Relaxed);
+    }
+
+    /// The slowdown last published, if any.
+    pub fn slowdown(&self) -> Option<f64> {
+        match self.slowdown_bits.load(Ordering::Relaxed) {
+            0 => None,
+            bits => Some(f64::from_bits(bits)),
+        }
+    }
+
+    /// The tenant's completed requests.
+    pub fn performance(&self) -> &Performance {
+        &self.performance
+    }
 }
 
 #[cfg(test)]
@@ -113,14 +177,26 @@ mod tests {
     }
 
     #[test]
-    fn accesses_wait_out_a_stall_then_the_delay() {
+    fn accesses_wait_out_a_stall_then_the_gap_since_the_last() {
         let gate = Regulator::new();
         assert_eq!(gate.admit_ns(1000), 1000);
-        gate.set_delay_units(7);
-        assert_eq!(gate.admit_ns(1000), 1070);
-        gate.stall_until(5000);
-        assert_eq!(gate.admit_ns(1000), 5070);
-        assert_eq!(gate.admit_ns(9000), 9070);
+        assert_eq!(gate.admit_ns(1000), 1000);
+        // Ten million a second: 100 ns apart.
+        gate.set_rate_cap(Some(1e7));
+        assert_eq!(gate.rate_cap(), Some(1e7));
+        assert_eq!(gate.admit_ns(1000), 1000);
+        assert_eq!(gate.ready_ns(1000), 1100);
+        assert_eq!(gate.admit_ns(1000), 1100);
+        assert_eq!(gate.admit_ns(1000), 1200);
+        // An idle tenant saves up no burst.
+        assert_eq!(gate.admit_ns(9000), 9000);
+        assert_eq!(gate.admit_ns(9050), 9100);
+        gate.stall_until(20_000);
+        assert_eq!(gate.ready_ns(10_000), 20_000);
+        assert_eq!(gate.admit_ns(10_000), 20_000);
+        gate.set_rate_cap(None);
+        gate.stall_until(0);
+        assert_eq!(gate.admit_ns(10_000), 10_000);
     }
 
     #[test]

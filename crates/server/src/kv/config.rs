@@ -37,6 +37,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use heterarchy_device::backend::BackendSpec;
+use heterarchy_engine::nyx::policy::{TenantClass, TenantTerms};
 use heterarchy_engine::nyx::PolicyName;
 use heterarchy_kvstore::{StoreConfig, DEFAULT_ITEM_MAX_BYTES, DEFAULT_SEGMENT_BYTES};
 use heterarchy_trace::units::parse_bytes;
@@ -47,7 +48,7 @@ use crate::listen::ListenAddr;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 /// One tenant.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     pub name: String,
@@ -74,6 +75,19 @@ pub struct TenantConfig {
     /// ("30%") for `limit`, bytes a second ("500mb/s") for `bandwidth-limit`.
     #[serde(default)]
     pub limit: Option<String>,
+    /// Under `qos`: "lc" (latency-critical, with `p99_target_us`) or "be" (best-effort, the
+    /// default).
+    #[serde(default)]
+    pub class: Option<String>,
+    /// Under `qos`, an LC tenant's p99 target in µs.
+    #[serde(default)]
+    pub p99_target_us: Option<f64>,
+    /// Under the proportional policies, its weight (1 by default).
+    #[serde(default)]
+    pub weight: Option<f64>,
+    /// Under `fair`, a slowdown it must never pass (e.g. 1.5).
+    #[serde(default)]
+    pub slowdown_limit: Option<f64>,
     /// Paces the value tier like this device preset or declared `[[device]]` (an emulated PM
     /// tier); a tenant on a `[[pm]]` is paced by that.
     #[serde(default)]
@@ -154,6 +168,16 @@ impl PmConfig {
     }
 }
 
+/// Bytes a second written as "500mb/s"; what was expected otherwise.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    let expected = "bytes a second above 0, e.g. \"500mb/s\"".to_string();
+    let bytes = text.trim().strip_suffix("/s").ok_or(expected.clone())?;
+    match parse_bytes(bytes) {
+        Ok(bytes) if bytes > 0 => Ok(bytes as f64),
+        _ => Err(expected),
+    }
+}
+
 impl TenantConfig {
     /// Its `limit` in `policy`'s units per second: a share of the device, or bytes; none
     /// without a limit. The error starts with the key.
@@ -163,9 +187,14 @@ impl TenantConfig {
         };
         let bad = |expected: &str| Err(format!("limit: \"{text}\"; expected {expected}"));
         match policy {
-            PolicyName::None => Err(format!(
-                "limit: \"{text}\" under policy \"none\"; set server.policy to limit or bandwidth-limit"
-            )),
+            PolicyName::Limit | PolicyName::BandwidthLimit => {}
+            other => {
+                return Err(format!(
+                "limit: \"{text}\" under policy \"{other}\"; set server.policy to limit or bandwidth-limit"
+            ))
+            }
+        }
+        match policy {
             PolicyName::Limit => {
                 let Some(percent) = text.trim().strip_suffix('%') else {
                     return bad("a share of the device, e.g. \"30%\"");
@@ -175,16 +204,49 @@ impl TenantConfig {
                     _ => bad("a share of the device above 0% and at most 100%"),
                 }
             }
-            PolicyName::BandwidthLimit => {
-                let Some(bytes) = text.trim().strip_suffix("/s") else {
-                    return bad("bytes a second, e.g. \"500mb/s\"");
-                };
-                match parse_bytes(bytes) {
-                    Ok(bytes) if bytes > 0 => Ok(Some(bytes as f64)),
-                    _ => bad("bytes a second above 0, e.g. \"500mb/s\""),
-                }
-            }
+            _ => match parse_rate(text) {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(expected) => bad(&expected),
+            },
         }
+    }
+
+    /// What the server's sharing policy knows of it. The error starts with the key.
+    pub fn terms(&self, policy: PolicyName) -> Result<TenantTerms, String> {
+        let class = match &self.class {
+            Some(class) => class.parse().map_err(|e| format!("class: {e}"))?,
+            None => TenantClass::BestEffort,
+        };
+        let p99_target_ns = match (self.p99_target_us, class) {
+            (None, _) => None,
+            (Some(_), TenantClass::BestEffort) => {
+                return Err("p99_target_us: for a best-effort tenant; set class = \"lc\"".into())
+            }
+            (Some(us), _) if us.is_finite() && us > 0.0 => Some((us * 1000.0) as u64),
+            (Some(us), _) => return Err(format!("p99_target_us: {us}; expected above 0")),
+        };
+        if class == TenantClass::LatencyCritical && p99_target_ns.is_none() {
+            return Err("class: \"lc\" without p99_target_us; give its target".into());
+        }
+        let weight = self.weight.unwrap_or(1.0);
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(format!("weight: {weight}; expected above 0"));
+        }
+        let slowdown_limit = match self.slowdown_limit {
+            Some(limit) if !(limit.is_finite() && limit >= 1.0) => {
+                return Err(format!(
+                    "slowdown_limit: {limit}; expected at least 1 (the slowdown of running alone)"
+                ))
+            }
+            limit => limit,
+        };
+        Ok(TenantTerms {
+            class,
+            limit: self.limit_under(policy)?,
+            p99_target_ns,
+            weight,
+            slowdown_limit,
+        })
     }
 
     /// Where its values live; `pm` is the `[[pm]]` table it names, if it names one.

@@ -250,9 +250,10 @@ impl Connection {
                     );
                     self.hold = self.hold.or(held_for_device(&mut **store, answer_from));
                     let answered = self.hold.map_or_else(Instant::now, |hold| hold.until);
-                    tenant
-                        .latencies
-                        .record(answered, answered.saturating_duration_since(self.received));
+                    tenant.record_request(
+                        answered,
+                        answered.saturating_duration_since(self.received),
+                    );
                     match outcome {
                         Outcome::Paused { keys_done } => {
                             self.keys_done = keys_done;

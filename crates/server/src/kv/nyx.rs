@@ -10,13 +10,14 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use heterarchy_device::backend::Throttles;
 use heterarchy_device::model::DeviceModel;
+use heterarchy_device::model::IoKind;
 use heterarchy_device::presets::resolve_device;
-use heterarchy_engine::nyx::policy::{Meter, ResourceLimit};
-use heterarchy_engine::nyx::{MaxIopsProfile, PolicyName, ProfileLoad, SharingPolicy};
+use heterarchy_engine::nyx::policy::{self, PolicyParams};
+use heterarchy_engine::nyx::{MaxIopsProfile, ProfileLoad};
 use heterarchy_trace::read::stable_key_hash;
 
 use super::config::PmConfig;
@@ -41,7 +42,7 @@ pub fn start(
         let profile = Arc::new(profile_of(pm)?);
         let throttle = throttles.get(&pm.name)?;
         let mut gates = Vec::new();
-        let mut limits = Vec::new();
+        let mut terms = Vec::new();
         for tenant in &on_pm {
             let gate = tenant
                 .gate()
@@ -50,23 +51,15 @@ pub fn start(
                 .store()
                 .set_gate(Arc::clone(gate), Arc::clone(&profile));
             gates.push(Arc::clone(gate));
-            limits.push(tenant.config.limit_under(policy_name)?);
+            terms.push(tenant.config.terms(policy_name)?);
         }
-        let tick_ns = config.server.tick_ms * 1_000_000;
-        let mut policy: Box<dyn SharingPolicy> = match policy_name {
-            PolicyName::None => continue,
-            PolicyName::Limit => Box::new(ResourceLimit::new(
-                Meter::Cost,
-                limits,
-                tick_ns,
-                config.server.epoch_ticks,
-            )),
-            PolicyName::BandwidthLimit => Box::new(ResourceLimit::new(
-                Meter::Bytes,
-                limits,
-                tick_ns,
-                config.server.epoch_ticks,
-            )),
+        let params = PolicyParams {
+            // What the bandwidth-proportional baseline shares: the device's 4 KiB reads.
+            device_bytes_per_second: profile.max_iops(IoKind::Read, 4096) * 4096.0,
+            ..config.policy_params()?
+        };
+        let Some(mut policy) = policy::build(policy_name, &terms, &params) else {
+            continue;
         };
         eprintln!(
             "heterarchy: pm {}: {policy_name} among {} tenants",
@@ -77,11 +70,9 @@ pub fn start(
             .name(format!("nyx-{}", pm.name))
             .spawn(move || {
                 heterarchy_device::backend::precise_sleeps();
-                let tick = Duration::from_nanos(policy.tick_ns());
-                let mut next = Instant::now();
                 loop {
-                    policy.tick(throttle.ns_at(Instant::now()), &gates);
-                    next += tick;
+                    let next_ns = policy.step(throttle.ns_at(Instant::now()), &gates);
+                    let next = throttle.instant_at(next_ns);
                     std::thread::sleep(next.saturating_duration_since(Instant::now()));
                 }
             })

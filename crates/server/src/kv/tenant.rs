@@ -55,8 +55,10 @@ pub struct NyxStats {
     pub nyx_cost_seconds: f64,
     pub nyx_accesses: u64,
     pub nyx_bytes: u64,
-    /// The delay its accesses take now, in 10 ns units.
-    pub nyx_delay_units: u64,
+    /// Its throttle now: accesses a second it may make (0: unthrottled).
+    pub nyx_rate_cap_per_second: f64,
+    /// Its slowdown as the policy last estimated it (T_alone / T_shared; 0: not estimated).
+    pub nyx_slowdown: f64,
 }
 
 /// The store's counters, by memcached's names.
@@ -105,6 +107,15 @@ impl Tenant {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Notes a request answered at `answered` after `latency`: for its stats and for the
+    /// sharing policy watching it.
+    pub fn record_request(&self, answered: Instant, latency: std::time::Duration) {
+        self.latencies.record(answered, latency);
+        if let Some(gate) = &self.gate {
+            gate.record_request(latency.as_nanos() as u64);
+        }
+    }
+
     /// Its gate on a shared `[[pm]]`, if it is on one.
     pub fn gate(&self) -> Option<&Arc<Regulator>> {
         self.gate.as_ref()
@@ -129,7 +140,8 @@ impl Tenant {
                     nyx_cost_seconds: usage.cost_ps as f64 / 1e12,
                     nyx_accesses: usage.accesses,
                     nyx_bytes: usage.bytes,
-                    nyx_delay_units: gate.delay_units(),
+                    nyx_rate_cap_per_second: gate.rate_cap().unwrap_or(0.0),
+                    nyx_slowdown: gate.slowdown().unwrap_or(0.0),
                 }
             }),
             store_stats: StoreStatsJson(store.stats().named().into_iter().collect()),

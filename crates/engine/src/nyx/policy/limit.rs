@@ -1,89 +1,34 @@
-//! Resource limiting, seed 000 Algorithm 2: at each epoch's start every tenant's throttle is
-//! cleared and its counter noted; every tick, a tenant that has used more than its share of
-//! this epoch is stalled to the epoch's end. With [`Meter::Cost`] the counter is M2's
-//! (device time, so a write costs what it takes of the device); with [`Meter::Bytes`] it is the
-//! bytes software counts, the bandwidth limit the thesis compares against (notes §13.2, C6a).
+//! Resource limiting, seed 000 Algorithm 2: each tenant held to its limit epoch by epoch
+//! ([`Epochs`]), in M2's cost or, for the thesis' bandwidth-limit baseline, in bytes.
 
 use std::sync::Arc;
 
+use super::epochs::{Epochs, Meter};
 use super::SharingPolicy;
-use crate::nyx::regulator::{Regulator, Usage};
-
-/// What a limit counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Meter {
-    /// M2's cost: limits are shares of the device (1.0: all of it).
-    Cost,
-    /// Bytes moved: limits are bytes per second.
-    Bytes,
-}
+use crate::nyx::regulator::Regulator;
 
 /// Algorithm 2 over a fixed list of tenants.
+#[derive(Debug)]
 pub struct ResourceLimit {
-    meter: Meter,
+    epochs: Epochs,
     /// Per tenant: its limit per second in the meter's units, or none.
     limits: Vec<Option<f64>>,
-    tick_ns: u64,
-    epoch_ticks: u32,
-    /// Ticks left in this epoch (0: a new one starts at the next tick).
-    ticks_left: u32,
-    epoch_end_ns: u64,
-    at_epoch_start: Vec<Usage>,
 }
 
 impl ResourceLimit {
     /// Limits per tenant, in `meter`'s units per second (`None`: unlimited).
     pub fn new(meter: Meter, limits: Vec<Option<f64>>, tick_ns: u64, epoch_ticks: u32) -> Self {
         ResourceLimit {
-            meter,
-            at_epoch_start: vec![Usage::default(); limits.len()],
+            epochs: Epochs::new(meter, tick_ns, epoch_ticks),
             limits,
-            tick_ns: tick_ns.max(1),
-            epoch_ticks: epoch_ticks.max(1),
-            ticks_left: 0,
-            epoch_end_ns: 0,
-        }
-    }
-
-    fn epoch_ns(&self) -> u64 {
-        self.tick_ns * u64::from(self.epoch_ticks)
-    }
-
-    /// What `usage` counts in the meter's units.
-    fn measure(&self, usage: Usage) -> f64 {
-        match self.meter {
-            Meter::Cost => usage.cost_ps as f64 / 1e12,
-            Meter::Bytes => usage.bytes as f64,
         }
     }
 }
 
 impl SharingPolicy for ResourceLimit {
-    fn tick_ns(&self) -> u64 {
-        self.tick_ns
-    }
-
-    fn tick(&mut self, now_ns: u64, gates: &[Arc<Regulator>]) {
-        if self.ticks_left == 0 {
-            // Step 1: a new epoch (this tick its first), every throttle cleared.
-            self.ticks_left = self.epoch_ticks - 1;
-            self.epoch_end_ns = now_ns + self.epoch_ns();
-            for (gate, start) in gates.iter().zip(&mut self.at_epoch_start) {
-                gate.set_delay_units(0);
-                gate.stall_until(0);
-                *start = gate.usage();
-            }
-            return;
-        }
-        self.ticks_left -= 1;
-        // Step 2: a tenant past its share of the epoch waits for the next one.
-        let epoch_secs = self.epoch_ns() as f64 / 1e9;
-        for ((gate, start), limit) in gates.iter().zip(&self.at_epoch_start).zip(&self.limits) {
-            let Some(limit) = limit else { continue };
-            if self.measure(gate.usage().since(*start)) > limit * epoch_secs {
-                gate.stall_until(self.epoch_end_ns);
-            }
-        }
+    fn step(&mut self, now_ns: u64, gates: &[Arc<Regulator>]) -> u64 {
+        self.epochs.tick(now_ns, gates, &self.limits);
+        now_ns + self.epochs.tick_ns()
     }
 }
 
@@ -114,7 +59,7 @@ mod tests {
         let mut made = vec![0; gates.len()];
         for tick in 0..ticks {
             let now_ns = tick * 10_000_000;
-            policy.tick(now_ns, gates);
+            assert_eq!(policy.step(now_ns, gates), now_ns + 10_000_000);
             for ((gate, want), made) in gates.iter().zip(wants).zip(&mut made) {
                 for _ in 0..*want {
                     if gate.admit_ns(now_ns) > now_ns {

@@ -1,0 +1,130 @@
+//! Fair slowdown, seed 000 Algorithm 4: each interval every tenant's slowdown (M4's T_alone
+//! over its throughput while shared) is taken; while the largest over the smallest exceeds the
+//! unfairness threshold, the least-slowed tenant is throttled and the most-slowed one's throttle
+//! eased; after enough fair intervals every throttle is eased to win back utilization. A tenant
+//! may carry a hard slowdown limit (§5.3.6, Fig 5.14): while it is past it, every tenant
+//! without one is throttled instead.
+//!
+//! The source leaves the interval, thresholds and steps open (notes §13.7); ours: an interval
+//! of ten ticks (100 ms), threshold 1.05 (where the thesis' unfairness settles), five fair
+//! intervals, and a throttle of the least-slowed tenant by half the unfairness past 1, at most
+//! the step (10%), so that it closes in without overshooting.
+
+use std::sync::Arc;
+
+use super::alone::{AloneEstimator, Refresh};
+use super::window::{throttle_down_by_factor, throttle_up_by_factor, Windows};
+use super::{SharingPolicy, TenantTerms};
+use crate::nyx::regulator::Regulator;
+
+/// Unfairness tolerated (seed 000 §5.3.4: it "settles near 1.05").
+pub const UNFAIRNESS_THRESHOLD: f64 = 1.05;
+/// Fair intervals before every throttle is eased.
+pub const FAIR_INTERVALS: u32 = 5;
+/// The largest throttle step, as a share of a tenant's throughput.
+pub const STEP: f64 = 0.1;
+
+/// Algorithm 4 over a fixed list of tenants.
+#[derive(Debug)]
+pub struct FairSlowdown {
+    terms: Vec<TenantTerms>,
+    alone: AloneEstimator,
+    interval_ns: u64,
+    windows: Windows,
+    fair_intervals: u32,
+    /// Each tenant's slowdown over the last interval, where known.
+    slowdowns: Vec<Option<f64>>,
+}
+
+impl FairSlowdown {
+    pub fn new(terms: Vec<TenantTerms>, alone: AloneEstimator, interval_ns: u64) -> FairSlowdown {
+        FairSlowdown {
+            slowdowns: vec![None; terms.len()],
+            terms,
+            alone,
+            interval_ns: interval_ns.max(1),
+            windows: Windows::new(false),
+            fair_intervals: 0,
+        }
+    }
+
+    /// One interval's decision over the slowdowns just measured.
+    fn adjust(&mut self, gates: &[Arc<Regulator>], windows: &[super::window::TenantWindow]) {
+        let known: Vec<(usize, f64)> = self
+            .slowdowns
+            .iter()
+            .enumerate()
+            .filter_map(|(tenant, slowdown)| slowdown.map(|s| (tenant, s)))
+            .collect();
+        let past_limit = known.iter().any(|&(tenant, slowdown)| {
+            self.terms[tenant]
+                .slowdown_limit
+                .is_some_and(|limit| slowdown > limit)
+        });
+        if past_limit {
+            for (tenant, gate) in gates.iter().enumerate() {
+                if self.terms[tenant].slowdown_limit.is_none() {
+                    throttle_up_by_factor(gate, &windows[tenant], 1.0 - STEP);
+                }
+            }
+            self.fair_intervals = 0;
+            return;
+        }
+        let (Some(&(most, largest)), Some(&(least, smallest))) = (
+            known.iter().max_by(|a, b| a.1.total_cmp(&b.1)),
+            known.iter().min_by(|a, b| a.1.total_cmp(&b.1)),
+        ) else {
+            return;
+        };
+        let unfairness = largest / smallest;
+        if unfairness > UNFAIRNESS_THRESHOLD {
+            let step = ((unfairness - 1.0) / 2.0).min(STEP);
+            throttle_up_by_factor(&gates[least], &windows[least], 1.0 - step);
+            throttle_down_by_factor(&gates[most], &windows[most], 1.0 + step);
+            self.fair_intervals = 0;
+        } else {
+            self.fair_intervals += 1;
+            if self.fair_intervals > FAIR_INTERVALS {
+                for (gate, window) in gates.iter().zip(windows) {
+                    throttle_down_by_factor(gate, window, 1.0 + STEP);
+                }
+                self.fair_intervals = 0;
+            }
+        }
+    }
+
+    /// Each tenant's slowdown over the last interval, where known.
+    pub fn slowdowns(&self) -> &[Option<f64>] {
+        &self.slowdowns
+    }
+}
+
+impl SharingPolicy for FairSlowdown {
+    fn step(&mut self, now_ns: u64, gates: &[Arc<Regulator>]) -> u64 {
+        let next_round_ns = match self.alone.step(now_ns, gates) {
+            Refresh::Measuring(wake_ns) => return wake_ns,
+            Refresh::Finished => {
+                // Intervals see no pauses.
+                self.windows.start(now_ns, gates);
+                return now_ns + self.interval_ns;
+            }
+            Refresh::Idle(next_round_ns) => next_round_ns,
+        };
+        match self.windows.started_ns() {
+            Some(started_ns) if now_ns >= started_ns + self.interval_ns => {
+                let windows = self.windows.close(now_ns, gates);
+                self.slowdowns = (0..gates.len())
+                    .map(|t| self.alone.slowdown(t, windows[t].requests_per_second()))
+                    .collect();
+                for (gate, slowdown) in gates.iter().zip(&self.slowdowns) {
+                    gate.publish_slowdown(*slowdown);
+                }
+                self.adjust(gates, &windows);
+            }
+            Some(_) => {}
+            None => self.windows.start(now_ns, gates),
+        }
+        let started_ns = self.windows.started_ns().unwrap_or(now_ns);
+        (started_ns + self.interval_ns).min(next_round_ns.max(now_ns + 1))
+    }
+}

@@ -1,0 +1,194 @@
+//! QoS, seed 000 Algorithm 3: every tail-latency window each latency-critical (LC) tenant's
+//! slack `(target − p99) / target` is taken; when the worst is negative, its own throttle is
+//! eased if it has one, else the tenant that harms it most — found by interference analysis
+//! (M3) among the three best-effort (BE) tenants using most of the device — is throttled by
+//! ExperimentStep; when every LC tenant has more than 0.2 slack, every throttle is eased.
+//! [`Choice::MostBandwidth`] is the thesis' Nyx-Caladan baseline: the BE tenant moving most
+//! bytes is throttled, no experiment run.
+
+use std::sync::Arc;
+
+use super::interference::{Analysis, InterferenceAnalysis};
+use super::window::{throttle_down_by_bytes, throttle_up_by_bytes, TenantWindow, Windows};
+use super::{SharingPolicy, TenantClass, TenantTerms};
+use crate::nyx::regulator::Regulator;
+
+/// Alg. 3's slack above which throttles are eased.
+pub const RELAX_SLACK: f64 = 0.2;
+/// Alg. 3 line 13: candidates kept for the experiment.
+pub const CANDIDATES: usize = 3;
+
+/// How the tenant to throttle is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// Nyx: the candidate whose throttling most improves the victim (M3).
+    Interference,
+    /// Caladan: the BE tenant moving most bytes.
+    MostBandwidth,
+}
+
+/// Algorithm 3 over a fixed list of tenants.
+#[derive(Debug)]
+pub struct Qos {
+    terms: Vec<TenantTerms>,
+    choice: Choice,
+    step_bytes_per_second: f64,
+    window_ns: u64,
+    windows: Windows,
+    analysis: Option<InterferenceAnalysis>,
+    /// The window the running analysis started from.
+    last: Vec<TenantWindow>,
+}
+
+impl Qos {
+    pub fn new(
+        terms: Vec<TenantTerms>,
+        choice: Choice,
+        step_bytes_per_second: f64,
+        window_ns: u64,
+    ) -> Qos {
+        Qos {
+            terms,
+            choice,
+            step_bytes_per_second,
+            window_ns: window_ns.max(1),
+            windows: Windows::new(true),
+            analysis: None,
+            last: Vec::new(),
+        }
+    }
+
+    /// Lines 3–5: each LC tenant's slack, the smallest first; tenants without requests in the
+    /// window have none.
+    fn slacks(&self, windows: &[TenantWindow]) -> Vec<(usize, f64)> {
+        let mut slacks: Vec<(usize, f64)> = self
+            .terms
+            .iter()
+            .enumerate()
+            .filter_map(|(tenant, terms)| {
+                let target = terms.p99_target_ns? as f64;
+                let p99 = windows[tenant].p99_ns()?;
+                Some((tenant, (target - p99) / target))
+            })
+            .collect();
+        slacks.sort_by(|a, b| a.1.total_cmp(&b.1));
+        slacks
+    }
+
+    /// Lines 11–17: the tenants that may be throttled for `victim`.
+    fn candidates(
+        &self,
+        victim: usize,
+        windows: &[TenantWindow],
+        slacks: &[(usize, f64)],
+    ) -> Vec<usize> {
+        let by_use = |tenants: Vec<usize>, key: &dyn Fn(&TenantWindow) -> f64| {
+            let mut tenants: Vec<usize> = tenants
+                .into_iter()
+                .filter(|&t| t != victim && windows[t].usage.accesses > 0)
+                .collect();
+            tenants.sort_by(|&a, &b| key(&windows[b]).total_cmp(&key(&windows[a])));
+            tenants
+        };
+        let best_effort: Vec<usize> = (0..self.terms.len())
+            .filter(|&t| self.terms[t].class == TenantClass::BestEffort)
+            .collect();
+        let mut candidates = match self.choice {
+            Choice::MostBandwidth => by_use(best_effort, &TenantWindow::bytes_per_second),
+            Choice::Interference => by_use(best_effort, &TenantWindow::utilization),
+        };
+        if candidates.is_empty() {
+            let roomy: Vec<usize> = slacks
+                .iter()
+                .filter(|(_, slack)| *slack > RELAX_SLACK)
+                .map(|(t, _)| *t)
+                .collect();
+            candidates = by_use(roomy, &TenantWindow::utilization);
+            if candidates.is_empty() {
+                // Line 17: the LC tenant with the most slack.
+                candidates = slacks
+                    .iter()
+                    .rev()
+                    .map(|(t, _)| *t)
+                    .filter(|&t| t != victim)
+                    .take(1)
+                    .collect();
+            }
+        }
+        let keep = match self.choice {
+            Choice::MostBandwidth => 1,
+            Choice::Interference => CANDIDATES,
+        };
+        candidates.truncate(keep);
+        candidates
+    }
+
+    /// Runs the analysis under way; the next wake while it runs.
+    fn analyse(&mut self, now_ns: u64, gates: &[Arc<Regulator>]) -> Option<u64> {
+        let analysis = self.analysis.as_mut()?;
+        match analysis.step(now_ns, gates) {
+            Analysis::Trying(wake_ns) => Some(wake_ns),
+            Analysis::Found(tenant) => {
+                self.analysis = None;
+                throttle_up_by_bytes(
+                    &gates[tenant],
+                    &self.last[tenant],
+                    self.step_bytes_per_second,
+                );
+                // The next window shows the throttle's effect alone.
+                self.windows.start(now_ns, gates);
+                Some(now_ns + self.window_ns)
+            }
+        }
+    }
+}
+
+impl SharingPolicy for Qos {
+    fn step(&mut self, now_ns: u64, gates: &[Arc<Regulator>]) -> u64 {
+        if let Some(wake_ns) = self.analyse(now_ns, gates) {
+            return wake_ns;
+        }
+        let Some(started_ns) = self.windows.started_ns() else {
+            self.windows.start(now_ns, gates);
+            return now_ns + self.window_ns;
+        };
+        if now_ns < started_ns + self.window_ns {
+            return started_ns + self.window_ns;
+        }
+        let windows = self.windows.close(now_ns, gates);
+        let slacks = self.slacks(&windows);
+        let Some(&(victim, slack)) = slacks.first() else {
+            return now_ns + self.window_ns;
+        };
+        if slack < 0.0 {
+            if gates[victim].rate_cap().is_some() {
+                // Line 9: the victim is held back by its own throttle.
+                throttle_down_by_bytes(
+                    &gates[victim],
+                    &windows[victim],
+                    self.step_bytes_per_second,
+                );
+            } else {
+                let candidates = self.candidates(victim, &windows, &slacks);
+                if candidates.is_empty() {
+                    return now_ns + self.window_ns;
+                }
+                self.analysis = Some(InterferenceAnalysis::new(
+                    victim,
+                    candidates,
+                    windows.clone(),
+                    self.step_bytes_per_second,
+                    self.window_ns,
+                ));
+                self.last = windows;
+                return self.analyse(now_ns, gates).expect("an analysis");
+            }
+        } else if slack > RELAX_SLACK {
+            // Lines 21–23: everyone has room; give throughput back.
+            for (gate, window) in gates.iter().zip(&windows) {
+                throttle_down_by_bytes(gate, window, self.step_bytes_per_second);
+            }
+        }
+        now_ns + self.window_ns
+    }
+}
