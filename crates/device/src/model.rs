@@ -61,6 +61,10 @@ pub struct DeviceModel {
     /// draws no line between small and bulk writes).
     bulk_interference_ns_per_granule: f64,
     bulk_write_bytes: u64,
+    /// Granules a write drain takes at once (0: writes interfere as they come).
+    drain_granules: u64,
+    /// Per channel: granules written since its last drain, and the read time they will take.
+    undrained: Vec<(u64, f64)>,
     /// When each channel of each queue is next free, ns: the read (or shared) queue's channels
     /// first, then the write queue's.
     busy_until_ns: Vec<f64>,
@@ -71,6 +75,8 @@ pub struct DeviceModel {
     /// Byte offsets split into granules, by shifts when the granularity is a power of two
     /// (every preset's is): this runs once per simulated operation.
     granules: GranuleMath,
+    /// Byte offsets split into interleave units, the same way.
+    interleave: GranuleMath,
     /// The same streams for reads, kept only when sequential reads are faster (Rule 2).
     read_stream_ends: Option<Box<Streams>>,
     /// Recent accesses' last granule, direction and end offset, kept only when crowded
@@ -198,6 +204,9 @@ impl DeviceModel {
                     .unwrap_or(spec.write_interference),
             ),
             bulk_write_bytes: spec.bulk_write_bytes.map_or(u64::MAX, u64::from),
+            drain_granules: spec.write_drain_granules.map_or(0, u64::from),
+
+            undrained: vec![(0, 0.0); spec.channels as usize],
             read_stream_ends: spec
                 .sequential_read_speedup
                 .map(|_| Box::new(Streams::new())),
@@ -224,6 +233,7 @@ impl DeviceModel {
             written_bytes: 0.0,
             write_stream_ends: Streams::new(),
             granules: GranuleMath::new(spec.granularity_bytes),
+            interleave: GranuleMath::new(spec.interleave_bytes.unwrap_or(spec.granularity_bytes)),
             spec: spec.clone(),
         }
     }
@@ -274,7 +284,7 @@ impl DeviceModel {
         let channel = if channels == 1 {
             0
         } else {
-            (first_granule % channels as u64) as usize
+            (self.interleave.index(offset) % channels as u64) as usize
         };
         let now = float(now_ns);
         if kind == IoKind::Write {
@@ -289,8 +299,14 @@ impl DeviceModel {
                 self.interference_ns_per_granule
             };
             if interference_ns > 0.0 {
-                let read_queue = &mut self.busy_until_ns[channel];
-                *read_queue = later(*read_queue, now) + float(granules) * interference_ns;
+                let (undrained, read_ns) = &mut self.undrained[channel];
+                *undrained += granules;
+                *read_ns += float(granules) * interference_ns;
+                if *undrained >= self.drain_granules {
+                    let read_queue = &mut self.busy_until_ns[channel];
+                    *read_queue = later(*read_queue, now) + *read_ns;
+                    (*undrained, *read_ns) = (0, 0.0);
+                }
             }
         }
         let mut in_flight_ns = timing.in_flight_ns * misalign_factor;

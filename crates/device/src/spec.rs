@@ -101,24 +101,35 @@ pub struct DeviceSpec {
     #[serde(default)]
     pub shared_queue: bool,
     /// Independent internal units (channels); an access goes to the channel of its first
-    /// granule, `granule index mod channels`, and each channel has 1/channels of the capacity.
+    /// byte's interleave unit, `offset / interleave_bytes mod channels`, and each channel has
+    /// 1/channels of the capacity.
     #[serde(default = "one")]
     pub channels: u32,
+    /// Bytes of one channel before the next takes over (absent: one granule).
+    #[serde(default)]
+    pub interleave_bytes: Option<u32>,
     /// Extra service time of an access that crosses a granule boundary it did not need to, per
     /// granule of overhang (seed 000 §3.1.6: latency grows linearly with the part past the
     /// boundary).
     #[serde(default)]
     pub misalign_penalty: f64,
-    /// Read capacity each written byte takes from readers, in bytes of reading (seed 000 §1.3:
-    /// on PM, 1 GB/s of writes slows readers as much as 8 GB/s of reads). Only with separate
-    /// queues; a shared queue interferes by itself.
+    /// Read capacity each written byte takes from readers, in bytes of reading. Only with
+    /// separate queues; a shared queue interferes by itself. On PM a write drains through the
+    /// same media as reads: it takes what writing it takes, read bandwidth over write bandwidth.
     #[serde(default)]
     pub write_interference: f64,
+    /// Writes wait in a buffer and drain to the media this many granules at a time, holding
+    /// readers up for the whole drain (absent: each as it comes). The drained capacity is the
+    /// same; a reader making one access at a time feels it far more than its bandwidth says
+    /// (seed 000 §1.3, §5.1.2.4: beside a single-thread reader, 1 GB/s of writes slows it as
+    /// much as 8 GB/s of reads), while a reader filling the device loses only its share
+    /// (NyxCache's cost model holds a write-heavy tenant to its share, Fig 5.6).
+    #[serde(default)]
+    pub write_drain_granules: Option<u32>,
     /// Read capacity each written byte takes from readers when the write is at least
     /// `bulk_write_bytes` long, in bytes of reading; absent, `write_interference` applies to
-    /// writes of every size. Seed 000's 8× (§5.1.2.4, Figure 5.1) was measured with stores of
-    /// 64 to 512 B; a long write streams whole units, and Table 4.2's Open CAS run on PM, whose
-    /// 64 KiB installs left its readers nearly the full read bandwidth, bounds its cost.
+    /// writes of every size. Table 4.2's Open CAS run on PM, whose 64 KiB installs left its
+    /// readers nearly the full read bandwidth, bounds the cost of long writes.
     #[serde(default)]
     pub bulk_write_interference: Option<f64>,
     /// Writes at least this long count as bulk writes (with `bulk_write_interference`).
@@ -210,8 +221,14 @@ impl DeviceSpec {
         if self.channels == 0 {
             return Err(fail("channels", "must be at least 1".into()));
         }
+        if self.interleave_bytes == Some(0) {
+            return Err(fail("interleave_bytes", "must be at least 1".into()));
+        }
         non_negative(self.misalign_penalty).map_err(|m| fail("misalign_penalty", m))?;
         non_negative(self.write_interference).map_err(|m| fail("write_interference", m))?;
+        if self.write_drain_granules == Some(0) {
+            return Err(fail("write_drain_granules", "must be at least 1".into()));
+        }
         match (self.bulk_write_interference, self.bulk_write_bytes) {
             (Some(interference), Some(bytes)) => {
                 non_negative(interference).map_err(|m| fail("bulk_write_interference", m))?;

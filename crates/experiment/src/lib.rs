@@ -18,6 +18,7 @@ pub mod nhc_write_modes;
 pub mod nhc_ycsb;
 pub mod nhc_ycsb_d;
 pub mod nhc_zippydb;
+pub mod nyx;
 pub mod output;
 pub mod timeline;
 
@@ -256,6 +257,45 @@ pub const EXPERIMENTS: &[Experiment] = &[
         reproduces: "seed 001 Table 1",
         description: "Mean latency with 64 MiB to 2 GiB of cache, and the DRAM metadata per slot",
         run: caiti::run_cache_size,
+    },
+    Experiment {
+        name: "nyx-profile",
+        reproduces: "seed 000 Figure 5.3",
+        description: "NyxCache's MaxIOPS profile of random reads and writes, 64 B to 4 KiB",
+        run: nyx::run_profile,
+    },
+    Experiment {
+        name: "nyx-interference",
+        reproduces: "seed 000 Figure 5.1",
+        description: "A single-thread 256 B reader beside 4 KiB reads and 64 to 512 B stores",
+        run: nyx::run_interference,
+    },
+    Experiment {
+        name: "nyx-limit",
+        reproduces: "seed 000 Figures 5.6a-b",
+        description: "Resource limit in device cost against a bandwidth limit: L's throughput \
+                  and U's over L's access patterns",
+        run: nyx::run_limit,
+    },
+    Experiment {
+        name: "nyx-qos",
+        reproduces: "seed 000 Figure 5.8",
+        description: "An LC tenant's p99 target: Nyx's interference analysis against \
+                  Caladan-style throttling of the busiest BE tenant",
+        run: nyx::run_qos,
+    },
+    Experiment {
+        name: "nyx-fair",
+        reproduces: "seed 000 Figure 5.9b",
+        description: "Fair slowdown for a light cache beside 12 kinds of co-runner",
+        run: nyx::run_fair,
+    },
+    Experiment {
+        name: "nyx-proportional",
+        reproduces: "seed 000 Figures 5.10-5.12",
+        description: "Weighted shares in device cost against bandwidth, and donation of a light \
+                  tenant's idle share",
+        run: nyx::run_proportional,
     },
 ];
 

@@ -3,6 +3,7 @@
 pub mod analytic;
 pub mod cache_sim;
 pub mod mrc;
+pub mod nyx;
 pub mod parallel;
 pub mod staging;
 pub mod timed;

@@ -7,8 +7,8 @@
 //!
 //! The source leaves the interval, thresholds and steps open (notes §13.7); ours: an interval
 //! of ten ticks (100 ms), threshold 1.05 (where the thesis' unfairness settles), five fair
-//! intervals, and a throttle of the least-slowed tenant by half the unfairness past 1, at most
-//! the step (10%), so that it closes in without overshooting.
+//! intervals, a throttle of the least-slowed tenant by half the unfairness past 1, at most the
+//! step (10%), so that it closes in without overshooting, and easings of 2.5%.
 
 use std::sync::Arc;
 
@@ -23,6 +23,8 @@ pub const UNFAIRNESS_THRESHOLD: f64 = 1.05;
 pub const FAIR_INTERVALS: u32 = 5;
 /// The largest throttle step, as a share of a tenant's throughput.
 pub const STEP: f64 = 0.1;
+/// The easing after fair intervals: small, so that it does not undo fairness.
+pub const EASE: f64 = 0.025;
 
 /// Algorithm 4 over a fixed list of tenants.
 #[derive(Debug)]
@@ -86,7 +88,7 @@ impl FairSlowdown {
             self.fair_intervals += 1;
             if self.fair_intervals > FAIR_INTERVALS {
                 for (gate, window) in gates.iter().zip(windows) {
-                    throttle_down_by_factor(gate, window, 1.0 + STEP);
+                    throttle_down_by_factor(gate, window, 1.0 + EASE);
                 }
                 self.fair_intervals = 0;
             }

@@ -8,7 +8,9 @@
 //! [`Meter::Bytes`](super::Meter::Bytes) and no donation it is the bandwidth-proportional baseline of Fig 5.10.
 //!
 //! Line 16's allocator is not given; ours is weighted max-min (water-filling), as the notes
-//! suggest: no tenant gets more than it asks, the rest is split by weight.
+//! suggest: no tenant gets more than it asks, the rest is split by weight. A lender lends only
+//! while a whole step below its bound and takes back once past it, holding in between, so that
+//! it stays on the right side of the bound rather than straddling it.
 
 use std::sync::Arc;
 
@@ -94,13 +96,19 @@ impl Proportional {
                 let used = used[tenant].used_per_second;
                 match self.donation {
                     Donation::All => used,
-                    Donation::InterferenceAware => match self.slowdowns[tenant] {
-                        Some(slowdown) if slowdown >= total_weight / self.weights[tenant] => {
-                            (assigned * (1.0 + self.donate_step)).min(self.share(tenant))
+                    Donation::InterferenceAware => {
+                        let bound = total_weight / self.weights[tenant];
+                        match self.slowdowns[tenant] {
+                            Some(slowdown) if slowdown > bound => {
+                                (assigned * (1.0 + self.donate_step)).min(self.share(tenant))
+                            }
+                            Some(slowdown) if slowdown * (1.0 + self.donate_step) < bound => {
+                                (assigned * (1.0 - self.donate_step)).max(used)
+                            }
+                            // Within a step of the bound: hold.
+                            _ => assigned,
                         }
-                        Some(_) => (assigned * (1.0 - self.donate_step)).max(used),
-                        None => assigned,
-                    },
+                    }
                     Donation::None => assigned,
                 }
             })

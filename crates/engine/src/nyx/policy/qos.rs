@@ -5,6 +5,12 @@
 //! ExperimentStep; when every LC tenant has more than 0.2 slack, every throttle is eased.
 //! [`Choice::MostBandwidth`] is the thesis' Nyx-Caladan baseline: the BE tenant moving most
 //! bytes is throttled, no experiment run.
+//!
+//! The source omits the "code to rollback throttling when the action violates any LC task's
+//! target" and the steps' sizes (notes §13.7). Ours: a throttle takes ExperimentStep, an easing
+//! a quarter of it; a violation right after an easing is handled as any other (the tenant to
+//! throttle found again), and the next easing waits twice as many windows as the last (up to
+//! 64), so that the throttles settle where the targets hold instead of swinging across them.
 
 use std::sync::Arc;
 
@@ -17,6 +23,10 @@ use crate::nyx::regulator::Regulator;
 pub const RELAX_SLACK: f64 = 0.2;
 /// Alg. 3 line 13: candidates kept for the experiment.
 pub const CANDIDATES: usize = 3;
+/// An easing's share of ExperimentStep.
+pub const EASE_SHARE: f64 = 0.25;
+/// The most windows an easing waits after a rollback.
+pub const MAX_EASE_WAIT: u32 = 64;
 
 /// How the tenant to throttle is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +48,11 @@ pub struct Qos {
     analysis: Option<InterferenceAnalysis>,
     /// The window the running analysis started from.
     last: Vec<TenantWindow>,
+    /// Whether the last window eased the throttles (its effect unseen yet).
+    eased: bool,
+    /// Windows the next easing waits, and windows waited so far.
+    ease_wait: u32,
+    waited: u32,
 }
 
 impl Qos {
@@ -48,13 +63,16 @@ impl Qos {
         window_ns: u64,
     ) -> Qos {
         Qos {
-            terms,
             choice,
             step_bytes_per_second,
             window_ns: window_ns.max(1),
             windows: Windows::new(true),
             analysis: None,
             last: Vec::new(),
+            eased: false,
+            ease_wait: 1,
+            waited: 0,
+            terms,
         }
     }
 
@@ -160,7 +178,12 @@ impl SharingPolicy for Qos {
         let Some(&(victim, slack)) = slacks.first() else {
             return now_ns + self.window_ns;
         };
+        let eased = std::mem::take(&mut self.eased);
         if slack < 0.0 {
+            if eased {
+                // The easing broke a target: ease less often.
+                self.ease_wait = (self.ease_wait * 2).min(MAX_EASE_WAIT);
+            }
             if gates[victim].rate_cap().is_some() {
                 // Line 9: the victim is held back by its own throttle.
                 throttle_down_by_bytes(
@@ -183,10 +206,19 @@ impl SharingPolicy for Qos {
                 self.last = windows;
                 return self.analyse(now_ns, gates).expect("an analysis");
             }
-        } else if slack > RELAX_SLACK {
-            // Lines 21–23: everyone has room; give throughput back.
-            for (gate, window) in gates.iter().zip(&windows) {
-                throttle_down_by_bytes(gate, window, self.step_bytes_per_second);
+        } else {
+            if eased {
+                self.ease_wait = 1;
+            }
+            self.waited += 1;
+            let throttled = gates.iter().any(|gate| gate.rate_cap().is_some());
+            if slack > RELAX_SLACK && throttled && self.waited >= self.ease_wait {
+                // Lines 21–23: everyone has room; give throughput back.
+                for (gate, window) in gates.iter().zip(&windows) {
+                    throttle_down_by_bytes(gate, window, self.step_bytes_per_second * EASE_SHARE);
+                }
+                self.eased = true;
+                self.waited = 0;
             }
         }
         now_ns + self.window_ns

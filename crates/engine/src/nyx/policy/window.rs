@@ -149,11 +149,11 @@ pub fn throttle_down_by_factor(gate: &Regulator, window: &TenantWindow, factor: 
     ease_to(gate, window, cap * factor);
 }
 
-/// Sets a throttle to `cap`, or lifts it when the tenant used less than 90% of the old one (it
-/// was not what held the tenant back).
+/// Sets a throttle to `cap`, or lifts it when the tenant made less than half of what the old one
+/// let it (it was not what held the tenant back).
 fn ease_to(gate: &Regulator, window: &TenantWindow, cap: f64) {
     let old = gate.rate_cap().unwrap_or(f64::INFINITY);
-    if window.accesses_per_second() < 0.9 * old {
+    if window.accesses_per_second() < 0.5 * old {
         gate.set_rate_cap(None);
     } else {
         gate.set_rate_cap(Some(cap));
@@ -200,7 +200,7 @@ mod tests {
         };
         throttle_down_by_bytes(&gates[0], &at_cap, 250e6);
         assert_eq!(gates[0].rate_cap().map(f64::round), Some(750_000.0));
-        // A tenant idling below its throttle has it lifted.
+        // A tenant far below its throttle has it lifted.
         throttle_down_by_factor(&gates[0], &TenantWindow::default(), 1.1);
         assert_eq!(gates[0].rate_cap(), None);
         // Far past what it moves: all but stopped.
