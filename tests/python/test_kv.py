@@ -10,6 +10,7 @@ import json
 import random
 import re
 import subprocess
+import threading
 import time
 
 import pytest
@@ -1037,16 +1038,18 @@ def test_tenants_on_one_pm_queue_on_its_one_model(heterarchy_kv, tmp_path, share
         assert beta_seconds < 0.04, f"beta's read took {beta_seconds:.3f} s on a device of its own"
 
 
-def nyx_config(tmp_path, policy: str, alpha_limit: str | None):
+def nyx_config(tmp_path, policy: str, alpha_limit: str | None, alpha_extra: str = "", server_extra: str = ""):
     """alpha and beta on one `[[pm]]` paced like two Optane DIMMs, under `policy`, with a
-    metrics port; alpha limited to `alpha_limit` if given."""
+    metrics port; alpha limited to `alpha_limit` if given, with `alpha_extra` keys."""
     ports = {"alpha": free_port(), "beta": free_port(), "metrics": free_port()}
-    text = f'[server]\nthreads = 2\npolicy = "{policy}"\nmetrics = "127.0.0.1:{ports["metrics"]}"\n'
+    text = f'[server]\nthreads = 2\npolicy = "{policy}"\nmetrics = "127.0.0.1:{ports["metrics"]}"\n{server_extra}'
     text += f'[[pm]]\nname = "pm0"\npath = "{tmp_path / "pm0"}"\nsize = "256m"\nthrottle = "optane-pm-x2"\n'
     for name in ("alpha", "beta"):
         text += f'[[tenant]]\nname = "{name}"\nlisten = "127.0.0.1:{ports[name]}"\npm = "pm0"\npm_size = "64m"\n'
         if name == "alpha" and alpha_limit:
             text += f'limit = "{alpha_limit}"\n'
+        if name == "alpha":
+            text += alpha_extra
     config = tmp_path / f"{policy}.toml"
     config.write_text(text)
     return config, ports
@@ -1070,13 +1073,7 @@ def test_a_resource_limit_holds_a_tenant_to_its_share_of_the_pm(heterarchy_kv, t
     before = nyx_of(ports, "alpha")["nyx_cost_seconds"]
     value = b"v" * 4096
     started = time.monotonic()
-    with Raw(ports["alpha"]) as writer:
-        i = 0
-        while time.monotonic() - started < 2.0:
-            batch = b"".join(b"set k%d 0 0 4096 noreply\r\n%s\r\n" % (i + j, value) for j in range(50))
-            writer.sock.sendall(batch)
-            i += 50
-        writer.exchange(b"mn\r\n", b"MN\r\n")
+    pipeline_for(ports["alpha"], 2.0, lambda i: b"set k%d 0 0 4096 noreply\r\n%s\r\n" % (i, value))
     elapsed = time.monotonic() - started
     alpha = nyx_of(ports, "alpha")
     share = (alpha["nyx_cost_seconds"] - before) / elapsed
@@ -1089,6 +1086,63 @@ def test_a_resource_limit_holds_a_tenant_to_its_share_of_the_pm(heterarchy_kv, t
     else:
         assert share >= 0.06, f"alpha used only {share:.3%} of the device unlimited"
     assert f'heterarchy_kv_p99_latency_us{{tenant="alpha"}}' in http_get(ports["metrics"], "/metrics")
+
+
+def pipeline_for(port: int, seconds: float, command, replies: bool = False, drain: bool = True):
+    """Sends batches of 50 `command(i)` requests to `port` for `seconds`, reading a reply to
+    each if `replies` (the commands are noreply otherwise), and waits for them all to be
+    served if `drain`."""
+    started = time.monotonic()
+    with Raw(port) as client:
+        i = 0
+        while time.monotonic() - started < seconds:
+            try:
+                client.sock.sendall(b"".join(command(i + j) for j in range(50)))
+            except TimeoutError:
+                # A throttled tenant's server stops reading until its queue drains.
+                assert not drain, f"port {port} stopped reading"
+                return
+            if replies:
+                for _ in range(50):
+                    client.reply()
+            i += 50
+        if drain:
+            client.exchange(b"mn\r\n", b"MN\r\n")
+
+
+@pytest.mark.parametrize("policy", ["fair", "qos"])
+def test_policies_that_watch_performance_act_on_live_tenants(heterarchy_kv, tmp_path, policy):
+    """alpha reads and beta writes for three seconds. Under `fair`, the controller pauses each
+    tenant's co-runner every second to learn T_alone (seed 000 §5.2.3, M4; for 20 ms, where
+    the thesis' in-process clients needed 1 ms: a pause must span several round trips) and
+    publishes both slowdowns; under `qos`, alpha is latency-critical with a 1 µs p99 target it
+    cannot meet over TCP, so the only best-effort tenant, beta, is throttled (Algorithm 3), and
+    its queued writes drain at the throttle's pace long after the test (not waited for)."""
+    extra = 'class = "lc"\np99_target_us = 1.0\n' if policy == "qos" else ""
+    config, ports = nyx_config(tmp_path, policy, None, extra, "alone_pause_ms = 20\n")
+    heterarchy_kv.start_config(config, [ports["alpha"], ports["beta"], ports["metrics"]])
+    value = b"v" * 1024
+    with Raw(ports["alpha"]) as client:
+        for i in range(100):
+            client.exchange(b"set r%d 0 0 1024\r\n%s\r\n" % (i, value), b"STORED\r\n")
+    writer = threading.Thread(
+        target=pipeline_for,
+        args=(ports["beta"], 3.0, lambda i: b"set w%d 0 0 1024 noreply\r\n%s\r\n" % (i % 1000, value)),
+        kwargs={"drain": policy != "qos"},
+    )
+    writer.start()
+    pipeline_for(ports["alpha"], 3.0, lambda i: b"mg r%d v\r\n" % (i % 100), replies=True)
+    writer.join()
+    alpha, beta = nyx_of(ports, "alpha"), nyx_of(ports, "beta")
+    print(f"{policy}: alpha {alpha}\nbeta {beta}")
+    if policy == "fair":
+        # Sharing costs each something; measured over TCP, not exactly.
+        assert alpha["nyx_slowdown"] >= 0.8 and beta["nyx_slowdown"] >= 0.8, (alpha, beta)
+    else:
+        assert beta["nyx_rate_cap_per_second"] > 0, beta
+        assert alpha["nyx_rate_cap_per_second"] == 0, alpha
+    metrics = http_get(ports["metrics"], "/metrics")
+    assert 'heterarchy_kv_nyx_slowdown{tenant="beta"}' in metrics
 
 
 def bad_config_unknown_key(tmp_path):

@@ -168,7 +168,10 @@ impl Media {
             start = throttle.instant_at(gate.admit_ns(throttle.ns_at(start)));
             gate.charge(profile, kind, bytes as u32);
         }
-        let done = throttle.complete_at(start, kind, offset, bytes as u32);
+        // The shared model is asked now: an access booked at a later start would hold every
+        // other tenant's accesses behind it (the model's channels serve in time order). The
+        // time this tenant's own earlier accesses and its gate hold the access comes on top.
+        let done = throttle.complete_at(now, kind, offset, bytes as u32) + (start - now);
         self.busy_until.set(Some(done));
     }
 }

@@ -63,6 +63,11 @@ pub struct ServerSection {
     pub experiment_step: String,
     /// Proportional sharing's DonateStep ("10%").
     pub donate_step: String,
+    /// How often slowdown estimation (fair, proportional) measures each tenant alone (1000).
+    pub alone_period_ms: u64,
+    /// How long it pauses the others to do so (seed 000 §5.2.6: 1 ms, for in-process
+    /// clients; over TCP a pause must span several round trips).
+    pub alone_pause_ms: u64,
 }
 
 /// I/O workers when neither the file nor the command line says.
@@ -80,6 +85,8 @@ impl Default for ServerSection {
             epoch_ticks: PolicyParams::default().epoch_ticks,
             experiment_step: "500mb/s".to_string(),
             donate_step: "10%".to_string(),
+            alone_period_ms: PolicyParams::default().alone_period_ns / 1_000_000,
+            alone_pause_ms: PolicyParams::default().alone_pause_ns / 1_000_000,
         }
     }
 }
@@ -195,6 +202,12 @@ impl ServeConfig {
         if server.tick_ms == 0 || server.epoch_ticks == 0 {
             return Err("server.tick_ms, server.epoch_ticks: expected at least 1".to_string());
         }
+        if server.alone_pause_ms == 0 || server.alone_period_ms <= server.alone_pause_ms {
+            return Err(
+                "server.alone_period_ms, server.alone_pause_ms: expected a pause of at least 1 ms, shorter than the period"
+                    .to_string(),
+            );
+        }
         let experiment_step =
             crate::kv::config::parse_rate(&server.experiment_step).map_err(|e| {
                 format!(
@@ -219,6 +232,8 @@ impl ServeConfig {
             epoch_ticks: server.epoch_ticks,
             experiment_step_bytes_per_second: experiment_step,
             donate_step: donate_step / 100.0,
+            alone_period_ns: server.alone_period_ms * 1_000_000,
+            alone_pause_ns: server.alone_pause_ms * 1_000_000,
             ..PolicyParams::default()
         })
     }
@@ -602,6 +617,98 @@ mod tests {
                 "policy = \"bandwidth-limit\"\n",
                 "limit = \"30%\"\n",
                 "tenant[0] (alpha).limit",
+            ),
+        ] {
+            let error = with(server, alpha).unwrap_err();
+            assert!(error.contains(key), "{server}{alpha}: {error}");
+        }
+    }
+
+    #[test]
+    fn qos_fair_and_proportional_terms_are_read_and_refused_by_name_when_wrong() {
+        let with = |server: &str, alpha: &str| {
+            let text = format!(
+                "[server]\n{server}{}",
+                pm_config(&format!("pm_size = \"8m\"\n{alpha}"), "pm_size = \"8m\"\n")
+            );
+            let (_dir, path) = write(&text);
+            ServeConfig::from_file(&path)
+        };
+        let config = with(
+            "policy = \"qos\"\nexperiment_step = \"250mb/s\"\n",
+            "class = \"lc\"\np99_target_us = 1.5\n",
+        )
+        .unwrap();
+        let terms = config.tenant[0].terms(PolicyName::Qos).unwrap();
+        assert_eq!(
+            terms.class,
+            heterarchy_engine::nyx::policy::TenantClass::LatencyCritical
+        );
+        assert_eq!(terms.p99_target_ns, Some(1500));
+        let params = config.policy_params().unwrap();
+        assert_eq!(
+            params.experiment_step_bytes_per_second,
+            (250u64 << 20) as f64
+        );
+        let config = with(
+            "policy = \"proportional\"\ndonate_step = \"20%\"\n",
+            "weight = 2.0\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.tenant[0]
+                .terms(PolicyName::Proportional)
+                .unwrap()
+                .weight,
+            2.0
+        );
+        assert_eq!(config.policy_params().unwrap().donate_step, 0.2);
+        let config = with("policy = \"fair\"\n", "slowdown_limit = 1.5\n").unwrap();
+        assert_eq!(
+            config.tenant[0]
+                .terms(PolicyName::Fair)
+                .unwrap()
+                .slowdown_limit,
+            Some(1.5)
+        );
+        for name in PolicyName::ALL {
+            assert_eq!(name.name().parse::<PolicyName>(), Ok(*name));
+        }
+        for (server, alpha, key) in [
+            (
+                "policy = \"qos\"\n",
+                "class = \"gold\"\n",
+                "tenant[0] (alpha).class",
+            ),
+            (
+                "policy = \"qos\"\n",
+                "p99_target_us = 2.0\n",
+                "tenant[0] (alpha).p99_target_us",
+            ),
+            (
+                "policy = \"qos\"\n",
+                "class = \"lc\"\n",
+                "tenant[0] (alpha).class",
+            ),
+            (
+                "policy = \"proportional\"\n",
+                "weight = 0.0\n",
+                "tenant[0] (alpha).weight",
+            ),
+            (
+                "policy = \"fair\"\n",
+                "slowdown_limit = 0.5\n",
+                "tenant[0] (alpha).slowdown_limit",
+            ),
+            (
+                "policy = \"qos\"\nexperiment_step = \"500\"\n",
+                "",
+                "server.experiment_step",
+            ),
+            (
+                "policy = \"proportional\"\ndonate_step = \"0%\"\n",
+                "",
+                "server.donate_step",
             ),
         ] {
             let error = with(server, alpha).unwrap_err();
