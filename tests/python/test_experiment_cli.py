@@ -34,6 +34,15 @@ EXPERIMENTS = [
     "caiti-fsync",
     "caiti-fsync-every",
     "caiti-cache-size",
+    "nyx-profile",
+    "nyx-interference",
+    "nyx-limit",
+    "nyx-qos",
+    "nyx-fair",
+    "nyx-proportional",
+    "nyx-estimate",
+    "nyx-spike",
+    "nyx-critical",
 ]
 
 

@@ -297,6 +297,24 @@ pub const EXPERIMENTS: &[Experiment] = &[
                   tenant's idle share",
         run: nyx::run_proportional,
     },
+    Experiment {
+        name: "nyx-estimate",
+        reproduces: "seed 000 Figure 5.5b",
+        description: "What measuring each tenant alone costs: 2 to 12 tenants, every 0.5 to 10 s",
+        run: nyx::run_estimate,
+    },
+    Experiment {
+        name: "nyx-spike",
+        reproduces: "seed 000 Figure 5.13",
+        description: "S1 and C1 beside C2's write spikes, C2 limited in device cost or in bytes",
+        run: nyx::run_spike,
+    },
+    Experiment {
+        name: "nyx-critical",
+        reproduces: "seed 000 Figure 5.14",
+        description: "S1's hard slowdown limit of 1.5 through diurnal C1 and C2",
+        run: nyx::run_critical,
+    },
 ];
 
 /// The experiment called `name`.

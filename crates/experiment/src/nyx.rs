@@ -68,12 +68,23 @@ impl Bench {
     /// A run of `tenants` under `policy` for `seconds` of the timeline, sampled every tenth of
     /// a second.
     pub fn run(&self, tenants: Vec<SimTenant>, policy: PolicyName, seconds: f64) -> SharedPmResult {
+        self.run_with(tenants, policy, seconds, self.params())
+    }
+
+    /// The same with `params`.
+    pub fn run_with(
+        &self,
+        tenants: Vec<SimTenant>,
+        policy: PolicyName,
+        seconds: f64,
+        params: PolicyParams,
+    ) -> SharedPmResult {
         run_shared_pm(&SharedPmConfig {
             device: self.device.clone(),
             profile: self.profile.clone(),
             tenants,
             policy,
-            params: self.params(),
+            params,
             duration_ns: self.ns(seconds),
             interval_ns: self.ns(0.1),
             cpu_ns: CPU_NS,
@@ -744,5 +755,331 @@ pub fn run_proportional(options: &Options) -> Result<Output, ExperimentError> {
             });
         }
     }
+    Ok(output)
+}
+
+/// E3, Fig 5.5b: what measuring T_alone costs: identical single-thread tenants under `fair`
+/// against no policy.
+#[derive(Clone, Debug, Serialize)]
+pub struct EstimateRow {
+    pub tenants: usize,
+    pub period_s: f64,
+    /// Throughput lost to the pauses, as a share of the unregulated run's.
+    pub overhead: f64,
+}
+
+pub const ESTIMATE_TENANTS: [usize; 3] = [2, 6, 12];
+pub const ESTIMATE_PERIODS_S: [f64; 3] = [0.5, 1.0, 10.0];
+
+pub fn estimate_rows(bench: &Bench, options: &Options) -> Vec<EstimateRow> {
+    let seconds = 10.0;
+    let total = |result: &SharedPmResult| -> f64 {
+        (0..result.tenants.len())
+            .map(|t| bench.mean(result, t, 1.0, seconds, |i| i.requests_per_second))
+            .sum()
+    };
+    let tenants = |count: usize| -> Vec<SimTenant> {
+        (0..count)
+            .map(|t| SimTenant::steady(&format!("t{t}"), TenantLoad::new(1, 1.0, 256)))
+            .collect()
+    };
+    let mut jobs = Vec::new();
+    for count in ESTIMATE_TENANTS {
+        jobs.push((count, None));
+        for period in ESTIMATE_PERIODS_S {
+            jobs.push((count, Some(period)));
+        }
+    }
+    let results = options.run_all(&jobs, |&(count, period)| match period {
+        None => total(&bench.run(tenants(count), PolicyName::None, seconds)),
+        Some(period) => {
+            let params = PolicyParams {
+                alone_period_ns: bench.ns(period),
+                alone_pause_ns: bench.ns(0.001),
+                ..bench.params()
+            };
+            total(&bench.run_with(tenants(count), PolicyName::Fair, seconds, params))
+        }
+    });
+    let mut rows = Vec::new();
+    for (index, &(count, period)) in jobs.iter().enumerate() {
+        let Some(period) = period else { continue };
+        let base = jobs
+            .iter()
+            .position(|&(c, p)| c == count && p.is_none())
+            .map_or(f64::NAN, |i| results[i]);
+        rows.push(EstimateRow {
+            tenants: count,
+            period_s: period,
+            overhead: 1.0 - results[index] / base,
+        });
+    }
+    rows
+}
+
+pub fn run_estimate(options: &Options) -> Result<Output, ExperimentError> {
+    let bench = Bench::new(options.scale)?;
+    let rows = estimate_rows(&bench, options);
+    let mut output = Output::new(
+        "What measuring T_alone costs: 1 ms pauses, 2 to 12 tenants (seed 000 Fig 5.5b)",
+        &rows,
+    );
+    if let Some(row) = rows.iter().find(|r| r.tenants == 12 && r.period_s == 0.5) {
+        output.comparisons.push(Comparison {
+            what: "12 tenants, T_alone every 0.5 s".into(),
+            thesis: "< 2.5%".into(),
+            ours: format!("{:.2}%", row.overhead * 100.0),
+        });
+    }
+    if let Some(row) = rows.iter().find(|r| r.tenants == 12 && r.period_s == 1.0) {
+        output.comparisons.push(Comparison {
+            what: "12 tenants, T_alone every 1 s".into(),
+            thesis: "within 2%".into(),
+            ours: format!("{:.2}%", row.overhead * 100.0),
+        });
+    }
+    output.notes.push(
+        "Each tenant waits out (N - 1) pauses of 1 ms per period: 11 ms in 500 ms is 2.2%.".into(),
+    );
+    Ok(output)
+}
+
+/// Table 5.3's traces as loads: (name, gets, mean value bytes).
+pub const TWITTER_TRACES: [(&str, f64, u32); 3] =
+    [("S1", 0.86, 799), ("C1", 0.93, 2439), ("C2", 0.52, 67485)];
+
+fn trace_load(index: usize, threads: u32, think_ns: u64) -> TenantLoad {
+    let (_, gets, bytes) = TWITTER_TRACES[index];
+    TenantLoad {
+        think_ns,
+        ..TenantLoad::new(threads, gets, bytes)
+    }
+}
+
+/// E13, Fig 5.13: S1 and C1 beside C2, whose writes spike for 1 s every 5 s; C2 limited to
+/// 1 M 4 KiB-read equivalents a second, in device cost or as 4 GB/s.
+#[derive(Clone, Debug, Serialize)]
+pub struct SpikeRow {
+    pub policy: String,
+    pub time_s: f64,
+    pub s1_requests_per_second: f64,
+    pub c1_requests_per_second: f64,
+    pub c2_gb_s: f64,
+}
+
+pub const SPIKE_END_S: f64 = 20.0;
+
+/// Whether timeline second `time_s` is in one of C2's spikes.
+pub fn in_spike(time_s: f64) -> bool {
+    time_s >= 4.0 && time_s % 5.0 >= 4.0
+}
+
+pub fn spike_rows(bench: &Bench, options: &Options) -> Vec<SpikeRow> {
+    let c2_limit_share = 1e6 / bench.profile.max_iops(IoKind::Read, 4096);
+    let policies = [PolicyName::Limit, PolicyName::BandwidthLimit];
+    let results = options.run_all(&policies, |&policy| {
+        let mut c2_phases = Vec::new();
+        let mut start = 0.0;
+        while start < SPIKE_END_S {
+            c2_phases.push((bench.ns(start), trace_load(2, 1, 200_000)));
+            c2_phases.push((bench.ns(start + 4.0), {
+                // The spike: model parameters rewritten.
+                TenantLoad::new(8, 0.0, TWITTER_TRACES[2].2)
+            }));
+            start += 5.0;
+        }
+        let limit = match policy {
+            PolicyName::Limit => c2_limit_share,
+            _ => 4.096e9,
+        };
+        let tenants = vec![
+            SimTenant::steady("S1", trace_load(0, 4, 6000)),
+            SimTenant::steady("C1", trace_load(1, 4, 6000)),
+            SimTenant {
+                name: "C2".into(),
+                phases: c2_phases,
+                terms: TenantTerms {
+                    limit: Some(limit),
+                    ..TenantTerms::default()
+                },
+            },
+        ];
+        (policy, bench.run(tenants, policy, SPIKE_END_S))
+    });
+    let mut rows = Vec::new();
+    for (policy, result) in results {
+        for (index, s1) in result.tenants[0].intervals.iter().enumerate() {
+            rows.push(SpikeRow {
+                policy: policy.name().into(),
+                time_s: bench.seconds(s1.start_s),
+                s1_requests_per_second: s1.requests_per_second,
+                c1_requests_per_second: result.tenants[1].intervals[index].requests_per_second,
+                c2_gb_s: result.tenants[2].intervals[index].bytes_per_second / 1e9,
+            });
+        }
+    }
+    rows
+}
+
+/// `tenant`'s mean throughput in C2's spikes over its mean outside them, under `policy`.
+pub fn spike_dip(rows: &[SpikeRow], policy: PolicyName, field: fn(&SpikeRow) -> f64) -> f64 {
+    let mean = |spiking: bool| {
+        let values: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.policy == policy.name() && r.time_s >= 1.0)
+            .filter(|r| in_spike(r.time_s) == spiking)
+            .map(field)
+            .collect();
+        values.iter().sum::<f64>() / values.len().max(1) as f64
+    };
+    mean(true) / mean(false)
+}
+
+pub fn run_spike(options: &Options) -> Result<Output, ExperimentError> {
+    let bench = Bench::new(options.scale)?;
+    let rows = spike_rows(&bench, options);
+    let mut output = Output::new(
+        "Write spikes in C2 beside S1 and C1 (seed 000 Fig 5.13)",
+        &rows,
+    );
+    for policy in [PolicyName::Limit, PolicyName::BandwidthLimit] {
+        output.comparisons.push(Comparison {
+            what: format!("{policy}: S1's and C1's throughput in C2's spikes over outside them"),
+            thesis: match policy {
+                PolicyName::Limit => "steady",
+                _ => "dips",
+            }
+            .into(),
+            ours: format!(
+                "{:.2}, {:.2}",
+                spike_dip(&rows, policy, |r| r.s1_requests_per_second),
+                spike_dip(&rows, policy, |r| r.c1_requests_per_second)
+            ),
+        });
+    }
+    Ok(output)
+}
+
+/// E14, Fig 5.14: S1, critical with a hard slowdown limit of 1.5, beside C1 and C2 that are
+/// light at night and intensive by day.
+#[derive(Clone, Debug, Serialize)]
+pub struct CriticalRow {
+    pub policy: String,
+    pub time_s: f64,
+    pub s1_slowdown: f64,
+    pub c1_requests_per_second: f64,
+    pub c2_requests_per_second: f64,
+}
+
+pub const CRITICAL_END_S: f64 = 40.0;
+/// A compressed day: 10 s of night, 10 s of day whose load ramps up over its first 4 s.
+pub const CRITICAL_DAY_S: f64 = 20.0;
+pub const CRITICAL_LIMIT: f64 = 1.5;
+
+pub fn is_day(time_s: f64) -> bool {
+    time_s % CRITICAL_DAY_S >= CRITICAL_DAY_S / 2.0
+}
+
+pub fn critical_rows(bench: &Bench, options: &Options) -> Vec<CriticalRow> {
+    let s1 = || trace_load(0, 2, 0);
+    let s1_alone = {
+        let result = bench.run(vec![SimTenant::steady("S1", s1())], PolicyName::None, 2.0);
+        bench.mean(&result, 0, 0.5, 2.0, |i| i.requests_per_second)
+    };
+    let diurnal = |index: usize| {
+        let mut phases = Vec::new();
+        let mut start = 0.0;
+        while start < CRITICAL_END_S {
+            phases.push((bench.ns(start), trace_load(index, 1, 100_000)));
+            // Morning: a thread more every half second, to eight.
+            for threads in 1..=8u32 {
+                let at = start + CRITICAL_DAY_S / 2.0 + f64::from(threads - 1) * 0.5;
+                phases.push((bench.ns(at), trace_load(index, threads, 0)));
+            }
+            start += CRITICAL_DAY_S;
+        }
+        phases
+    };
+    let policies = [PolicyName::None, PolicyName::Fair];
+    let results = options.run_all(&policies, |&policy| {
+        let tenants = vec![
+            SimTenant {
+                terms: TenantTerms {
+                    slowdown_limit: Some(CRITICAL_LIMIT),
+                    ..TenantTerms::default()
+                },
+                ..SimTenant::steady("S1", s1())
+            },
+            SimTenant {
+                name: "C1".into(),
+                phases: diurnal(1),
+                terms: TenantTerms::default(),
+            },
+            SimTenant {
+                name: "C2".into(),
+                phases: diurnal(2),
+                terms: TenantTerms::default(),
+            },
+        ];
+        (policy, bench.run(tenants, policy, CRITICAL_END_S))
+    });
+    let mut rows = Vec::new();
+    for (policy, result) in results {
+        for (index, s1) in result.tenants[0].intervals.iter().enumerate() {
+            rows.push(CriticalRow {
+                policy: policy.name().into(),
+                time_s: bench.seconds(s1.start_s),
+                s1_slowdown: s1_alone / s1.requests_per_second.max(1.0),
+                c1_requests_per_second: result.tenants[1].intervals[index].requests_per_second,
+                c2_requests_per_second: result.tenants[2].intervals[index].requests_per_second,
+            });
+        }
+    }
+    rows
+}
+
+/// S1's slowdowns by day under `policy`.
+pub fn critical_day_slowdowns(rows: &[CriticalRow], policy: PolicyName) -> Vec<f64> {
+    rows.iter()
+        .filter(|r| r.policy == policy.name() && is_day(r.time_s))
+        .map(|r| r.s1_slowdown)
+        .collect()
+}
+
+/// The mean of `values`.
+fn mean_of(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len().max(1) as f64
+}
+
+/// The share of `values` at most `bound`.
+pub fn share_within(values: &[f64], bound: f64) -> f64 {
+    values.iter().filter(|v| **v <= bound).count() as f64 / values.len().max(1) as f64
+}
+
+pub fn run_critical(options: &Options) -> Result<Output, ExperimentError> {
+    let bench = Bench::new(options.scale)?;
+    let rows = critical_rows(&bench, options);
+    let mut output = Output::new(
+        "A critical cache's hard slowdown limit through diurnal co-runners (seed 000 Fig 5.14)",
+        &rows,
+    );
+    let (none, nyx) = (
+        critical_day_slowdowns(&rows, PolicyName::None),
+        critical_day_slowdowns(&rows, PolicyName::Fair),
+    );
+    output.comparisons.push(Comparison {
+        what: "S1's mean slowdown by day, no control / Nyx (limit 1.5)".into(),
+        thesis: "above its target / < 1.5".into(),
+        ours: format!("{:.2} / {:.2}", mean_of(&none), mean_of(&nyx)),
+    });
+    output.comparisons.push(Comparison {
+        what: "share of the day's intervals S1 spends within 1.5 (+5%), no control / Nyx".into(),
+        thesis: "- / always".into(),
+        ours: format!(
+            "{:.0}% / {:.0}%",
+            share_within(&none, 1.575) * 100.0,
+            share_within(&nyx, 1.575) * 100.0
+        ),
+    });
     Ok(output)
 }

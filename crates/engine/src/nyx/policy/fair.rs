@@ -3,7 +3,8 @@
 //! unfairness threshold, the least-slowed tenant is throttled and the most-slowed one's throttle
 //! eased; after enough fair intervals every throttle is eased to win back utilization. A tenant
 //! may carry a hard slowdown limit (§5.3.6, Fig 5.14): while it is past it, every tenant
-//! without one is throttled instead.
+//! without one is throttled in proportion to the breach, and the limited tenant is never
+//! throttled to even out the others' slowdowns.
 //!
 //! The source leaves the interval, thresholds and steps open (notes §13.7); ours: an interval
 //! of ten ticks (100 ms), threshold 1.05 (where the thesis' unfairness settles), five fair
@@ -23,6 +24,9 @@ pub const UNFAIRNESS_THRESHOLD: f64 = 1.05;
 pub const FAIR_INTERVALS: u32 = 5;
 /// The largest throttle step, as a share of a tenant's throughput.
 pub const STEP: f64 = 0.1;
+/// A hard limit is defended from this share of it on, so that a ramping load and the
+/// estimate's noise seldom carry the tenant past the limit itself.
+pub const HARD_LIMIT_MARGIN: f64 = 0.95;
 /// The easing after fair intervals: small, so that it does not undo fairness.
 pub const EASE: f64 = 0.025;
 
@@ -58,15 +62,24 @@ impl FairSlowdown {
             .enumerate()
             .filter_map(|(tenant, slowdown)| slowdown.map(|s| (tenant, s)))
             .collect();
-        let past_limit = known.iter().any(|&(tenant, slowdown)| {
-            self.terms[tenant]
-                .slowdown_limit
-                .is_some_and(|limit| slowdown > limit)
-        });
-        if past_limit {
+        // How far the tenant furthest past its hard limit is past it (1: none is).
+        let past_limit = known
+            .iter()
+            .filter_map(|&(tenant, slowdown)| {
+                let limit = self.terms[tenant].slowdown_limit? * HARD_LIMIT_MARGIN;
+                (slowdown > limit).then_some(slowdown / limit)
+            })
+            .fold(1.0, f64::max);
+        if past_limit > 1.0 {
+            // The others give way in proportion to the breach (at most half at once), so that
+            // a tenant far past its limit is back within it in a few intervals.
+            let factor = (1.0 / past_limit).clamp(0.5, 1.0 - STEP);
             for (tenant, gate) in gates.iter().enumerate() {
                 if self.terms[tenant].slowdown_limit.is_none() {
-                    throttle_up_by_factor(gate, &windows[tenant], 1.0 - STEP);
+                    throttle_up_by_factor(gate, &windows[tenant], factor);
+                } else {
+                    // A limited tenant's own throttle goes first.
+                    throttle_down_by_factor(gate, &windows[tenant], 1.0 / factor);
                 }
             }
             self.fair_intervals = 0;
@@ -81,7 +94,10 @@ impl FairSlowdown {
         let unfairness = largest / smallest;
         if unfairness > UNFAIRNESS_THRESHOLD {
             let step = ((unfairness - 1.0) / 2.0).min(STEP);
-            throttle_up_by_factor(&gates[least], &windows[least], 1.0 - step);
+            // A tenant with a hard limit is not throttled towards the others' slowdowns.
+            if self.terms[least].slowdown_limit.is_none() {
+                throttle_up_by_factor(&gates[least], &windows[least], 1.0 - step);
+            }
             throttle_down_by_factor(&gates[most], &windows[most], 1.0 + step);
             self.fair_intervals = 0;
         } else {
