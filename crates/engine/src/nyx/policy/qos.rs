@@ -224,3 +224,104 @@ impl SharingPolicy for Qos {
         now_ns + self.window_ns
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nyx::performance::PerformanceSnapshot;
+    use crate::nyx::regulator::Usage;
+
+    fn lc(target_ns: u64) -> TenantTerms {
+        TenantTerms {
+            class: TenantClass::LatencyCritical,
+            p99_target_ns: Some(target_ns),
+            ..TenantTerms::default()
+        }
+    }
+
+    /// A window in which a tenant made `accesses` costing `cost_ps` and moving `bytes`.
+    fn window(accesses: u64, bytes: u64, cost_ps: u64) -> TenantWindow {
+        TenantWindow {
+            window_ns: 1_000_000_000,
+            usage: Usage {
+                cost_ps,
+                accesses,
+                bytes,
+            },
+            performance: PerformanceSnapshot::default(),
+        }
+    }
+
+    #[test]
+    fn candidates_are_the_best_effort_tenants_using_most_of_the_device_not_most_bytes() {
+        let terms = vec![
+            lc(1000),
+            TenantTerms::default(),
+            TenantTerms::default(),
+            TenantTerms::default(),
+            TenantTerms::default(),
+        ];
+        let windows = vec![
+            window(1, 1, 1),
+            // Many bytes, little device time (large reads) ...
+            window(1000, 4_000_000, 100),
+            // ... few bytes, much device time (small writes), and two in between.
+            window(1000, 64_000, 900),
+            window(1000, 1_000_000, 500),
+            window(1000, 2_000_000, 300),
+        ];
+        let slacks = vec![(0, -0.5)];
+        let nyx = Qos::new(terms.clone(), Choice::Interference, 500e6, 1);
+        assert_eq!(nyx.candidates(0, &windows, &slacks), vec![2, 3, 4]);
+        let caladan = Qos::new(terms, Choice::MostBandwidth, 500e6, 1);
+        assert_eq!(caladan.candidates(0, &windows, &slacks), vec![1]);
+    }
+
+    #[test]
+    fn without_best_effort_tenants_roomy_lc_ones_are_candidates_else_the_roomiest() {
+        let terms = vec![lc(1000), lc(1000), lc(1000)];
+        let windows = vec![window(10, 10, 10); 3];
+        let qos = Qos::new(terms, Choice::Interference, 500e6, 1);
+        // Tenant 2 has more than 0.2 slack: it alone may be throttled.
+        assert_eq!(
+            qos.candidates(0, &windows, &[(0, -0.1), (1, 0.1), (2, 0.5)]),
+            vec![2]
+        );
+        // No one has: the one with the most slack (line 17).
+        assert_eq!(
+            qos.candidates(0, &windows, &[(0, -0.1), (2, 0.05), (1, 0.1)]),
+            vec![1]
+        );
+    }
+
+    #[test]
+    fn a_violating_victim_that_is_itself_throttled_is_eased_first() {
+        let gates: Vec<Arc<Regulator>> = (0..2).map(|_| Arc::new(Regulator::new())).collect();
+        let mut qos = Qos::new(
+            vec![lc(1000), TenantTerms::default()],
+            Choice::Interference,
+            500e6,
+            1_000,
+        );
+        gates[0].set_rate_cap(Some(1e6));
+        assert_eq!(qos.step(0, &gates), 1_000);
+        // The victim runs at its throttle, its p99 twice its target.
+        for _ in 0..1000 {
+            gates[0].record_request(2000);
+        }
+        let profile = crate::nyx::cost::MaxIopsProfile {
+            device: "flat".into(),
+            read_iops: vec![1e6; crate::nyx::cost::PROFILE_SIZES],
+            write_iops: vec![1e6; crate::nyx::cost::PROFILE_SIZES],
+        };
+        for _ in 0..1000 {
+            gates[0].charge(&profile, heterarchy_device::model::IoKind::Read, 1000);
+            gates[1].charge(&profile, heterarchy_device::model::IoKind::Write, 1000);
+        }
+        assert_eq!(qos.step(1_000, &gates), 2_000);
+        // Eased by 500 MB/s of its 1 KB accesses: half a million more a second.
+        let cap = gates[0].rate_cap().unwrap();
+        assert!((cap - 1.5e6).abs() < 10.0, "{cap}");
+        assert_eq!(gates[1].rate_cap(), None);
+    }
+}
