@@ -11,7 +11,9 @@ use heterarchy_device::spec::DeviceSpec;
 use heterarchy_engine::nyx::cost::{PROFILE_SIZES, PROFILE_STEP_BYTES};
 use heterarchy_engine::nyx::policy::{PolicyParams, TenantTerms};
 use heterarchy_engine::nyx::{MaxIopsProfile, PolicyName, ProfileLoad};
-use heterarchy_sim::nyx::{run_shared_pm, SharedPmConfig, SharedPmResult, SimTenant, TenantLoad};
+use heterarchy_sim::nyx::{
+    run_shared_pm, SharedPmConfig, SharedPmResult, SimTenant, TenantInterval, TenantLoad,
+};
 use serde::Serialize;
 
 use crate::{Comparison, ExperimentError, Options, Output};
@@ -106,7 +108,7 @@ impl Bench {
         index: usize,
         from: f64,
         to: f64,
-        field: impl Fn(&heterarchy_sim::nyx::TenantInterval) -> f64,
+        field: impl Fn(&TenantInterval) -> f64,
     ) -> f64 {
         result.tenants[index].mean(from * self.scale, to * self.scale, field)
     }
@@ -118,6 +120,24 @@ fn tenant(name: &str, load: TenantLoad, terms: TenantTerms) -> SimTenant {
         terms,
         ..SimTenant::steady(name, load)
     }
+}
+
+/// One row per run and interval of the timeline, made by `row` from the policy, the interval's
+/// timeline second and every tenant's interval.
+fn timeline_rows<R>(
+    bench: &Bench,
+    results: Vec<(PolicyName, SharedPmResult)>,
+    row: impl Fn(PolicyName, f64, &[TenantInterval]) -> R,
+) -> Vec<R> {
+    let mut rows = Vec::new();
+    for (policy, result) in results {
+        for index in 0..result.tenants[0].intervals.len() {
+            let at: Vec<TenantInterval> =
+                result.tenants.iter().map(|t| t.intervals[index]).collect();
+            rows.push(row(policy, bench.seconds(at[0].start_s), &at));
+        }
+    }
+    rows
 }
 
 fn ratio_text(value: f64) -> String {
@@ -459,20 +479,13 @@ pub fn qos_rows(bench: &Bench, options: &Options) -> Vec<QosRow> {
         tenants[2].phases[1].0 = bench.ns(QOS_BURST_S);
         (policy, bench.run(tenants, policy, QOS_END_S))
     });
-    let mut rows = Vec::new();
-    for (policy, result) in results {
-        for (index, lc) in result.tenants[0].intervals.iter().enumerate() {
-            let at = |tenant: usize| result.tenants[tenant].intervals[index];
-            rows.push(QosRow {
-                policy: policy.name().into(),
-                time_s: bench.seconds(lc.start_s),
-                lc_p99_latency_us: lc.p99_latency_us,
-                be1_gb_s: at(1).bytes_per_second / 1e9,
-                be2_gb_s: at(2).bytes_per_second / 1e9,
-            });
-        }
-    }
-    rows
+    timeline_rows(bench, results, |policy, time_s, at| QosRow {
+        policy: policy.name().into(),
+        time_s,
+        lc_p99_latency_us: at[0].p99_latency_us,
+        be1_gb_s: at[1].bytes_per_second / 1e9,
+        be2_gb_s: at[2].bytes_per_second / 1e9,
+    })
 }
 
 /// Mean of `field` over `policy`'s rows from `from_s` to `to_s`.
@@ -906,19 +919,13 @@ pub fn spike_rows(bench: &Bench, options: &Options) -> Vec<SpikeRow> {
         ];
         (policy, bench.run(tenants, policy, SPIKE_END_S))
     });
-    let mut rows = Vec::new();
-    for (policy, result) in results {
-        for (index, s1) in result.tenants[0].intervals.iter().enumerate() {
-            rows.push(SpikeRow {
-                policy: policy.name().into(),
-                time_s: bench.seconds(s1.start_s),
-                s1_requests_per_second: s1.requests_per_second,
-                c1_requests_per_second: result.tenants[1].intervals[index].requests_per_second,
-                c2_gb_s: result.tenants[2].intervals[index].bytes_per_second / 1e9,
-            });
-        }
-    }
-    rows
+    timeline_rows(bench, results, |policy, time_s, at| SpikeRow {
+        policy: policy.name().into(),
+        time_s,
+        s1_requests_per_second: at[0].requests_per_second,
+        c1_requests_per_second: at[1].requests_per_second,
+        c2_gb_s: at[2].bytes_per_second / 1e9,
+    })
 }
 
 /// `tenant`'s mean throughput in C2's spikes over its mean outside them, under `policy`.
@@ -1023,19 +1030,13 @@ pub fn critical_rows(bench: &Bench, options: &Options) -> Vec<CriticalRow> {
         ];
         (policy, bench.run(tenants, policy, CRITICAL_END_S))
     });
-    let mut rows = Vec::new();
-    for (policy, result) in results {
-        for (index, s1) in result.tenants[0].intervals.iter().enumerate() {
-            rows.push(CriticalRow {
-                policy: policy.name().into(),
-                time_s: bench.seconds(s1.start_s),
-                s1_slowdown: s1_alone / s1.requests_per_second.max(1.0),
-                c1_requests_per_second: result.tenants[1].intervals[index].requests_per_second,
-                c2_requests_per_second: result.tenants[2].intervals[index].requests_per_second,
-            });
-        }
-    }
-    rows
+    timeline_rows(bench, results, |policy, time_s, at| CriticalRow {
+        policy: policy.name().into(),
+        time_s,
+        s1_slowdown: s1_alone / at[0].requests_per_second.max(1.0),
+        c1_requests_per_second: at[1].requests_per_second,
+        c2_requests_per_second: at[2].requests_per_second,
+    })
 }
 
 /// S1's slowdowns by day under `policy`.

@@ -580,16 +580,18 @@ mod tests {
         assert!(error.contains("tenant[0] (a).throttle"), "{error}");
     }
 
+    /// alpha and beta on one `[[pm]]`, with `server` keys and `alpha`'s.
+    fn with(server: &str, alpha: &str) -> Result<ServeConfig, String> {
+        let text = format!(
+            "[server]\n{server}{}",
+            pm_config(&format!("pm_size = \"8m\"\n{alpha}"), "pm_size = \"8m\"\n")
+        );
+        let (_dir, path) = write(&text);
+        ServeConfig::from_file(&path)
+    }
+
     #[test]
     fn sharing_policies_and_limits_are_refused_by_name_when_wrong() {
-        let with = |server: &str, alpha: &str| {
-            let text = format!(
-                "[server]\n{server}{}",
-                pm_config(&format!("pm_size = \"8m\"\n{alpha}"), "pm_size = \"8m\"\n")
-            );
-            let (_dir, path) = write(&text);
-            ServeConfig::from_file(&path)
-        };
         let config = with("policy = \"limit\"\n", "limit = \"30%\"\n").unwrap();
         assert_eq!(
             config.tenant[0].limit_under(config.policy().unwrap()),
@@ -626,14 +628,6 @@ mod tests {
 
     #[test]
     fn qos_fair_and_proportional_terms_are_read_and_refused_by_name_when_wrong() {
-        let with = |server: &str, alpha: &str| {
-            let text = format!(
-                "[server]\n{server}{}",
-                pm_config(&format!("pm_size = \"8m\"\n{alpha}"), "pm_size = \"8m\"\n")
-            );
-            let (_dir, path) = write(&text);
-            ServeConfig::from_file(&path)
-        };
         let config = with(
             "policy = \"qos\"\nexperiment_step = \"250mb/s\"\n",
             "class = \"lc\"\np99_target_us = 1.5\n",
