@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use heterarchy_device::backend::{RamBackend, Throttle};
 use heterarchy_device::model::IoKind;
 use heterarchy_device::presets::preset;
-use heterarchy_engine::nyx::cost::PROFILE_SIZES;
 use heterarchy_engine::nyx::{MaxIopsProfile, Regulator};
 use heterarchy_kvstore::{Expiry, Lookup, Mode, Store, StoreConfig, Stored, Write};
 
@@ -72,11 +71,7 @@ fn a_paced_store_says_when_its_accesses_are_done_without_waiting_for_them() {
 #[test]
 fn a_gate_delays_stalls_and_charges_every_access() {
     let (mut store, throttle) = paced_store("optane-pm");
-    let profile = Arc::new(MaxIopsProfile {
-        device: "flat".into(),
-        read_iops: vec![2e6; PROFILE_SIZES],
-        write_iops: vec![1e6; PROFILE_SIZES],
-    });
+    let profile = Arc::new(MaxIopsProfile::flat(2e6, 1e6));
     let gate = Arc::new(Regulator::new());
     store.set_gate(Arc::clone(&gate), Arc::clone(&profile));
     set(&mut store, b"k", &[7u8; 1000]);

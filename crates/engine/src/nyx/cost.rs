@@ -12,6 +12,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use heterarchy_device::model::{DeviceModel, IoKind};
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
 
 /// The profile's size step, and its first size.
@@ -72,9 +74,33 @@ pub struct MaxIopsProfile {
     pub read_iops: Vec<f64>,
     /// The same for writes.
     pub write_iops: Vec<f64>,
+    /// `cost_ps` of each size, reads then writes, worked out on first use: every access is
+    /// charged, and a division per access is a good part of the gate's cost.
+    #[serde(skip)]
+    costs_ps: OnceLock<Vec<u64>>,
 }
 
 impl MaxIopsProfile {
+    /// A profile of `device` from its tables.
+    pub fn new(device: &str, read_iops: Vec<f64>, write_iops: Vec<f64>) -> MaxIopsProfile {
+        MaxIopsProfile {
+            device: device.to_string(),
+            read_iops,
+            write_iops,
+            costs_ps: OnceLock::new(),
+        }
+    }
+
+    /// A device named "flat" whose accesses of every size take `read_iops` and `write_iops` a
+    /// second (for tests, where the arithmetic should be plain).
+    pub fn flat(read_iops: f64, write_iops: f64) -> MaxIopsProfile {
+        MaxIopsProfile::new(
+            "flat",
+            vec![read_iops; PROFILE_SIZES],
+            vec![write_iops; PROFILE_SIZES],
+        )
+    }
+
     /// Profiles `device` (named `fingerprint`) as seed 000 §5.2.3 does: for each operation and
     /// size, `load.threads` threads issue random accesses back to back; MaxIOPS is what they
     /// complete per second.
@@ -99,11 +125,7 @@ impl MaxIopsProfile {
         };
         let read_iops = measure_op(IoKind::Read);
         let write_iops = measure_op(IoKind::Write);
-        MaxIopsProfile {
-            device: fingerprint.to_string(),
-            read_iops,
-            write_iops,
-        }
+        MaxIopsProfile::new(fingerprint, read_iops, write_iops)
     }
 
     /// The profiled MaxIOPS of `kind` at `bytes` rounded up to 64 B (at most 4 KiB).
@@ -122,9 +144,29 @@ impl MaxIopsProfile {
     /// beyond 4 KiB costs a 4 KiB access per whole 4 KiB and the rest as its size (the source
     /// stops at 4 KiB; trace values reach tens of KiB).
     pub fn cost_ps(&self, kind: IoKind, bytes: u32) -> u64 {
+        let costs = self.costs_ps.get_or_init(|| {
+            [IoKind::Read, IoKind::Write]
+                .into_iter()
+                .flat_map(|kind| {
+                    (1..=PROFILE_SIZES as u32).map(move |step| (kind, step * PROFILE_STEP_BYTES))
+                })
+                .map(|(kind, size)| (1e12 / self.max_iops(kind, size)).round() as u64)
+                .collect()
+        });
+        let base = if kind == IoKind::Write {
+            PROFILE_SIZES
+        } else {
+            0
+        };
+        let ps = |size: u32| {
+            costs[base
+                + size
+                    .clamp(1, PROFILE_MAX_BYTES)
+                    .div_ceil(PROFILE_STEP_BYTES) as usize
+                - 1]
+        };
         let whole = u64::from(bytes / PROFILE_MAX_BYTES);
         let rest = bytes % PROFILE_MAX_BYTES;
-        let ps = |size: u32| (1e12 / self.max_iops(kind, size)).round() as u64;
         let mut cost = whole * ps(PROFILE_MAX_BYTES);
         if rest > 0 || bytes == 0 {
             cost += ps(rest.max(1));

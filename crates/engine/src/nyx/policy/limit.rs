@@ -35,17 +35,8 @@ impl SharingPolicy for ResourceLimit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nyx::cost::{MaxIopsProfile, PROFILE_SIZES};
+    use crate::nyx::cost::MaxIopsProfile;
     use heterarchy_device::model::IoKind;
-
-    /// A device that does a million accesses a second of any kind and size.
-    fn million() -> MaxIopsProfile {
-        MaxIopsProfile {
-            device: "million".into(),
-            read_iops: vec![1e6; PROFILE_SIZES],
-            write_iops: vec![1e6; PROFILE_SIZES],
-        }
-    }
 
     /// Runs `ticks` ticks of 10 ms in which each tenant makes as many 4 KiB reads as its
     /// gate lets it, up to `wants[tenant]` a tick; returns the reads each made.
@@ -55,7 +46,8 @@ mod tests {
         wants: &[u64],
         ticks: u64,
     ) -> Vec<u64> {
-        let profile = million();
+        // A million accesses a second of any kind and size.
+        let profile = MaxIopsProfile::flat(1e6, 1e6);
         let mut made = vec![0; gates.len()];
         for tick in 0..ticks {
             let now_ns = tick * 10_000_000;

@@ -309,11 +309,7 @@ mod tests {
         for _ in 0..1000 {
             gates[0].record_request(2000);
         }
-        let profile = crate::nyx::cost::MaxIopsProfile {
-            device: "flat".into(),
-            read_iops: vec![1e6; crate::nyx::cost::PROFILE_SIZES],
-            write_iops: vec![1e6; crate::nyx::cost::PROFILE_SIZES],
-        };
+        let profile = crate::nyx::cost::MaxIopsProfile::flat(1e6, 1e6);
         for _ in 0..1000 {
             gates[0].charge(&profile, heterarchy_device::model::IoKind::Read, 1000);
             gates[1].charge(&profile, heterarchy_device::model::IoKind::Write, 1000);

@@ -163,16 +163,12 @@ fn ease_to(gate: &Regulator, window: &TenantWindow, cap: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nyx::cost::{MaxIopsProfile, PROFILE_SIZES};
+    use crate::nyx::cost::MaxIopsProfile;
     use heterarchy_device::model::IoKind;
 
     #[test]
     fn steps_in_bytes_turn_into_access_rates_and_an_unreached_throttle_is_lifted() {
-        let profile = MaxIopsProfile {
-            device: "flat".into(),
-            read_iops: vec![1e6; PROFILE_SIZES],
-            write_iops: vec![1e6; PROFILE_SIZES],
-        };
+        let profile = MaxIopsProfile::flat(1e6, 1e6);
         let gates = vec![Arc::new(Regulator::new())];
         let mut windows = Windows::new(true);
         windows.start(0, &gates);
