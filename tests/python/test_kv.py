@@ -1145,6 +1145,27 @@ def test_policies_that_watch_performance_act_on_live_tenants(heterarchy_kv, tmp_
     assert 'heterarchy_kv_nyx_slowdown{tenant="beta"}' in metrics
 
 
+def test_serve_kv_alone_accounts_and_limits_its_device_share(heterarchy_kv, tmp_path):
+    """`serve kv --pmem PATH:SIZE --throttle optane-pm-x2 --nyx-profile FILE --limit 2%`: one
+    cache, its values in PATH, every access charged its device cost (the profile kept in FILE)
+    and held to 2% of the device (seed 000 Algorithm 2)."""
+    port, metrics = free_port(), free_port()
+    profile, values = tmp_path / "profile.toml", tmp_path / "values.pm"
+    argv = [BINARY, "serve", "kv", "--listen", f"127.0.0.1:{port}", "--threads", "1",
+            "--pmem", f"{values}:64m", "--throttle", "optane-pm-x2", "--nyx-profile", str(profile),
+            "--limit", "2%", "--metrics", f"127.0.0.1:{metrics}"]
+    heterarchy_kv.start_process("heterarchy", argv, [port, metrics])
+    assert profile.is_file() and values.is_file()
+    ports = {"metrics": metrics}
+    before = nyx_of(ports, "default")["nyx_cost_seconds"]
+    value = b"v" * 4096
+    started = time.monotonic()
+    pipeline_for(port, 2.0, lambda i: b"set k%d 0 0 4096 noreply\r\n%s\r\n" % (i, value))
+    share = (nyx_of(ports, "default")["nyx_cost_seconds"] - before) / (time.monotonic() - started)
+    print(f"the cache used {share:.3%} of the device under a 2% limit")
+    assert 0 < share <= 0.03
+
+
 def bad_config_unknown_key(tmp_path):
     return tenant_config(tmp_path, alpha={"colour": "blue"})[0], "colour"
 

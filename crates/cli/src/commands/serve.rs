@@ -2,7 +2,7 @@
 //! protocols (issue 6), from a config file or, for one export or one tenant, from the command
 //! line as nbdkit and memcached start.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
@@ -12,7 +12,7 @@ use heterarchy_device::backend::BackendSpec;
 use heterarchy_engine::staging::StagingScheme;
 use heterarchy_engine::{AdmissionScheme, TierLayout, WriteMode};
 use heterarchy_server::config::{ExportConfig, ServeConfig, ServerSection, DEFAULT_IO_WORKERS};
-use heterarchy_server::kv::config::{TenantConfig, DEFAULT_MAX_CONNECTIONS};
+use heterarchy_server::kv::config::{PmConfig, TenantConfig, DEFAULT_MAX_CONNECTIONS};
 use heterarchy_server::ListenAddr;
 use heterarchy_volume::config::throttle_name;
 use heterarchy_volume::VolumeConfig;
@@ -70,12 +70,22 @@ pub struct KvArgs {
     /// HOST:PORT for HTTP metrics and stats.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// With --pmem and --throttle: account every access's device cost (NyxCache, seed 000
+    /// §5.2.3), the device's MaxIOPS profile kept in this file (measured again when missing or
+    /// stale).
+    #[arg(long, requires_all = ["pmem", "throttle"])]
+    pub nyx_profile: Option<PathBuf>,
+    /// With --nyx-profile: hold the cache to this share of the device, epoch by epoch
+    /// (seed 000 Algorithm 2), e.g. 30%.
+    #[arg(long, requires = "nyx_profile")]
+    pub limit: Option<String>,
 }
 
 impl KvArgs {
-    /// The config these arguments stand for: one tenant named "default".
+    /// The config these arguments stand for: one tenant named "default" (on a `[[pm]]` of
+    /// its own when NyxCache accounts for it).
     pub fn to_config(&self) -> Result<ServeConfig> {
-        let tenant = TenantConfig {
+        let mut tenant = TenantConfig {
             name: "default".to_string(),
             listen: self.listen.clone(),
             unix: self.unix.clone(),
@@ -83,6 +93,7 @@ impl KvArgs {
             pmem: self.pmem.clone(),
             pm: None,
             pm_size: None,
+            pm_file: None,
             limit: None,
             class: None,
             p99_target_us: None,
@@ -93,16 +104,46 @@ impl KvArgs {
             item_max: self.item_max.clone(),
             segment: "1m".to_string(),
         };
+        let mut pm = Vec::new();
+        if let (Some(profile), Some(pmem), Some(throttle)) =
+            (&self.nyx_profile, &self.pmem, &self.throttle)
+        {
+            let (path, size) = pmem
+                .rsplit_once(':')
+                .ok_or_else(|| anyhow!("--pmem: \"{pmem}\"; expected PATH:SIZE"))?;
+            let path = PathBuf::from(path);
+            pm.push(PmConfig {
+                name: "pm".to_string(),
+                path: path
+                    .parent()
+                    .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+                size: size.to_string(),
+                throttle: throttle.clone(),
+                profile: Some(profile.clone()),
+            });
+            tenant.pm = Some("pm".to_string());
+            tenant.pm_size = Some(size.to_string());
+            tenant.pm_file = Some(path);
+            tenant.pmem = None;
+            tenant.throttle = None;
+            tenant.limit = self.limit.clone();
+        }
+        let policy = if self.limit.is_some() {
+            "limit"
+        } else {
+            "none"
+        };
         let config = ServeConfig {
             server: ServerSection {
                 metrics: self.metrics.clone(),
                 threads: self.threads,
+                policy: policy.to_string(),
                 ..ServerSection::default()
             },
             device: Vec::new(),
             export: Vec::new(),
             tenant: vec![tenant],
-            pm: Vec::new(),
+            pm,
         };
         config.validate().map_err(|e| anyhow!("{e}"))?;
         Ok(config)

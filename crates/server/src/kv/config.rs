@@ -71,6 +71,9 @@ pub struct TenantConfig {
     /// With `pm`: the tenant's share of it, its quota.
     #[serde(default)]
     pub pm_size: Option<String>,
+    /// With `pm`: the file its values live in (`{path}/{name}.values` by default).
+    #[serde(default)]
+    pub pm_file: Option<PathBuf>,
     /// Under the server's sharing policy, its limit on its `[[pm]]`: a share of the device
     /// ("30%") for `limit`, bytes a second ("500mb/s") for `bandwidth-limit`.
     #[serde(default)]
@@ -258,7 +261,10 @@ impl TenantConfig {
             })?;
             let size_bytes = parse_bytes(share).map_err(|e| format!("pm_size: {e}"))?;
             return Ok(BackendSpec::Pmem {
-                path: pm.tenant_file(&self.name),
+                path: self
+                    .pm_file
+                    .clone()
+                    .unwrap_or_else(|| pm.tenant_file(&self.name)),
                 size_bytes,
             });
         }
