@@ -43,6 +43,9 @@ EXPERIMENTS = [
     "nyx-estimate",
     "nyx-spike",
     "nyx-critical",
+    "nyx-hit-ratio",
+    "nyx-experiment-step",
+    "nyx-donate-step",
 ]
 
 

@@ -315,6 +315,24 @@ pub const EXPERIMENTS: &[Experiment] = &[
         description: "S1's hard slowdown limit of 1.5 through diurnal C1 and C2",
         run: nyx::run_critical,
     },
+    Experiment {
+        name: "nyx-hit-ratio",
+        reproduces: "seed 000 Figure 5.7",
+        description: "A limited cache's hits and requests at hit ratios from 100% to 30%",
+        run: nyx::run_hit_ratio,
+    },
+    Experiment {
+        name: "nyx-experiment-step",
+        reproduces: "seed 000 Figure 5.15",
+        description: "QoS under ExperimentSteps of 125 MB/s to 1 GB/s",
+        run: nyx::run_experiment_step,
+    },
+    Experiment {
+        name: "nyx-donate-step",
+        reproduces: "seed 000 Figure 5.16",
+        description: "Proportional sharing's donor under DonateSteps of 10% to 60%",
+        run: nyx::run_donate_step,
+    },
 ];
 
 /// The experiment called `name`.

@@ -1084,3 +1084,235 @@ pub fn run_critical(options: &Options) -> Result<Output, ExperimentError> {
     });
     Ok(output)
 }
+
+/// E6, Fig 5.7: a limited 1 KiB get-only tenant at falling hit ratios (no insert on a miss).
+#[derive(Clone, Debug, Serialize)]
+pub struct HitRatioRow {
+    pub hit_ratio: f64,
+    pub hits_per_second: f64,
+    pub requests_per_second: f64,
+}
+
+pub const HIT_RATIOS: [f64; 5] = [1.0, 0.9, 0.7, 0.5, 0.3];
+
+pub fn hit_ratio_rows(bench: &Bench, options: &Options) -> Vec<HitRatioRow> {
+    // The thesis' limit: 5 GB/s of 4 KiB reads, as a share of the device.
+    let share = 5e9 / (bench.profile.max_iops(IoKind::Read, 4096) * 4096.0);
+    options.run_all(&HIT_RATIOS, |&hit_ratio| {
+        let load = TenantLoad {
+            hit_ratio,
+            ..TenantLoad::new(16, 1.0, 1024)
+        };
+        let terms = TenantTerms {
+            limit: Some(share),
+            ..TenantTerms::default()
+        };
+        let result = bench.run(vec![tenant("L", load, terms)], PolicyName::Limit, 3.0);
+        HitRatioRow {
+            hit_ratio,
+            hits_per_second: bench.mean(&result, 0, 1.0, 3.0, |i| i.accesses_per_second),
+            requests_per_second: bench.mean(&result, 0, 1.0, 3.0, |i| i.requests_per_second),
+        }
+    })
+}
+
+pub fn run_hit_ratio(options: &Options) -> Result<Output, ExperimentError> {
+    let bench = Bench::new(options.scale)?;
+    let rows = hit_ratio_rows(&bench, options);
+    let mut output = Output::new(
+        "A limited 1 KiB get-only cache at falling hit ratios (seed 000 Fig 5.7)",
+        &rows,
+    );
+    if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
+        output.comparisons.push(Comparison {
+            what: format!(
+                "hits a second at {:.0}% hits over at 100%; requests likewise",
+                last.hit_ratio * 100.0
+            ),
+            thesis: "hits capped, requests grow (misses use no PM)".into(),
+            ours: format!(
+                "{}, {}",
+                ratio_text(last.hits_per_second / first.hits_per_second),
+                ratio_text(last.requests_per_second / first.requests_per_second)
+            ),
+        });
+    }
+    Ok(output)
+}
+
+/// E8, Fig 5.15: QoS under ExperimentSteps below and above the default 500 MB/s.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepRow {
+    pub experiment_step_mb_s: f64,
+    /// Timeline seconds from the burst until the LC tenant's p99 stays under its target (over
+    /// 2 s, on average; the whole rest of the run if never).
+    pub seconds_to_target: f64,
+    pub be1_final_gb_s: f64,
+    pub be2_final_gb_s: f64,
+}
+
+pub const EXPERIMENT_STEPS_MB_S: [f64; 4] = [125.0, 250.0, 500.0, 1000.0];
+
+pub fn experiment_step_rows(bench: &Bench, options: &Options) -> Vec<StepRow> {
+    options.run_all(&EXPERIMENT_STEPS_MB_S, |&step| {
+        let mut tenants = qos_tenants();
+        tenants[2].phases[1].0 = bench.ns(QOS_BURST_S);
+        let params = PolicyParams {
+            experiment_step_bytes_per_second: step * 1e6,
+            ..bench.params()
+        };
+        let result = bench.run_with(tenants, PolicyName::Qos, QOS_END_S, params);
+        let rows = timeline_rows(bench, vec![(PolicyName::Qos, result)], |_, time_s, at| {
+            (
+                time_s,
+                at[0].p99_latency_us,
+                at[1].bytes_per_second,
+                at[2].bytes_per_second,
+            )
+        });
+        // The first interval after the burst from which the LC tenant's p99, over the next
+        // 2 s, stays under its target on average.
+        let after: Vec<_> = rows.iter().filter(|r| r.0 >= QOS_BURST_S + 0.5).collect();
+        let settled = after
+            .windows(20)
+            .find(|next| next.iter().map(|r| r.1).sum::<f64>() / 20.0 <= QOS_TARGET_US)
+            .map_or(QOS_END_S, |next| next[0].0);
+        let tail: Vec<_> = rows.iter().filter(|r| r.0 >= QOS_END_S - 8.0).collect();
+        let mean = |field: fn(&(f64, f64, f64, f64)) -> f64| {
+            tail.iter().map(|r| field(r)).sum::<f64>() / tail.len().max(1) as f64
+        };
+        StepRow {
+            experiment_step_mb_s: step,
+            seconds_to_target: settled - QOS_BURST_S,
+            be1_final_gb_s: mean(|r| r.2) / 1e9,
+            be2_final_gb_s: mean(|r| r.3) / 1e9,
+        }
+    })
+}
+
+pub fn run_experiment_step(options: &Options) -> Result<Output, ExperimentError> {
+    let bench = Bench::new(options.scale)?;
+    let rows = experiment_step_rows(&bench, options);
+    let mut output = Output::new(
+        "QoS's ExperimentStep: convergence and what is left to BE1 (seed 000 Fig 5.15)",
+        &rows,
+    );
+    output.comparisons.push(Comparison {
+        what: "BE2's final throughput at every step, GB/s".into(),
+        thesis: "near zero in all cases".into(),
+        ours: rows
+            .iter()
+            .map(|r| format!("{:.2}", r.be2_final_gb_s))
+            .collect::<Vec<_>>()
+            .join(", "),
+    });
+    output.comparisons.push(Comparison {
+        what: "seconds from the burst until the LC p99 holds, by step".into(),
+        thesis: "larger steps converge faster".into(),
+        ours: rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:.0} MB/s: {:.1}",
+                    r.experiment_step_mb_s, r.seconds_to_target
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    });
+    Ok(output)
+}
+
+/// E12, Fig 5.16: the light donor's throughput over time under DonateSteps of 10% to 60%,
+/// beside a write-heavy recipient.
+#[derive(Clone, Debug, Serialize)]
+pub struct DonateStepRow {
+    pub donate_step: f64,
+    /// The donor's throughput over its stand-alone throughput: mean, and spread (σ) over the
+    /// epochs.
+    pub a_of_alone_mean: f64,
+    pub a_of_alone_deviation: f64,
+    /// Share of epochs in which the donor fell below its bound (2/3 of alone).
+    pub below_bound: f64,
+}
+
+pub const DONATE_STEPS: [f64; 3] = [0.1, 0.3, 0.6];
+
+pub fn donate_step_rows(bench: &Bench, options: &Options) -> Vec<DonateStepRow> {
+    let light = || TenantLoad {
+        think_ns: 1000,
+        ..TenantLoad::new(4, 0.95, 1024)
+    };
+    let alone = {
+        let result = bench.run(vec![SimTenant::steady("A", light())], PolicyName::None, 2.0);
+        bench.mean(&result, 0, 0.5, 2.0, |i| i.requests_per_second)
+    };
+    let seconds = 20.0;
+    options.run_all(&DONATE_STEPS, |&donate_step| {
+        let weighted = |weight| TenantTerms {
+            weight,
+            ..TenantTerms::default()
+        };
+        let params = PolicyParams {
+            donate_step,
+            ..bench.params()
+        };
+        let result = bench.run_with(
+            vec![
+                tenant("A", light(), weighted(2.0)),
+                tenant("B", TenantLoad::new(8, 0.05, 1024), weighted(1.0)),
+            ],
+            PolicyName::Proportional,
+            seconds,
+            params,
+        );
+        // Per epoch (ten intervals): within one, Algorithm 2's stalls swing any tenant.
+        let intervals: Vec<f64> = result.tenants[0]
+            .intervals
+            .iter()
+            .filter(|i| bench.seconds(i.start_s) >= 4.0)
+            .map(|i| i.requests_per_second / alone)
+            .collect();
+        let shares: Vec<f64> = intervals
+            .chunks(10)
+            .map(|epoch| epoch.iter().sum::<f64>() / epoch.len() as f64)
+            .collect();
+        let mean = shares.iter().sum::<f64>() / shares.len().max(1) as f64;
+        let deviation = (shares.iter().map(|s| (s - mean).powi(2)).sum::<f64>()
+            / shares.len().max(1) as f64)
+            .sqrt();
+        DonateStepRow {
+            donate_step,
+            a_of_alone_mean: mean,
+            a_of_alone_deviation: deviation,
+            below_bound: shares.iter().filter(|s| **s < 2.0 / 3.0).count() as f64
+                / shares.len().max(1) as f64,
+        }
+    })
+}
+
+pub fn run_donate_step(options: &Options) -> Result<Output, ExperimentError> {
+    let bench = Bench::new(options.scale)?;
+    let rows = donate_step_rows(&bench, options);
+    let mut output = Output::new(
+        "DonateStep: the donor's throughput under steps of 10% to 60% (seed 000 Fig 5.16)",
+        &rows,
+    );
+    output.comparisons.push(Comparison {
+        what: "donor's σ over alone and time below its bound, by step".into(),
+        thesis: "60% fluctuates and breaks the bound; 10% steady".into(),
+        ours: rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:.0}%: {:.3}, {:.0}%",
+                    r.donate_step * 100.0,
+                    r.a_of_alone_deviation,
+                    r.below_bound * 100.0
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    });
+    Ok(output)
+}

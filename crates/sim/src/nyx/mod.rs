@@ -24,6 +24,9 @@ pub struct TenantLoad {
     pub value_bytes: u32,
     /// Time a thread waits between a request's answer and its next request, ns.
     pub think_ns: u64,
+    /// Share of gets that hit; a miss is answered from the DRAM index alone, no PM access and
+    /// no insert (a look-aside cache's miss, seed 000 Fig 5.7).
+    pub hit_ratio: f64,
 }
 
 impl TenantLoad {
@@ -33,6 +36,7 @@ impl TenantLoad {
             get_fraction,
             value_bytes,
             think_ns: 0,
+            hit_ratio: 1.0,
         }
     }
 }
@@ -95,6 +99,8 @@ pub struct SharedPmConfig {
 pub struct TenantInterval {
     pub start_s: f64,
     pub requests_per_second: f64,
+    /// PM accesses a second (gets that hit, and sets).
+    pub accesses_per_second: f64,
     pub bytes_per_second: f64,
     /// Its share of the device (M2).
     pub utilization: f64,

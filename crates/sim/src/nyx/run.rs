@@ -97,6 +97,7 @@ pub fn run_shared_pm(config: &SharedPmConfig) -> SharedPmResult {
                     series.intervals.push(TenantInterval {
                         start_s: (now_ns - interval_ns) as f64 / 1e9,
                         requests_per_second: window.requests_per_second(),
+                        accesses_per_second: window.accesses_per_second(),
                         bytes_per_second: window.bytes_per_second(),
                         utilization: window.utilization(),
                         p99_latency_us: window.p99_ns().unwrap_or(0.0) / 1000.0,
@@ -119,7 +120,17 @@ pub fn run_shared_pm(config: &SharedPmConfig) -> SharedPmResult {
                     continue;
                 }
                 let rng = &mut rngs[tenant];
-                let get = (next_random(rng) >> 11) as f64 / (1u64 << 53) as f64;
+                let get = unit_random(rng);
+                if get < load.get_fraction && unit_random(rng) >= load.hit_ratio {
+                    // A miss: the index says so, the PM is not touched.
+                    threads[tenant][thread].request_start_ns = now_ns;
+                    push(
+                        &mut events,
+                        now_ns + config.cpu_ns,
+                        Event::Done { tenant, thread },
+                    );
+                    continue;
+                }
                 let slot_bytes = u64::from(load.value_bytes.max(1)).next_multiple_of(64);
                 let slots = (span / slot_bytes).max(1);
                 let state = &mut threads[tenant][thread];
@@ -169,6 +180,11 @@ pub fn run_shared_pm(config: &SharedPmConfig) -> SharedPmResult {
         policy: config.policy.name().to_string(),
         tenants: series,
     }
+}
+
+/// A uniform number in [0, 1).
+fn unit_random(state: &mut u64) -> f64 {
+    (next_random(state) >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn next_random(state: &mut u64) -> u64 {
