@@ -32,6 +32,7 @@ pub struct Bench {
 }
 
 impl Bench {
+    /// `optane-pm-x2` and its profile, runs and time constants `scale` times the thesis'.
     pub fn new(scale: f64) -> Result<Bench, ExperimentError> {
         let device =
             preset(DEVICE).ok_or_else(|| ExperimentError(format!("no preset {DEVICE}")))?;
@@ -152,6 +153,7 @@ pub struct ProfileRow {
     pub write_iops: f64,
 }
 
+/// Each profiled size's MaxIOPS.
 pub fn profile_rows(bench: &Bench) -> Vec<ProfileRow> {
     (1..=PROFILE_SIZES as u32)
         .map(|step| {
@@ -165,6 +167,7 @@ pub fn profile_rows(bench: &Bench) -> Vec<ProfileRow> {
         .collect()
 }
 
+/// E0 as `heterarchy experiment nyx-profile` prints it.
 pub fn run_profile(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = profile_rows(&bench);
@@ -249,6 +252,7 @@ pub fn interference_rows(bench: &Bench) -> Vec<InterferenceRow> {
         .collect()
 }
 
+/// E1 as `heterarchy experiment nyx-interference` prints it.
 pub fn run_interference(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = interference_rows(&bench);
@@ -321,6 +325,7 @@ pub const LIMIT_PATTERNS: [(f64, u32); 8] = [
 /// The thesis' limit: 1.25 M 4 KiB random loads a second, 42% of the device.
 pub const LIMIT_SHARE: f64 = 0.42;
 
+/// L under each pattern and each policy beside U.
 pub fn limit_rows(bench: &Bench, options: &Options) -> Vec<LimitRow> {
     let mut jobs = Vec::new();
     for policy in [PolicyName::Limit, PolicyName::BandwidthLimit] {
@@ -377,6 +382,7 @@ pub fn u_deviation(rows: &[LimitRow], policy: PolicyName) -> f64 {
     (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / values.len().max(1) as f64).sqrt()
 }
 
+/// E4–E5 as `heterarchy experiment nyx-limit` prints them.
 pub fn run_limit(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = limit_rows(&bench, options);
@@ -472,6 +478,7 @@ fn qos_tenants() -> Vec<SimTenant> {
     vec![lc, be1, be2]
 }
 
+/// E7's rows, every run of its settings.
 pub fn qos_rows(bench: &Bench, options: &Options) -> Vec<QosRow> {
     let policies = [PolicyName::Qos, PolicyName::CaladanQos];
     let results = options.run_all(&policies, |&policy| {
@@ -504,6 +511,7 @@ pub fn qos_mean(
     values.iter().sum::<f64>() / values.len().max(1) as f64
 }
 
+/// E7 as `heterarchy experiment nyx-qos` prints it.
 pub fn run_qos(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = qos_rows(&bench, options);
@@ -555,6 +563,7 @@ pub const FAIR_MIXES: [(&str, f64); 3] =
     [("get-heavy", 0.95), ("mixed", 0.5), ("write-heavy", 0.05)];
 pub const FAIR_THREADS: [u32; 4] = [1, 2, 4, 8];
 
+/// E9's rows, every run of its settings.
 pub fn fair_rows(bench: &Bench, options: &Options) -> Vec<FairRow> {
     let light = || TenantLoad::new(1, 0.95, 256);
     let heavy = |mix: f64, threads: u32| TenantLoad::new(threads, mix, 1024);
@@ -606,6 +615,7 @@ pub fn fair_rows(bench: &Bench, options: &Options) -> Vec<FairRow> {
     })
 }
 
+/// E9 as `heterarchy experiment nyx-fair` prints it.
 pub fn run_fair(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = fair_rows(&bench, options);
@@ -648,6 +658,7 @@ pub struct ProportionalRow {
 
 pub const PROPORTIONAL_WEIGHTS: [(f64, f64); 3] = [(1.0, 2.0), (1.0, 1.0), (2.0, 1.0)];
 
+/// E10–E11's rows, every run of its settings.
 pub fn proportional_rows(bench: &Bench, options: &Options) -> Vec<ProportionalRow> {
     let seconds = 6.0;
     let get_heavy = || TenantLoad::new(8, 0.95, 1024);
@@ -730,6 +741,7 @@ pub fn proportional_rows(bench: &Bench, options: &Options) -> Vec<ProportionalRo
     })
 }
 
+/// E10–E11 as `heterarchy experiment nyx-proportional` prints it.
 pub fn run_proportional(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = proportional_rows(&bench, options);
@@ -784,6 +796,7 @@ pub struct EstimateRow {
 pub const ESTIMATE_TENANTS: [usize; 3] = [2, 6, 12];
 pub const ESTIMATE_PERIODS_S: [f64; 3] = [0.5, 1.0, 10.0];
 
+/// E3's rows, every run of its settings.
 pub fn estimate_rows(bench: &Bench, options: &Options) -> Vec<EstimateRow> {
     let seconds = 10.0;
     let total = |result: &SharedPmResult| -> f64 {
@@ -830,6 +843,7 @@ pub fn estimate_rows(bench: &Bench, options: &Options) -> Vec<EstimateRow> {
     rows
 }
 
+/// E3 as `heterarchy experiment nyx-estimate` prints it.
 pub fn run_estimate(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = estimate_rows(&bench, options);
@@ -887,6 +901,7 @@ pub fn in_spike(time_s: f64) -> bool {
     time_s >= 4.0 && time_s % 5.0 >= 4.0
 }
 
+/// E13's rows, every run of its settings.
 pub fn spike_rows(bench: &Bench, options: &Options) -> Vec<SpikeRow> {
     let c2_limit_share = 1e6 / bench.profile.max_iops(IoKind::Read, 4096);
     let policies = [PolicyName::Limit, PolicyName::BandwidthLimit];
@@ -942,6 +957,7 @@ pub fn spike_dip(rows: &[SpikeRow], policy: PolicyName, field: fn(&SpikeRow) -> 
     mean(true) / mean(false)
 }
 
+/// E13 as `heterarchy experiment nyx-spike` prints it.
 pub fn run_spike(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = spike_rows(&bench, options);
@@ -987,6 +1003,7 @@ pub fn is_day(time_s: f64) -> bool {
     time_s % CRITICAL_DAY_S >= CRITICAL_DAY_S / 2.0
 }
 
+/// E14's rows, every run of its settings.
 pub fn critical_rows(bench: &Bench, options: &Options) -> Vec<CriticalRow> {
     let s1 = || trace_load(0, 2, 0);
     let s1_alone = {
@@ -1057,6 +1074,7 @@ pub fn share_within(values: &[f64], bound: f64) -> f64 {
     values.iter().filter(|v| **v <= bound).count() as f64 / values.len().max(1) as f64
 }
 
+/// E14 as `heterarchy experiment nyx-critical` prints it.
 pub fn run_critical(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = critical_rows(&bench, options);
@@ -1095,6 +1113,7 @@ pub struct HitRatioRow {
 
 pub const HIT_RATIOS: [f64; 5] = [1.0, 0.9, 0.7, 0.5, 0.3];
 
+/// E6's rows, every run of its settings.
 pub fn hit_ratio_rows(bench: &Bench, options: &Options) -> Vec<HitRatioRow> {
     // The thesis' limit: 5 GB/s of 4 KiB reads, as a share of the device.
     let share = 5e9 / (bench.profile.max_iops(IoKind::Read, 4096) * 4096.0);
@@ -1116,6 +1135,7 @@ pub fn hit_ratio_rows(bench: &Bench, options: &Options) -> Vec<HitRatioRow> {
     })
 }
 
+/// E6 as `heterarchy experiment nyx-hit-ratio` prints it.
 pub fn run_hit_ratio(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = hit_ratio_rows(&bench, options);
@@ -1153,6 +1173,7 @@ pub struct StepRow {
 
 pub const EXPERIMENT_STEPS_MB_S: [f64; 4] = [125.0, 250.0, 500.0, 1000.0];
 
+/// E8's rows, every run of its settings.
 pub fn experiment_step_rows(bench: &Bench, options: &Options) -> Vec<StepRow> {
     options.run_all(&EXPERIMENT_STEPS_MB_S, |&step| {
         let mut tenants = qos_tenants();
@@ -1190,6 +1211,7 @@ pub fn experiment_step_rows(bench: &Bench, options: &Options) -> Vec<StepRow> {
     })
 }
 
+/// E8 as `heterarchy experiment nyx-experiment-step` prints it.
 pub fn run_experiment_step(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = experiment_step_rows(&bench, options);
@@ -1238,6 +1260,7 @@ pub struct DonateStepRow {
 
 pub const DONATE_STEPS: [f64; 3] = [0.1, 0.3, 0.6];
 
+/// E12's rows, every run of its settings.
 pub fn donate_step_rows(bench: &Bench, options: &Options) -> Vec<DonateStepRow> {
     let light = || TenantLoad {
         think_ns: 1000,
@@ -1291,6 +1314,7 @@ pub fn donate_step_rows(bench: &Bench, options: &Options) -> Vec<DonateStepRow> 
     })
 }
 
+/// E12 as `heterarchy experiment nyx-donate-step` prints it.
 pub fn run_donate_step(options: &Options) -> Result<Output, ExperimentError> {
     let bench = Bench::new(options.scale)?;
     let rows = donate_step_rows(&bench, options);

@@ -67,6 +67,7 @@ impl Usage {
 }
 
 impl Regulator {
+    /// An open gate: no throttle, no stall, nothing charged.
     pub fn new() -> Regulator {
         Regulator::default()
     }
@@ -90,6 +91,7 @@ impl Regulator {
         self.stalled_until_ns.store(until_ns, Ordering::Relaxed);
     }
 
+    /// Until when the tenant is stalled (0 or past: it is not).
     pub fn stalled_until_ns(&self) -> u64 {
         self.stalled_until_ns.load(Ordering::Relaxed)
     }

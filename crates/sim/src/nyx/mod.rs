@@ -30,6 +30,7 @@ pub struct TenantLoad {
 }
 
 impl TenantLoad {
+    /// `threads` back to back, `get_fraction` gets of `value_bytes` values, every get a hit.
     pub fn new(threads: u32, get_fraction: f64, value_bytes: u32) -> TenantLoad {
         TenantLoad {
             threads,

@@ -46,6 +46,7 @@ struct Turn {
 }
 
 impl AloneEstimator {
+    /// For `tenants`, a round every `period_ns`, each tenant alone for `pause_ns`.
     pub fn new(tenants: usize, period_ns: u64, pause_ns: u64) -> AloneEstimator {
         AloneEstimator {
             period_ns: period_ns.max(1),

@@ -65,6 +65,7 @@ pub struct Epochs {
 }
 
 impl Epochs {
+    /// Epochs of `epoch_ticks` ticks of `tick_ns`, budgets in `meter`'s units.
     pub fn new(meter: Meter, tick_ns: u64, epoch_ticks: u32) -> Epochs {
         Epochs {
             meter,
@@ -78,10 +79,12 @@ impl Epochs {
         }
     }
 
+    /// How often `tick` wants to run, ns.
     pub fn tick_ns(&self) -> u64 {
         self.tick_ns
     }
 
+    /// What its budgets count.
     pub fn meter(&self) -> Meter {
         self.meter
     }

@@ -43,6 +43,7 @@ pub struct FairSlowdown {
 }
 
 impl FairSlowdown {
+    /// Over tenants with `terms`, slowdowns from `alone`, adjusted every `interval_ns`.
     pub fn new(terms: Vec<TenantTerms>, alone: AloneEstimator, interval_ns: u64) -> FairSlowdown {
         FairSlowdown {
             slowdowns: vec![None; terms.len()],

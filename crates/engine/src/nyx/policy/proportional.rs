@@ -47,6 +47,8 @@ pub struct Proportional {
 }
 
 impl Proportional {
+    /// `total` of the meter's units a second shared by `weights`, lent by `donation` in steps
+    /// of `donate_step`, lenders' slowdowns from `alone`.
     pub fn new(
         epochs: Epochs,
         total: f64,

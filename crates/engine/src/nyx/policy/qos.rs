@@ -56,6 +56,8 @@ pub struct Qos {
 }
 
 impl Qos {
+    /// Over tenants with `terms`, choosing whom to throttle by `choice`, a throttle step
+    /// costing `step_bytes_per_second`, one decision per `window_ns`.
     pub fn new(
         terms: Vec<TenantTerms>,
         choice: Choice,

@@ -25,14 +25,17 @@ impl TenantWindow {
         count * 1e9 / self.window_ns.max(1) as f64
     }
 
+    /// Requests it completed a second.
     pub fn requests_per_second(&self) -> f64 {
         self.per_second(self.performance.requests as f64)
     }
 
+    /// Device accesses it made a second.
     pub fn accesses_per_second(&self) -> f64 {
         self.per_second(self.usage.accesses as f64)
     }
 
+    /// Bytes its accesses moved a second.
     pub fn bytes_per_second(&self) -> f64 {
         self.per_second(self.usage.bytes as f64)
     }
@@ -64,6 +67,7 @@ pub struct Windows {
 }
 
 impl Windows {
+    /// Windows that keep latencies when `latencies` (a histogram copy per tenant and window).
     pub fn new(latencies: bool) -> Windows {
         Windows {
             latencies,
