@@ -15,7 +15,7 @@ use heterarchy_device::backend::{RamBackend, Throttle};
 use heterarchy_device::model::DeviceModel;
 use heterarchy_device::presets::preset;
 use heterarchy_engine::nyx::{MaxIopsProfile, ProfileLoad, Regulator};
-use heterarchy_kvstore::{Expiry, Lookup, Mode, Store, StoreConfig, Write};
+use heterarchy_kvstore::{Lookup, Store, StoreConfig, Write};
 
 const NOW: u32 = 1_700_000_000;
 const KEYS: usize = 4096;
@@ -40,17 +40,9 @@ fn store(value_bytes: usize, gated: bool, profile: &Arc<MaxIopsProfile>) -> Stor
     let value = vec![7u8; value_bytes];
     for key in 0..KEYS {
         let key = format!("key{key:06}");
-        let write = Write {
-            key: key.as_bytes(),
-            value: &value,
-            client_flags: 0,
-            expiry: Expiry::NEVER,
-            mode: Mode::Set,
-            compare_cas: None,
-            invalidate: false,
-            new_cas: None,
-        };
-        store.store(NOW, &write).expect("stored");
+        store
+            .store(NOW, &Write::set(key.as_bytes(), &value))
+            .expect("stored");
     }
     store
 }

@@ -73,6 +73,22 @@ pub struct Write<'a> {
     pub new_cas: Option<u64>,
 }
 
+impl<'a> Write<'a> {
+    /// A plain set of `key` to `value`: no client flags, no expiry, no CAS condition.
+    pub fn set(key: &'a [u8], value: &'a [u8]) -> Write<'a> {
+        Write {
+            key,
+            value,
+            client_flags: 0,
+            expiry: Expiry::NEVER,
+            mode: Mode::Set,
+            compare_cas: None,
+            invalidate: false,
+            new_cas: None,
+        }
+    }
+}
+
 /// The result of a write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stored {

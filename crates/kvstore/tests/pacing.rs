@@ -8,7 +8,7 @@ use heterarchy_device::backend::{RamBackend, Throttle};
 use heterarchy_device::model::IoKind;
 use heterarchy_device::presets::preset;
 use heterarchy_engine::nyx::{MaxIopsProfile, Regulator};
-use heterarchy_kvstore::{Expiry, Lookup, Mode, Store, StoreConfig, Stored, Write};
+use heterarchy_kvstore::{Lookup, Store, StoreConfig, Stored, Write};
 
 const NOW: u32 = 1_700_000_000;
 
@@ -26,18 +26,8 @@ fn paced_store(device: &str) -> (Store, Arc<Throttle>) {
 }
 
 fn set(store: &mut Store, key: &[u8], value: &[u8]) {
-    let write = Write {
-        key,
-        value,
-        client_flags: 0,
-        expiry: Expiry::NEVER,
-        mode: Mode::Set,
-        compare_cas: None,
-        invalidate: false,
-        new_cas: None,
-    };
     assert!(matches!(
-        store.store(NOW, &write).unwrap(),
+        store.store(NOW, &Write::set(key, value)).unwrap(),
         Stored::Stored(_)
     ));
 }

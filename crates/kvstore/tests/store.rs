@@ -29,14 +29,9 @@ fn ram_store(bytes: u64) -> Store {
 
 fn set(store: &mut Store, now: u32, key: &[u8], value: &[u8], expiry: Expiry) -> Stored {
     let write = Write {
-        key,
-        value,
         client_flags: 7,
         expiry,
-        mode: Mode::Set,
-        compare_cas: None,
-        invalidate: false,
-        new_cas: None,
+        ..Write::set(key, value)
     };
     store.store(now, &write).unwrap()
 }
@@ -673,14 +668,8 @@ fn a_crash_at_each_persist_of_an_overwrite_or_delete_leaves_old_or_new() {
 /// A set whose device errors (a stopped machine) come back instead of failing the test.
 fn try_set(store: &mut Store, key: &[u8], value: &[u8]) -> io::Result<()> {
     let write = Write {
-        key,
-        value,
         client_flags: 7,
-        expiry: Expiry::NEVER,
-        mode: Mode::Set,
-        compare_cas: None,
-        invalidate: false,
-        new_cas: None,
+        ..Write::set(key, value)
     };
     store.store(NOW, &write).map(|_| ())
 }
