@@ -119,6 +119,20 @@ def test_pipelined_zipf_4k_values_over_a_unix_socket(servers, tmp_path):
     assert report["get_hits"] == report["gets"] > 0
 
 
+@pytest.mark.parametrize("rate", [2000, 20000])
+def test_a_rate_caps_the_requests_a_second(memcached, rate):
+    """--rate N over 8 connections: N requests in the measured second, within 5%."""
+    report = report_of(loadgen("--server", f"127.0.0.1:{memcached.port}", "--connections", 8,
+                               "--keys", KEYS, "--rate", rate))
+    assert_consistent(report, connections=8, pipeline=1)
+    assert report["ops"] == pytest.approx(rate, rel=0.05), report
+
+
+def test_a_rate_must_be_positive(memcached):
+    line = one_line_error(loadgen("--server", f"127.0.0.1:{memcached.port}", "--rate", 0))
+    assert "--rate" in line
+
+
 def test_without_prefill_every_get_misses(memcached):
     """--no-prefill --get-ratio 1 on an empty memcached: only gets, and all miss."""
     report = report_of(loadgen(

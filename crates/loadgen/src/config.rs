@@ -157,6 +157,9 @@ pub struct Config {
     pub prefill: bool,
     /// The seed of the key and operation choices.
     pub seed: u64,
+    /// Requests sent a second at most, over all connections (none: as fast as replies come):
+    /// a light tenant beside a heavy one (seed 000 §5.3).
+    pub rate: Option<f64>,
 }
 
 impl Config {
@@ -177,6 +180,11 @@ impl Config {
         }
         if self.keys == 0 {
             return bad("--keys must be at least 1".into());
+        }
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return bad(format!("--rate {rate}: expected requests a second above 0"));
+            }
         }
         if !(1..=PROTOCOL_MAX_KEY_BYTES).contains(&self.key_bytes) {
             return bad(format!(
@@ -268,6 +276,7 @@ mod tests {
             distribution: Distribution::Uniform,
             prefill: true,
             seed: 1,
+            rate: None,
         }
     }
 

@@ -59,7 +59,8 @@ pub fn run(config: &Config, mut on_phase: impl FnMut(Phase)) -> Result<Report, L
     }
     let load_group = |thread: usize, mut group: Vec<Connection>| {
         let seed = mix64(config.seed.wrapping_add(thread as u64));
-        let mut load = Load::new(config, &wire, window, seed);
+        let share = group.len() as f64 / config.connections as f64;
+        let mut load = Load::new(config, &wire, window, seed, share);
         drive(&config.server, &mut group, &mut load, config.pipeline)?;
         Ok(load.into_tally())
     };
@@ -148,6 +149,12 @@ fn event_loop(
                 outstanding -= connection.receive(&mut buffer, workload, server)?;
             }
             outstanding += connection.send(workload, depth, server)?;
+        }
+        if workload.paced() {
+            // Requests fall due with the clock, not only with replies.
+            for connection in connections.iter_mut() {
+                outstanding += connection.send(workload, depth, server)?;
+            }
         }
     }
 }

@@ -15,6 +15,8 @@ use crate::report::Tally;
 const PREFILL_STALL: Duration = Duration::from_secs(10);
 /// How long replies still owed when the measured time ends may take to arrive.
 const DRAIN: Duration = Duration::from_secs(2);
+/// How far behind its rate a paced load may fall and still catch up.
+const CATCH_UP: Duration = Duration::from_millis(5);
 
 /// Whether a phase goes on.
 pub(crate) enum Status {
@@ -36,6 +38,12 @@ pub(crate) trait Workload {
 
     /// Whether the phase goes on at `now`, with `outstanding` requests unanswered.
     fn status(&mut self, now: Instant, outstanding: usize) -> Result<Status, LoadError>;
+
+    /// Whether requests may be due with no reply arriving (a paced load): then every
+    /// connection is offered requests each time the loop wakes.
+    fn paced(&self) -> bool {
+        false
+    }
 }
 
 /// The bytes of requests: `get <key>\r\n` and `set <key> 0 0 <bytes>\r\n<value>\r\n`, with
@@ -164,11 +172,20 @@ pub(crate) struct Load<'a> {
     window: Window,
     sending: bool,
     tally: Tally,
+    /// With a rate: the time between two requests of this loop, and when the next is due.
+    pacing: Option<(Duration, Instant)>,
 }
 
 impl<'a> Load<'a> {
-    /// The load of `config` over `window`, its random choices from the stream of `seed`.
-    pub(crate) fn new(config: &'a Config, wire: &'a Wire, window: Window, seed: u64) -> Load<'a> {
+    /// The load of `config` over `window`, its random choices from the stream of `seed`; with
+    /// a rate, this loop's share of it is `share` (its part of the connections).
+    pub(crate) fn new(
+        config: &'a Config,
+        wire: &'a Wire,
+        window: Window,
+        seed: u64,
+        share: f64,
+    ) -> Load<'a> {
         Load {
             wire,
             server: &config.server,
@@ -178,6 +195,10 @@ impl<'a> Load<'a> {
             window,
             sending: true,
             tally: Tally::new(),
+            pacing: config.rate.map(|rate| {
+                let gap = Duration::from_secs_f64(1.0 / (rate * share).max(1e-3));
+                (gap, Instant::now())
+            }),
         }
     }
 
@@ -191,6 +212,16 @@ impl Workload for Load<'_> {
     fn next(&mut self, out: &mut Vec<u8>) -> Option<(Kind, u64)> {
         if !self.sending {
             return None;
+        }
+        if let Some((gap, due)) = &mut self.pacing {
+            let now = Instant::now();
+            if now < *due {
+                return None;
+            }
+            // Due times march on from the last, so that a loop woken late (the poll's timeout
+            // is in milliseconds) catches up, but by at most `CATCH_UP`: a stretch with every
+            // connection busy saves up no larger burst.
+            *due = (*due).max(now - CATCH_UP) + *gap;
         }
         let key = self.chooser.next_key();
         if self.chooser.unit() < self.get_ratio {
@@ -236,8 +267,12 @@ impl Workload for Load<'_> {
 
     fn status(&mut self, now: Instant, outstanding: usize) -> Result<Status, LoadError> {
         if now < self.window.measure_until {
+            let until = match self.pacing {
+                Some((_, due)) => due.min(self.window.measure_until),
+                None => self.window.measure_until,
+            };
             return Ok(Status::Running {
-                wake_within: self.window.measure_until - now,
+                wake_within: until.saturating_duration_since(now),
             });
         }
         self.sending = false;
@@ -250,6 +285,10 @@ impl Workload for Load<'_> {
             phase: "after the measured time",
         };
         stall.running_until(self.window.measure_until + DRAIN, now, outstanding)
+    }
+
+    fn paced(&self) -> bool {
+        self.pacing.is_some()
     }
 }
 

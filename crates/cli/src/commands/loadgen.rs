@@ -236,6 +236,10 @@ pub struct KvArgs {
     /// Skip setting every key once before the warm-up.
     #[arg(long)]
     pub no_prefill: bool,
+    /// Send at most this many requests a second over all connections (default: as fast as
+    /// replies come).
+    #[arg(long)]
+    pub rate: Option<f64>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[arg(long, value_enum, default_value = "table")]
@@ -261,6 +265,7 @@ impl KvArgs {
             distribution: self.distribution,
             prefill: !self.no_prefill,
             seed: self.seed,
+            rate: self.rate,
         })
     }
 }
