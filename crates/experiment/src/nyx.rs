@@ -141,6 +141,22 @@ fn timeline_rows<R>(
     rows
 }
 
+/// The mean of `values` (0 for none).
+fn mean_of(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (sum, count) = values
+        .into_iter()
+        .fold((0.0, 0usize), |(sum, count), value| {
+            (sum + value, count + 1)
+        });
+    sum / count.max(1) as f64
+}
+
+/// The standard deviation of `values`.
+fn deviation_of(values: &[f64]) -> f64 {
+    let mean = mean_of(values.iter().copied());
+    mean_of(values.iter().map(|v| (v - mean).powi(2))).sqrt()
+}
+
 fn ratio_text(value: f64) -> String {
     format!("{value:.2}x")
 }
@@ -378,8 +394,7 @@ pub fn u_deviation(rows: &[LimitRow], policy: PolicyName) -> f64 {
         .filter(|r| r.policy == policy.name())
         .map(|r| r.u_gb_s)
         .collect();
-    let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
-    (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / values.len().max(1) as f64).sqrt()
+    deviation_of(&values)
 }
 
 /// E4–E5 as `heterarchy experiment nyx-limit` prints them.
@@ -503,12 +518,11 @@ pub fn qos_mean(
     to_s: f64,
     field: fn(&QosRow) -> f64,
 ) -> f64 {
-    let values: Vec<f64> = rows
-        .iter()
-        .filter(|r| r.policy == policy.name() && r.time_s >= from_s && r.time_s < to_s)
-        .map(field)
-        .collect();
-    values.iter().sum::<f64>() / values.len().max(1) as f64
+    mean_of(
+        rows.iter()
+            .filter(|r| r.policy == policy.name() && r.time_s >= from_s && r.time_s < to_s)
+            .map(field),
+    )
 }
 
 /// E7 as `heterarchy experiment nyx-qos` prints it.
@@ -946,13 +960,12 @@ pub fn spike_rows(bench: &Bench, options: &Options) -> Vec<SpikeRow> {
 /// `tenant`'s mean throughput in C2's spikes over its mean outside them, under `policy`.
 pub fn spike_dip(rows: &[SpikeRow], policy: PolicyName, field: fn(&SpikeRow) -> f64) -> f64 {
     let mean = |spiking: bool| {
-        let values: Vec<f64> = rows
-            .iter()
-            .filter(|r| r.policy == policy.name() && r.time_s >= 1.0)
-            .filter(|r| in_spike(r.time_s) == spiking)
-            .map(field)
-            .collect();
-        values.iter().sum::<f64>() / values.len().max(1) as f64
+        mean_of(
+            rows.iter()
+                .filter(|r| r.policy == policy.name() && r.time_s >= 1.0)
+                .filter(|r| in_spike(r.time_s) == spiking)
+                .map(field),
+        )
     };
     mean(true) / mean(false)
 }
@@ -1064,11 +1077,6 @@ pub fn critical_day_slowdowns(rows: &[CriticalRow], policy: PolicyName) -> Vec<f
         .collect()
 }
 
-/// The mean of `values`.
-fn mean_of(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len().max(1) as f64
-}
-
 /// The share of `values` at most `bound`.
 pub fn share_within(values: &[f64], bound: f64) -> f64 {
     values.iter().filter(|v| **v <= bound).count() as f64 / values.len().max(1) as f64
@@ -1089,7 +1097,11 @@ pub fn run_critical(options: &Options) -> Result<Output, ExperimentError> {
     output.comparisons.push(Comparison {
         what: "S1's mean slowdown by day, no control / Nyx (limit 1.5)".into(),
         thesis: "above its target / < 1.5".into(),
-        ours: format!("{:.2} / {:.2}", mean_of(&none), mean_of(&nyx)),
+        ours: format!(
+            "{:.2} / {:.2}",
+            mean_of(none.iter().copied()),
+            mean_of(nyx.iter().copied())
+        ),
     });
     output.comparisons.push(Comparison {
         what: "share of the day's intervals S1 spends within 1.5 (+5%), no control / Nyx".into(),
@@ -1196,12 +1208,10 @@ pub fn experiment_step_rows(bench: &Bench, options: &Options) -> Vec<StepRow> {
         let after: Vec<_> = rows.iter().filter(|r| r.0 >= QOS_BURST_S + 0.5).collect();
         let settled = after
             .windows(20)
-            .find(|next| next.iter().map(|r| r.1).sum::<f64>() / 20.0 <= QOS_TARGET_US)
+            .find(|next| mean_of(next.iter().map(|r| r.1)) <= QOS_TARGET_US)
             .map_or(QOS_END_S, |next| next[0].0);
         let tail: Vec<_> = rows.iter().filter(|r| r.0 >= QOS_END_S - 8.0).collect();
-        let mean = |field: fn(&(f64, f64, f64, f64)) -> f64| {
-            tail.iter().map(|r| field(r)).sum::<f64>() / tail.len().max(1) as f64
-        };
+        let mean = |field: fn(&(f64, f64, f64, f64)) -> f64| mean_of(tail.iter().map(|r| field(r)));
         StepRow {
             experiment_step_mb_s: step,
             seconds_to_target: settled - QOS_BURST_S,
@@ -1298,16 +1308,12 @@ pub fn donate_step_rows(bench: &Bench, options: &Options) -> Vec<DonateStepRow> 
             .collect();
         let shares: Vec<f64> = intervals
             .chunks(10)
-            .map(|epoch| epoch.iter().sum::<f64>() / epoch.len() as f64)
+            .map(|epoch| mean_of(epoch.iter().copied()))
             .collect();
-        let mean = shares.iter().sum::<f64>() / shares.len().max(1) as f64;
-        let deviation = (shares.iter().map(|s| (s - mean).powi(2)).sum::<f64>()
-            / shares.len().max(1) as f64)
-            .sqrt();
         DonateStepRow {
             donate_step,
-            a_of_alone_mean: mean,
-            a_of_alone_deviation: deviation,
+            a_of_alone_mean: mean_of(shares.iter().copied()),
+            a_of_alone_deviation: deviation_of(&shares),
             below_bound: shares.iter().filter(|s| **s < 2.0 / 3.0).count() as f64
                 / shares.len().max(1) as f64,
         }

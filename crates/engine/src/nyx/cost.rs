@@ -64,7 +64,7 @@ impl Default for ProfileLoad {
 }
 
 /// MaxIOPS of random reads and writes by size (seed 000 Fig 5.3), for one device.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MaxIopsProfile {
     /// What was profiled (a fingerprint of the device's description): a profile of another
@@ -78,6 +78,14 @@ pub struct MaxIopsProfile {
     /// charged, and a division per access is a good part of the gate's cost.
     #[serde(skip)]
     costs_ps: OnceLock<Vec<u64>>,
+}
+
+/// Two profiles are the same when their device and tables are: the cost cache is theirs.
+impl PartialEq for MaxIopsProfile {
+    fn eq(&self, other: &MaxIopsProfile) -> bool {
+        (&self.device, &self.read_iops, &self.write_iops)
+            == (&other.device, &other.read_iops, &other.write_iops)
+    }
 }
 
 impl MaxIopsProfile {

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use super::alone::{AloneEstimator, Refresh};
-use super::window::{throttle_down_by_factor, throttle_up_by_factor, Windows};
+use super::window::{throttle_down_by_factor, throttle_up_by_factor, TenantWindow, Windows};
 use super::{SharingPolicy, TenantTerms};
 use crate::nyx::regulator::Regulator;
 
@@ -38,15 +38,12 @@ pub struct FairSlowdown {
     interval_ns: u64,
     windows: Windows,
     fair_intervals: u32,
-    /// Each tenant's slowdown over the last interval, where known.
-    slowdowns: Vec<Option<f64>>,
 }
 
 impl FairSlowdown {
     /// Over tenants with `terms`, slowdowns from `alone`, adjusted every `interval_ns`.
     pub fn new(terms: Vec<TenantTerms>, alone: AloneEstimator, interval_ns: u64) -> FairSlowdown {
         FairSlowdown {
-            slowdowns: vec![None; terms.len()],
             terms,
             alone,
             interval_ns: interval_ns.max(1),
@@ -55,10 +52,14 @@ impl FairSlowdown {
         }
     }
 
-    /// One interval's decision over the slowdowns just measured.
-    fn adjust(&mut self, gates: &[Arc<Regulator>], windows: &[super::window::TenantWindow]) {
-        let known: Vec<(usize, f64)> = self
-            .slowdowns
+    /// One interval's decision over the slowdowns just measured (each tenant's, where known).
+    fn adjust(
+        &mut self,
+        gates: &[Arc<Regulator>],
+        windows: &[TenantWindow],
+        slowdowns: &[Option<f64>],
+    ) {
+        let known: Vec<(usize, f64)> = slowdowns
             .iter()
             .enumerate()
             .filter_map(|(tenant, slowdown)| slowdown.map(|s| (tenant, s)))
@@ -111,11 +112,6 @@ impl FairSlowdown {
             }
         }
     }
-
-    /// Each tenant's slowdown over the last interval, where known.
-    pub fn slowdowns(&self) -> &[Option<f64>] {
-        &self.slowdowns
-    }
 }
 
 impl SharingPolicy for FairSlowdown {
@@ -132,13 +128,13 @@ impl SharingPolicy for FairSlowdown {
         match self.windows.started_ns() {
             Some(started_ns) if now_ns >= started_ns + self.interval_ns => {
                 let windows = self.windows.close(now_ns, gates);
-                self.slowdowns = (0..gates.len())
+                let slowdowns: Vec<Option<f64>> = (0..gates.len())
                     .map(|t| self.alone.slowdown(t, windows[t].requests_per_second()))
                     .collect();
-                for (gate, slowdown) in gates.iter().zip(&self.slowdowns) {
+                for (gate, slowdown) in gates.iter().zip(&slowdowns) {
                     gate.publish_slowdown(*slowdown);
                 }
-                self.adjust(gates, &windows);
+                self.adjust(gates, &windows, &slowdowns);
             }
             Some(_) => {}
             None => self.windows.start(now_ns, gates),

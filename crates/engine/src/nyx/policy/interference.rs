@@ -66,6 +66,11 @@ impl InterferenceAnalysis {
         }
     }
 
+    /// What `tenant` did in the window that found the victim harmed.
+    pub fn before(&self, tenant: usize) -> &TenantWindow {
+        &self.before[tenant]
+    }
+
     /// Runs the analysis as far as `now_ns` allows.
     pub fn step(&mut self, now_ns: u64, gates: &[Arc<Regulator>]) -> Analysis {
         if self.candidates.len() <= 1 {

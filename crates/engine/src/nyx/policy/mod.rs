@@ -166,7 +166,9 @@ pub struct PolicyParams {
     pub alone_pause_ns: u64,
     /// Alg. 4's interval between adjustments.
     pub fair_interval_ns: u64,
-    /// The whole device in bytes per second, for the bandwidth-proportional baseline.
+    /// The whole device in bytes per second, for the bandwidth-proportional baseline. Both
+    /// executors set it from the device's profile (its 4 KiB reads); the default is seed 000
+    /// §5.3.2's two DIMMs, 3 M 4 KiB reads a second.
     pub device_bytes_per_second: f64,
 }
 

@@ -46,8 +46,6 @@ pub struct Qos {
     window_ns: u64,
     windows: Windows,
     analysis: Option<InterferenceAnalysis>,
-    /// The window the running analysis started from.
-    last: Vec<TenantWindow>,
     /// Whether the last window eased the throttles (its effect unseen yet).
     eased: bool,
     /// Windows the next easing waits, and windows waited so far.
@@ -70,7 +68,6 @@ impl Qos {
             window_ns: window_ns.max(1),
             windows: Windows::new(true),
             analysis: None,
-            last: Vec::new(),
             eased: false,
             ease_wait: 1,
             waited: 0,
@@ -149,10 +146,10 @@ impl Qos {
         match analysis.step(now_ns, gates) {
             Analysis::Trying(wake_ns) => Some(wake_ns),
             Analysis::Found(tenant) => {
-                self.analysis = None;
+                let analysis = self.analysis.take().expect("an analysis");
                 throttle_up_by_bytes(
                     &gates[tenant],
-                    &self.last[tenant],
+                    analysis.before(tenant),
                     self.step_bytes_per_second,
                 );
                 // The next window shows the throttle's effect alone.
@@ -201,11 +198,10 @@ impl SharingPolicy for Qos {
                 self.analysis = Some(InterferenceAnalysis::new(
                     victim,
                     candidates,
-                    windows.clone(),
+                    windows,
                     self.step_bytes_per_second,
                     self.window_ns,
                 ));
-                self.last = windows;
                 return self.analyse(now_ns, gates).expect("an analysis");
             }
         } else {
