@@ -46,6 +46,7 @@ EXPERIMENTS = [
     "nyx-hit-ratio",
     "nyx-experiment-step",
     "nyx-donate-step",
+    "nyx-pelikan",
 ]
 
 

@@ -6,11 +6,15 @@
 //! the seed papers' devices are embedded ([`presets`]).
 
 pub mod backend;
+pub mod memory;
 pub mod model;
 pub mod presets;
 pub mod probe;
 pub mod spec;
 
+pub use memory::{MemoryAccess, MemoryOp};
 pub use model::{DeviceModel, IoKind};
 pub use probe::{run_probe, BackgroundLoad, Probe, ProbeResult};
-pub use spec::{DeviceError, DeviceKind, DeviceSpec, DirectionSpec, GcSpec, MechanicalSpec};
+pub use spec::{
+    DeviceError, DeviceKind, DeviceSpec, DirectionSpec, GcSpec, MechanicalSpec, MemoryPathSpec,
+};

@@ -48,6 +48,15 @@ impl DirectionTiming {
     }
 }
 
+/// When an access's channel took it up, when its first granule arrived and when it completed,
+/// ns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Timed {
+    pub start_ns: u64,
+    pub first_ns: u64,
+    pub done_ns: u64,
+}
+
 /// A device's state under load: when each channel frees up, and how much has been written (for
 /// garbage collection). Operations must be submitted in non-decreasing time order.
 #[derive(Clone, Debug)]
@@ -252,8 +261,25 @@ impl DeviceModel {
     /// Issues an access of `bytes` at byte `offset` at time `now_ns`; returns when it completes,
     /// in ns. Calls must come in non-decreasing `now_ns` order.
     pub fn submit(&mut self, now_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64 {
+        self.submit_timed(now_ns, kind, offset, bytes).done_ns
+    }
+
+    /// [`submit`](DeviceModel::submit), telling also when the access's channel takes it up: a
+    /// posted write leaves its writer then (the memory path, [`crate::memory`]).
+    pub(crate) fn submit_timed(
+        &mut self,
+        now_ns: u64,
+        kind: IoKind,
+        offset: u64,
+        bytes: u32,
+    ) -> Timed {
         if self.disk.is_some() {
-            return self.submit_to_disk(now_ns, kind, offset, bytes);
+            let done_ns = self.submit_to_disk(now_ns, kind, offset, bytes);
+            return Timed {
+                start_ns: done_ns,
+                first_ns: done_ns,
+                done_ns,
+            };
         }
         let math = self.granules;
         let bytes = u64::from(bytes.max(1));
@@ -287,6 +313,8 @@ impl DeviceModel {
             (self.interleave.index(offset) % channels as u64) as usize
         };
         let now = float(now_ns);
+        // When the access may start at the earliest (a write may have to wait for readers).
+        let mut earliest = now;
         if kind == IoKind::Write {
             if let Some(gc) = &self.spec.gc {
                 let sequential = self.write_stream_ends.continues(offset, end);
@@ -299,12 +327,18 @@ impl DeviceModel {
                 self.interference_ns_per_granule
             };
             if interference_ns > 0.0 {
+                // The memory controller's write queue holds two drains: while readers are
+                // further behind than that, it is full and the writer waits. So writes can
+                // never book readers' time without end, whatever their rate.
+                let allowance_ns = 2.0 * float(self.drain_granules.max(granules)) * interference_ns;
+                earliest = later(now, self.busy_until_ns[channel] - allowance_ns);
+                let start = later(self.busy_until_ns[channels + channel], earliest);
                 let (undrained, read_ns) = &mut self.undrained[channel];
                 *undrained += granules;
                 *read_ns += float(granules) * interference_ns;
                 if *undrained >= self.drain_granules {
                     let read_queue = &mut self.busy_until_ns[channel];
-                    *read_queue = later(*read_queue, now) + *read_ns;
+                    *read_queue = later(*read_queue, start) + *read_ns;
                     (*undrained, *read_ns) = (0, 0.0);
                 }
             }
@@ -326,7 +360,7 @@ impl DeviceModel {
             _ => channel,
         };
         let busy_until = &mut self.busy_until_ns[queue];
-        let start = later(*busy_until, now);
+        let start = later(*busy_until, earliest);
         *busy_until = start + service_ns;
         if let (Some(recent), Some(factors)) = (&self.recent, self.spec.crowded_factors) {
             // Seed 000 §3.1.3: "sequential 1KB accesses must introduce contention": an access
@@ -344,7 +378,11 @@ impl DeviceModel {
             recent[self.recent_next] = (math.index(end - 1), kind, end);
             self.recent_next = (self.recent_next + 1) % RECENT_ACCESSES;
         }
-        ceil_ns(done)
+        Timed {
+            start_ns: ceil_ns(start),
+            first_ns: ceil_ns(start + service_ns / float(touched) + in_flight_ns),
+            done_ns: ceil_ns(done),
+        }
     }
 
     /// A spinning disk's access: a seek and the rotational wait unless it continues where the

@@ -154,6 +154,49 @@ pub struct DeviceSpec {
     /// With it, `latency_ns` is what a random access of one granule takes at queue depth 1.
     #[serde(default)]
     pub mechanical: Option<MechanicalSpec>,
+    /// The CPU's load and store path to a byte-addressable device ([`crate::memory`]).
+    #[serde(default)]
+    pub memory: Option<MemoryPathSpec>,
+}
+
+/// How the CPU reaches a byte-addressable device with loads and stores (seed 000 §5.1.2.1,
+/// Table 5.2; see [`crate::memory`] for what each instruction family moves).
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryPathSpec {
+    /// The CPU cache line, bytes.
+    #[serde(default = "cache_line")]
+    pub line_bytes: u32,
+    /// The prefetcher completes each 128 B pair of lines.
+    #[serde(default)]
+    pub adjacent_line_prefetch: bool,
+    /// Lines of one access after which the streamer prefetches ahead.
+    pub streamer_trigger_lines: u32,
+    /// Lines the streamer fetches past an access's end, never past its page.
+    pub streamer_ahead_lines: u32,
+    /// The page the streamer stays in, bytes.
+    #[serde(default = "page")]
+    pub page_bytes: u32,
+    /// Lines one thread has outstanding at once (its line fill buffers): a load without the
+    /// prefetcher fetches this many at a time.
+    pub fill_buffer_lines: u32,
+    /// Time to post one line to the write queue (non-temporal stores, flushes), ns.
+    pub post_ns_per_line: f64,
+    /// A non-temporal load's setup before it fetches, ns.
+    #[serde(default)]
+    pub nt_load_setup_ns: f64,
+    /// The CPU's own time per load or store beyond the device's (cache misses on their way to
+    /// the memory controller and back), ns.
+    #[serde(default)]
+    pub cpu_ns: f64,
+}
+
+fn cache_line() -> u32 {
+    64
+}
+
+fn page() -> u32 {
+    4096
 }
 
 fn one() -> u32 {
@@ -289,6 +332,30 @@ impl DeviceSpec {
                     "crowded_factors",
                     format!("{factors:?}: each must be at least 1"),
                 ));
+            }
+        }
+        if let Some(memory) = &self.memory {
+            for (key, value) in [
+                ("memory.line_bytes", memory.line_bytes),
+                ("memory.page_bytes", memory.page_bytes),
+                ("memory.fill_buffer_lines", memory.fill_buffer_lines),
+            ] {
+                if value == 0 {
+                    return Err(fail(key, "must be at least 1".into()));
+                }
+            }
+            if memory.page_bytes % memory.line_bytes != 0 {
+                return Err(fail(
+                    "memory.page_bytes",
+                    format!("{} is not a multiple of line_bytes", memory.page_bytes),
+                ));
+            }
+            for (key, value) in [
+                ("memory.post_ns_per_line", memory.post_ns_per_line),
+                ("memory.nt_load_setup_ns", memory.nt_load_setup_ns),
+                ("memory.cpu_ns", memory.cpu_ns),
+            ] {
+                non_negative(value).map_err(|m| fail(key, m))?;
             }
         }
         if let Some(mechanical) = &self.mechanical {

@@ -333,6 +333,12 @@ pub const EXPERIMENTS: &[Experiment] = &[
         description: "Proportional sharing's donor under DonateSteps of 10% to 60%",
         run: nyx::run_donate_step,
     },
+    Experiment {
+        name: "nyx-pelikan",
+        reproduces: "seed 000 Figure 5.4",
+        description: "Nyx-Pelikan's keys in DRAM and NT-stored values against Pelikan on PM",
+        run: nyx::run_pelikan,
+    },
 ];
 
 /// The experiment called `name`.

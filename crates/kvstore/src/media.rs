@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use heterarchy_device::backend::{Backend, Throttle};
-use heterarchy_device::model::IoKind;
+use heterarchy_device::memory::MemoryOp;
 use heterarchy_engine::nyx::{MaxIopsProfile, Regulator};
 
 use crate::expiry::Expiry;
@@ -71,7 +71,7 @@ impl Media {
     /// must be.
     pub fn write_record(&self, at: u64, record: &[u8]) -> io::Result<()> {
         self.backend.write_streaming(at, record)?;
-        self.pace(IoKind::Write, at, record.len());
+        self.pace(MemoryOp::NtStore, at, record.len());
         if self.persist_each_write {
             self.backend.persist(at, record.len() as u64)?;
         }
@@ -81,7 +81,7 @@ impl Media {
     /// Appends `len` bytes at `at` to `out`.
     pub fn read(&self, at: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
         self.backend.append_to(at, len, out)?;
-        self.pace(IoKind::Read, at, len);
+        self.pace(MemoryOp::Load, at, len);
         Ok(())
     }
 
@@ -93,7 +93,7 @@ impl Media {
         let word_at = at + RecordHeader::STATE_WORD;
         let mut word = [0u8; 8];
         self.backend.read_at(word_at, &mut word)?;
-        self.pace(IoKind::Read, word_at, word.len());
+        self.pace(MemoryOp::Load, word_at, word.len());
         word[6] = 0;
         self.write_word(word_at, &word)
     }
@@ -111,7 +111,13 @@ impl Media {
 
     fn write_word(&self, at: u64, word: &[u8; 8]) -> io::Result<()> {
         self.backend.write_at(at, word)?;
-        self.pace(IoKind::Write, at, word.len());
+        // A word is stored in place through the cache, and flushed where it must be durable.
+        let op = if self.persist_each_write {
+            MemoryOp::StoreClwb
+        } else {
+            MemoryOp::Store
+        };
+        self.pace(op, at, word.len());
         if self.persist_each_write {
             self.backend.persist(at, 8)?;
         }
@@ -141,7 +147,7 @@ impl Media {
 
     fn write_durably(&self, at: u64, bytes: &[u8]) -> io::Result<()> {
         self.backend.write_at(at, bytes)?;
-        self.pace(IoKind::Write, at, bytes.len());
+        self.pace(MemoryOp::StoreClwb, at, bytes.len());
         self.backend.persist(at, bytes.len() as u64)
     }
 
@@ -158,7 +164,7 @@ impl Media {
 
     /// Times the access on the throttled tier, after the accesses before it; the caller is not
     /// held (a server holds the answer instead, serving others meanwhile).
-    fn pace(&self, kind: IoKind, offset: u64, bytes: usize) {
+    fn pace(&self, op: MemoryOp, offset: u64, bytes: usize) {
         let Some(throttle) = &self.throttle else {
             return;
         };
@@ -166,12 +172,12 @@ impl Media {
         let mut start = self.busy_until.get().map_or(now, |busy| busy.max(now));
         if let Some((gate, profile)) = &self.gate {
             start = throttle.instant_at(gate.admit_ns(throttle.ns_at(start)));
-            gate.charge(profile, kind, bytes as u32);
+            gate.charge(profile, op.kind(), bytes as u32);
         }
         // The shared model is asked now: an access booked at a later start would hold every
         // other tenant's accesses behind it (the model's channels serve in time order). The
         // time this tenant's own earlier accesses and its gate hold the access comes on top.
-        let done = throttle.complete_at(now, kind, offset, bytes as u32) + (start - now);
+        let done = throttle.complete_access_at(now, op, offset, bytes as u32) + (start - now);
         self.busy_until.set(Some(done));
     }
 }

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::memory::MemoryOp;
 use crate::model::{DeviceModel, IoKind};
 use crate::presets::resolve_device;
 use crate::spec::DeviceSpec;
@@ -38,6 +39,24 @@ impl Throttle {
     /// When an access of `bytes` at `offset`, issued at `start`, completes.
     pub fn complete_at(&self, start: Instant, kind: IoKind, offset: u64, bytes: u32) -> Instant {
         let done_ns = self.complete_ns(self.ns_at(start), kind, offset, bytes);
+        self.instant_at(done_ns)
+    }
+
+    /// When a load or store of `bytes` at `offset`, issued at `start`, lets its thread go on
+    /// (a byte-addressable device's, [`crate::memory`]).
+    pub fn complete_access_at(
+        &self,
+        start: Instant,
+        op: MemoryOp,
+        offset: u64,
+        bytes: u32,
+    ) -> Instant {
+        let done_ns = self
+            .model
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .access(self.ns_at(start), op, offset, bytes)
+            .done_ns;
         self.instant_at(done_ns)
     }
 

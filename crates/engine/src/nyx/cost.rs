@@ -11,6 +11,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use heterarchy_device::memory::MemoryOp;
 use heterarchy_device::model::{DeviceModel, IoKind};
 use std::sync::OnceLock;
 
@@ -29,9 +30,13 @@ pub trait TimedDevice {
     fn complete_ns(&mut self, start_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64;
 }
 
+/// The profiler moves data as the cache does (notes §13.2, C2: "the profiler mimics the random
+/// accesses of cache instances"): loads with the prefetcher, whose waste the profile then
+/// includes, and non-temporal stores.
 impl TimedDevice for DeviceModel {
     fn complete_ns(&mut self, start_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64 {
-        self.submit(start_ns, kind, offset, bytes)
+        self.access(start_ns, MemoryOp::for_values(kind), offset, bytes)
+            .done_ns
     }
 }
 

@@ -1,12 +1,14 @@
 //! Cache tenants sharing one persistent memory in the timed simulator (issue 18, item 9; seed
 //! 000 chapter 5): each tenant's threads issue gets and in-place sets whose values live on the
-//! shared PM model (keys and index in DRAM, as Nyx-Pelikan places them: a hit is one PM read
-//! of its value, a set one PM write), every access through the tenant's NyxCache gate, and a
+//! shared PM model (keys and index in DRAM, as Nyx-Pelikan places them: a hit is one PM load
+//! of its value, a set one PM non-temporal store; or Pelikan's layout, keys read from the PM
+//! and values stored through the cache), every access through the tenant's NyxCache gate, and a
 //! controller stepping the sharing policy on virtual time — the same gate and policy code the
 //! live key-value server runs (docs/architecture.md, "Sharing a PM among tenants").
 
 mod run;
 
+use heterarchy_device::memory::MemoryOp;
 use heterarchy_device::spec::DeviceSpec;
 use heterarchy_engine::nyx::policy::{PolicyParams, TenantTerms};
 use heterarchy_engine::nyx::{MaxIopsProfile, PolicyName};
@@ -24,9 +26,19 @@ pub struct TenantLoad {
     pub value_bytes: u32,
     /// Time a thread waits between a request's answer and its next request, ns.
     pub think_ns: u64,
+    /// Least time between the starts of a thread's requests, ns (0: none): a steady rate
+    /// whatever each request takes, as long as it takes less.
+    pub period_ns: u64,
     /// Share of gets that hit; a miss is answered from the DRAM index alone, no PM access and
     /// no insert (a look-aside cache's miss, seed 000 Fig 5.7).
     pub hit_ratio: f64,
+    /// PM reads of 64 B a get that hits makes before its value: 0 with keys in DRAM
+    /// (Nyx-Pelikan), the items whose keys it compares when keys live beside their values on
+    /// the PM (Pelikan, seed 000 §5.2.5).
+    pub key_reads: u32,
+    /// How a set stores its value: non-temporal stores (Nyx-Pelikan) or cached stores
+    /// (Pelikan's copy, seed 000 Fig 5.4.b).
+    pub value_store: MemoryOp,
 }
 
 impl TenantLoad {
@@ -37,7 +49,10 @@ impl TenantLoad {
             get_fraction,
             value_bytes,
             think_ns: 0,
+            period_ns: 0,
             hit_ratio: 1.0,
+            key_reads: 0,
+            value_store: MemoryOp::NtStore,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
+use heterarchy_device::memory::MemoryOp;
 use heterarchy_device::model::{DeviceModel, IoKind};
 use heterarchy_engine::nyx::policy::{self, Windows};
 use heterarchy_engine::nyx::Regulator;
@@ -28,9 +29,14 @@ enum Event {
 #[derive(Clone, Copy, Debug, Default)]
 struct Thread {
     request_start_ns: u64,
-    kind: Option<IoKind>,
+    /// How the request moves its value.
+    op: Option<MemoryOp>,
+    /// Where the item's slot starts: its key where keys live on the PM, then its value.
     offset: u64,
+    value_offset: u64,
     bytes: u32,
+    /// Keys still to read from the PM before the value.
+    key_reads_left: u32,
 }
 
 /// Runs `config` to its end: each tenant's series.
@@ -62,8 +68,11 @@ pub fn run_shared_pm(config: &SharedPmConfig) -> SharedPmResult {
         events.push(Reverse((at_ns, sequence, event)));
     };
     for (tenant, tenant_threads) in threads.iter().enumerate() {
+        // Threads with a period start spread over it, not in step.
+        let period_ns = tenants[tenant].load_at(0).0.period_ns;
         for thread in 0..tenant_threads.len() {
-            push(&mut events, 0, Event::Request { tenant, thread });
+            let start_ns = next_random(&mut rngs[tenant]) % period_ns.max(1);
+            push(&mut events, start_ns, Event::Request { tenant, thread });
         }
     }
     if policy.is_some() {
@@ -131,18 +140,25 @@ pub fn run_shared_pm(config: &SharedPmConfig) -> SharedPmResult {
                     );
                     continue;
                 }
-                let slot_bytes = u64::from(load.value_bytes.max(1)).next_multiple_of(64);
+                let is_get = get < load.get_fraction;
+                // An item's slot holds its key first when keys live on the PM.
+                let key_bytes = if load.key_reads > 0 { KEY_BYTES } else { 0 };
+                let slot_bytes =
+                    (key_bytes + u64::from(load.value_bytes.max(1))).next_multiple_of(64);
                 let slots = (span / slot_bytes).max(1);
+                let offset = tenant as u64 * span + next_random(rng) % slots * slot_bytes;
                 let state = &mut threads[tenant][thread];
                 *state = Thread {
                     request_start_ns: now_ns,
-                    kind: Some(if get < load.get_fraction {
-                        IoKind::Read
+                    op: Some(if is_get {
+                        MemoryOp::Load
                     } else {
-                        IoKind::Write
+                        load.value_store
                     }),
-                    offset: tenant as u64 * span + next_random(rng) % slots * slot_bytes,
+                    offset,
+                    value_offset: offset + key_bytes,
                     bytes: load.value_bytes.max(1),
+                    key_reads_left: if is_get { load.key_reads } else { 0 },
                 };
                 push(
                     &mut events,
@@ -158,21 +174,28 @@ pub fn run_shared_pm(config: &SharedPmConfig) -> SharedPmResult {
                     continue;
                 }
                 gate.admit_ns(now_ns);
-                let state = threads[tenant][thread];
-                let kind = state.kind.expect("a request");
-                gate.charge(&config.profile, kind, state.bytes);
-                let done_ns = model.submit(now_ns, kind, state.offset, state.bytes);
+                let state = &mut threads[tenant][thread];
+                if state.key_reads_left > 0 {
+                    // Compare a key on the PM, then go on to the next (or the value).
+                    state.key_reads_left -= 1;
+                    gate.charge(&config.profile, IoKind::Read, KEY_BYTES as u32);
+                    let read = model.access(now_ns, MemoryOp::Load, state.offset, KEY_BYTES as u32);
+                    push(&mut events, read.done_ns, Event::Access { tenant, thread });
+                    continue;
+                }
+                let op = state.op.expect("a request");
+                gate.charge(&config.profile, op.kind(), state.bytes);
+                let done_ns = model
+                    .access(now_ns, op, state.value_offset, state.bytes)
+                    .done_ns;
                 push(&mut events, done_ns, Event::Done { tenant, thread });
             }
             Event::Done { tenant, thread } => {
                 let state = threads[tenant][thread];
                 gates[tenant].record_request(now_ns - state.request_start_ns);
-                let think_ns = tenants[tenant].load_at(now_ns).0.think_ns;
-                push(
-                    &mut events,
-                    now_ns + think_ns,
-                    Event::Request { tenant, thread },
-                );
+                let load = tenants[tenant].load_at(now_ns).0;
+                let next_ns = (now_ns + load.think_ns).max(state.request_start_ns + load.period_ns);
+                push(&mut events, next_ns, Event::Request { tenant, thread });
             }
         }
     }
@@ -181,6 +204,9 @@ pub fn run_shared_pm(config: &SharedPmConfig) -> SharedPmResult {
         tenants: series,
     }
 }
+
+/// An item's header and key where keys live on the PM: one line.
+const KEY_BYTES: u64 = 64;
 
 /// A uniform number in [0, 1).
 fn unit_random(state: &mut u64) -> f64 {

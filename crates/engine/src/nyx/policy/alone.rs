@@ -1,7 +1,7 @@
 //! M4, slowdown estimation (seed 000 §5.2.3): every `period` each tenant in turn runs alone for
 //! a short pause of all the others, its throughput then being its T_alone; its slowdown is
 //! T_alone / T_share, with T_share its throughput while shared (the notes correct the header of
-//! Alg. 4, which inverts it). `refreshTalone` (Alg. 4, lines 19–22) lifts the measured
+//! Alg. 4, which inverts it); the pause's first tenth settles and is not counted. `refreshTalone` (Alg. 4, lines 19–22) lifts the measured
 //! tenant's own throttle and restores every throttle and stall afterwards.
 
 use std::sync::Arc;
@@ -34,13 +34,19 @@ pub struct AloneEstimator {
     alone_requests_per_second: Vec<Option<f64>>,
 }
 
+/// The first 1/SETTLE_PARTS of a pause is not counted: requests then still wait behind the
+/// others' accesses queued before it (a write drain is microseconds long).
+const SETTLE_PARTS: u64 = 10;
+
 /// One tenant's turn alone.
 #[derive(Debug)]
 struct Turn {
     tenant: usize,
+    /// When counting starts (the pause began a settling time earlier).
     started_ns: u64,
     ends_ns: u64,
-    requests_at_start: u64,
+    /// Its requests when counting started, once it has.
+    requests_at_start: Option<u64>,
     /// Every tenant's throttle and stall before the turn.
     saved: Vec<(Option<f64>, u64)>,
 }
@@ -59,7 +65,14 @@ impl AloneEstimator {
 
     /// Runs the refresh as far as `now_ns` allows.
     pub fn step(&mut self, now_ns: u64, gates: &[Arc<Regulator>]) -> Refresh {
-        if let Some(turn) = &self.round {
+        if let Some(turn) = &mut self.round {
+            if turn.requests_at_start.is_none() {
+                if now_ns < turn.started_ns {
+                    return Refresh::Measuring(turn.started_ns);
+                }
+                turn.requests_at_start = Some(gates[turn.tenant].performance().requests());
+                turn.started_ns = now_ns;
+            }
             if now_ns < turn.ends_ns {
                 return Refresh::Measuring(turn.ends_ns);
             }
@@ -67,7 +80,7 @@ impl AloneEstimator {
             let done = gates[turn.tenant]
                 .performance()
                 .requests()
-                .saturating_sub(turn.requests_at_start);
+                .saturating_sub(turn.requests_at_start.unwrap_or(0));
             let elapsed_ns = (now_ns - turn.started_ns).max(1);
             self.alone_requests_per_second[turn.tenant] =
                 Some(done as f64 * 1e9 / elapsed_ns as f64);
@@ -101,14 +114,15 @@ impl AloneEstimator {
                 gate.stall_until(gate.stalled_until_ns().max(ends_ns));
             }
         }
+        let started_ns = now_ns + self.pause_ns / SETTLE_PARTS;
         self.round = Some(Turn {
             tenant,
-            started_ns: now_ns,
+            started_ns,
             ends_ns,
-            requests_at_start: gates[tenant].performance().requests(),
+            requests_at_start: None,
             saved,
         });
-        Refresh::Measuring(ends_ns)
+        Refresh::Measuring(started_ns)
     }
 
     /// T_alone of `tenant`, requests a second, once measured.
@@ -141,21 +155,28 @@ mod tests {
         gates[2].stall_until(50_000_000);
         let mut alone = AloneEstimator::new(3, 1_000_000_000, 1_000_000);
         // Tenant 0's turn: it runs unthrottled, the others wait out the pause (tenant 2 its
-        // longer stall).
-        assert_eq!(alone.step(0, &gates), Refresh::Measuring(1_000_000));
+        // longer stall); counting starts after a tenth of the pause has settled.
+        assert_eq!(alone.step(0, &gates), Refresh::Measuring(100_000));
         assert_eq!(gates[0].rate_cap(), None);
         assert_eq!(gates[1].stalled_until_ns(), 1_000_000);
         assert_eq!(gates[2].stalled_until_ns(), 50_000_000);
-        for _ in 0..500 {
+        for _ in 0..100 {
             gates[0].record_request(1000);
         }
-        // Tenant 1's turn: tenant 0 measured at 500 requests a ms, its throttle back.
-        assert_eq!(alone.step(1_000_000, &gates), Refresh::Measuring(2_000_000));
+        assert_eq!(alone.step(100_000, &gates), Refresh::Measuring(1_000_000));
+        for _ in 0..450 {
+            gates[0].record_request(1000);
+        }
+        // Tenant 1's turn: tenant 0 measured at 450 requests in 0.9 ms (not the 100 before),
+        // its throttle back.
+        assert_eq!(alone.step(1_000_000, &gates), Refresh::Measuring(1_100_000));
         assert_eq!(alone.alone_requests_per_second(0), Some(500_000.0));
         assert_eq!(gates[0].rate_cap(), Some(1000.0));
-        assert_eq!(alone.step(2_000_000, &gates), Refresh::Measuring(3_000_000));
+        assert_eq!(alone.step(1_100_000, &gates), Refresh::Measuring(2_000_000));
+        assert_eq!(alone.step(2_000_000, &gates), Refresh::Measuring(2_100_000));
         // Tenant 2 was stalled, but runs for its turn; then its stall comes back.
         assert_eq!(gates[2].stalled_until_ns(), 0);
+        assert_eq!(alone.step(2_100_000, &gates), Refresh::Measuring(3_000_000));
         assert_eq!(alone.step(3_000_000, &gates), Refresh::Finished);
         assert_eq!(gates[2].stalled_until_ns(), 50_000_000);
         assert_eq!(alone.step(4_000_000, &gates), Refresh::Idle(1_003_000_000));
