@@ -128,6 +128,74 @@ def test_a_rate_caps_the_requests_a_second(memcached, rate):
     assert report["ops"] == pytest.approx(rate, rel=0.05), report
 
 
+def test_several_targets_at_once_each_with_its_rate_burst_and_series(servers):
+    """Two memcacheds loaded together, as seed 000's tenants are: a light get-heavy target at a
+    steady 2000 requests a second and a write-heavy one at 1000 that bursts to 10 000 at 2 s.
+    Each gets its own row and a series of 1 s intervals over the same measured time: the light
+    one steady throughout, the other at its base rate before the burst and its burst rate after,
+    each within 5%, and every write counted by its own server."""
+    light, heavy = servers.start("memcached"), servers.start("memcached")
+    before = heavy.stats()
+    done = loadgen(
+        "--keys", KEYS, "--interval", "1s",
+        "--target", f"name=light,server=127.0.0.1:{light.port},connections=2,rate=2000",
+        "--target", f"name=heavy,server=127.0.0.1:{heavy.port},connections=4,get-ratio=0.1,"
+                    "rate=1000,rate-step=2s:10000",
+        duration="4s",
+    )
+    reports = report_of(done)
+    assert [r["target"] for r in reports] == ["light", "heavy"]
+    assert reports[1]["server"] == f"127.0.0.1:{heavy.port}"
+    series = {r["target"]: [i["ops_per_sec"] for i in r["series"]] for r in reports}
+    assert [i["start_secs"] for i in reports[0]["series"]] == [0.0, 1.0, 2.0, 3.0]
+    assert series["light"] == pytest.approx([2000] * 4, rel=0.05), series
+    assert series["heavy"] == pytest.approx([1000, 1000, 10000, 10000], rel=0.05), series
+    assert all(i["latency_us_p99"] > 0 for r in reports for i in r["series"])
+    assert all(r["errors"] == 0 for r in reports)
+    assert reports[1]["sets"] > 0.8 * reports[1]["ops"]
+    after = heavy.stats()
+    assert int(after["cmd_set"]) - int(before["cmd_set"]) >= KEYS + reports[1]["sets"]
+
+
+def test_a_diurnal_rate_swings_between_night_and_day(memcached):
+    """--diurnal 4s:0.2 on --rate 5000: each measured second's rate is the cosine day's mean
+    over it (night at 0 s and 4 s, midday at 2 s), within 5%."""
+    report = report_of(loadgen(
+        "--server", f"127.0.0.1:{memcached.port}", "--connections", 4, "--keys", KEYS,
+        "--rate", 5000, "--diurnal", "4s:0.2", "--interval", "1s", duration="4s", warmup="0s",
+    ))
+    # The mean of 0.2 + 0.8 (1 - cos(2 pi t / 4)) / 2 over [k, k + 1).
+    def mean_share(k):
+        integral = lambda t: 0.6 * t - 0.4 * 4 / (2 * math.pi) * math.sin(2 * math.pi * t / 4)
+        return integral(k + 1) - integral(k)
+    expected = [5000 * mean_share(k) for k in range(4)]
+    got = [i["ops_per_sec"] for i in report["series"]]
+    assert got == pytest.approx(expected, rel=0.05), (got, expected)
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--target", "server=127.0.0.1:1,bogus=1"], "unknown key \"bogus\""),
+    (["--target", "server=127.0.0.1:1,rate=x"], "rate=x: expected a number"),
+    (["--target", "server=127.0.0.1:1,rate-step=2s"], "AT:RATE"),
+    (["--rate-step", "2s:100"], "give --rate"),
+    (["--rate", 100, "--rate-step", "5s:10", "--rate-step", "2s:10"], "time order"),
+])
+def test_bad_targets_and_schedules_are_one_line_errors(argv, named):
+    line = one_line_error(loadgen(*argv))
+    assert named in line, line
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--rate", 100, "--rate-step", "2s"], "AT:RATE"),
+    (["--rate", 100, "--diurnal", "0s:0.5"], "PERIOD:LOW"),
+])
+def test_bad_flags_are_refused_by_the_parser_naming_the_form(argv, named):
+    done = loadgen(*argv)
+    assert done.returncode != 0
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("error: ") and named in first, done.stderr
+
+
 def test_a_rate_must_be_positive(memcached):
     line = one_line_error(loadgen("--server", f"127.0.0.1:{memcached.port}", "--rate", 0))
     assert "--rate" in line

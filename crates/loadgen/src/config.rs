@@ -11,6 +11,7 @@ use heterarchy_memcache::PROTOCOL_MAX_KEY_BYTES;
 
 use crate::error::LoadError;
 use crate::keys::KeySpace;
+use crate::schedule::RateSchedule;
 
 /// The largest value asked for: memcached's largest item size (`-I 1024m`). The run holds the
 /// whole value in memory once.
@@ -157,9 +158,12 @@ pub struct Config {
     pub prefill: bool,
     /// The seed of the key and operation choices.
     pub seed: u64,
-    /// Requests sent a second at most, over all connections (none: as fast as replies come):
-    /// a light tenant beside a heavy one (seed 000 §5.3).
-    pub rate: Option<f64>,
+    /// Requests sent a second at most, over all connections, and how that moves over the run
+    /// (none: as fast as replies come): a light tenant beside a heavy one, a burst, a day
+    /// (seed 000 §5.3).
+    pub rate: Option<RateSchedule>,
+    /// Report throughput and p99 for each interval this long of the measured time.
+    pub interval: Option<Duration>,
 }
 
 impl Config {
@@ -181,10 +185,11 @@ impl Config {
         if self.keys == 0 {
             return bad("--keys must be at least 1".into());
         }
-        if let Some(rate) = self.rate {
-            if !(rate.is_finite() && rate > 0.0) {
-                return bad(format!("--rate {rate}: expected requests a second above 0"));
-            }
+        if let Some(schedule) = &self.rate {
+            schedule.check().map_err(LoadError::Config)?;
+        }
+        if self.interval.is_some_and(|interval| interval.is_zero()) {
+            return bad("--interval must be above 0".into());
         }
         if !(1..=PROTOCOL_MAX_KEY_BYTES).contains(&self.key_bytes) {
             return bad(format!(
@@ -277,6 +282,7 @@ mod tests {
             prefill: true,
             seed: 1,
             rate: None,
+            interval: None,
         }
     }
 

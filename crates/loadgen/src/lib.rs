@@ -17,9 +17,11 @@ mod keys;
 mod reply;
 mod report;
 mod run;
+mod schedule;
 mod workload;
 
 pub use config::{parse_duration, Config, Distribution, ServerAddr};
 pub use error::LoadError;
-pub use report::Report;
-pub use run::{run, Phase};
+pub use report::{IntervalReport, Report};
+pub use run::{run, run_together, Phase};
+pub use schedule::{Diurnal, RateSchedule, RateStep};

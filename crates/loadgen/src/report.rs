@@ -51,6 +51,35 @@ pub struct Report {
     pub connections: usize,
     /// Requests outstanding per connection.
     pub pipeline: usize,
+    /// Each interval of the measured time, with `--interval`; the requests sent in it.
+    pub series: Vec<IntervalReport>,
+}
+
+/// One interval of a run's series.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct IntervalReport {
+    /// Seconds into the measured time where it starts.
+    pub start_secs: f64,
+    pub ops_per_sec: f64,
+    pub latency_us_p99: f64,
+}
+
+/// Requests and latencies of one interval.
+#[derive(Clone, Debug)]
+struct IntervalTally {
+    ops: u64,
+    latency_ns: Histogram<u64>,
+}
+
+impl IntervalTally {
+    fn new() -> IntervalTally {
+        IntervalTally {
+            ops: 0,
+            // Two digits (1%) are enough for a series, and keep each interval small.
+            latency_ns: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 2)
+                .expect("constant histogram bounds are valid"),
+        }
+    }
 }
 
 /// One thread's counts and latencies.
@@ -63,11 +92,14 @@ pub(crate) struct Tally {
     pub(crate) errors: u64,
     pub(crate) first_error: Option<String>,
     latency_ns: Histogram<u64>,
+    /// The series' interval and what each interval so far measured.
+    interval: Option<Duration>,
+    series: Vec<IntervalTally>,
 }
 
 impl Tally {
-    /// Nothing counted yet.
-    pub(crate) fn new() -> Tally {
+    /// Nothing counted yet; a series of `interval`s if given.
+    pub(crate) fn new(interval: Option<Duration>) -> Tally {
         Tally {
             gets: 0,
             get_hits: 0,
@@ -77,13 +109,24 @@ impl Tally {
             first_error: None,
             latency_ns: Histogram::new_with_bounds(1, LATENCY_MAX_NS, LATENCY_DIGITS)
                 .expect("constant histogram bounds are valid"),
+            interval,
+            series: Vec::new(),
         }
     }
 
-    /// Counts one request that took `latency`.
-    pub(crate) fn record_latency(&mut self, latency: Duration) {
-        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
-        self.latency_ns.saturating_record(nanos.max(1));
+    /// Counts one request, sent `sent_after` into the measured time, that took `latency`.
+    pub(crate) fn record_latency(&mut self, sent_after: Duration, latency: Duration) {
+        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.latency_ns.saturating_record(nanos);
+        if let Some(interval) = self.interval {
+            let index = (sent_after.as_nanos() / interval.as_nanos().max(1)) as usize;
+            if self.series.len() <= index {
+                self.series.resize_with(index + 1, IntervalTally::new);
+            }
+            let bucket = &mut self.series[index];
+            bucket.ops += 1;
+            bucket.latency_ns.saturating_record(nanos);
+        }
     }
 
     /// Counts an unexpected reply, keeping the first one's description.
@@ -105,6 +148,16 @@ impl Tally {
         self.latency_ns
             .add(&other.latency_ns)
             .expect("histograms of the same bounds merge");
+        if self.series.len() < other.series.len() {
+            self.series
+                .resize_with(other.series.len(), IntervalTally::new);
+        }
+        for (mine, theirs) in self.series.iter_mut().zip(other.series) {
+            mine.ops += theirs.ops;
+            mine.latency_ns
+                .add(&theirs.latency_ns)
+                .expect("histograms of the same bounds merge");
+        }
     }
 
     /// The report of a run that measured for `duration`.
@@ -112,6 +165,7 @@ impl Tally {
         let ops = self.gets + self.sets;
         let seconds = duration.as_secs_f64();
         let quantile_us = |quantile| self.latency_ns.value_at_quantile(quantile) as f64 / NS_PER_US;
+        let series = self.series_report(duration);
         Report {
             ops,
             ops_per_sec: ops as f64 / seconds,
@@ -129,7 +183,30 @@ impl Tally {
             duration_secs: seconds,
             connections,
             pipeline,
+            series,
         }
+    }
+
+    /// The series over a measured time of `duration`: every interval, empty ones too.
+    fn series_report(&self, duration: Duration) -> Vec<IntervalReport> {
+        let Some(interval) = self.interval else {
+            return Vec::new();
+        };
+        let intervals = duration.as_nanos().div_ceil(interval.as_nanos().max(1)) as usize;
+        let empty = IntervalTally::new();
+        (0..intervals)
+            .map(|index| {
+                let bucket = self.series.get(index).unwrap_or(&empty);
+                let start = interval.as_secs_f64() * index as f64;
+                // The last interval may be cut short by the end of the measured time.
+                let length = (duration.as_secs_f64() - start).min(interval.as_secs_f64());
+                IntervalReport {
+                    start_secs: start,
+                    ops_per_sec: bucket.ops as f64 / length,
+                    latency_us_p99: bucket.latency_ns.value_at_quantile(0.99) as f64 / NS_PER_US,
+                }
+            })
+            .collect()
     }
 }
 
@@ -139,18 +216,18 @@ mod tests {
 
     #[test]
     fn merged_tallies_add_counts_and_keep_the_first_error() {
-        let mut first = Tally::new();
+        let mut first = Tally::new(None);
         first.gets = 9;
         first.get_hits = 9;
         first.sets = 1;
         for micros in 1..=100 {
-            first.record_latency(Duration::from_micros(micros));
+            first.record_latency(Duration::ZERO, Duration::from_micros(micros));
         }
-        let mut second = Tally::new();
+        let mut second = Tally::new(None);
         second.sets = 10;
         second.record_error(|| "SERVER_ERROR out of memory".into());
         second.record_error(|| "ERROR".into());
-        second.record_latency(Duration::from_millis(5));
+        second.record_latency(Duration::ZERO, Duration::from_millis(5));
         first.merge(second);
         let report = first.report(Duration::from_secs(2), 4, 1);
         assert_eq!((report.ops, report.errors), (20, 2));
@@ -166,5 +243,27 @@ mod tests {
             "{report:?}"
         );
         assert!(report.latency_us_p99 <= report.latency_us_p999);
+        assert!(report.series.is_empty());
+    }
+
+    #[test]
+    fn a_series_counts_each_interval_by_when_its_requests_were_sent() {
+        let interval = Some(Duration::from_secs(1));
+        let mut first = Tally::new(interval);
+        let mut second = Tally::new(interval);
+        for _ in 0..10 {
+            first.record_latency(Duration::from_millis(500), Duration::from_micros(10));
+        }
+        for _ in 0..30 {
+            second.record_latency(Duration::from_millis(2500), Duration::from_micros(200));
+        }
+        first.merge(second);
+        // 3.5 s measured: four intervals, the second empty, the last half long.
+        let report = first.report(Duration::from_millis(3500), 1, 1);
+        let ops: Vec<f64> = report.series.iter().map(|i| i.ops_per_sec).collect();
+        assert_eq!(ops, vec![10.0, 0.0, 30.0, 0.0]);
+        assert_eq!(report.series[2].start_secs, 2.0);
+        assert!((199.0..=201.0).contains(&report.series[2].latency_us_p99));
+        assert!((9.9..=10.1).contains(&report.series[0].latency_us_p99));
     }
 }

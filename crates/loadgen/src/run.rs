@@ -1,6 +1,8 @@
 //! A run: open the connections, prefill, then load the server from one event loop per thread
 //! over a shared measured window, and merge what the threads measured.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Barrier, OnceLock};
 use std::thread;
 use std::time::Instant;
 
@@ -34,21 +36,107 @@ pub enum Phase {
 
 /// Runs `config` against its server and reports what the measured time saw. `on_phase` hears
 /// when each phase begins.
-pub fn run(config: &Config, mut on_phase: impl FnMut(Phase)) -> Result<Report, LoadError> {
-    config.validate()?;
+pub fn run(config: &Config, on_phase: impl Fn(Phase) + Sync) -> Result<Report, LoadError> {
+    let mut reports = run_together(std::slice::from_ref(config), on_phase)?;
+    Ok(reports.pop().expect("one report per config"))
+}
+
+/// Runs every config at once, each against its own server with its own mix, sizes, threads
+/// and rate (tenants side by side, seed 000 §5.3): each connects and prefills, then all load
+/// over one shared measured time, so that their series line up. One report per config, in
+/// order; the first error of any ends the run for all.
+pub fn run_together(
+    configs: &[Config],
+    on_phase: impl Fn(Phase) + Sync,
+) -> Result<Vec<Report>, LoadError> {
+    for config in configs {
+        config.validate()?;
+    }
+    if configs.iter().any(|config| config.prefill) {
+        on_phase(Phase::Prefill);
+    }
+    let ready = Barrier::new(configs.len());
+    let failed = AtomicBool::new(false);
+    let start = OnceLock::new();
+    let target = |config: &Config| -> Result<Report, LoadError> {
+        let prepared = prepare(config);
+        if prepared.is_err() {
+            failed.store(true, Ordering::Relaxed);
+        }
+        // Everyone waits for everyone, so that a target that failed releases the others.
+        ready.wait();
+        let (connections, wire) = prepared?;
+        if failed.load(Ordering::Relaxed) {
+            return Err(LoadError::Config("another target failed first".into()));
+        }
+        let start = *start.get_or_init(|| {
+            on_phase(Phase::Load);
+            Instant::now()
+        });
+        load(config, connections, &wire, start)
+    };
+    let results: Vec<Result<Report, LoadError>> = thread::scope(|scope| {
+        let target = &target;
+        let handles: Vec<_> = configs
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(index, config)| {
+                thread::Builder::new()
+                    .name(format!("loadgen-target-{index}"))
+                    .spawn_scoped(scope, move || target(config))
+            })
+            .collect();
+        let mut results = vec![target(&configs[0])];
+        for handle in handles {
+            results.push(match handle {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(error) => Err(LoadError::EventLoop(error)),
+            });
+        }
+        results
+    });
+    // The error that caused the others', not "another target failed first".
+    if let Some(position) = results.iter().position(|result| {
+        result
+            .as_ref()
+            .is_err_and(|error| !matches!(error, LoadError::Config(_)))
+    }) {
+        return Err(results
+            .into_iter()
+            .nth(position)
+            .expect("found")
+            .expect_err("an error"));
+    }
+    results.into_iter().collect()
+}
+
+/// Opens `config`'s connections and prefills its keys.
+fn prepare(config: &Config) -> Result<(Vec<Connection>, Wire), LoadError> {
     let resolved = config.server.resolve()?;
     let mut connections = (0..config.connections)
         .map(|number| Connection::open(&config.server, &resolved, number))
         .collect::<Result<Vec<_>, _>>()?;
     let wire = Wire::new(config);
     if config.prefill {
-        on_phase(Phase::Prefill);
         let depth = (PREFILL_BYTES_IN_FLIGHT / wire.set_bytes()).clamp(1, PREFILL_DEPTH_MAX);
         let mut prefill = Prefill::new(&wire, &config.server, config.keys);
         drive(&config.server, &mut connections, &mut prefill, depth)?;
     }
-    on_phase(Phase::Load);
-    let measure_from = Instant::now() + config.warmup;
+    Ok((connections, wire))
+}
+
+/// Loads `config`'s server over its connections from `start`: the warm-up, then the measured
+/// time; one event loop per thread, their tallies merged.
+fn load(
+    config: &Config,
+    connections: Vec<Connection>,
+    wire: &Wire,
+    start: Instant,
+) -> Result<Report, LoadError> {
+    let measure_from = start + config.warmup;
     let window = Window {
         measure_from,
         measure_until: measure_from + config.duration,
@@ -60,7 +148,7 @@ pub fn run(config: &Config, mut on_phase: impl FnMut(Phase)) -> Result<Report, L
     let load_group = |thread: usize, mut group: Vec<Connection>| {
         let seed = mix64(config.seed.wrapping_add(thread as u64));
         let share = group.len() as f64 / config.connections as f64;
-        let mut load = Load::new(config, &wire, window, seed, share);
+        let mut load = Load::new(config, wire, window, seed, share);
         drive(&config.server, &mut group, &mut load, config.pipeline)?;
         Ok(load.into_tally())
     };
@@ -88,7 +176,7 @@ pub fn run(config: &Config, mut on_phase: impl FnMut(Phase)) -> Result<Report, L
         }
         tallies
     });
-    let mut total = Tally::new();
+    let mut total = Tally::new(config.interval);
     for tally in tallies {
         total.merge(tally?);
     }

@@ -10,6 +10,7 @@ use crate::error::LoadError;
 use crate::keys::{KeyChooser, KeySpace};
 use crate::reply::Reply;
 use crate::report::Tally;
+use crate::schedule::RateSchedule;
 
 /// How long the prefill may go without any reply before the server counts as stalled.
 const PREFILL_STALL: Duration = Duration::from_secs(10);
@@ -172,8 +173,8 @@ pub(crate) struct Load<'a> {
     window: Window,
     sending: bool,
     tally: Tally,
-    /// With a rate: the time between two requests of this loop, and when the next is due.
-    pacing: Option<(Duration, Instant)>,
+    /// With a rate: its schedule, this loop's share of it, and when the next request is due.
+    pacing: Option<(&'a RateSchedule, f64, Instant)>,
 }
 
 impl<'a> Load<'a> {
@@ -194,11 +195,11 @@ impl<'a> Load<'a> {
             value_bytes: config.value_bytes as u64,
             window,
             sending: true,
-            tally: Tally::new(),
-            pacing: config.rate.map(|rate| {
-                let gap = Duration::from_secs_f64(1.0 / (rate * share).max(1e-3));
-                (gap, Instant::now())
-            }),
+            tally: Tally::new(config.interval),
+            pacing: config
+                .rate
+                .as_ref()
+                .map(|schedule| (schedule, share, Instant::now())),
         }
     }
 
@@ -213,15 +214,18 @@ impl Workload for Load<'_> {
         if !self.sending {
             return None;
         }
-        if let Some((gap, due)) = &mut self.pacing {
+        if let Some((schedule, share, due)) = &mut self.pacing {
             let now = Instant::now();
             if now < *due {
                 return None;
             }
+            let elapsed = now.saturating_duration_since(self.window.measure_from);
+            let rate = schedule.rate_at(elapsed) * *share;
+            let gap = Duration::from_secs_f64(1.0 / rate.max(1e-3));
             // Due times march on from the last, so that a loop woken late (the poll's timeout
             // is in milliseconds) catches up, but by at most `CATCH_UP`: a stretch with every
             // connection busy saves up no larger burst.
-            *due = (*due).max(now - CATCH_UP) + *gap;
+            *due = (*due).max(now - CATCH_UP) + gap;
         }
         let key = self.chooser.next_key();
         if self.chooser.unit() < self.get_ratio {
@@ -238,7 +242,10 @@ impl Workload for Load<'_> {
             return Ok(());
         }
         let tally = &mut self.tally;
-        tally.record_latency(now.saturating_duration_since(request.sent_at));
+        tally.record_latency(
+            request.sent_at - self.window.measure_from,
+            now.saturating_duration_since(request.sent_at),
+        );
         match request.kind {
             Kind::Get => tally.gets += 1,
             Kind::Set => tally.sets += 1,
@@ -268,7 +275,7 @@ impl Workload for Load<'_> {
     fn status(&mut self, now: Instant, outstanding: usize) -> Result<Status, LoadError> {
         if now < self.window.measure_until {
             let until = match self.pacing {
-                Some((_, due)) => due.min(self.window.measure_until),
+                Some((_, _, due)) => due.min(self.window.measure_until),
                 None => self.window.measure_until,
             };
             return Ok(Status::Running {

@@ -15,8 +15,12 @@ use heterarchy_blockdev::{StagedConfig, StagedExport};
 use heterarchy_device::backend::Throttles;
 use heterarchy_engine::staging::StagingScheme;
 use heterarchy_loadgen::block::{run_block, BlockLoad, BlockReport, BlockTarget};
-use heterarchy_loadgen::{parse_duration, Config, Distribution, Phase, Report, ServerAddr};
+use heterarchy_loadgen::{
+    parse_duration, Config, Distribution, Diurnal, Phase, RateSchedule, RateStep, Report,
+    ServerAddr,
+};
 use heterarchy_report::{LineChart, Series};
+use serde::Serialize;
 
 use crate::output::{render, Format, Table};
 use crate::size::parse_bytes;
@@ -240,13 +244,41 @@ pub struct KvArgs {
     /// replies come).
     #[arg(long)]
     pub rate: Option<f64>,
+    /// From AT into the measured time on, RATE requests a second (AT:RATE, e.g. 12s:200000 for
+    /// a burst; again to end it). Needs --rate.
+    #[arg(long = "rate-step", value_name = "AT:RATE")]
+    pub rate_steps: Vec<RateStep>,
+    /// Swing the rate over a day of PERIOD between LOW times it (at the start of each day) and
+    /// all of it (at midday): PERIOD:LOW, e.g. 20s:0.2. Needs --rate.
+    #[arg(long, value_name = "PERIOD:LOW")]
+    pub diurnal: Option<Diurnal>,
+    /// Also report throughput and p99 for each interval this long of the measured time.
+    #[arg(long, value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+    /// Load several servers at once, each with its own settings: KEY=VALUE,... with the keys
+    /// name, server, connections, pipeline, threads, keys, key-bytes, value-bytes, get-ratio,
+    /// distribution, rate, rate-step (AT:RATE, several joined by +), diurnal and seed; a key
+    /// left out takes its flag's value. E.g. --target name=lc,server=127.0.0.1:11311,rate=2000
+    /// --target name=be,server=127.0.0.1:11312,get-ratio=0.1,rate=1000,rate-step=12s:50000.
+    #[arg(long = "target", value_name = "SPEC")]
+    pub targets: Vec<String>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
 }
 
+/// One target's report, named (with several `--target`s).
+#[derive(Serialize)]
+struct TargetReport<'a> {
+    target: &'a str,
+    server: String,
+    #[serde(flatten)]
+    report: &'a Report,
+}
+
 impl KvArgs {
+    /// The flags' own config.
     fn config(&self) -> Result<Config> {
         let Ok(value_bytes) = usize::try_from(self.value_bytes) else {
             bail!("--value-bytes {} is too large", self.value_bytes);
@@ -265,9 +297,95 @@ impl KvArgs {
             distribution: self.distribution,
             prefill: !self.no_prefill,
             seed: self.seed,
-            rate: self.rate,
+            rate: schedule(self.rate, self.rate_steps.clone(), self.diurnal)?,
+            interval: self.interval,
         })
     }
+
+    /// Each target's name and config: the flags', or each `--target`'s over them.
+    fn targets(&self) -> Result<Vec<(String, Config)>> {
+        let base = self.config()?;
+        if self.targets.is_empty() {
+            return Ok(vec![(base.server.to_string(), base)]);
+        }
+        self.targets
+            .iter()
+            .enumerate()
+            .map(|(index, spec)| {
+                target(spec, index, self, &base).map_err(|e| anyhow!("--target {spec}: {e}"))
+            })
+            .collect()
+    }
+}
+
+/// A paced load's schedule from its parts.
+fn schedule(
+    rate: Option<f64>,
+    steps: Vec<RateStep>,
+    diurnal: Option<Diurnal>,
+) -> Result<Option<RateSchedule>> {
+    match rate {
+        Some(base) => Ok(Some(RateSchedule {
+            base,
+            steps,
+            diurnal,
+        })),
+        None if steps.is_empty() && diurnal.is_none() => Ok(None),
+        None => {
+            bail!("a rate step or a diurnal pattern changes a rate: give --rate (or rate=) too")
+        }
+    }
+}
+
+/// The config of `spec` (KEY=VALUE,...) over `base`; unnamed targets are called by position.
+fn target(spec: &str, index: usize, args: &KvArgs, base: &Config) -> Result<(String, Config)> {
+    let mut config = base.clone();
+    let mut name = format!("target-{}", index + 1);
+    let (mut rate, mut steps, mut diurnal) = (args.rate, args.rate_steps.clone(), args.diurnal);
+    for setting in spec.split(',').filter(|s| !s.trim().is_empty()) {
+        let Some((key, value)) = setting.split_once('=') else {
+            bail!("\"{setting}\" is not KEY=VALUE");
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let bad = |e: String| anyhow!("{key}={value}: {e}");
+        fn number<T: std::str::FromStr>(value: &str) -> Result<T, String> {
+            value
+                .parse()
+                .map_err(|_| format!("expected a number, found \"{value}\""))
+        }
+        match key {
+            "name" => name = value.to_string(),
+            "server" => config.server = value.parse().map_err(bad)?,
+            "connections" => config.connections = number(value).map_err(bad)?,
+            "pipeline" => config.pipeline = number(value).map_err(bad)?,
+            "threads" => config.threads = number(value).map_err(bad)?,
+            "keys" => config.keys = number(value).map_err(bad)?,
+            "key-bytes" => config.key_bytes = number(value).map_err(bad)?,
+            "value-bytes" => {
+                config.value_bytes = usize::try_from(parse_bytes(value).map_err(bad)?)
+                    .map_err(|_| bad("too large".into()))?
+            }
+            "get-ratio" => config.get_ratio = number(value).map_err(bad)?,
+            "distribution" => config.distribution = value.parse().map_err(bad)?,
+            "seed" => config.seed = number(value).map_err(bad)?,
+            "rate" => rate = Some(number(value).map_err(bad)?),
+            "rate-step" => {
+                steps = value
+                    .split('+')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()
+                    .map_err(bad)?
+            }
+            "diurnal" => diurnal = Some(value.parse().map_err(bad)?),
+            _ => bail!(
+                "unknown key \"{key}\"; expected name, server, connections, pipeline, threads, \
+                 keys, key-bytes, value-bytes, get-ratio, distribution, rate, rate-step, \
+                 diurnal or seed"
+            ),
+        }
+    }
+    config.rate = schedule(rate, steps, diurnal)?;
+    Ok((name, config))
 }
 
 pub fn run(command: &LoadgenCommand) -> Result<()> {
@@ -275,26 +393,71 @@ pub fn run(command: &LoadgenCommand) -> Result<()> {
         LoadgenCommand::Kv(args) => args,
         LoadgenCommand::Block(args) => return run_block_command(args),
     };
-    let config = args.config()?;
-    let progress = Progress::new(&config);
-    let outcome = heterarchy_loadgen::run(&config, |phase| progress.enter(phase));
+    let targets = args.targets()?;
+    let configs: Vec<Config> = targets.iter().map(|(_, config)| config.clone()).collect();
+    let progress = Progress::new(&configs[0]);
+    let outcome = heterarchy_loadgen::run_together(&configs, |phase| progress.enter(phase));
     progress.finish();
-    let report = outcome?;
-    print!("{}", render(args.format, &summary_table(&report), &report));
-    if report.errors > 0 {
-        bail!(
-            "{} of {} requests to {} got an unexpected reply; the first: {}",
-            report.errors,
-            report.ops,
-            config.server,
-            report.first_error.as_deref().unwrap_or("")
-        );
+    let reports = outcome?;
+    let named: Vec<TargetReport> = targets
+        .iter()
+        .zip(&reports)
+        .map(|((name, config), report)| TargetReport {
+            target: name,
+            server: config.server.to_string(),
+            report,
+        })
+        .collect();
+    let summary = summary_table(&named);
+    let series = series_table(&named);
+    match args.format {
+        // One document: a report, or a list of named ones with several targets.
+        Format::Json if args.targets.is_empty() => {
+            print!("{}", render(args.format, &summary, &reports[0]))
+        }
+        Format::Json => print!("{}", render(args.format, &summary, &named)),
+        Format::Csv if args.interval.is_some() => print!("{}", series.to_csv()),
+        Format::Csv => print!("{}", summary.to_csv()),
+        Format::Table => {
+            print!("{}", summary.to_text());
+            if args.interval.is_some() {
+                print!("\n{}", series.to_text());
+            }
+        }
+    }
+    for ((_, config), report) in targets.iter().zip(&reports) {
+        if report.errors > 0 {
+            bail!(
+                "{} of {} requests to {} got an unexpected reply; the first: {}",
+                report.errors,
+                report.ops,
+                config.server,
+                report.first_error.as_deref().unwrap_or("")
+            );
+        }
     }
     Ok(())
 }
 
-fn summary_table(report: &Report) -> Table {
+/// Each interval of each target: when it starts, its throughput and p99.
+fn series_table(reports: &[TargetReport]) -> Table {
+    let mut table = Table::new(&["target", "start_secs", "ops_per_sec", "p99_us"]);
+    for named in reports {
+        for interval in &named.report.series {
+            table.row(vec![
+                named.target.to_string(),
+                format!("{:.1}", interval.start_secs),
+                format!("{:.0}", interval.ops_per_sec),
+                format!("{:.1}", interval.latency_us_p99),
+            ]);
+        }
+    }
+    table
+}
+
+fn summary_table(reports: &[TargetReport]) -> Table {
     let mut table = Table::new(&[
+        "target",
         "connections",
         "pipeline",
         "ops",
@@ -309,21 +472,25 @@ fn summary_table(report: &Report) -> Table {
         "p999_us",
         "max_us",
     ]);
-    table.row(vec![
-        report.connections.to_string(),
-        report.pipeline.to_string(),
-        report.ops.to_string(),
-        format!("{:.0}", report.ops_per_sec),
-        report.get_hits.to_string(),
-        report.get_misses.to_string(),
-        report.sets.to_string(),
-        report.errors.to_string(),
-        format!("{:.1}", report.latency_us_p50),
-        format!("{:.1}", report.latency_us_p90),
-        format!("{:.1}", report.latency_us_p99),
-        format!("{:.1}", report.latency_us_p999),
-        format!("{:.1}", report.latency_us_max),
-    ]);
+    for named in reports {
+        let report = named.report;
+        table.row(vec![
+            named.target.to_string(),
+            report.connections.to_string(),
+            report.pipeline.to_string(),
+            report.ops.to_string(),
+            format!("{:.0}", report.ops_per_sec),
+            report.get_hits.to_string(),
+            report.get_misses.to_string(),
+            report.sets.to_string(),
+            report.errors.to_string(),
+            format!("{:.1}", report.latency_us_p50),
+            format!("{:.1}", report.latency_us_p90),
+            format!("{:.1}", report.latency_us_p99),
+            format!("{:.1}", report.latency_us_p999),
+            format!("{:.1}", report.latency_us_max),
+        ]);
+    }
     table
 }
 
