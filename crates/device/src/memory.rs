@@ -17,6 +17,9 @@
 //!   store buffer lets the thread go on unless those queues are backed up.
 //! - **Store + clwb** flushes the lines right after the read for ownership, together (one
 //!   write), and waits for the flush.
+//!
+//! A later batch or a flush is booked at its own, later, issue time: the model takes it as it
+//! takes accesses of threads that raced to it, queued behind whatever its channel holds.
 
 use crate::model::{DeviceModel, IoKind, Timed};
 use crate::spec::MemoryPathSpec;
@@ -35,16 +38,6 @@ pub enum MemoryOp {
 }
 
 impl MemoryOp {
-    /// Every family, in Table 5.2's column order.
-    pub const ALL: [MemoryOp; 6] = [
-        MemoryOp::Load,
-        MemoryOp::LoadNoPrefetch,
-        MemoryOp::NtLoad,
-        MemoryOp::Store,
-        MemoryOp::StoreClwb,
-        MemoryOp::NtStore,
-    ];
-
     /// Table 5.2's column name.
     pub fn name(self) -> &'static str {
         match self {

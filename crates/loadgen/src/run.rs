@@ -75,28 +75,8 @@ pub fn run_together(
         });
         load(config, connections, &wire, start)
     };
-    let results: Vec<Result<Report, LoadError>> = thread::scope(|scope| {
-        let target = &target;
-        let handles: Vec<_> = configs
-            .iter()
-            .enumerate()
-            .skip(1)
-            .map(|(index, config)| {
-                thread::Builder::new()
-                    .name(format!("loadgen-target-{index}"))
-                    .spawn_scoped(scope, move || target(config))
-            })
-            .collect();
-        let mut results = vec![target(&configs[0])];
-        for handle in handles {
-            results.push(match handle {
-                Ok(handle) => handle
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                Err(error) => Err(LoadError::EventLoop(error)),
-            });
-        }
-        results
+    let results = on_threads(configs.iter().collect(), "loadgen-target", |_, config| {
+        target(config)
     });
     // The error that caused the others', not "another target failed first".
     if let Some(position) = results.iter().position(|result| {
@@ -152,35 +132,45 @@ fn load(
         drive(&config.server, &mut group, &mut load, config.pipeline)?;
         Ok(load.into_tally())
     };
-    let tallies: Vec<Result<Tally, LoadError>> = thread::scope(|scope| {
-        let mut groups = groups.into_iter().enumerate();
-        let Some((_, first_group)) = groups.next() else {
+    let tallies = on_threads(groups, "loadgen", load_group);
+    let mut total = Tally::new(config.interval);
+    for tally in tallies {
+        total.merge(tally?);
+    }
+    Ok(total.report(config.duration, config.connections, config.pipeline))
+}
+
+/// `work` on each item, each on a thread of its own named `name-INDEX` but the first, which
+/// runs on this one (so that one item spawns nothing); the results in order.
+fn on_threads<I: Send, R: Send>(
+    items: Vec<I>,
+    name: &str,
+    work: impl Fn(usize, I) -> Result<R, LoadError> + Sync,
+) -> Vec<Result<R, LoadError>> {
+    thread::scope(|scope| {
+        let work = &work;
+        let mut items = items.into_iter().enumerate();
+        let Some((_, first)) = items.next() else {
             return Vec::new();
         };
-        // The first group runs on this thread, so the default of one thread spawns none.
-        let spawned: Vec<_> = groups
-            .map(|(thread, group)| {
+        let spawned: Vec<_> = items
+            .map(|(index, item)| {
                 thread::Builder::new()
-                    .name(format!("loadgen-{thread}"))
-                    .spawn_scoped(scope, move || load_group(thread, group))
+                    .name(format!("{name}-{index}"))
+                    .spawn_scoped(scope, move || work(index, item))
             })
             .collect();
-        let mut tallies = vec![load_group(0, first_group)];
+        let mut results = vec![work(0, first)];
         for handle in spawned {
-            tallies.push(match handle {
+            results.push(match handle {
                 Ok(handle) => handle
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
                 Err(error) => Err(LoadError::EventLoop(error)),
             });
         }
-        tallies
-    });
-    let mut total = Tally::new(config.interval);
-    for tally in tallies {
-        total.merge(tally?);
-    }
-    Ok(total.report(config.duration, config.connections, config.pipeline))
+        results
+    })
 }
 
 /// Runs `workload` over `connections` with at most `depth` requests outstanding on each, until

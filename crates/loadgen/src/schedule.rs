@@ -52,14 +52,18 @@ impl FromStr for Diurnal {
                  whose night runs at a fifth of the rate)"
             )
         };
-        let (period, low) = text.split_once(':').ok_or_else(expected)?;
-        let period = parse_duration(period).map_err(|_| expected())?;
-        let low: f64 = low.trim().parse().map_err(|_| expected())?;
+        let (period, low) = duration_and_number(text).ok_or_else(expected)?;
         if period.is_zero() || !(0.0..=1.0).contains(&low) {
             return Err(expected());
         }
         Ok(Diurnal { period, low })
     }
+}
+
+/// `DURATION:NUMBER`, if `text` is one.
+fn duration_and_number(text: &str) -> Option<(Duration, f64)> {
+    let (duration, number) = text.split_once(':')?;
+    Some((parse_duration(duration).ok()?, number.trim().parse().ok()?))
 }
 
 /// A rate over time: `base`, changed by `steps` (in time order) and swung by `diurnal`.
