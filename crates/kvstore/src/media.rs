@@ -171,7 +171,9 @@ impl Media {
         let now = Instant::now();
         let mut start = self.busy_until.get().map_or(now, |busy| busy.max(now));
         if let Some((gate, profile)) = &self.gate {
-            start = throttle.instant_at(gate.admit_ns(throttle.ns_at(start)));
+            if gate.may_hold() {
+                start = throttle.instant_at(gate.admit_ns(throttle.ns_at(start)));
+            }
             gate.charge(profile, op.kind(), bytes as u32);
         }
         // The shared model is asked now: an access booked at a later start would hold every

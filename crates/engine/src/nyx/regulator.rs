@@ -96,6 +96,13 @@ impl Regulator {
         self.stalled_until_ns.load(Ordering::Relaxed)
     }
 
+    /// Whether the gate may hold an access back at all: a throttle, or a stall not yet
+    /// released. When not, an access goes at once, and a caller on another clock need not
+    /// convert its time to ask.
+    pub fn may_hold(&self) -> bool {
+        self.gap_ps.load(Ordering::Relaxed) != 0 || self.stalled_until_ns() != 0
+    }
+
     /// When an access ready at `ready_ns` may start, without taking the slot (for an executor
     /// that waits and asks again).
     pub fn ready_ns(&self, ready_ns: u64) -> u64 {
@@ -176,10 +183,12 @@ mod tests {
     #[test]
     fn accesses_wait_out_a_stall_then_the_gap_since_the_last() {
         let gate = Regulator::new();
+        assert!(!gate.may_hold());
         assert_eq!(gate.admit_ns(1000), 1000);
         assert_eq!(gate.admit_ns(1000), 1000);
         // Ten million a second: 100 ns apart.
         gate.set_rate_cap(Some(1e7));
+        assert!(gate.may_hold());
         assert_eq!(gate.rate_cap(), Some(1e7));
         assert_eq!(gate.admit_ns(1000), 1000);
         assert_eq!(gate.ready_ns(1000), 1100);
@@ -192,7 +201,9 @@ mod tests {
         assert_eq!(gate.ready_ns(10_000), 20_000);
         assert_eq!(gate.admit_ns(10_000), 20_000);
         gate.set_rate_cap(None);
+        assert!(gate.may_hold(), "a stall not yet released");
         gate.stall_until(0);
+        assert!(!gate.may_hold());
         assert_eq!(gate.admit_ns(10_000), 10_000);
     }
 
