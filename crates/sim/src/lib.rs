@@ -5,5 +5,6 @@ pub mod cache_sim;
 pub mod mrc;
 pub mod nyx;
 pub mod parallel;
+pub mod sizing;
 pub mod staging;
 pub mod timed;

@@ -33,7 +33,7 @@ mod fenwick;
 mod histogram;
 mod positions;
 mod shards;
-mod stack;
+pub(crate) mod stack;
 
 pub use histogram::{DistanceUnit, ReuseBucket, ReuseHistogram};
 pub use shards::{shards_mrc, ShardsConfig};
