@@ -71,16 +71,19 @@ pub struct ReuseByOp {
     cold: [u64; 2],
     /// Accesses of each op.
     requests: [u64; 2],
+    /// `cumulative[op][u]`: re-accesses of `op` at distances of at most `u` units.
+    cumulative: [Vec<u64>; 2],
 }
 
 impl ReuseByOp {
     /// Nothing measured yet, distances counted in units of `unit_pages` pages.
-    pub fn new(unit_pages: u64) -> ReuseByOp {
+    fn new(unit_pages: u64) -> ReuseByOp {
         ReuseByOp {
             unit_pages: unit_pages.max(1),
             histograms: [Vec::new(), Vec::new()],
             cold: [0; 2],
             requests: [0; 2],
+            cumulative: [vec![0], vec![0]],
         }
     }
 
@@ -101,7 +104,7 @@ impl ReuseByOp {
         loop {
             reader.read_batch(&mut batch, BATCH)?;
             if batch.is_empty() {
-                return Ok(reuse);
+                return Ok(reuse.finish());
             }
             for request in &batch {
                 let Some(op) = PageOp::of(request.op) else {
@@ -153,23 +156,38 @@ impl ReuseByOp {
             .unwrap_or(0)
     }
 
-    /// Re-accesses of `op` at distances from `from` units up to `to` units, both included.
+    /// Re-accesses of `op` at distances of at most `units` units.
+    fn within(&self, op: usize, units: u64) -> u64 {
+        let cumulative = &self.cumulative[op];
+        cumulative[(units as usize).min(cumulative.len() - 1)]
+    }
+
+    /// Re-accesses of `op` at distances above `from` units and at most `to`.
     fn between(&self, op: usize, from: u64, to: u64) -> u64 {
-        let histogram = &self.histograms[op];
-        let end = (to as usize).min(histogram.len().saturating_sub(1));
-        let start = from.max(1) as usize;
-        if start > end {
-            return 0;
+        self.within(op, to) - self.within(op, from.min(to))
+    }
+
+    /// Sums the histograms up once measured: every query is then two lookups (the sizing
+    /// searches ask for thousands of tier sizes).
+    fn finish(mut self) -> ReuseByOp {
+        for op in 0..2 {
+            let mut running = 0;
+            self.cumulative[op] = std::iter::once(0)
+                .chain(self.histograms[op].iter().skip(1).map(|&count| {
+                    running += count;
+                    running
+                }))
+                .collect();
         }
-        histogram[start..=end].iter().sum()
+        self
     }
 
     /// What an exclusive two-tier LRU cache of `t1_units` and `t2_units` would hit, per op.
     pub fn hits(&self, t1_units: u64, t2_units: u64) -> TierHits {
         let mut hits = TierHits::default();
         for op in 0..2 {
-            hits.t1[op] = self.between(op, 1, t1_units);
-            hits.t2[op] = self.between(op, t1_units + 1, t1_units + t2_units);
+            hits.t1[op] = self.within(op, t1_units);
+            hits.t2[op] = self.between(op, t1_units, t1_units + t2_units);
             hits.misses[op] = self.requests[op] - hits.t1[op] - hits.t2[op];
         }
         hits
