@@ -34,6 +34,8 @@ enum Command {
     Model(commands::model::ModelArgs),
     /// Timed simulation of a multi-tier hierarchy on device models.
     Simulate(commands::simulate::SimulateArgs),
+    /// Which tier sizes a budget should buy for a block trace (seed 002: HMR, Cydonia).
+    Sizing(commands::sizing::SizingArgs),
     /// The seed papers' figures reproduced on device models (`experiment list` names them).
     Experiment(commands::experiment::ExperimentArgs),
     /// Serve cached block volumes over NBD (`serve nbd ...` for one, `--config` for several).
@@ -56,6 +58,7 @@ fn main() {
         Command::Device(command) => commands::device::run(command),
         Command::Model(args) => commands::model::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
+        Command::Sizing(args) => commands::sizing::run(args),
         Command::Experiment(args) => commands::experiment::run(args),
         Command::Serve(args) => commands::serve::run(args),
         Command::Volume(command) => commands::volume::run(command),

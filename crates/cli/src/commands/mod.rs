@@ -9,5 +9,6 @@ pub mod mrc;
 pub mod serve;
 pub mod sim;
 pub mod simulate;
+pub mod sizing;
 pub mod trace;
 pub mod volume;

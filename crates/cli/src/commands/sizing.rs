@@ -1,0 +1,298 @@
+//! `heterarchy sizing`: which tier sizes a budget should buy for a block trace (seed 002 ch. 3;
+//! `sim::sizing`): for each configuration and budget, Cydonia's answer and the exhaustive
+//! optimum, with the best single tier and the best pyramidal and non-pyramidal two tiers.
+
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use heterarchy_sim::parallel::map_parallel;
+use heterarchy_sim::sizing::{
+    seed002_configs, seed002_device, Evaluator, ReuseByOp, Sizing, TierConfig, WritePolicy,
+    CYDONIA_EVALMAX, CYDONIA_STEP, UNIT_PAGES,
+};
+
+use crate::output::{render, Format, Table};
+use crate::trace_args::TraceArgs;
+
+/// Arguments of `heterarchy sizing`.
+#[derive(Args, Debug)]
+pub struct SizingArgs {
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    /// Budgets in dollars, comma-separated (1,2.5,10): each buys tier 1 and tier 2 in 1 MiB
+    /// units; the backing store is not charged.
+    #[arg(long, required = true)]
+    pub budget: String,
+    /// One of seed 002 Table 3.2's configurations, T1/T2/BACKING (FastDRAM/FastSSD/SlowHDD);
+    /// all seventeen by default.
+    #[arg(long, conflicts_with = "devices")]
+    pub config: Option<String>,
+    /// Any three of Table 3.1's devices: T1,T2,BACKING (FastDRAM, SlowDRAM, FastSSD,
+    /// MediumSSD, SlowSSD, FastHDD, SlowHDD).
+    #[arg(long)]
+    pub devices: Option<String>,
+    /// Write-through (every write also to the backing store) or write-back.
+    #[arg(long, value_enum, default_value = "wt")]
+    pub policy: PolicyArg,
+    /// Cydonia, the exhaustive search, or both (and their gap).
+    #[arg(long, value_enum, default_value = "both")]
+    pub search: SearchArg,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// `--policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    Wt,
+    Wb,
+}
+
+/// `--search`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SearchArg {
+    Cydonia,
+    Exhaustive,
+    Both,
+}
+
+/// One answer: a search's sizes for a configuration and budget.
+#[derive(Clone, Debug, Serialize)]
+struct Row {
+    config: String,
+    budget: f64,
+    /// cydonia, exhaustive, or the exhaustive pass's single-tier, pyramidal and non-pyramidal
+    /// optima.
+    search: &'static str,
+    t1_bytes: u64,
+    t2_bytes: u64,
+    mean_latency_us: f64,
+    evaluations: usize,
+    /// Tier 2 at least as large as tier 1 (none for a single tier).
+    pyramidal: Option<bool>,
+}
+
+/// The configurations asked for.
+fn configs(args: &SizingArgs) -> Result<Vec<TierConfig>> {
+    if let Some(list) = &args.devices {
+        let names: Vec<&str> = list.split(',').map(str::trim).collect();
+        let [t1, t2, backing] = names[..] else {
+            bail!("--devices {list}: expected three devices, T1,T2,BACKING");
+        };
+        let device = |name: &str| {
+            seed002_device(name).ok_or_else(|| {
+                anyhow!(
+                    "--devices: unknown device \"{name}\"; expected FastDRAM, SlowDRAM, FastSSD, \
+                     MediumSSD, SlowSSD, FastHDD or SlowHDD"
+                )
+            })
+        };
+        return Ok(vec![TierConfig {
+            t1: device(t1)?,
+            t2: device(t2)?,
+            backing: device(backing)?,
+        }]);
+    }
+    let all = seed002_configs();
+    match &args.config {
+        None => Ok(all),
+        Some(name) => all
+            .into_iter()
+            .find(|config| config.name().eq_ignore_ascii_case(name))
+            .map(|config| vec![config])
+            .ok_or_else(|| {
+                anyhow!(
+                    "--config: unknown configuration \"{name}\"; expected one of Table 3.2's, \
+                     e.g. FastDRAM/FastSSD/SlowHDD"
+                )
+            }),
+    }
+}
+
+fn budgets(text: &str) -> Result<Vec<f64>> {
+    text.split(',')
+        .map(|part| {
+            let dollars: f64 = part.trim().trim_start_matches('$').parse().map_err(|_| {
+                anyhow!("--budget: \"{part}\" is not an amount of dollars (1, 2.5, $10)")
+            })?;
+            if !(dollars.is_finite() && dollars > 0.0) {
+                bail!("--budget: {dollars} must be above 0 dollars");
+            }
+            Ok(dollars)
+        })
+        .collect()
+}
+
+fn row(
+    config: &TierConfig,
+    budget: f64,
+    search: &'static str,
+    sizing: &Sizing,
+    evaluations: usize,
+) -> Row {
+    let unit_bytes = UNIT_PAGES * heterarchy_sim::sizing::PAGE_BYTES;
+    Row {
+        config: config.name(),
+        budget,
+        search,
+        t1_bytes: sizing.t1_units * unit_bytes,
+        t2_bytes: sizing.t2_units * unit_bytes,
+        mean_latency_us: sizing.mean_latency_us,
+        evaluations,
+        pyramidal: (sizing.t2_units > 0).then_some(!sizing.is_non_pyramidal()),
+    }
+}
+
+pub fn run(args: &SizingArgs) -> Result<()> {
+    let configs = configs(args)?;
+    let budgets = budgets(&args.budget)?;
+    let policy = match args.policy {
+        PolicyArg::Wt => WritePolicy::WriteThrough,
+        PolicyArg::Wb => WritePolicy::WriteBack,
+    };
+    for budget in &budgets {
+        if let Some(config) = configs
+            .iter()
+            .find(|config| config.affordable_units(1, *budget) == 0)
+        {
+            bail!(
+                "--budget {budget}: buys no 1 MiB unit of {}'s tier 1 ({:.6} dollars a unit)",
+                config.name(),
+                config.unit_dollars(1)
+            );
+        }
+    }
+    let source = args.trace.source()?;
+    let started = Instant::now();
+    let mut reader = heterarchy_trace::open(&source.path, &source.options)
+        .with_context(|| format!("cannot open {}", source.path.display()))?;
+    let reuse = ReuseByOp::measure(&mut *reader).map_err(|e| anyhow!("{e}"))?;
+    let accesses = reuse.requests(heterarchy_sim::sizing::PageOp::Read)
+        + reuse.requests(heterarchy_sim::sizing::PageOp::Write);
+    if accesses == 0 {
+        bail!(
+            "{}: no block reads or writes to size a cache for",
+            source.path.display()
+        );
+    }
+    let jobs: Vec<(&TierConfig, f64)> = configs
+        .iter()
+        .flat_map(|config| budgets.iter().map(move |&budget| (config, budget)))
+        .collect();
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let search = args.search;
+    let answers = map_parallel(&jobs, threads, |&(config, budget_dollars)| {
+        let evaluator = Evaluator {
+            config,
+            reuse: &reuse,
+            policy,
+            budget_dollars,
+        };
+        let mut rows = Vec::new();
+        if search != SearchArg::Exhaustive {
+            let found = evaluator.cydonia(CYDONIA_STEP, CYDONIA_EVALMAX);
+            rows.push(row(
+                config,
+                budget_dollars,
+                "cydonia",
+                &found.best,
+                found.evaluations,
+            ));
+        }
+        if search != SearchArg::Cydonia {
+            let all = evaluator.exhaustive();
+            rows.push(row(
+                config,
+                budget_dollars,
+                "exhaustive",
+                &all.best,
+                all.evaluations,
+            ));
+            rows.push(row(
+                config,
+                budget_dollars,
+                "single-tier",
+                &all.single_tier,
+                1,
+            ));
+            for (name, sizing) in [
+                ("pyramidal", all.pyramidal),
+                ("non-pyramidal", all.non_pyramidal),
+            ] {
+                if let Some(sizing) = sizing {
+                    rows.push(row(config, budget_dollars, name, &sizing, 0));
+                }
+            }
+        }
+        rows
+    });
+    let rows: Vec<Row> = answers.into_iter().flatten().collect();
+    let seconds = started.elapsed().as_secs_f64();
+    let mut table = Table::new(&[
+        "config",
+        "budget",
+        "search",
+        "t1_mib",
+        "t2_mib",
+        "mean_latency_us",
+        "evaluations",
+        "pyramidal",
+    ]);
+    for row in &rows {
+        table.row(vec![
+            row.config.clone(),
+            format!("{}", row.budget),
+            row.search.to_string(),
+            (row.t1_bytes >> 20).to_string(),
+            (row.t2_bytes >> 20).to_string(),
+            format!("{:.3}", row.mean_latency_us),
+            row.evaluations.to_string(),
+            row.pyramidal.map_or("-".into(), |p| p.to_string()),
+        ]);
+    }
+    print!("{}", render(args.format, &table, &rows));
+    if args.format == Format::Table {
+        println!(
+            "\n{} configurations x {} budgets over {accesses} page accesses in {seconds:.2} s{}",
+            configs.len(),
+            budgets.len(),
+            gap_summary(&rows)
+        );
+    }
+    Ok(())
+}
+
+/// Cydonia's mean and worst gap to the exhaustive optimum, when both ran.
+fn gap_summary(rows: &[Row]) -> String {
+    let latency = |search: &str, config: &str, budget: f64| {
+        rows.iter()
+            .find(|r| r.search == search && r.config == config && r.budget == budget)
+            .map(|r| r.mean_latency_us)
+    };
+    let gaps: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.search == "cydonia")
+        .filter_map(|r| {
+            let optimum = latency("exhaustive", &r.config, r.budget)?;
+            Some(r.mean_latency_us / optimum - 1.0)
+        })
+        .collect();
+    if gaps.is_empty() {
+        return String::new();
+    }
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    let worst = gaps.iter().copied().fold(0.0, f64::max);
+    format!(
+        "; Cydonia's gap to the exhaustive optimum: mean {:.2}%, worst {:.2}%",
+        mean * 100.0,
+        worst * 100.0
+    )
+}

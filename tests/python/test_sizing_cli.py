@@ -1,0 +1,61 @@
+"""`heterarchy sizing` (issue 19, item 4): per configuration and budget, Cydonia's tier sizes
+and the exhaustive optimum with its single-tier, pyramidal and non-pyramidal bests, as JSON
+rows; Cydonia never beats the exhaustive optimum, spends at most ten evaluations, and every
+answer fits its budget; bad budgets, devices and configurations are one-line errors."""
+
+import pytest
+
+from helpers import TRACES, run, run_json
+
+TRACE = TRACES / "cloudPhysicsIO.vscsi"
+FIELDS = {"config", "budget", "search", "t1_bytes", "t2_bytes", "mean_latency_us", "evaluations",
+          "pyramidal"}
+# Seed 002 §3.2.1: 1 MiB units, priced as 1 MB of the device, plus 31 B of metadata a page in
+# tier 1's DRAM (FastDRAM $120 / 16 GB, FastSSD $1,120 / 375 GB).
+METADATA = 256 * 31 * 120 / 16e9
+UNIT = {"FastDRAM": 120 / 16e3 + METADATA, "FastSSD": 1120 / 375e3 + METADATA}
+
+
+@pytest.fixture(scope="module")
+def rows(heterarchy):
+    if not TRACE.is_file():
+        pytest.skip(f"{TRACE} not found")
+    return run_json(heterarchy, "sizing", TRACE, "--budget", "0.5,2,8",
+                    "--config", "FastDRAM/FastSSD/SlowHDD")
+
+
+def test_rows_answer_every_search_within_budget(rows):
+    assert all(set(row) == FIELDS for row in rows), rows[0]
+    searches = {(row["budget"], row["search"]) for row in rows}
+    for budget in (0.5, 2, 8):
+        assert {(budget, "cydonia"), (budget, "exhaustive"), (budget, "single-tier")} <= searches
+    for row in rows:
+        units = (row["t1_bytes"] >> 20, row["t2_bytes"] >> 20)
+        spent = units[0] * UNIT["FastDRAM"] + units[1] * UNIT["FastSSD"]
+        assert spent <= row["budget"] + 1e-9, row
+        assert row["pyramidal"] is None if units[1] == 0 else row["pyramidal"] == (units[1] >= units[0])
+
+
+def test_cydonia_is_near_the_optimum_in_ten_evaluations(rows):
+    by = {(row["budget"], row["search"]): row for row in rows}
+    for budget in (0.5, 2, 8):
+        cydonia, best = by[(budget, "cydonia")], by[(budget, "exhaustive")]
+        assert cydonia["evaluations"] <= 10
+        assert best["mean_latency_us"] <= cydonia["mean_latency_us"] <= 1.15 * best["mean_latency_us"]
+        assert best["mean_latency_us"] <= by[(budget, "single-tier")]["mean_latency_us"]
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--budget", "0.001"], "--budget 0.001"),
+    (["--budget=-1"], "--budget"),
+    (["--budget", "0"], "--budget"),
+    (["--budget", "1", "--devices", "FastDRAM,Floppy,SlowHDD"], "Floppy"),
+    (["--budget", "1", "--config", "A/B/C"], "--config"),
+])
+def test_bad_arguments_are_one_line_errors(heterarchy, args, named):
+    if not TRACE.is_file():
+        pytest.skip(f"{TRACE} not found")
+    done = run(heterarchy, "sizing", TRACE, *args, check=False)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], done.stderr
