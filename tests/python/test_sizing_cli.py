@@ -59,3 +59,14 @@ def test_bad_arguments_are_one_line_errors(heterarchy, args, named):
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], done.stderr
+
+
+def test_the_report_charts_each_budget_with_both_optima_marked(heterarchy, tmp_path):
+    if not TRACE.is_file():
+        pytest.skip(f"{TRACE} not found")
+    report = tmp_path / "sizing.html"
+    run(heterarchy, "sizing", TRACE, "--budget", "0.5,2", "--config", "FastDRAM/FastSSD/SlowHDD",
+        "--report", report)
+    html = report.read_text()
+    assert html.count("<svg") == 2 and html.count("<circle") == 4
+    assert "FastDRAM/FastSSD/SlowHDD at $2" in html

@@ -4,7 +4,8 @@ use std::fmt::Write;
 
 use crate::html::escape;
 
-/// One named line.
+/// One named line; a series of one point is drawn as a dot (a point to mark, such as an
+/// optimum).
 #[derive(Clone, Debug)]
 pub struct Series {
     pub name: String,
@@ -144,12 +145,21 @@ impl LineChart {
                         .map(|x| format!("{:.1},{:.1}", sx(x), sy(y)))
                 })
                 .collect();
-            let _ = write!(
-                svg,
-                "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash} points=\"{}\"><title>{}</title></polyline>",
-                points.join(" "),
-                escape(&series.name)
-            );
+            if let [point] = &points[..] {
+                let (cx, cy) = point.split_once(',').expect("x,y");
+                let _ = write!(
+                    svg,
+                    "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"5\" fill=\"{colour}\"><title>{}</title></circle>",
+                    escape(&series.name)
+                );
+            } else {
+                let _ = write!(
+                    svg,
+                    "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash} points=\"{}\"><title>{}</title></polyline>",
+                    points.join(" "),
+                    escape(&series.name)
+                );
+            }
             let ly = TOP + 10.0 + index as f64 * 18.0;
             let lx = LEFT + plot_w + 12.0;
             let _ = write!(
@@ -246,8 +256,14 @@ mod tests {
             name: "fifo".into(),
             points: vec![(10.0, 0.95), (100.0, 0.6), (1000.0, 0.2)],
         });
+        chart.series.push(Series {
+            name: "best".into(),
+            points: vec![(100.0, 0.5)],
+        });
         let svg = chart.to_svg();
         assert_eq!(svg.matches("<polyline").count(), 2);
+        // A series of one point is a dot.
+        assert_eq!(svg.matches("<circle").count(), 1);
         assert!(svg.contains(">lru</text>") && svg.contains(">fifo</text>"));
         // Three decades on a log axis: 10, 100, 1000 as ticks.
         assert!(svg.contains(">100</text>"));

@@ -43,6 +43,10 @@ pub struct SizingArgs {
     /// Worker threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Also write an HTML report: for each configuration and budget, the mean latency against
+    /// tier 1's size (tier 2 taking the rest), the exhaustive optimum and Cydonia's pick marked.
+    #[arg(long)]
+    pub report: Option<std::path::PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
 }
@@ -259,6 +263,11 @@ pub fn run(args: &SizingArgs) -> Result<()> {
         ]);
     }
     print!("{}", render(args.format, &table, &rows));
+    if let Some(path) = &args.report {
+        let html = report(&table, &rows, &configs, &budgets, &reuse, policy);
+        std::fs::write(path, html)
+            .with_context(|| format!("cannot write report {}", path.display()))?;
+    }
     if args.format == Format::Table {
         println!(
             "\n{} configurations x {} budgets over {accesses} page accesses in {seconds:.2} s{}",
@@ -295,4 +304,58 @@ fn gap_summary(rows: &[Row]) -> String {
         mean * 100.0,
         worst * 100.0
     )
+}
+
+/// Points of a latency curve at most: a curve over every affordable tier-1 size would hold
+/// thousands.
+const REPORT_POINTS: u64 = 400;
+
+/// The HTML report: the table, then one chart per configuration and budget.
+fn report(
+    table: &Table,
+    rows: &[Row],
+    configs: &[TierConfig],
+    budgets: &[f64],
+    reuse: &ReuseByOp,
+    policy: WritePolicy,
+) -> String {
+    let mut html = heterarchy_report::Report::new("heterarchy sizing");
+    html.table(&table.headers(), table.rows());
+    for config in configs {
+        for &budget_dollars in budgets {
+            let evaluator = Evaluator {
+                config,
+                reuse,
+                policy,
+                budget_dollars,
+            };
+            let most = config.affordable_units(1, budget_dollars);
+            let stride = (most / REPORT_POINTS).max(1);
+            let curve: Vec<(f64, f64)> = (1..=most)
+                .filter(|t1| t1 % stride == 0 || *t1 == most)
+                .map(|t1| (t1 as f64, evaluator.latency_at(t1)))
+                .collect();
+            let mut chart = heterarchy_report::LineChart::new(
+                &format!("{} at ${budget_dollars}", config.name()),
+                "tier 1, MiB (tier 2: the rest of the budget)",
+                "mean latency, us",
+            );
+            chart.series.push(heterarchy_report::Series {
+                name: "mean latency".into(),
+                points: curve,
+            });
+            for search in ["exhaustive", "cydonia"] {
+                if let Some(row) = rows.iter().find(|r| {
+                    r.search == search && r.config == config.name() && r.budget == budget_dollars
+                }) {
+                    chart.series.push(heterarchy_report::Series {
+                        name: search.into(),
+                        points: vec![((row.t1_bytes >> 20) as f64, row.mean_latency_us)],
+                    });
+                }
+            }
+            html.chart(&chart);
+        }
+    }
+    html.to_html()
 }

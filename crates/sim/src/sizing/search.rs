@@ -69,6 +69,12 @@ impl Evaluator<'_> {
         }
     }
 
+    /// Mean latency with tier 1 of `t1_units` and tier 2 what the budget leaves (one tier when
+    /// nothing is left), µs.
+    pub fn latency_at(&self, t1_units: u64) -> f64 {
+        self.sizing(t1_units).mean_latency_us
+    }
+
     /// The largest tier 1 the budget buys, alone.
     fn single_tier(&self) -> Sizing {
         let t1_units = self.config.affordable_units(1, self.budget_dollars);
