@@ -5,7 +5,11 @@
 //! Split (the default): a record at byte offset `O` of length `L` on volume `V` becomes one
 //! request per `block_size` cache line it touches, lines `O / block_size` to
 //! `(O + L - 1) / block_size`, each keyed [`Request::block_key`]`(V, line)`, of size
-//! `block_size`, with the record's time and op and tenant `V`.
+//! `block_size`, with the record's time and op and tenant `V`. A write that covers its first
+//! or last line only in part first reads that line (seed 002 §4.2.2: "Misaligned read and write
+//! requests require additional reads to ensure that data are loaded into the cache at a fixed
+//! size"): one read when it touches a single line, else a read of each partial edge, then the
+//! writes of every line.
 //!
 //! Unsplit (`--no-split`, libCacheSim's view): one request per record, of size `L`, keyed
 //! [`Request::block_key`]`(V, id)` where `id` is the offset in the unit the trace writes it
@@ -102,6 +106,11 @@ pub(crate) struct BlockReader<S> {
     next_key: u64,
     /// Passes over the record's keys still to give, the one in progress included; 0 when idle.
     passes_left: u32,
+    /// Lines a misaligned write reads before its pass (at most its two edges), and how many of
+    /// them the pass in progress has given.
+    edge_reads: [u64; 2],
+    edge_count: usize,
+    edge_given: usize,
 }
 
 impl<S: BlockRecordSource> BlockReader<S> {
@@ -116,6 +125,9 @@ impl<S: BlockRecordSource> BlockReader<S> {
             last_key: 0,
             next_key: 0,
             passes_left: 0,
+            edge_reads: [0; 2],
+            edge_count: 0,
+            edge_given: 0,
         }
     }
 
@@ -175,6 +187,28 @@ impl<S: BlockRecordSource> BlockReader<S> {
             self.last_key = volume_bits | last;
             self.next_key = self.first_key;
             self.passes_left = record.repeat;
+            self.edge_count = 0;
+            self.edge_given = 0;
+            if self.split && record.op == Op::Write {
+                let front = record.offset_bytes % self.block_size != 0;
+                let rear = (record.offset_bytes + record.length_bytes) % self.block_size != 0;
+                let mut edge = |key: u64| {
+                    self.edge_reads[self.edge_count] = key;
+                    self.edge_count += 1;
+                };
+                if first == last {
+                    if front || rear {
+                        edge(self.first_key);
+                    }
+                } else {
+                    if front {
+                        edge(self.first_key);
+                    }
+                    if rear {
+                        edge(self.last_key);
+                    }
+                }
+            }
             return Ok(true);
         }
     }
@@ -183,20 +217,34 @@ impl<S: BlockRecordSource> BlockReader<S> {
         TraceError::new(self.source.path(), self.source.location(), message)
     }
 
-    /// The next key of the record in progress, advancing to the next pass or record as needed.
+    /// The next request of the record in progress — a misaligned write's edge reads, then its
+    /// lines — advancing to the next pass or record as needed.
     #[inline]
-    fn take_key(&mut self) -> Option<u64> {
+    fn take(&mut self) -> Option<Request> {
         if self.passes_left == 0 {
             return None;
+        }
+        if self.edge_given < self.edge_count {
+            let key = self.edge_reads[self.edge_given];
+            self.edge_given += 1;
+            return Some(Request {
+                key,
+                op: Op::Read,
+                ..self.template
+            });
         }
         let key = self.next_key;
         if key == self.last_key {
             self.passes_left -= 1;
             self.next_key = self.first_key;
+            self.edge_given = 0;
         } else {
             self.next_key += 1;
         }
-        Some(key)
+        Some(Request {
+            key,
+            ..self.template
+        })
     }
 }
 
@@ -205,10 +253,7 @@ impl<S: BlockRecordSource> TraceReader for BlockReader<S> {
         if self.passes_left == 0 && !self.load_next_record()? {
             return Ok(None);
         }
-        Ok(self.take_key().map(|key| Request {
-            key,
-            ..self.template
-        }))
+        Ok(self.take())
     }
 
     fn read_batch(&mut self, batch: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
@@ -218,11 +263,8 @@ impl<S: BlockRecordSource> TraceReader for BlockReader<S> {
                 break;
             }
             while batch.len() < max {
-                match self.take_key() {
-                    Some(key) => batch.push(Request {
-                        key,
-                        ..self.template
-                    }),
+                match self.take() {
+                    Some(request) => batch.push(request),
                     None => break,
                 }
             }
@@ -285,14 +327,53 @@ mod tests {
 
     #[test]
     fn splits_into_touched_lines_with_volume_in_high_bits() {
-        // Bytes 4000..12192 touch lines 0, 1 and 2 of volume 5.
-        let requests = read_all(vec![record(5, 4000, 8192, 1)], true).unwrap();
+        // Bytes 4096..12288 are lines 1 and 2 of volume 5, whole.
+        let requests = read_all(vec![record(5, 4096, 8192, 1)], true).unwrap();
         let keys: Vec<u64> = requests.iter().map(|r| r.key).collect();
-        let expected: Vec<u64> = (0..3).map(|line| Request::block_key(5, line)).collect();
+        let expected: Vec<u64> = (1..3).map(|line| Request::block_key(5, line)).collect();
         assert_eq!(keys, expected);
         assert!(requests
             .iter()
             .all(|r| r.size == 4096 && r.tenant == 5 && r.op == Op::Write && r.time_ns == 7));
+    }
+
+    #[test]
+    fn a_misaligned_write_first_reads_its_partial_edges() {
+        let key = |line| Request::block_key(5, line);
+        let ops = |requests: Vec<Request>| -> Vec<(u64, Op)> {
+            requests.iter().map(|r| (r.key, r.op)).collect()
+        };
+        // Bytes 4000..12192: lines 0 and 2 partial, 1 whole.
+        let both = read_all(vec![record(5, 4000, 8192, 1)], true).unwrap();
+        assert_eq!(
+            ops(both),
+            vec![
+                (key(0), Op::Read),
+                (key(2), Op::Read),
+                (key(0), Op::Write),
+                (key(1), Op::Write),
+                (key(2), Op::Write),
+            ]
+        );
+        // Only the front partial: 4000..8192.
+        let front = read_all(vec![record(5, 4000, 4192, 1)], true).unwrap();
+        assert_eq!(
+            ops(front),
+            vec![(key(0), Op::Read), (key(0), Op::Write), (key(1), Op::Write)]
+        );
+        // Inside one line: one read, then the write.
+        let inside = read_all(vec![record(5, 100, 200, 1)], true).unwrap();
+        assert_eq!(ops(inside), vec![(key(0), Op::Read), (key(0), Op::Write)]);
+        // Reads need nothing extra, and unsplit records are left alone.
+        let mut read = record(5, 4000, 8192, 1);
+        read.op = Op::Read;
+        assert_eq!(read_all(vec![read], true).unwrap().len(), 3);
+        assert_eq!(
+            read_all(vec![record(5, 4000, 8192, 1)], false)
+                .unwrap()
+                .len(),
+            1
+        );
     }
 
     #[test]
@@ -315,7 +396,8 @@ mod tests {
         )
         .unwrap();
         let keys: Vec<u64> = requests.iter().map(|r| r.key).collect();
-        assert_eq!(keys, vec![1, 2, 1, 2, 0]);
+        // The last record, one byte, reads its line before writing it.
+        assert_eq!(keys, vec![1, 2, 1, 2, 0, 0]);
     }
 
     #[test]
