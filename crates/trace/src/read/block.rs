@@ -32,29 +32,66 @@ use crate::{Location, Op, Request, TraceError};
 /// Volume ids must fit the key bits above the block number.
 const VOLUME_BITS: u32 = u64::BITS - BLOCK_NUMBER_BITS;
 
-/// One I/O of a block trace, before splitting.
+/// One I/O of a block trace, before splitting (issue 19, item 1: what block-trace analyses such
+/// as BlkSample read).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct BlockRecord {
-    pub(crate) time_ns: u64,
+pub struct BlockRecord {
+    pub time_ns: u64,
     /// Volume (disk, LUN, chunk) the I/O addresses; it becomes the tenant and the key's high bits.
-    pub(crate) volume: u32,
-    pub(crate) offset_bytes: u64,
-    pub(crate) length_bytes: u64,
+    pub volume: u32,
+    pub offset_bytes: u64,
+    pub length_bytes: u64,
     /// The offset in the trace's own unit, the object id when not splitting.
-    pub(crate) unsplit_id: u64,
-    pub(crate) op: Op,
+    pub unsplit_id: u64,
+    pub op: Op,
     /// How many times the I/O happened (Meta's `op_count`; 1 elsewhere).
-    pub(crate) repeat: u32,
+    pub repeat: u32,
+}
+
+impl BlockRecord {
+    /// An I/O of a trace that writes offsets in bytes (its unsplit id), happening once.
+    pub fn in_bytes(
+        time_ns: u64,
+        volume: u32,
+        offset_bytes: u64,
+        length_bytes: u64,
+        op: Op,
+    ) -> BlockRecord {
+        BlockRecord {
+            time_ns,
+            volume,
+            offset_bytes,
+            length_bytes,
+            unsplit_id: offset_bytes,
+            op,
+            repeat: 1,
+        }
+    }
 }
 
 /// The parser half of a block format: yields records in trace order.
-pub(crate) trait BlockRecordSource: Send {
+pub trait BlockRecordSource: Send {
     /// The next record, or `None` at the end of the trace.
     fn next_record(&mut self) -> Result<Option<BlockRecord>, TraceError>;
     /// The trace's path, for errors.
     fn path(&self) -> &Path;
     /// Where the record last returned was found, for errors about it.
     fn location(&self) -> Location;
+}
+
+/// Any source behind a box (the opener picks one per format).
+impl BlockRecordSource for Box<dyn BlockRecordSource> {
+    fn next_record(&mut self) -> Result<Option<BlockRecord>, TraceError> {
+        (**self).next_record()
+    }
+
+    fn path(&self) -> &Path {
+        (**self).path()
+    }
+
+    fn location(&self) -> Location {
+        (**self).location()
+    }
 }
 
 /// The record source of a line-per-record text format: `parse` turns one line into a record.

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use super::block::{BlockReader, BlockRecord, BlockRecordSource, TextBlockSource};
+use super::block::{BlockRecord, BlockRecordSource, TextBlockSource};
 use super::text::{quote, stable_key_hash, Line, LineSource};
 use crate::request::BLOCK_NUMBER_BITS;
 use crate::{Op, TraceError};
@@ -55,25 +55,18 @@ pub(crate) fn parse_line(line: &Line<'_>) -> Result<BlockRecord, TraceError> {
         ))
     })?;
     let repeat = line.parse_u32(op_count, 9, "op_count")?;
+    let volume = (stable_key_hash(block_id) >> BLOCK_NUMBER_BITS) as u32;
     Ok(BlockRecord {
-        time_ns,
-        volume: (stable_key_hash(block_id) >> BLOCK_NUMBER_BITS) as u32,
-        offset_bytes,
-        length_bytes,
-        unsplit_id: offset_bytes,
-        op,
         repeat,
+        ..BlockRecord::in_bytes(time_ns, volume, offset_bytes, length_bytes, op)
     })
 }
 
-/// Opens a Meta block trace as a request stream.
-pub(crate) fn open(
-    path: &Path,
-    block_size: u32,
-    split: bool,
-) -> Result<BlockReader<impl BlockRecordSource>, TraceError> {
+/// Opens a trace of this format as its block records.
+pub(crate) fn records(path: &Path) -> Result<impl BlockRecordSource + 'static, TraceError> {
     let mut lines = LineSource::open(path)?;
     lines.skip_header(|line| line.starts_with(HEADER_START))?;
-    let source = TextBlockSource::new(lines, |line: &Line<'_>| parse_line(line));
-    Ok(BlockReader::new(source, block_size, split))
+    Ok(TextBlockSource::new(lines, |line: &Line<'_>| {
+        parse_line(line)
+    }))
 }

@@ -1,8 +1,9 @@
 //! Streaming trace readers: one file per format, transparent decompression, detection by name
 //! and content (docs/architecture.md, "Requests and traces").
 //!
-//! Block formats (vscsi, msr, tencent, systor, meta-block) are split into cache-line requests by
-//! the one shared helper in `block.rs`; see there for the key layout and `--no-split`.
+//! Block formats (vscsi, msr, tencent, systor, meta-block) parse into [`BlockRecord`]s
+//! ([`open_block_records`] hands them out as they are), which the one shared helper in
+//! `block.rs` splits into cache-line requests; see there for the key layout and `--no-split`.
 
 mod arc;
 mod binary;
@@ -23,6 +24,7 @@ mod twitter;
 mod txt;
 mod vscsi;
 
+pub use block::{BlockRecord, BlockRecordSource};
 pub use csv::CsvSpec;
 pub use detect::detect_format;
 pub use native::{
@@ -225,7 +227,6 @@ fn open_as(
     Ok(match format {
         TraceFormat::OracleGeneral => Box::new(OracleGeneralReader::open(path)?),
         TraceFormat::Native => Box::new(NativeReader::open(path)?),
-        TraceFormat::Vscsi => Box::new(vscsi::open(path, block_size, split)?),
         TraceFormat::Csv => {
             let spec = match &options.csv {
                 Some(spec) => spec.clone(),
@@ -234,14 +235,52 @@ fn open_as(
             Box::new(csv::CsvReader::open(path, spec)?)
         }
         TraceFormat::Txt => Box::new(txt::TxtReader::open(path)?),
-        TraceFormat::Msr => Box::new(msr::open(path, block_size, split)?),
-        TraceFormat::Tencent => Box::new(tencent::open(path, block_size, split)?),
-        TraceFormat::Systor => Box::new(systor::open(path, block_size, split)?),
         TraceFormat::Twitter => Box::new(twitter::TwitterReader::open(path)?),
         TraceFormat::MetaKv => Box::new(meta_kv::MetaKvReader::open(path)?),
-        TraceFormat::MetaBlock => Box::new(meta_block::open(path, block_size, split)?),
         TraceFormat::Arc => Box::new(arc::ArcReader::open(path)?),
         TraceFormat::Lirs => Box::new(lirs::LirsReader::open(path)?),
+        block => Box::new(block::BlockReader::new(
+            block_records_as(path, block)?,
+            block_size,
+            split,
+        )),
+    })
+}
+
+/// Opens a block trace as its records, before they are split into cache lines (detecting the
+/// format unless `options` force one); an error for a key-value or key-list trace.
+pub fn open_block_records(
+    path: &Path,
+    options: &ReaderOptions,
+) -> Result<Box<dyn BlockRecordSource>, TraceError> {
+    let format = match options.format {
+        Some(format) => format,
+        None => detect_format(path)?,
+    };
+    block_records_as(path, format)
+}
+
+/// The records of `path` as the block format `format`.
+fn block_records_as(
+    path: &Path,
+    format: TraceFormat,
+) -> Result<Box<dyn BlockRecordSource>, TraceError> {
+    Ok(match format {
+        TraceFormat::Vscsi => Box::new(vscsi::records(path)?),
+        TraceFormat::Msr => Box::new(msr::records(path)?),
+        TraceFormat::Tencent => Box::new(tencent::records(path)?),
+        TraceFormat::Systor => Box::new(systor::records(path)?),
+        TraceFormat::MetaBlock => Box::new(meta_block::records(path)?),
+        other => {
+            return Err(TraceError::file(
+                path,
+                format!(
+                    "a {} trace has no block records; expected a block trace (vscsi, msr, \
+                     tencent, systor or meta-block)",
+                    other.name()
+                ),
+            ))
+        }
     })
 }
 

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use super::block::{BlockReader, BlockRecord, BlockRecordSource, TextBlockSource};
+use super::block::{BlockRecord, BlockRecordSource, TextBlockSource};
 use super::csv::unknown_op;
 use super::text::{parse_op_name, Line, LineSource};
 use crate::TraceError;
@@ -30,23 +30,19 @@ pub(crate) fn parse_line(line: &Line<'_>) -> Result<BlockRecord, TraceError> {
     let offset_bytes = line.parse_u64(offset, 5, "Offset")?;
     let length_bytes = line.parse_u64(size, 6, "Size")?;
     line.parse_u64(response, 7, "ResponseTime")?;
-    Ok(BlockRecord {
+    Ok(BlockRecord::in_bytes(
         time_ns,
         volume,
         offset_bytes,
         length_bytes,
-        unsplit_id: offset_bytes,
         op,
-        repeat: 1,
-    })
+    ))
 }
 
-/// Opens an MSR trace as a request stream.
-pub(crate) fn open(
-    path: &Path,
-    block_size: u32,
-    split: bool,
-) -> Result<BlockReader<impl BlockRecordSource>, TraceError> {
-    let source = TextBlockSource::new(LineSource::open(path)?, |line: &Line<'_>| parse_line(line));
-    Ok(BlockReader::new(source, block_size, split))
+/// Opens a trace of this format as its block records.
+pub(crate) fn records(path: &Path) -> Result<impl BlockRecordSource + 'static, TraceError> {
+    Ok(TextBlockSource::new(
+        LineSource::open(path)?,
+        |line: &Line<'_>| parse_line(line),
+    ))
 }

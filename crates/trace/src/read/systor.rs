@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::block::{BlockReader, BlockRecord, BlockRecordSource, TextBlockSource};
+use super::block::{BlockRecord, BlockRecordSource, TextBlockSource};
 use super::csv::unknown_op;
 use super::text::{parse_op_name, parse_seconds_ns, Line, LineSource};
 use crate::TraceError;
@@ -29,25 +29,20 @@ pub(crate) fn parse_line(line: &Line<'_>) -> Result<BlockRecord, TraceError> {
     let volume = line.parse_u32(lun, 4, "LUN")?;
     let offset_bytes = line.parse_u64(offset, 5, "Offset")?;
     let length_bytes = line.parse_u64(size, 6, "Size")?;
-    Ok(BlockRecord {
+    Ok(BlockRecord::in_bytes(
         time_ns,
         volume,
         offset_bytes,
         length_bytes,
-        unsplit_id: offset_bytes,
         op,
-        repeat: 1,
-    })
+    ))
 }
 
-/// Opens a SYSTOR trace as a request stream.
-pub(crate) fn open(
-    path: &Path,
-    block_size: u32,
-    split: bool,
-) -> Result<BlockReader<impl BlockRecordSource>, TraceError> {
+/// Opens a trace of this format as its block records.
+pub(crate) fn records(path: &Path) -> Result<impl BlockRecordSource + 'static, TraceError> {
     let mut lines = LineSource::open(path)?;
     lines.skip_header(is_header)?;
-    let source = TextBlockSource::new(lines, |line: &Line<'_>| parse_line(line));
-    Ok(BlockReader::new(source, block_size, split))
+    Ok(TextBlockSource::new(lines, |line: &Line<'_>| {
+        parse_line(line)
+    }))
 }

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::block::{BlockReader, BlockRecord, BlockRecordSource, TextBlockSource};
+use super::block::{BlockRecord, BlockRecordSource, TextBlockSource};
 use super::text::{Line, LineSource};
 use crate::{Op, TraceError};
 
@@ -24,25 +24,20 @@ pub(crate) fn parse_line(line: &Line<'_>) -> Result<BlockRecord, TraceError> {
     };
     let volume = line.parse_u32(volume, 5, "VolumeID")?;
     let too_far = || line.expected(offset, 2, "Offset", "a sector range below 2^64 bytes");
+    let offset_bytes = offset_sectors
+        .checked_mul(SECTOR_BYTES)
+        .ok_or_else(too_far)?;
+    let length_bytes = size_sectors.checked_mul(SECTOR_BYTES).ok_or_else(too_far)?;
     Ok(BlockRecord {
-        time_ns,
-        volume,
-        offset_bytes: offset_sectors
-            .checked_mul(SECTOR_BYTES)
-            .ok_or_else(too_far)?,
-        length_bytes: size_sectors.checked_mul(SECTOR_BYTES).ok_or_else(too_far)?,
         unsplit_id: offset_sectors,
-        op,
-        repeat: 1,
+        ..BlockRecord::in_bytes(time_ns, volume, offset_bytes, length_bytes, op)
     })
 }
 
-/// Opens a Tencent trace as a request stream.
-pub(crate) fn open(
-    path: &Path,
-    block_size: u32,
-    split: bool,
-) -> Result<BlockReader<impl BlockRecordSource>, TraceError> {
-    let source = TextBlockSource::new(LineSource::open(path)?, |line: &Line<'_>| parse_line(line));
-    Ok(BlockReader::new(source, block_size, split))
+/// Opens a trace of this format as its block records.
+pub(crate) fn records(path: &Path) -> Result<impl BlockRecordSource + 'static, TraceError> {
+    Ok(TextBlockSource::new(
+        LineSource::open(path)?,
+        |line: &Line<'_>| parse_line(line),
+    ))
 }

@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use super::binary::RecordStream;
-use super::block::{BlockReader, BlockRecord, BlockRecordSource};
+use super::block::{BlockRecord, BlockRecordSource};
 use super::source::read_head;
 use crate::{Location, Op, TraceError};
 
@@ -172,17 +172,9 @@ impl BlockRecordSource for VscsiRecords {
     }
 }
 
-/// Opens a vscsi trace as a request stream.
-pub(crate) fn open(
-    path: &Path,
-    block_size: u32,
-    split: bool,
-) -> Result<BlockReader<VscsiRecords>, TraceError> {
-    Ok(BlockReader::new(
-        VscsiRecords::open(path)?,
-        block_size,
-        split,
-    ))
+/// Opens a vscsi trace as its block records.
+pub(crate) fn records(path: &Path) -> Result<VscsiRecords, TraceError> {
+    VscsiRecords::open(path)
 }
 
 #[cfg(test)]
