@@ -2,6 +2,7 @@
 //! the research trace formats, seeded workload generators and trace statistics (docs/architecture.md,
 //! "Requests and traces").
 
+pub mod block_stats;
 pub mod error;
 pub mod generate;
 pub mod read;

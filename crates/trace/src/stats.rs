@@ -243,7 +243,7 @@ pub fn trace_stats_with_progress(
 }
 
 /// Summarises `sizes` (whose sum is `total_bytes`), sorting them in place.
-fn summarise_sizes(sizes: &mut [u32], total_bytes: u64) -> SizeSummary {
+pub(crate) fn summarise_sizes(sizes: &mut [u32], total_bytes: u64) -> SizeSummary {
     if sizes.is_empty() {
         return SizeSummary::default();
     }

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use heterarchy_sim::cache_sim::{GeneratedTrace, TraceSource};
+use heterarchy_trace::block_stats::{block_stats, BlockStats};
 use heterarchy_trace::generate::WorkloadSpec;
-use heterarchy_trace::read::for_each_batch;
-use heterarchy_trace::stats::trace_stats_with_progress;
+use heterarchy_trace::read::{detect_format, for_each_batch, open_block_records};
+use heterarchy_trace::stats::{trace_stats_with_progress, TraceStats};
 use heterarchy_trace::write::{create_writer, WRITABLE_FORMATS};
 use heterarchy_trace::TraceFormat;
 
@@ -78,15 +79,42 @@ pub fn run(command: &TraceCommand) -> Result<()> {
     }
 }
 
+/// `trace stats --format json`: the request-level measures and, for a block trace, its I/Os'.
+#[derive(serde::Serialize)]
+struct StatsOutput {
+    #[serde(flatten)]
+    requests: TraceStats,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    block: Option<BlockStats>,
+}
+
 fn stats(args: &StatsArgs) -> Result<()> {
-    let mut reader = args.trace.source()?.open()?;
+    let source = args.trace.source()?;
+    let mut reader = source.open()?;
     let bar = requests_bar(None, "reading");
-    let stats = trace_stats_with_progress(reader.as_mut(), &mut |n| bar.inc(n))?;
+    let requests = trace_stats_with_progress(reader.as_mut(), &mut |n| bar.inc(n))?;
     bar.finish_and_clear();
+    let format = match source.options.format {
+        Some(format) => Some(format),
+        None if source.options.csv.is_some() => None,
+        None => detect_format(&source.path).ok(),
+    };
+    let block = match format {
+        Some(format) if format.is_block() => Some(block_stats(
+            open_block_records(&source.path, &source.options)?.as_mut(),
+        )?),
+        _ => None,
+    };
+    let output = StatsOutput { requests, block };
     match args.format {
-        Format::Table => print!("{}", stats.to_table()),
+        Format::Table => {
+            print!("{}", output.requests.to_table());
+            if let Some(block) = &output.block {
+                print!("{}", block.to_table());
+            }
+        }
         Format::Csv | Format::Json => {
-            println!("{}", serde_json::to_string_pretty(&stats)?)
+            println!("{}", serde_json::to_string_pretty(&output)?)
         }
     }
     Ok(())
