@@ -30,20 +30,12 @@ pub enum PageOp {
 }
 
 impl PageOp {
-    /// The op a trace request counts as: writes and key-value stores write; discards and
-    /// deletes are not cache accesses (`None`); everything else reads.
+    /// The op a trace request counts as: discards and deletes are not cache accesses (`None`);
+    /// the other ops that change data write; everything else reads.
     pub fn of(op: Op) -> Option<PageOp> {
         match op {
             Op::Trim | Op::Delete => None,
-            Op::Write
-            | Op::Set
-            | Op::Add
-            | Op::Replace
-            | Op::Cas
-            | Op::Append
-            | Op::Prepend
-            | Op::Incr
-            | Op::Decr => Some(PageOp::Write),
+            op if op.is_write() => Some(PageOp::Write),
             _ => Some(PageOp::Read),
         }
     }
