@@ -4,7 +4,7 @@ pages, reads and writes apart; key-value traces have no block section."""
 
 import pytest
 
-from helpers import TRACES, run_json
+from helpers import TRACES, run, run_json
 
 
 def stats_of(heterarchy, name):
@@ -34,3 +34,22 @@ def test_a_block_trace_describes_its_ios(heterarchy):
 
 def test_a_key_value_trace_has_no_block_section(heterarchy):
     assert "block" not in stats_of(heterarchy, "twitter-sample.csv")
+
+
+def test_convert_writes_the_cache_trace_as_time_page_op(heterarchy, tmp_path):
+    """`trace convert --output-format csv`: the split page requests, one per line, in order:
+    as many as `trace stats` counts, a misaligned write's edge reads before its writes."""
+    path = TRACES / "msr-cambridge-hm0-sample.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    out = tmp_path / "cache.csv"
+    run(heterarchy, "trace", "convert", path, "-o", out, "--output-format", "csv")
+    lines = out.read_text().splitlines()
+    assert lines[0] == "time,page,op"
+    rows = [line.split(",") for line in lines[1:]]
+    assert len(rows) == run_json(heterarchy, "trace", "stats", path)["requests"] == 2_580
+    assert {op for _, _, op in rows} == {"r", "w"}
+    # The first I/O writes 2 KiB inside page 2210941: read, then written.
+    assert rows[:2] == [[rows[0][0], "2210941", "r"], [rows[0][0], "2210941", "w"]]
+    times = [int(time) for time, _, _ in rows]
+    assert times == sorted(times)

@@ -46,7 +46,8 @@ pub struct ConvertArgs {
     /// Output file (compressed when it ends in .gz, .bz2, .xz or .zst).
     #[arg(short, long)]
     pub output: PathBuf,
-    /// native or oracleGeneral.
+    /// native, oracleGeneral, or csv: the (split) cache trace as `time,page,op` lines, time in
+    /// µs and op `r` or `w` (seed 002's cache trace).
     #[arg(long, default_value = "native")]
     pub output_format: String,
 }
@@ -60,7 +61,7 @@ pub struct GenerateArgs {
     /// Output file (compressed when it ends in .gz, .bz2, .xz or .zst).
     #[arg(short, long)]
     pub output: PathBuf,
-    /// native or oracleGeneral.
+    /// native, oracleGeneral or csv (`time,page,op`).
     #[arg(long, default_value = "oracleGeneral")]
     pub output_format: String,
 }

@@ -1,12 +1,14 @@
-//! Trace writers: libCacheSim's oracleGeneral (for comparisons with libCacheSim) and our native
-//! binary format (the fast path), compressed when the file name ends in `.gz`, `.bz2`, `.xz` or
+//! Trace writers: libCacheSim's oracleGeneral (for comparisons with libCacheSim), our native
+//! binary format (the fast path) and a cache trace as `time,page,op` text (csv), compressed when the file name ends in `.gz`, `.bz2`, `.xz` or
 //! `.zst` (docs/architecture.md, "Requests and traces").
 
+mod cache_csv;
 mod native;
 mod next_access;
 mod oracle_general;
 mod sink;
 
+pub use cache_csv::CacheCsvWriter;
 pub use native::NativeWriter;
 pub use next_access::annotate_next_access;
 pub use oracle_general::OracleGeneralWriter;
@@ -26,13 +28,18 @@ pub trait TraceWriter: Send {
 }
 
 /// The formats [`create_writer`] writes.
-pub const WRITABLE_FORMATS: [TraceFormat; 2] = [TraceFormat::OracleGeneral, TraceFormat::Native];
+pub const WRITABLE_FORMATS: [TraceFormat; 3] = [
+    TraceFormat::OracleGeneral,
+    TraceFormat::Native,
+    TraceFormat::Csv,
+];
 
 /// Creates a writer of `format` at `path`, compressing by the file name's suffix.
 pub fn create_writer(path: &Path, format: TraceFormat) -> io::Result<Box<dyn TraceWriter>> {
     match format {
         TraceFormat::OracleGeneral => Ok(Box::new(OracleGeneralWriter::create(path)?)),
         TraceFormat::Native => Ok(Box::new(NativeWriter::create(path)?)),
+        TraceFormat::Csv => Ok(Box::new(CacheCsvWriter::create(path)?)),
         other => Err(io::Error::new(
             io::ErrorKind::Unsupported,
             format!(
