@@ -446,11 +446,11 @@ fn native_round_trip_keeps_every_field() {
 #[test]
 fn writers_refuse_formats_they_cannot_write() {
     let temp = tempfile::tempdir().unwrap();
-    let err = create_writer(&temp.path().join("x.csv"), TraceFormat::Csv)
+    let err = create_writer(&temp.path().join("x.vscsi"), TraceFormat::Vscsi)
         .err()
         .unwrap();
-    assert!(err.to_string().contains("cannot write csv"), "{err}");
-    assert!(err.to_string().contains("oracleGeneral, native"), "{err}");
+    assert!(err.to_string().contains("cannot write vscsi"), "{err}");
+    assert!(err.to_string().contains("oracleGeneral, native, csv"), "{err}");
 }
 
 fn vscsi_v2_record(cmd: u16, len: u32, lbn: u64, ts_us: u64) -> Vec<u8> {
