@@ -450,7 +450,10 @@ fn writers_refuse_formats_they_cannot_write() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("cannot write vscsi"), "{err}");
-    assert!(err.to_string().contains("oracleGeneral, native, csv"), "{err}");
+    assert!(
+        err.to_string().contains("oracleGeneral, native, csv"),
+        "{err}"
+    );
 }
 
 fn vscsi_v2_record(cmd: u16, len: u32, lbn: u64, ts_us: u64) -> Vec<u8> {
