@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::read::BlockRecordSource;
-use crate::stats::{summarise_sizes, SizeSummary};
+use crate::stats::{nearest_rank, summarise_sizes, SizeSummary};
 use crate::{Op, TraceError};
 
 /// The cache line misalignment is measured against (seed 002 §2.1.3).
@@ -117,10 +117,7 @@ fn summarise_times(times_ns: &mut [u64]) -> TimeSummary {
     times_ns.sort_unstable();
     let count = times_ns.len() as u64;
     let us = |ns: u64| ns as f64 / 1e3;
-    let percentile = |thousandths: u64| {
-        let rank = (thousandths * count).div_ceil(1000).max(1);
-        us(times_ns[(rank - 1) as usize])
-    };
+    let percentile = |thousandths: u64| us(nearest_rank(times_ns, thousandths));
     TimeSummary {
         mean_us: times_ns.iter().map(|&ns| ns as f64).sum::<f64>() / count as f64 / 1e3,
         p50_us: percentile(500),

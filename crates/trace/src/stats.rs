@@ -242,6 +242,14 @@ pub fn trace_stats_with_progress(
     })
 }
 
+/// The value at `thousandths` of `sorted` by nearest rank: the ceil(p · n)-th smallest, p in
+/// thousandths so that the arithmetic is exact (numpy's `method="inverted_cdf"`). `sorted` is
+/// not empty.
+pub(crate) fn nearest_rank<T: Copy>(sorted: &[T], thousandths: u64) -> T {
+    let rank = (thousandths * sorted.len() as u64).div_ceil(1000).max(1);
+    sorted[(rank - 1) as usize]
+}
+
 /// Summarises `sizes` (whose sum is `total_bytes`), sorting them in place.
 pub(crate) fn summarise_sizes(sizes: &mut [u32], total_bytes: u64) -> SizeSummary {
     if sizes.is_empty() {
@@ -249,11 +257,7 @@ pub(crate) fn summarise_sizes(sizes: &mut [u32], total_bytes: u64) -> SizeSummar
     }
     sizes.sort_unstable();
     let count = sizes.len() as u64;
-    // Nearest rank: the ceil(p · n)-th smallest, p in thousandths so the arithmetic is exact.
-    let percentile = |thousandths: u64| {
-        let rank = (thousandths * count).div_ceil(1000).max(1);
-        u64::from(sizes[(rank - 1) as usize])
-    };
+    let percentile = |thousandths: u64| u64::from(nearest_rank(sizes, thousandths));
     let mut counts = [0u64; BUCKETS];
     for &size in sizes.iter() {
         counts[bucket_of(u64::from(size))] += 1;

@@ -108,21 +108,21 @@ impl KvArgs {
         if let (Some(profile), Some(pmem), Some(throttle)) =
             (&self.nyx_profile, &self.pmem, &self.throttle)
         {
-            let (path, size) = pmem
-                .rsplit_once(':')
-                .ok_or_else(|| anyhow!("--pmem: \"{pmem}\"; expected PATH:SIZE"))?;
-            let path = PathBuf::from(path);
+            let Ok(BackendSpec::Pmem { path, size_bytes }) = format!("pmem:{pmem}").parse() else {
+                return Err(anyhow!("--pmem: \"{pmem}\"; expected PATH:SIZE"));
+            };
+            let size = size_bytes.to_string();
             pm.push(PmConfig {
                 name: "pm".to_string(),
                 path: path
                     .parent()
                     .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
-                size: size.to_string(),
+                size: size.clone(),
                 throttle: throttle.clone(),
                 profile: Some(profile.clone()),
             });
             tenant.pm = Some("pm".to_string());
-            tenant.pm_size = Some(size.to_string());
+            tenant.pm_size = Some(size);
             tenant.pm_file = Some(path);
             tenant.pmem = None;
             tenant.throttle = None;

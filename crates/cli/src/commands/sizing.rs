@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use heterarchy_sim::parallel::map_parallel;
 use heterarchy_sim::sizing::{
-    seed002_configs, seed002_device, Evaluator, ReuseByOp, Sizing, TierConfig, WritePolicy,
-    CYDONIA_EVALMAX, CYDONIA_STEP, UNIT_PAGES,
+    seed002_configs, seed002_device, Evaluator, PageOp, ReuseByOp, Sizing, TierConfig, WritePolicy,
+    CYDONIA_EVALMAX, CYDONIA_STEP, PAGE_BYTES, UNIT_PAGES,
 };
 
 use crate::output::{render, Format, Table};
@@ -140,7 +140,7 @@ fn row(
     sizing: &Sizing,
     evaluations: usize,
 ) -> Row {
-    let unit_bytes = UNIT_PAGES * heterarchy_sim::sizing::PAGE_BYTES;
+    let unit_bytes = UNIT_PAGES * PAGE_BYTES;
     Row {
         config: config.name(),
         budget,
@@ -177,8 +177,7 @@ pub fn run(args: &SizingArgs) -> Result<()> {
     let mut reader = heterarchy_trace::open(&source.path, &source.options)
         .with_context(|| format!("cannot open {}", source.path.display()))?;
     let reuse = ReuseByOp::measure(&mut *reader).map_err(|e| anyhow!("{e}"))?;
-    let accesses = reuse.requests(heterarchy_sim::sizing::PageOp::Read)
-        + reuse.requests(heterarchy_sim::sizing::PageOp::Write);
+    let accesses = reuse.requests(PageOp::Read) + reuse.requests(PageOp::Write);
     if accesses == 0 {
         bail!(
             "{}: no block reads or writes to size a cache for",

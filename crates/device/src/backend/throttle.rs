@@ -11,7 +11,7 @@
 //! device layer").
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::memory::MemoryOp;
@@ -52,12 +52,18 @@ impl Throttle {
         bytes: u32,
     ) -> Instant {
         let done_ns = self
-            .model
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .model()
             .access(self.ns_at(start), op, offset, bytes)
             .done_ns;
         self.instant_at(done_ns)
+    }
+
+    /// The model, whoever panicked holding it last (its state is a handful of times, always
+    /// consistent).
+    fn model(&self) -> MutexGuard<'_, DeviceModel> {
+        self.model
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// `at` on the model's clock: ns since the throttle was made (0 before).
@@ -74,10 +80,7 @@ impl Throttle {
     /// order (threads race to the lock) queue behind channels already busy, which is all the
     /// model needs.
     fn complete_ns(&self, start_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64 {
-        self.model
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .submit(start_ns, kind, offset, bytes)
+        self.model().submit(start_ns, kind, offset, bytes)
     }
 }
 

@@ -10,11 +10,10 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::OnceLock;
 
 use heterarchy_device::memory::MemoryOp;
 use heterarchy_device::model::{DeviceModel, IoKind};
-use std::sync::OnceLock;
-
 use serde::{Deserialize, Serialize};
 
 /// The profile's size step, and its first size.
@@ -24,6 +23,14 @@ pub const PROFILE_STEP_BYTES: u32 = 64;
 pub const PROFILE_MAX_BYTES: u32 = 4096;
 /// Sizes profiled per operation.
 pub const PROFILE_SIZES: usize = (PROFILE_MAX_BYTES / PROFILE_STEP_BYTES) as usize;
+
+/// The profile's entry for an access of `bytes`: its size rounded up to 64 B, at most 4 KiB.
+fn size_index(bytes: u32) -> usize {
+    bytes
+        .clamp(1, PROFILE_MAX_BYTES)
+        .div_ceil(PROFILE_STEP_BYTES) as usize
+        - 1
+}
 
 /// A device whose accesses Nyx can time: when one issued at `start_ns` completes.
 pub trait TimedDevice {
@@ -147,10 +154,7 @@ impl MaxIopsProfile {
             IoKind::Read => &self.read_iops,
             IoKind::Write => &self.write_iops,
         };
-        let step = bytes
-            .clamp(1, PROFILE_MAX_BYTES)
-            .div_ceil(PROFILE_STEP_BYTES) as usize;
-        table[step - 1]
+        table[size_index(bytes)]
     }
 
     /// What an access costs, in picoseconds of the device's time: `1 / MaxIOPS`. An access
@@ -171,13 +175,7 @@ impl MaxIopsProfile {
         } else {
             0
         };
-        let ps = |size: u32| {
-            costs[base
-                + size
-                    .clamp(1, PROFILE_MAX_BYTES)
-                    .div_ceil(PROFILE_STEP_BYTES) as usize
-                - 1]
-        };
+        let ps = |size: u32| costs[base + size_index(size)];
         let whole = u64::from(bytes / PROFILE_MAX_BYTES);
         let rest = bytes % PROFILE_MAX_BYTES;
         let mut cost = whole * ps(PROFILE_MAX_BYTES);
