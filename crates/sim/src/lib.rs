@@ -1,10 +1,12 @@
-//! The simulation layer: the fast hit-ratio simulator and miss-ratio curves.
+//! The simulation layer: the fast hit-ratio simulator, miss-ratio curves, multi-tier sizing and
+//! how well block-trace samples represent their traces.
 
 pub mod analytic;
 pub mod cache_sim;
 pub mod mrc;
 pub mod nyx;
 pub mod parallel;
+pub mod sampling;
 pub mod sizing;
 pub mod staging;
 pub mod timed;

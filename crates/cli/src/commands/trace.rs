@@ -1,19 +1,29 @@
-//! `heterarchy trace stats|convert|generate`: what a trace holds, turning one format into
-//! another, and writing a synthetic workload to a file.
+//! `heterarchy trace stats|convert|generate|sample|compare`: what a trace holds, turning one
+//! format into another, writing a synthetic workload to a file, and sampling a block trace
+//! (seed 002 ch. 5) and judging the sample.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use heterarchy_sim::cache_sim::{GeneratedTrace, TraceSource};
+use heterarchy_sim::sampling::compare_sample;
 use heterarchy_trace::block_stats::{block_stats, BlockStats};
-use heterarchy_trace::generate::WorkloadSpec;
-use heterarchy_trace::read::{detect_format, for_each_batch, open_block_records};
+use heterarchy_trace::generate::{BlockGenerator, BlockWorkloadSpec, WorkloadSpec};
+use heterarchy_trace::read::{
+    detect_format, for_each_batch, open_block_records, BlockRecordSource,
+};
+use heterarchy_trace::sample::{
+    feature_errors, mean_error, sample_block_trace, FeatureError, SampleMethod, SampleOptions,
+    SampleReport,
+};
 use heterarchy_trace::stats::{trace_stats_with_progress, TraceStats};
-use heterarchy_trace::write::{create_writer, WRITABLE_FORMATS};
-use heterarchy_trace::TraceFormat;
+use heterarchy_trace::write::{
+    create_block_writer, create_writer, BLOCK_WRITABLE_FORMATS, WRITABLE_FORMATS,
+};
+use heterarchy_trace::{ReaderOptions, TraceFormat};
 
-use crate::output::Format;
+use crate::output::{Format, Table};
 use crate::progress::requests_bar;
 use crate::trace_args::TraceArgs;
 
@@ -24,8 +34,13 @@ pub enum TraceCommand {
     Stats(StatsArgs),
     /// Rewrite a trace in another format (native, the fast path, or oracleGeneral).
     Convert(ConvertArgs),
-    /// Write a seeded synthetic workload, e.g. `zipf:theta=0.9,keys=1000000,requests=10000000`.
+    /// Write a seeded synthetic workload, e.g. `zipf:theta=0.9,keys=1000000,requests=10000000`,
+    /// or block I/Os with offsets, `block-io:requests=1000000,write=0.3`.
     Generate(GenerateArgs),
+    /// Sample a block trace into a smaller block trace: random spatial sampling or BlkSample.
+    Sample(SampleArgs),
+    /// How well a sample represents its full trace: feature and hit-rate errors.
+    Compare(CompareArgs),
 }
 
 /// Arguments of `trace stats`.
@@ -56,14 +71,64 @@ pub struct ConvertArgs {
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
     /// `PATTERN[:FIELD=VALUE,...]`: uniform, zipf, hotspot or ycsb-a … ycsb-f, with fields keys,
-    /// requests, theta, hot_data, hot_ops, write, scan, scan_len, size, kind, rate, seed.
+    /// requests, theta, hot_data, hot_ops, write, scan, scan_len, size, kind, rate, seed; or
+    /// block-io, with fields requests, pages, theta, write, misaligned, rate, seed.
     pub spec: String,
     /// Output file (compressed when it ends in .gz, .bz2, .xz or .zst).
     #[arg(short, long)]
     pub output: PathBuf,
-    /// native, oracleGeneral or csv (`time,page,op`).
-    #[arg(long, default_value = "oracleGeneral")]
-    pub output_format: String,
+    /// native, oracleGeneral or csv (`time,page,op`); for block-io, msr or native. Default:
+    /// oracleGeneral; for block-io, msr when the name ends in .csv, else native.
+    #[arg(long)]
+    pub output_format: Option<String>,
+}
+
+/// Arguments of `trace sample`.
+#[derive(Args, Debug)]
+pub struct SampleArgs {
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    /// `spatial` (random spatial sampling) or `blksample` (spatial sampling of larger regions,
+    /// then post-processing against the full trace's features).
+    #[arg(long, default_value = "blksample")]
+    pub method: String,
+    /// Share of regions kept, in (0, 1].
+    #[arg(long)]
+    pub rate: f64,
+    /// Low-order 4 KiB block address bits ignored (regions of 4 KiB << bits); default 0 for
+    /// spatial, 4 for blksample.
+    #[arg(long)]
+    pub bits: Option<u32>,
+    /// Seeds the region hash.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Post-processing iterations at most (blksample).
+    #[arg(long, default_value_t = heterarchy_trace::sample::DEFAULT_ITERATIONS)]
+    pub iterations: u32,
+    /// The sample's file (compressed when it ends in .gz, .bz2, .xz or .zst).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// msr or native; default msr when the name ends in .csv, else native.
+    #[arg(long)]
+    pub output_format: Option<String>,
+    /// `table` or `json`.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+/// Arguments of `trace compare`.
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The full block trace.
+    pub full: PathBuf,
+    /// A sample of it.
+    pub sample: PathBuf,
+    /// The rate the sample was taken at, in (0, 1].
+    #[arg(long)]
+    pub rate: f64,
+    /// `table` or `json`.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
 }
 
 /// Runs a `trace` subcommand.
@@ -73,11 +138,180 @@ pub fn run(command: &TraceCommand) -> Result<()> {
         TraceCommand::Convert(args) => {
             copy(&args.trace.source()?, &args.output, &args.output_format)
         }
+        TraceCommand::Generate(args) if BlockWorkloadSpec::is_block_io(&args.spec) => {
+            let spec = BlockWorkloadSpec::parse(&args.spec).map_err(|e| anyhow::anyhow!(e.0))?;
+            let format = block_output_format(&args.output, args.output_format.as_deref())?;
+            let mut generator = BlockGenerator::new(&spec);
+            let mut writer = create_block_writer(&args.output, format)?;
+            while let Some(record) = generator.next_record()? {
+                writer.write(&record)?;
+            }
+            writer.finish()?;
+            Ok(())
+        }
         TraceCommand::Generate(args) => {
             let spec = WorkloadSpec::parse(&args.spec).map_err(|e| anyhow::anyhow!(e.0))?;
-            copy(&GeneratedTrace(spec), &args.output, &args.output_format)
+            let format = args.output_format.as_deref().unwrap_or("oracleGeneral");
+            copy(&GeneratedTrace(spec), &args.output, format)
         }
+        TraceCommand::Sample(args) => sample(args),
+        TraceCommand::Compare(args) => compare(args),
     }
+}
+
+/// The block format to write `output` in: the one named, else msr for `.csv` names and
+/// native for the rest.
+fn block_output_format(output: &Path, name: Option<&str>) -> Result<TraceFormat> {
+    let Some(name) = name else {
+        let csv = output
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .is_some_and(|n| {
+                let n = n.trim_end_matches(".gz").trim_end_matches(".bz2");
+                let n = n.trim_end_matches(".xz").trim_end_matches(".zst");
+                n.ends_with(".csv")
+            });
+        return Ok(if csv {
+            TraceFormat::Msr
+        } else {
+            TraceFormat::Native
+        });
+    };
+    TraceFormat::from_name(name)
+        .filter(|format| BLOCK_WRITABLE_FORMATS.contains(format))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "cannot write block records as --output-format \"{name}\"; expected one of {}",
+                BLOCK_WRITABLE_FORMATS.map(TraceFormat::name).join(", ")
+            )
+        })
+}
+
+/// `trace sample --format json`.
+#[derive(serde::Serialize)]
+struct SampleOutput<'a> {
+    report: &'a SampleReport,
+    /// The written sample against the full trace, each sample I/O with its source's IAT.
+    features: Vec<FeatureError>,
+    mean_feature_error: f64,
+}
+
+fn sample(args: &SampleArgs) -> Result<()> {
+    let method = match args.method.to_ascii_lowercase().as_str() {
+        "spatial" => SampleMethod::Spatial,
+        "blksample" => SampleMethod::BlkSample,
+        other => anyhow::bail!("--method \"{other}\": expected spatial or blksample"),
+    };
+    let options = SampleOptions {
+        bits: args.bits.unwrap_or(method.default_bits()),
+        seed: args.seed,
+        iterations: args.iterations,
+        ..SampleOptions::new(method, args.rate)
+    };
+    options.validate().map_err(anyhow::Error::msg)?;
+    let format = block_output_format(&args.output, args.output_format.as_deref())?;
+    let source = args.trace.source()?;
+    let mut records = open_block_records(&source.path, &source.options)?;
+    let sample = sample_block_trace(records.as_mut(), &options)?;
+    if sample.report.full_requests == 0 {
+        anyhow::bail!(
+            "{}: no reads or writes: expected a block trace with data",
+            source.path.display()
+        );
+    }
+    let mut writer = create_block_writer(&args.output, format)?;
+    for record in &sample.records {
+        writer.write(record)?;
+    }
+    writer.finish()?;
+    let report = &sample.report;
+    let features = feature_errors(&report.full, &report.sample, options.rate);
+    let output = SampleOutput {
+        report,
+        mean_feature_error: mean_error(&features),
+        features,
+    };
+    match args.format {
+        Format::Table => {
+            print!("{}", feature_table(&output.features).to_text());
+            let errors = &report.iteration_errors;
+            println!(
+                "{} sample of {} at rate {} (regions of {} KiB): {} I/Os of {} (ratio {:.4}), {} \
+                 before post-processing, {} regions removed; mean feature error {:.2}% ({:.2}% \
+                 before post-processing)",
+                method.name(),
+                source.path.display(),
+                options.rate,
+                report.region_bytes / 1024,
+                report.sample_requests,
+                report.full_requests,
+                report.sample_requests as f64 / report.full_requests as f64,
+                report.sampled_requests,
+                report.regions_removed,
+                output.mean_feature_error,
+                errors[0]
+            );
+            if errors.len() > 1 {
+                let shown: Vec<String> = errors.iter().map(|e| format!("{e:.2}")).collect();
+                println!("mean feature error per iteration (%): {}", shown.join(" "));
+            }
+        }
+        Format::Csv | Format::Json => println!("{}", serde_json::to_string_pretty(&output)?),
+    }
+    Ok(())
+}
+
+/// One row per feature: full, sample, error.
+fn feature_table(features: &[FeatureError]) -> Table {
+    let mut table = Table::new(&["feature", "full", "sample", "error_percent"]);
+    for feature in features {
+        table.row(vec![
+            feature.name.to_string(),
+            format!("{:.4}", feature.full),
+            format!("{:.4}", feature.sample),
+            format!("{:.2}", feature.error),
+        ]);
+    }
+    table
+}
+
+fn compare(args: &CompareArgs) -> Result<()> {
+    let comparison = compare_sample(
+        &args.full,
+        &args.sample,
+        args.rate,
+        &ReaderOptions::default(),
+    )?;
+    match args.format {
+        Format::Table => {
+            print!("{}", feature_table(&comparison.features).to_text());
+            let mut hits = Table::new(&[
+                "wss_fraction",
+                "full_pages",
+                "sample_pages",
+                "full_hit_rate",
+                "sample_hit_rate",
+                "error_points",
+            ]);
+            for point in &comparison.hit_rates {
+                hits.row(vec![
+                    format!("{}", point.wss_fraction),
+                    point.full_pages.to_string(),
+                    point.sample_pages.to_string(),
+                    format!("{:.4}", point.full.overall),
+                    format!("{:.4}", point.sample.overall),
+                    format!("{:.2}", point.error),
+                ]);
+            }
+            print!("{}", hits.to_text());
+            println!(
+                "mean feature error {:.2}%, hit-rate error {:.2} points (rate {})",
+                comparison.mean_feature_error, comparison.hit_rate_error, comparison.rate
+            );
+        }
+        Format::Csv | Format::Json => println!("{}", serde_json::to_string_pretty(&comparison)?),
+    }
+    Ok(())
 }
 
 /// `trace stats --format json`: the request-level measures and, for a block trace, its I/Os'.

@@ -1,6 +1,6 @@
 //! Seeded, deterministic workload generators: uniform, Zipf, hot-spot and YCSB A–F key streams
 //! with sequential scans mixed in, object-size distributions, read/write mixes and a
-//! constant-rate clock (docs/architecture.md, "Requests and traces").
+//! constant-rate clock, and block I/O workloads with offsets (`block_io.rs`) (docs/architecture.md, "Requests and traces").
 //!
 //! Determinism: a spec gives the same requests bit for bit on every run. Randomness comes from
 //! xoshiro256++ with our own integer and real conversions, so it does not change with `rand`
@@ -8,6 +8,7 @@
 //! platform's math library computes, so another platform may in rare cases round one draw
 //! differently.
 
+mod block_io;
 mod keys;
 mod random;
 mod size;
@@ -15,6 +16,7 @@ mod spec;
 mod workload;
 mod zipf;
 
+pub use block_io::{BlockGenerator, BlockWorkloadSpec, BLOCK_IO_PATTERN, EXTENT_PAGES};
 pub use random::{mix64, unit_from_bits, Random};
 pub use size::SizeDistribution;
 pub use spec::{

@@ -413,7 +413,7 @@ fn pattern_named(name: &str) -> Option<Pattern> {
     }
 }
 
-fn parse_count(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_count(text: &str) -> Result<u64, String> {
     text.parse::<u64>()
         .map_err(|_| format!("expected a whole number, found \"{text}\""))
 }

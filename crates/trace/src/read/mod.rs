@@ -271,12 +271,13 @@ fn block_records_as(
         TraceFormat::Tencent => Box::new(tencent::records(path)?),
         TraceFormat::Systor => Box::new(systor::records(path)?),
         TraceFormat::MetaBlock => Box::new(meta_block::records(path)?),
+        TraceFormat::Native => Box::new(native::records(path)?),
         other => {
             return Err(TraceError::file(
                 path,
                 format!(
                     "a {} trace has no block records; expected a block trace (vscsi, msr, \
-                     tencent, systor or meta-block)",
+                     tencent, systor, meta-block, or native as written from block records)",
                     other.name()
                 ),
             ))

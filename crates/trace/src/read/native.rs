@@ -21,9 +21,11 @@
 //! line) where a separate op byte would pad them to 40. Op codes this version does not know read
 //! as [`Op::Other`], so newer files stay readable.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::binary::{RecordStream, RequestRecord, RequestRecords};
+use super::block::{BlockRecord, BlockRecordSource};
+use super::TraceReader;
 use crate::request::{NEXT_ACCESS_NEVER, NEXT_ACCESS_UNKNOWN};
 use crate::{Location, Op, Request, TraceError};
 
@@ -160,6 +162,50 @@ fn check_header(path: &Path, header: &[u8; NATIVE_HEADER_BYTES]) -> Result<(), T
         ));
     }
     Ok(())
+}
+
+/// A native trace read as block records: each request an I/O at byte offset `key`, `size`
+/// bytes long, on volume `tenant` (what [`create_block_writer`](crate::write::create_block_writer)
+/// writes).
+pub(crate) struct NativeBlockRecords {
+    requests: NativeReader,
+    path: PathBuf,
+    /// Records returned so far.
+    returned: u64,
+}
+
+/// Opens a native trace as block records.
+pub(crate) fn records(path: &Path) -> Result<NativeBlockRecords, TraceError> {
+    Ok(NativeBlockRecords {
+        requests: NativeReader::open(path)?,
+        path: path.to_path_buf(),
+        returned: 0,
+    })
+}
+
+impl BlockRecordSource for NativeBlockRecords {
+    fn next_record(&mut self) -> Result<Option<BlockRecord>, TraceError> {
+        let Some(request) = self.requests.next_request()? else {
+            return Ok(None);
+        };
+        self.returned += 1;
+        Ok(Some(BlockRecord::in_bytes(
+            request.time_ns,
+            request.tenant,
+            request.key,
+            u64::from(request.size),
+            request.op,
+        )))
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn location(&self) -> Location {
+        let index = self.returned.saturating_sub(1);
+        Location::Offset(NATIVE_HEADER_BYTES as u64 + index * NATIVE_RECORD_BYTES as u64)
+    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,16 @@
 //! Trace writers: libCacheSim's oracleGeneral (for comparisons with libCacheSim), our native
-//! binary format (the fast path) and a cache trace as `time,page,op` text (csv), compressed when the file name ends in `.gz`, `.bz2`, `.xz` or
+//! binary format (the fast path), a cache trace as `time,page,op` text (csv) and block traces with
+//! their offsets (`block.rs`), compressed when the file name ends in `.gz`, `.bz2`, `.xz` or
 //! `.zst` (docs/architecture.md, "Requests and traces").
 
+mod block;
 mod cache_csv;
 mod native;
 mod next_access;
 mod oracle_general;
 mod sink;
 
+pub use block::{create_block_writer, BlockTraceWriter, BLOCK_WRITABLE_FORMATS};
 pub use cache_csv::CacheCsvWriter;
 pub use native::NativeWriter;
 pub use next_access::annotate_next_access;
