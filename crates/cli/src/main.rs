@@ -36,6 +36,8 @@ enum Command {
     Simulate(commands::simulate::SimulateArgs),
     /// Which tier sizes a budget should buy for a block trace (seed 002: HMR, Cydonia).
     Sizing(commands::sizing::SizingArgs),
+    /// Replay a block trace against a live cached volume (over NBD or in this process).
+    Replay(commands::replay::ReplayArgs),
     /// The seed papers' figures reproduced on device models (`experiment list` names them).
     Experiment(commands::experiment::ExperimentArgs),
     /// Serve cached block volumes over NBD (`serve nbd ...` for one, `--config` for several).
@@ -59,6 +61,7 @@ fn main() {
         Command::Model(args) => commands::model::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
         Command::Sizing(args) => commands::sizing::run(args),
+        Command::Replay(args) => commands::replay::run(args),
         Command::Experiment(args) => commands::experiment::run(args),
         Command::Serve(args) => commands::serve::run(args),
         Command::Volume(command) => commands::volume::run(command),

@@ -7,7 +7,7 @@
 //! measures: one event-loop thread by default, no allocation per request, each connection's
 //! requests written with one system call and its replies parsed in place from one read buffer
 //! per thread. `block` drives a block device (a staged PM device in process, or any NBD
-//! export) as fio does.
+//! export) as fio does; `replay` replays a block trace against a cached volume.
 
 pub mod block;
 mod config;
@@ -15,6 +15,7 @@ mod connection;
 mod error;
 mod keys;
 mod reply;
+pub mod replay;
 mod report;
 mod run;
 mod schedule;

@@ -6,6 +6,7 @@ pub mod experiment;
 pub mod loadgen;
 pub mod model;
 pub mod mrc;
+pub mod replay;
 pub mod serve;
 pub mod sim;
 pub mod simulate;
