@@ -1,6 +1,8 @@
 //! Which format a trace file is in, when `--trace-format` does not say: first by name (after
 //! stripping a compression suffix), then by content (magic bytes, binary record layouts, header
-//! names, field counts and types of the first lines).
+//! names, field counts and types of the first lines). What each format's name and content look
+//! like is its entry in the format table (`registry.rs`); this file runs the entries' tests in
+//! the order the table gives, and holds the tests themselves.
 //!
 //! Names: `.oracleGeneral` anywhere in the name (as libCacheSim matches it), `.vscsi`, `.htrace`
 //! (native) and `.lis` (ARC) decide alone. `.csv`, `.txt` and `.trace` (LIRS) are hints: the
@@ -13,6 +15,7 @@ use std::path::Path;
 use super::csv::{looks_like_header, spec_from_header_line};
 use super::native::has_native_magic;
 use super::oracle_general::RECORD_BYTES as ORACLE_GENERAL_RECORD_BYTES;
+use super::registry::{NamePattern, Sniff, Sniffers, FORMATS};
 use super::source::{read_head, Compression};
 use super::text::{parse_decimal, parse_op_name, parse_seconds_ns, strip_bom, trim_ascii};
 use super::vscsi::VscsiVersion;
@@ -30,13 +33,7 @@ const PROBE_RECORDS: usize = 64;
 /// neither tells.
 pub fn detect_format(path: &Path) -> Result<TraceFormat, TraceError> {
     let hint = format_from_name(path);
-    if let Some(
-        format @ (TraceFormat::OracleGeneral
-        | TraceFormat::Native
-        | TraceFormat::Vscsi
-        | TraceFormat::Arc),
-    ) = hint
-    {
+    if let Some(format) = hint.filter(|format| format.entry().file_names.decides) {
         return Ok(format);
     }
     let (head, compression) = read_head(path, PROBE_BYTES)?;
@@ -75,23 +72,16 @@ pub(crate) fn format_from_name(path: &Path) -> Option<TraceFormat> {
     {
         name = stripped.to_string();
     }
-    if name.contains(".oraclegeneral") {
-        Some(TraceFormat::OracleGeneral)
-    } else if name.contains(".vscsi") {
-        Some(TraceFormat::Vscsi)
-    } else if name.ends_with(&format!(".{}", super::NATIVE_EXTENSION)) {
-        Some(TraceFormat::Native)
-    } else if name.ends_with(".lis") {
-        Some(TraceFormat::Arc)
-    } else if name.ends_with(".csv") {
-        Some(TraceFormat::Csv)
-    } else if name.ends_with(".txt") {
-        Some(TraceFormat::Txt)
-    } else if name.ends_with(".trace") {
-        Some(TraceFormat::Lirs)
-    } else {
-        None
-    }
+    let matching = |anywhere: bool| {
+        FORMATS.iter().find(|entry| {
+            entry.file_names.patterns.iter().any(|pattern| {
+                matches!(pattern, NamePattern::Anywhere(_)) == anywhere && pattern.matches(&name)
+            })
+        })
+    };
+    matching(true)
+        .or_else(|| matching(false))
+        .map(|entry| entry.format)
 }
 
 /// The format the first bytes say, if they say one clearly.
@@ -100,40 +90,62 @@ pub(crate) fn format_from_content(
     file_bytes: Option<u64>,
     hint: Option<TraceFormat>,
 ) -> Option<TraceFormat> {
-    if has_native_magic(head) {
-        return Some(TraceFormat::Native);
-    }
     if is_binary(head) {
-        return binary_format(head, file_bytes);
+        return first_passing(|sniff| sniff.binary.as_ref(), |test| test(head, file_bytes));
     }
     text_format(head, hint)
 }
 
-/// Text traces are printable; a NUL or other control byte in the head means binary.
+/// The first format whose test of one stage passes: every signature test in table order, then
+/// every plausibility test.
+fn first_passing<T: Copy>(
+    stage: impl Fn(&Sniffers) -> Option<&Sniff<T>>,
+    passes: impl Fn(T) -> bool,
+) -> Option<TraceFormat> {
+    [true, false].into_iter().find_map(|signature| {
+        FORMATS
+            .iter()
+            .find(|entry| {
+                stage(&entry.sniff)
+                    .and_then(|sniff| sniff.test_if(signature))
+                    .is_some_and(&passes)
+            })
+            .map(|entry| entry.format)
+    })
+}
+
+/// Text traces are printable; a NUL or other control byte in the head means binary (the native
+/// magic has one, so native files are found among the binary formats).
 fn is_binary(head: &[u8]) -> bool {
     head.iter()
         .take(4096)
         .any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
 }
 
-fn binary_format(head: &[u8], file_bytes: Option<u64>) -> Option<TraceFormat> {
-    let divides = |record_bytes: usize| match file_bytes {
+/// True unless the size of the uncompressed file is known and not a multiple of `record_bytes`.
+fn divides(file_bytes: Option<u64>, record_bytes: usize) -> bool {
+    match file_bytes {
         Some(bytes) => bytes % record_bytes as u64 == 0,
         None => true,
-    };
-    if let Some(version) = VscsiVersion::detect(head) {
-        if divides(version.record_bytes()) {
-            return Some(TraceFormat::Vscsi);
-        }
     }
-    if divides(ORACLE_GENERAL_RECORD_BYTES) && plausible_oracle_general(head) {
-        return Some(TraceFormat::OracleGeneral);
-    }
-    None
 }
 
-/// oracleGeneral's next access is -1 or a 1-based virtual time after the record's own.
-fn plausible_oracle_general(head: &[u8]) -> bool {
+/// The native format's signature: its magic bytes.
+pub(crate) fn native_magic(head: &[u8], _file_bytes: Option<u64>) -> bool {
+    has_native_magic(head)
+}
+
+/// vscsi's signature: the version field of the first records, in a file of whole records.
+pub(crate) fn vscsi_records(head: &[u8], file_bytes: Option<u64>) -> bool {
+    VscsiVersion::detect(head).is_some_and(|version| divides(file_bytes, version.record_bytes()))
+}
+
+/// oracleGeneral has no signature, but its next access is -1 or a 1-based virtual time after
+/// the record's own, in a file of whole records.
+pub(crate) fn oracle_general_records(head: &[u8], file_bytes: Option<u64>) -> bool {
+    if !divides(file_bytes, ORACLE_GENERAL_RECORD_BYTES) {
+        return false;
+    }
     let records: Vec<&[u8]> = head
         .chunks_exact(ORACLE_GENERAL_RECORD_BYTES)
         .take(PROBE_RECORDS)
@@ -145,6 +157,27 @@ fn plausible_oracle_general(head: &[u8]) -> bool {
             let next = i64::from_le_bytes(next);
             next == -1 || next > index as i64 + 1
         })
+}
+
+/// The Meta key-value header, which its readers skip.
+pub(crate) fn meta_kv_header(first: &[u8], _second: Option<&[u8]>) -> bool {
+    first.starts_with(meta_kv::HEADER_START)
+}
+
+/// The Meta block header, which its readers skip.
+pub(crate) fn meta_block_header(first: &[u8], _second: Option<&[u8]>) -> bool {
+    first.starts_with(meta_block::HEADER_START)
+}
+
+/// The SYSTOR header; its `Response` column sets it apart from other headers that start with
+/// a timestamp.
+pub(crate) fn systor_header(first: &[u8], _second: Option<&[u8]>) -> bool {
+    systor::is_header(first) && contains_ignore_case(first, b"response")
+}
+
+/// Any header naming an id column makes a CSV trace, so every signature goes first.
+pub(crate) fn csv_header(first: &[u8], second: Option<&[u8]>) -> bool {
+    looks_like_header(first) && spec_from_header_line(first, second).is_some()
 }
 
 /// What one data line of a text trace looks like.
@@ -170,18 +203,10 @@ fn text_format(head: &[u8], hint: Option<TraceFormat>) -> Option<TraceFormat> {
         .map(trim_ascii)
         .filter(|line| !line.is_empty());
     let first = lines.next()?;
-    if first.starts_with(meta_kv::HEADER_START) {
-        return Some(TraceFormat::MetaKv);
-    }
-    if first.starts_with(meta_block::HEADER_START) {
-        return Some(TraceFormat::MetaBlock);
-    }
-    if systor::is_header(first) && contains_ignore_case(first, b"response") {
-        return Some(TraceFormat::Systor);
-    }
     let rest: Vec<&[u8]> = lines.take(PROBE_LINES).collect();
-    if looks_like_header(first) && spec_from_header_line(first, rest.first().copied()).is_some() {
-        return Some(TraceFormat::Csv);
+    let second = rest.first().copied();
+    if let Some(format) = first_passing(|sniff| sniff.header.as_ref(), |test| test(first, second)) {
+        return Some(format);
     }
     let kinds: Vec<LineKind> = std::iter::once(first)
         .chain(rest.iter().copied())
@@ -192,6 +217,7 @@ fn text_format(head: &[u8], hint: Option<TraceFormat>) -> Option<TraceFormat> {
     if let LineKind::Format(format) = kinds[0] {
         return all(kinds[0]).then_some(format);
     }
+    // One column fits both txt and lirs, so they have no line tests and are told apart here.
     let single_column = kinds
         .iter()
         .all(|k| matches!(k, LineKind::Number | LineKind::Star | LineKind::Word));
@@ -243,50 +269,79 @@ fn is_kv_op(field: &[u8]) -> bool {
         })
 }
 
-/// The kind of one data line, or `None` if no format has lines like it.
-fn classify_line(line: &[u8]) -> Option<LineKind> {
-    let fields: Vec<&[u8]> = line.split(|&b| b == b',').map(trim_ascii).collect();
-    let kind = |format| Some(LineKind::Format(format));
-    match fields.len() {
-        1 => {}
-        7 if is_number(fields[0])
-            && matches!(parse_op_name(fields[3]), Some(Op::Read | Op::Write))
-            && fields[2..]
-                .iter()
-                .enumerate()
-                .all(|(i, f)| i == 1 || is_number(f)) =>
-        {
-            return kind(TraceFormat::Msr)
-        }
-        5 if fields.iter().all(|f| is_number(f)) && matches!(fields[3], b"0" | b"1") => {
-            return kind(TraceFormat::Tencent)
-        }
-        6 if parse_seconds_ns(fields[0]).is_some()
-            && matches!(parse_op_name(fields[2]), Some(Op::Read | Op::Write))
-            && fields[3..].iter().all(|f| is_number(f)) =>
-        {
-            return kind(TraceFormat::Systor)
-        }
-        n if n >= 7
-            && is_number(fields[0])
-            && is_kv_op(fields[n - 2])
-            && fields[n - 5..n - 2].iter().all(|f| is_number(f)) =>
-        {
-            return kind(TraceFormat::Twitter)
-        }
-        _ => return None,
-    }
-    let words: Vec<&[u8]> = line
-        .split(|b| b.is_ascii_whitespace())
+fn comma_fields(line: &[u8]) -> Vec<&[u8]> {
+    line.split(|&b| b == b',').map(trim_ascii).collect()
+}
+
+fn whitespace_words(line: &[u8]) -> Vec<&[u8]> {
+    line.split(|b| b.is_ascii_whitespace())
         .filter(|word| !word.is_empty())
-        .collect();
-    match words.as_slice() {
+        .collect()
+}
+
+/// `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`, the host name any text.
+pub(crate) fn msr_line(line: &[u8]) -> bool {
+    let fields = comma_fields(line);
+    fields.len() == 7
+        && is_number(fields[0])
+        && matches!(parse_op_name(fields[3]), Some(Op::Read | Op::Write))
+        && fields[2..]
+            .iter()
+            .enumerate()
+            .all(|(i, f)| i == 1 || is_number(f))
+}
+
+/// `Timestamp,Offset,Size,IOType,VolumeID`, all numbers, the type 0 or 1.
+pub(crate) fn tencent_line(line: &[u8]) -> bool {
+    let fields = comma_fields(line);
+    fields.len() == 5 && fields.iter().all(|f| is_number(f)) && matches!(fields[3], b"0" | b"1")
+}
+
+/// `Timestamp,Response,IOType,LUN,Offset,Size`, the response time possibly empty.
+pub(crate) fn systor_line(line: &[u8]) -> bool {
+    let fields = comma_fields(line);
+    fields.len() == 6
+        && parse_seconds_ns(fields[0]).is_some()
+        && matches!(parse_op_name(fields[2]), Some(Op::Read | Op::Write))
+        && fields[3..].iter().all(|f| is_number(f))
+}
+
+/// `timestamp,key,key_size,value_size,client_id,operation,TTL`, read from both ends since keys
+/// may hold commas.
+pub(crate) fn twitter_line(line: &[u8]) -> bool {
+    let fields = comma_fields(line);
+    let n = fields.len();
+    n >= 7
+        && is_number(fields[0])
+        && is_kv_op(fields[n - 2])
+        && fields[n - 5..n - 2].iter().all(|f| is_number(f))
+}
+
+/// Two to four whitespace-separated numbers (ARC lines may omit the last two fields).
+pub(crate) fn arc_line(line: &[u8]) -> bool {
+    if line.contains(&b',') {
+        return false;
+    }
+    let words = whitespace_words(line);
+    (2..=4).contains(&words.len()) && words.iter().all(|w| is_number(w))
+}
+
+/// The kind of one data line, or `None` if no format has lines like it: the first format whose
+/// line test passes, in table order, else one of the single-column kinds.
+fn classify_line(line: &[u8]) -> Option<LineKind> {
+    if let Some(entry) = FORMATS
+        .iter()
+        .find(|entry| entry.sniff.data_line.is_some_and(|test| test(line)))
+    {
+        return Some(LineKind::Format(entry.format));
+    }
+    if line.contains(&b',') {
+        return None;
+    }
+    match whitespace_words(line).as_slice() {
         [b"*"] => Some(LineKind::Star),
         [word] if is_number(word) => Some(LineKind::Number),
         [_] => Some(LineKind::Word),
-        [_, _, ..] if words.len() <= 4 && words.iter().all(|w| is_number(w)) => {
-            Some(LineKind::Format(TraceFormat::Arc))
-        }
         _ => None,
     }
 }
@@ -385,5 +440,29 @@ mod tests {
         oracle[16] = 1; // record 0 now claims its next access is itself
         oracle[17..24].fill(0);
         assert_eq!(format_from_content(&oracle, Some(72), None), None);
+    }
+
+    #[test]
+    fn signatures_outrank_plausible_content() {
+        // A native header and one record whose bytes also read as two plausible oracleGeneral
+        // records (next access -1).
+        let mut native = crate::read::native_header().to_vec();
+        native.extend_from_slice(&[0xff; 8]);
+        native.extend_from_slice(&[0; 16]);
+        native.extend_from_slice(&[0xff; 8]);
+        assert!(oracle_general_records(&native, Some(48)));
+        assert_eq!(
+            format_from_content(&native, Some(48), None),
+            Some(TraceFormat::Native)
+        );
+        // A Meta key-value header names a key column, so it is a CSV header too.
+        let meta = "op_time,key,key_size,op,op_count,size,cache_hits,ttl,usecase,sub_usecase\n\
+                    1,k,3,GET,1,10,0,0,1,1\n";
+        let first = meta.as_bytes().split(|&b| b == b'\n').next().unwrap();
+        assert!(csv_header(first, None));
+        assert_eq!(
+            format_from_content(meta.as_bytes(), None, None),
+            Some(TraceFormat::MetaKv)
+        );
     }
 }

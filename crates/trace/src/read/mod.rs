@@ -4,6 +4,9 @@
 //! Block formats (vscsi, msr, tencent, systor, meta-block) parse into [`BlockRecord`]s
 //! ([`open_block_records`] hands them out as they are), which the one shared helper in
 //! `block.rs` splits into cache-line requests; see there for the key layout and `--no-split`.
+//!
+//! What differs between formats — names, kind, detection, openers — is one table in
+//! `registry.rs`; adding a format is a [`TraceFormat`] variant, its entry there and its module.
 
 mod arc;
 mod binary;
@@ -16,6 +19,7 @@ mod meta_kv;
 mod msr;
 mod native;
 mod oracle_general;
+mod registry;
 mod source;
 mod systor;
 mod tencent;
@@ -38,6 +42,7 @@ pub use text::stable_key_hash;
 use std::path::Path;
 
 use crate::{Request, TraceError};
+use registry::{Kind, FORMATS};
 
 /// A stream of requests from one trace file, read in constant memory.
 pub trait TraceReader: Send {
@@ -77,7 +82,9 @@ pub fn for_each_batch<E: From<TraceError>>(
     }
 }
 
-/// The trace formats heterarchy reads.
+/// The trace formats heterarchy reads. Each variant has one entry, at the same position, in the
+/// format table (`registry.rs`) that every method here reads; the crate's tests do not compile
+/// while a variant lacks one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TraceFormat {
     /// libCacheSim oracleGeneral: packed `{u32 time; u64 id; u32 size; i64 next}` records.
@@ -109,40 +116,25 @@ pub enum TraceFormat {
 }
 
 impl TraceFormat {
-    /// Every format, in the order `--help` lists them.
-    pub const ALL: [TraceFormat; 13] = [
-        TraceFormat::OracleGeneral,
-        TraceFormat::Native,
-        TraceFormat::Vscsi,
-        TraceFormat::Csv,
-        TraceFormat::Txt,
-        TraceFormat::Msr,
-        TraceFormat::Tencent,
-        TraceFormat::Systor,
-        TraceFormat::Twitter,
-        TraceFormat::MetaKv,
-        TraceFormat::MetaBlock,
-        TraceFormat::Arc,
-        TraceFormat::Lirs,
-    ];
+    /// Every format, in the order `--help` lists them (the table's order).
+    pub const ALL: [TraceFormat; FORMATS.len()] = {
+        let mut all = [TraceFormat::OracleGeneral; FORMATS.len()];
+        let mut index = 0;
+        while index < all.len() {
+            all[index] = FORMATS[index].format;
+            index += 1;
+        }
+        all
+    };
 
     /// The name used by `--trace-format`.
     pub fn name(self) -> &'static str {
-        match self {
-            TraceFormat::OracleGeneral => "oracleGeneral",
-            TraceFormat::Native => "native",
-            TraceFormat::Vscsi => "vscsi",
-            TraceFormat::Csv => "csv",
-            TraceFormat::Txt => "txt",
-            TraceFormat::Msr => "msr",
-            TraceFormat::Tencent => "tencent",
-            TraceFormat::Systor => "systor",
-            TraceFormat::Twitter => "twitter",
-            TraceFormat::MetaKv => "meta-kv",
-            TraceFormat::MetaBlock => "meta-block",
-            TraceFormat::Arc => "arc",
-            TraceFormat::Lirs => "lirs",
-        }
+        self.entry().name
+    }
+
+    /// One line saying what the format is, for `--help`.
+    pub fn description(self) -> &'static str {
+        self.entry().description
     }
 
     /// Parses a `--trace-format` name, case-insensitively; libCacheSim's `oracleGeneralBin` is
@@ -164,14 +156,7 @@ impl TraceFormat {
 
     /// True for block traces, whose requests are split into cache lines unless `--no-split`.
     pub fn is_block(self) -> bool {
-        matches!(
-            self,
-            TraceFormat::Vscsi
-                | TraceFormat::Msr
-                | TraceFormat::Tencent
-                | TraceFormat::Systor
-                | TraceFormat::MetaBlock
-        )
+        matches!(self.entry().kind, Kind::Blocks(_))
     }
 }
 
@@ -224,26 +209,11 @@ fn open_as(
             "block size 0: expected at least 1 byte",
         ));
     }
-    Ok(match format {
-        TraceFormat::OracleGeneral => Box::new(OracleGeneralReader::open(path)?),
-        TraceFormat::Native => Box::new(NativeReader::open(path)?),
-        TraceFormat::Csv => {
-            let spec = match &options.csv {
-                Some(spec) => spec.clone(),
-                None => csv::spec_from_header(path)?,
-            };
-            Box::new(csv::CsvReader::open(path, spec)?)
+    Ok(match format.entry().kind {
+        Kind::Requests { open, .. } => open(path, options)?,
+        Kind::Blocks(records) => {
+            Box::new(block::BlockReader::new(records(path)?, block_size, split))
         }
-        TraceFormat::Txt => Box::new(txt::TxtReader::open(path)?),
-        TraceFormat::Twitter => Box::new(twitter::TwitterReader::open(path)?),
-        TraceFormat::MetaKv => Box::new(meta_kv::MetaKvReader::open(path)?),
-        TraceFormat::Arc => Box::new(arc::ArcReader::open(path)?),
-        TraceFormat::Lirs => Box::new(lirs::LirsReader::open(path)?),
-        block => Box::new(block::BlockReader::new(
-            block_records_as(path, block)?,
-            block_size,
-            split,
-        )),
     })
 }
 
@@ -265,24 +235,50 @@ fn block_records_as(
     path: &Path,
     format: TraceFormat,
 ) -> Result<Box<dyn BlockRecordSource>, TraceError> {
-    Ok(match format {
-        TraceFormat::Vscsi => Box::new(vscsi::records(path)?),
-        TraceFormat::Msr => Box::new(msr::records(path)?),
-        TraceFormat::Tencent => Box::new(tencent::records(path)?),
-        TraceFormat::Systor => Box::new(systor::records(path)?),
-        TraceFormat::MetaBlock => Box::new(meta_block::records(path)?),
-        TraceFormat::Native => Box::new(native::records(path)?),
-        other => {
-            return Err(TraceError::file(
-                path,
-                format!(
-                    "a {} trace has no block records; expected a block trace (vscsi, msr, \
-                     tencent, systor, meta-block, or native as written from block records)",
-                    other.name()
-                ),
-            ))
-        }
-    })
+    match format.entry().kind {
+        Kind::Blocks(records)
+        | Kind::Requests {
+            block_records: Some(records),
+            ..
+        } => records(path),
+        Kind::Requests {
+            block_records: None,
+            ..
+        } => Err(TraceError::file(
+            path,
+            format!(
+                "a {} trace has no block records; expected a block trace ({})",
+                format.name(),
+                block_record_formats()
+            ),
+        )),
+    }
+}
+
+/// The formats that have block records, for errors: block formats first, then the request
+/// formats that can hold block I/Os, which only some of their files do.
+fn block_record_formats() -> String {
+    let blocks = FORMATS
+        .iter()
+        .filter(|entry| matches!(entry.kind, Kind::Blocks(_)))
+        .map(|entry| entry.name.to_string());
+    let requests = FORMATS
+        .iter()
+        .filter(|entry| {
+            matches!(
+                entry.kind,
+                Kind::Requests {
+                    block_records: Some(_),
+                    ..
+                }
+            )
+        })
+        .map(|entry| format!("{} as written from block records", entry.name));
+    let mut names: Vec<String> = blocks.chain(requests).collect();
+    if let [_, .., last] = names.as_mut_slice() {
+        *last = format!("or {last}");
+    }
+    names.join(", ")
 }
 
 #[cfg(test)]
@@ -304,5 +300,27 @@ mod tests {
         );
         assert_eq!(TraceFormat::from_name("meta_kv"), Some(TraceFormat::MetaKv));
         assert_eq!(TraceFormat::from_name("parquet"), None);
+    }
+
+    #[test]
+    fn kinds_and_block_record_formats_come_from_the_table() {
+        let blocks: Vec<TraceFormat> = TraceFormat::ALL
+            .into_iter()
+            .filter(|format| format.is_block())
+            .collect();
+        assert_eq!(
+            blocks,
+            [
+                TraceFormat::Vscsi,
+                TraceFormat::Msr,
+                TraceFormat::Tencent,
+                TraceFormat::Systor,
+                TraceFormat::MetaBlock
+            ]
+        );
+        assert_eq!(
+            block_record_formats(),
+            "vscsi, msr, tencent, systor, meta-block, or native as written from block records"
+        );
     }
 }
