@@ -70,3 +70,17 @@ def test_the_report_charts_each_budget_with_both_optima_marked(heterarchy, tmp_p
     html = report.read_text()
     assert html.count("<svg") == 2 and html.count("<circle") == 4
     assert "FastDRAM/FastSSD/SlowHDD at $2" in html
+
+
+def test_devices_may_be_any_priced_preset(heterarchy):
+    """`--devices` takes Table 3.1's labels or device presets (`heterarchy device list`)."""
+    if not TRACE.is_file():
+        pytest.skip(f"{TRACE} not found")
+    found = run_json(heterarchy, "sizing", TRACE, "--budget", "1", "--devices", "dram,optane-ssd,hdd")
+    assert {row["config"] for row in found} == {"dram/optane-ssd/hdd"}
+    labelled = run_json(heterarchy, "sizing", TRACE, "--budget", "1",
+                        "--devices", "fast-dram-seed002,fast-ssd-seed002,slow-hdd-seed002")
+    table = run_json(heterarchy, "sizing", TRACE, "--budget", "1", "--devices", "FastDRAM,FastSSD,SlowHDD")
+    # The presets carry Table 3.1's numbers: the same answers under either name.
+    strip = lambda rows: [{k: v for k, v in row.items() if k != "config"} for row in rows]
+    assert strip(labelled) == strip(table)

@@ -8,17 +8,41 @@ use crate::spec::{DeviceError, DeviceSpec};
 /// Preset names and their TOML, in the order `heterarchy device list` shows them: fastest first.
 const PRESETS: &[(&str, &str)] = &[
     ("dram", include_str!("../presets/dram.toml")),
+    (
+        "fast-dram-seed002",
+        include_str!("../presets/fast-dram-seed002.toml"),
+    ),
+    (
+        "slow-dram-seed002",
+        include_str!("../presets/slow-dram-seed002.toml"),
+    ),
     ("cxl-memory", include_str!("../presets/cxl-memory.toml")),
     ("optane-pm", include_str!("../presets/optane-pm.toml")),
     ("optane-pm-x2", include_str!("../presets/optane-pm-x2.toml")),
     ("optane-pm-x6", include_str!("../presets/optane-pm-x6.toml")),
     ("optane-ssd", include_str!("../presets/optane-ssd.toml")),
+    (
+        "fast-ssd-seed002",
+        include_str!("../presets/fast-ssd-seed002.toml"),
+    ),
+    (
+        "medium-ssd-seed002",
+        include_str!("../presets/medium-ssd-seed002.toml"),
+    ),
+    (
+        "slow-ssd-seed002",
+        include_str!("../presets/slow-ssd-seed002.toml"),
+    ),
     ("nvme-flash", include_str!("../presets/nvme-flash.toml")),
     ("sata-flash", include_str!("../presets/sata-flash.toml")),
     ("hdd", include_str!("../presets/hdd.toml")),
     (
         "fast-hdd-seed002",
         include_str!("../presets/fast-hdd-seed002.toml"),
+    ),
+    (
+        "slow-hdd-seed002",
+        include_str!("../presets/slow-hdd-seed002.toml"),
     ),
     ("flashsim-50", include_str!("../presets/flashsim-50.toml")),
     ("flashsim-25", include_str!("../presets/flashsim-25.toml")),

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use heterarchy_sim::parallel::map_parallel;
 use heterarchy_sim::sizing::{
-    seed002_configs, seed002_device, Evaluator, PageOp, ReuseByOp, Sizing, TierConfig, WritePolicy,
+    seed002_configs, sizing_device, Evaluator, PageOp, ReuseByOp, Sizing, TierConfig, WritePolicy,
     CYDONIA_EVALMAX, CYDONIA_STEP, PAGE_BYTES, UNIT_PAGES,
 };
 
@@ -90,10 +90,11 @@ fn configs(args: &SizingArgs) -> Result<Vec<TierConfig>> {
             bail!("--devices {list}: expected three devices, T1,T2,BACKING");
         };
         let device = |name: &str| {
-            seed002_device(name).ok_or_else(|| {
+            sizing_device(name).ok_or_else(|| {
                 anyhow!(
-                    "--devices: unknown device \"{name}\"; expected FastDRAM, SlowDRAM, FastSSD, \
-                     MediumSSD, SlowSSD, FastHDD or SlowHDD"
+                    "--devices: unknown device \"{name}\"; expected a Table 3.1 label (FastDRAM, \
+                     SlowDRAM, FastSSD, MediumSSD, SlowSSD, FastHDD, SlowHDD) or a device preset \
+                     with a price (heterarchy device list)"
                 )
             })
         };

@@ -12,7 +12,8 @@ pub mod search;
 
 pub use exclusive::ExclusiveLru;
 pub use model::{
-    hit_miss_ratio, seed002_configs, seed002_device, SizingDevice, TierConfig, WritePolicy,
+    hit_miss_ratio, seed002_configs, seed002_device, sizing_device, SizingDevice, TierConfig,
+    WritePolicy, TABLE_3_1,
 };
 pub use reuse::{PageOp, ReuseByOp, TierHits, PAGE_BYTES, UNIT_PAGES};
 pub use search::{Evaluator, Exhaustive, SearchResult, Sizing, CYDONIA_EVALMAX, CYDONIA_STEP};

@@ -153,17 +153,17 @@ pub fn hit_miss_ratio(hits: &TierHits) -> f64 {
     }
 }
 
-/// Seed 002 Table 3.1's devices as its model uses them (prices from amazon.com and latencies
-/// from storagereview.com and userbenchmark.com, January 2022): name, read and write µs, price
-/// and capacity in GB.
-const TABLE_3_1: [(&str, f64, f64, f64, f64); 7] = [
-    ("FastDRAM", 0.0619, 0.0619, 120.0, 16.0),
-    ("SlowDRAM", 0.0774, 0.0774, 68.0, 16.0),
-    ("FastSSD", 1.82, 2.0, 1120.0, 375.0),
-    ("MediumSSD", 13.33, 27.77, 454.0, 800.0),
-    ("SlowSSD", 18.18, 33.33, 132.0, 480.0),
-    ("FastHDD", 120.8, 974.6, 644.0, 20_000.0),
-    ("SlowHDD", 1661.1, 1037.3, 289.0, 8000.0),
+/// Seed 002 Table 3.1's labels and the device presets that carry its numbers (prices from
+/// amazon.com and latencies from storagereview.com and userbenchmark.com, January 2022; each
+/// preset file cites them).
+pub const TABLE_3_1: [(&str, &str); 7] = [
+    ("FastDRAM", "fast-dram-seed002"),
+    ("SlowDRAM", "slow-dram-seed002"),
+    ("FastSSD", "fast-ssd-seed002"),
+    ("MediumSSD", "medium-ssd-seed002"),
+    ("SlowSSD", "slow-ssd-seed002"),
+    ("FastHDD", "fast-hdd-seed002"),
+    ("SlowHDD", "slow-hdd-seed002"),
 ];
 
 /// Seed 002 Table 3.2: each tier-1 and tier-2 pair with its backing stores (17 in all; the
@@ -178,16 +178,28 @@ const TABLE_3_2: [(&str, &str, &[&str]); 7] = [
     ("SlowDRAM", "SlowSSD", &["FastHDD", "SlowHDD"]),
 ];
 
-/// The Table 3.1 device called `name`.
+/// The Table 3.1 device labelled `name` (FastDRAM, ...).
 pub fn seed002_device(name: &str) -> Option<SizingDevice> {
-    TABLE_3_1.iter().find(|device| device.0 == name).map(
-        |&(name, read_us, write_us, dollars, gb)| SizingDevice {
-            name: name.to_string(),
-            read_us,
-            write_us,
-            dollars_per_gb: dollars / gb,
-        },
-    )
+    let (label, preset) = TABLE_3_1.iter().find(|(label, _)| *label == name)?;
+    let mut device = sizing_device(preset)?;
+    device.name = label.to_string();
+    Some(device)
+}
+
+/// A device by Table 3.1 label or by preset name (`heterarchy device list`): its 4 KiB read
+/// and write latencies at queue depth 1 and its price; `None` for an unknown name or a preset
+/// without a price.
+pub fn sizing_device(name: &str) -> Option<SizingDevice> {
+    if let Some((label, _)) = TABLE_3_1.iter().find(|(label, _)| *label == name) {
+        return seed002_device(label);
+    }
+    let spec = heterarchy_device::presets::preset(name)?;
+    Some(SizingDevice {
+        name: name.to_string(),
+        read_us: spec.read.latency_ns / 1e3,
+        write_us: spec.write.latency_ns / 1e3,
+        dollars_per_gb: spec.cost_per_gb?,
+    })
 }
 
 /// Table 3.2's seventeen configurations, in its order.
@@ -252,6 +264,36 @@ mod tests {
         assert_eq!(fast.affordable_units(1, 1.0), 132);
         assert_eq!(fast.tier2_for(132, 1.0), 0);
         assert_eq!(fast.tier2_for(100, 1.0), 80);
+    }
+
+    #[test]
+    fn table_3_1_devices_come_from_presets_with_the_thesis_numbers() {
+        // Label, read and write µs, price and GB (seed 002 Table 3.1).
+        let table = [
+            ("FastDRAM", 0.0619, 0.0619, 120.0, 16.0),
+            ("SlowDRAM", 0.0774, 0.0774, 68.0, 16.0),
+            ("FastSSD", 1.82, 2.0, 1120.0, 375.0),
+            ("MediumSSD", 13.33, 27.77, 454.0, 800.0),
+            ("SlowSSD", 18.18, 33.33, 132.0, 480.0),
+            ("FastHDD", 120.8, 974.6, 644.0, 20_000.0),
+            ("SlowHDD", 1661.1, 1037.3, 289.0, 8000.0),
+        ];
+        for (label, read_us, write_us, dollars, gb) in table {
+            let device = seed002_device(label).unwrap();
+            assert_eq!(device.name, label);
+            assert!((device.read_us - read_us).abs() < 1e-9, "{label}");
+            assert!((device.write_us - write_us).abs() < 1e-9, "{label}");
+            let price = dollars / gb;
+            assert!(
+                (device.dollars_per_gb - price).abs() < 1e-9 * price,
+                "{label}"
+            );
+        }
+        // Any priced preset serves too, by its own name.
+        let hdd = sizing_device("hdd").unwrap();
+        assert_eq!(hdd.name, "hdd");
+        assert!(hdd.read_us > 1000.0);
+        assert!(sizing_device("Floppy").is_none());
     }
 
     #[test]
