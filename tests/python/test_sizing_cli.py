@@ -84,3 +84,18 @@ def test_devices_may_be_any_priced_preset(heterarchy):
     # The presets carry Table 3.1's numbers: the same answers under either name.
     strip = lambda rows: [{k: v for k, v in row.items() if k != "config"} for row in rows]
     assert strip(labelled) == strip(table)
+
+
+def test_the_table_ends_with_a_summary_per_budget_beside_the_thesis(heterarchy):
+    if not TRACE.is_file():
+        pytest.skip(f"{TRACE} not found")
+    for policy, thesis in (("wt", "2.3% mean"), ("wb", "13.1% mean")):
+        done = run(heterarchy, "sizing", TRACE, "--budget", "1,4", "--policy", policy, "--format", "table")
+        lines = done.stdout.splitlines()
+        header = next(i for i, line in enumerate(lines) if line.startswith("budget  cydonia_gap_mean_percent"))
+        budgets = [lines[header + 2].split(), lines[header + 3].split()]
+        assert [row[0] for row in budgets] == ["1", "4"]
+        for row in budgets:
+            # The optima's three shares add up to every configuration.
+            assert sum(int(share.rstrip("%")) for share in row[4:7]) in (99, 100, 101)
+        assert thesis in done.stdout and "of the grid" in done.stdout
