@@ -22,6 +22,7 @@ PRESETS = {
     "nvme-flash",
     "sata-flash",
     "hdd",
+    "hdd-10k",
     "fast-hdd-seed002",
     "fast-dram-seed002",
     "slow-dram-seed002",

@@ -89,3 +89,20 @@ def test_a_key_value_trace_is_refused(heterarchy, volume):
     server = volume("wt")
     done = run(heterarchy, "replay", path, "--to", server.uri(), check=False)
     assert done.returncode != 0 and "has no block records" in done.stderr
+
+
+def test_skip_idle_issues_at_once_when_nothing_is_outstanding(heterarchy, tmp_path, trace):
+    """The thesis' replayer: idle time is skipped. 5,000 I/Os at 2,000/s take 2.5 s by their
+    timestamps; against a fast in-process volume nearly every I/O finds nothing outstanding."""
+    config = tmp_path / "volume.toml"
+    config.write_text(f"""
+[[export]]
+name = "v"
+backing = "file:{tmp_path / 'disk.img'}:256m"
+cache = "ram:16m"
+""")
+    report = run_json(heterarchy, "replay", trace, "--volume", config, "--skip-idle")
+    assert report["requests"] == 5000 and report["options"]["skip_idle"] is True
+    assert report["duration_s"] < 1.5, report["duration_s"]
+    done = run(heterarchy, "replay", trace, "--volume", config, "--skip-idle", "--outstanding", "2", check=False)
+    assert done.returncode != 0 and "cannot be used with" in done.stderr

@@ -35,6 +35,7 @@ const PRESETS: &[(&str, &str)] = &[
     ),
     ("nvme-flash", include_str!("../presets/nvme-flash.toml")),
     ("sata-flash", include_str!("../presets/sata-flash.toml")),
+    ("hdd-10k", include_str!("../presets/hdd-10k.toml")),
     ("hdd", include_str!("../presets/hdd.toml")),
     (
         "fast-hdd-seed002",

@@ -15,6 +15,7 @@
 
 use std::io;
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,6 +29,8 @@ use serde::Serialize;
 
 const PAGE_BYTES: u64 = 4096;
 const LATENCY_MAX_NS: u64 = 600_000_000_000;
+/// How often a replay that skips idle time looks whether the target has gone idle.
+const IDLE_POLL: Duration = Duration::from_micros(50);
 /// Lanes at most: threads (and connections) of one replay.
 pub const MAX_LANES: usize = 1024;
 
@@ -76,6 +79,11 @@ pub struct ReplayOptions {
     pub lanes: usize,
     /// Replay only the first so many I/Os.
     pub limit: Option<u64>,
+    /// Timed pacing only: when no I/O is outstanding, issue the next at once instead of
+    /// waiting for its time, and shift the rest of the schedule by the time skipped (the
+    /// thesis' replayer, seed 002 §4.2.2: "if the application queue is empty, we ignore the
+    /// IAT and issue the next request immediately").
+    pub skip_idle: bool,
 }
 
 /// Latency percentiles of one kind of I/O, µs.
@@ -224,13 +232,14 @@ pub fn replay(
     let receiver = Arc::new(Mutex::new(receiver));
     let tallies = Mutex::new(Vec::new());
     let first_error = Mutex::new(None::<io::Error>);
+    let outstanding = AtomicUsize::new(0);
     let began = Instant::now();
     let mut trace_error = None;
     std::thread::scope(|scope| {
         for _ in 0..options.lanes {
             let receiver = Arc::clone(&receiver);
-            let (tallies, first_error) = (&tallies, &first_error);
-            scope.spawn(move || match lane(target, &receiver) {
+            let (tallies, first_error, outstanding) = (&tallies, &first_error, &outstanding);
+            scope.spawn(move || match lane(target, &receiver, outstanding) {
                 Ok(tally) => tallies
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -245,6 +254,8 @@ pub fn replay(
         }
         let mut first_time_ns = None;
         let mut issued = 0u64;
+        // Time skipped while idle (`skip_idle`): every later I/O is due that much earlier.
+        let mut skipped = Duration::ZERO;
         loop {
             if options.limit.is_some_and(|limit| issued >= limit) {
                 break;
@@ -257,17 +268,34 @@ pub fn replay(
                     break;
                 }
             };
-            let Some(task) = task_of(&record, size, began, &mut first_time_ns, options) else {
+            let Some(mut task) = task_of(&record, size, began, &mut first_time_ns, options) else {
                 continue;
             };
             if let Some(due) = task.due {
-                let now = Instant::now();
-                if due > now {
-                    std::thread::sleep(due - now);
+                let mut due = due - skipped.min(due - began);
+                loop {
+                    let now = Instant::now();
+                    if due <= now {
+                        break;
+                    }
+                    if options.skip_idle && outstanding.load(Ordering::SeqCst) == 0 {
+                        skipped += due - now;
+                        due = now;
+                        break;
+                    }
+                    // Waiting in slices lets an idle target cut the wait short.
+                    let slice = if options.skip_idle {
+                        IDLE_POLL
+                    } else {
+                        due - now
+                    };
+                    std::thread::sleep(slice.min(due - now));
                 }
+                task.due = Some(due);
             }
             for _ in 0..record.repeat {
                 let task = Task { ..task };
+                outstanding.fetch_add(1, Ordering::SeqCst);
                 if sender.send(task).is_err() {
                     break; // every lane failed; the error is reported below
                 }
@@ -353,8 +381,13 @@ impl Tally {
     }
 }
 
-/// One lane: takes tasks until the channel closes, one in flight.
-fn lane(target: &ReplayTarget, tasks: &Mutex<Receiver<Task>>) -> io::Result<Tally> {
+/// One lane: takes tasks until the channel closes, one in flight; counts each down in
+/// `outstanding` once answered.
+fn lane(
+    target: &ReplayTarget,
+    tasks: &Mutex<Receiver<Task>>,
+    outstanding: &AtomicUsize,
+) -> io::Result<Tally> {
     let mut client = match target {
         ReplayTarget::Nbd { address, export } => Some(connect(address, export)?),
         ReplayTarget::Volume(_) => None,
@@ -401,6 +434,7 @@ fn lane(target: &ReplayTarget, tasks: &Mutex<Receiver<Task>>) -> io::Result<Tall
             }
             (ReplayTarget::Nbd { .. }, None) => unreachable!("NBD lanes connect first"),
         };
+        outstanding.fetch_sub(1, Ordering::SeqCst);
         let ns = u64::try_from(answered.duration_since(due).as_nanos())
             .unwrap_or(u64::MAX)
             .max(1);

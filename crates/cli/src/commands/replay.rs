@@ -46,6 +46,10 @@ pub struct ReplayArgs {
     /// Replay only the first N I/Os.
     #[arg(long)]
     pub limit: Option<u64>,
+    /// Following timestamps, issue the next I/O at once whenever none is outstanding (the
+    /// thesis' replayer: idle time is skipped, bursts keep their shape).
+    #[arg(long, conflicts_with = "outstanding")]
+    pub skip_idle: bool,
     /// `table` or `json`.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
@@ -62,6 +66,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         },
         lanes: args.outstanding.unwrap_or(args.lanes),
         limit: args.limit,
+        skip_idle: args.skip_idle,
     };
     let (target, volume) = match (&args.to, &args.volume) {
         (Some(url), _) => (
