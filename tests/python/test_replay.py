@@ -106,3 +106,23 @@ cache = "ram:16m"
     assert report["duration_s"] < 1.5, report["duration_s"]
     done = run(heterarchy, "replay", trace, "--volume", config, "--skip-idle", "--outstanding", "2", check=False)
     assert done.returncode != 0 and "cannot be used with" in done.stderr
+
+
+def test_the_report_charts_throughput_over_time_and_latency(heterarchy, tmp_path, trace):
+    config = tmp_path / "volume.toml"
+    config.write_text(f"""
+[[export]]
+name = "v"
+backing = "file:{tmp_path / 'disk.img'}:256m"
+cache = "ram:16m"
+""")
+    report = tmp_path / "replay.html"
+    found = run_json(heterarchy, "replay", trace, "--volume", config, "--outstanding", "4", "--report", report)
+    series = found["throughput_series"]
+    assert 1 <= len(series) <= 50
+    # The intervals' MB/s times their width add up to every byte replayed.
+    width = series[0][0]
+    total = sum(mb for _, mb in series) * width * 1e6
+    assert total == pytest.approx(found["read_bytes"] + found["write_bytes"], rel=1e-6)
+    html = report.read_text()
+    assert html.count("<svg") == 2 and "Throughput over the replay" in html and "Latency by percentile" in html

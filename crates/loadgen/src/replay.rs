@@ -28,6 +28,8 @@ use heterarchy_volume::{Volume, VolumeStats};
 use serde::Serialize;
 
 const PAGE_BYTES: u64 = 4096;
+/// Intervals of the throughput series.
+const SERIES_INTERVALS: usize = 50;
 const LATENCY_MAX_NS: u64 = 600_000_000_000;
 /// How often a replay that skips idle time looks whether the target has gone idle.
 const IDLE_POLL: Duration = Duration::from_micros(50);
@@ -139,6 +141,8 @@ pub struct ReplayReport {
     pub misses: Option<u64>,
     pub tiers: Vec<TierReplay>,
     pub devices: Vec<DeviceReplay>,
+    /// MB/s completed in each of up to 50 equal intervals: (interval's end, s; MB/s).
+    pub throughput_series: Vec<(f64, f64)>,
 }
 
 /// Why a replay stopped.
@@ -316,7 +320,10 @@ pub fn replay(
         total.merge(tally);
     }
     let after = volume_stats(target);
-    Ok(report(target, options, total, duration_s, before, after))
+    let series = throughput_series(&total.completions, began, duration_s);
+    let mut report = report(target, options, total, duration_s, before, after);
+    report.throughput_series = series;
+    Ok(report)
 }
 
 /// The task a record becomes, or `None` for ops that are not replayed.
@@ -355,6 +362,8 @@ struct Tally {
     read_bytes: u64,
     write_bytes: u64,
     late: u64,
+    /// (completion, bytes) of every I/O, for the throughput series.
+    completions: Vec<(Instant, u64)>,
 }
 
 impl Tally {
@@ -368,6 +377,7 @@ impl Tally {
             read_bytes: 0,
             write_bytes: 0,
             late: 0,
+            completions: Vec::new(),
         }
     }
 
@@ -378,6 +388,7 @@ impl Tally {
         self.read_bytes += other.read_bytes;
         self.write_bytes += other.write_bytes;
         self.late += other.late;
+        self.completions.extend(other.completions);
     }
 }
 
@@ -435,6 +446,7 @@ fn lane(
             (ReplayTarget::Nbd { .. }, None) => unreachable!("NBD lanes connect first"),
         };
         outstanding.fetch_sub(1, Ordering::SeqCst);
+        tally.completions.push((answered, task.length));
         let ns = u64::try_from(answered.duration_since(due).as_nanos())
             .unwrap_or(u64::MAX)
             .max(1);
@@ -467,6 +479,34 @@ fn volume_stats(target: &ReplayTarget) -> Option<VolumeStats> {
         ReplayTarget::Volume(volume) => Some(volume.stats()),
         ReplayTarget::Nbd { .. } => None,
     }
+}
+
+/// MB/s completed in each of [`SERIES_INTERVALS`] equal intervals of the run.
+fn throughput_series(
+    completions: &[(Instant, u64)],
+    began: Instant,
+    duration_s: f64,
+) -> Vec<(f64, f64)> {
+    if completions.is_empty() || duration_s <= 0.0 {
+        return Vec::new();
+    }
+    let width_s = duration_s / SERIES_INTERVALS as f64;
+    let mut bytes = vec![0u64; SERIES_INTERVALS];
+    for (at, length) in completions {
+        let offset_s = at.duration_since(began).as_secs_f64();
+        let interval = ((offset_s / width_s) as usize).min(SERIES_INTERVALS - 1);
+        bytes[interval] += length;
+    }
+    bytes
+        .iter()
+        .enumerate()
+        .map(|(interval, &bytes)| {
+            (
+                (interval + 1) as f64 * width_s,
+                bytes as f64 / 1e6 / width_s,
+            )
+        })
+        .collect()
 }
 
 fn summary(histogram: &Histogram<u64>) -> LatencySummary {
@@ -540,6 +580,7 @@ fn report(
         misses,
         tiers,
         devices,
+        throughput_series: Vec::new(),
     }
 }
 

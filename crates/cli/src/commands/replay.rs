@@ -53,6 +53,9 @@ pub struct ReplayArgs {
     /// `table` or `json`.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Also write an HTML report: the tables, throughput over time and latency by percentile.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// Runs `heterarchy replay`.
@@ -98,7 +101,50 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         Format::Table => print!("{}", to_text(&report)),
         Format::Csv | Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
     }
+    if let Some(path) = &args.report {
+        std::fs::write(path, to_html(&report))
+            .with_context(|| format!("cannot write report {}", path.display()))?;
+    }
     Ok(())
+}
+
+/// The HTML report: the tables, MB/s over the run, and latency at each percentile by op.
+fn to_html(report: &ReplayReport) -> String {
+    use heterarchy_report::{LineChart, Report, Series};
+    let mut html = Report::new("heterarchy replay");
+    html.paragraph(&format!(
+        "{} I/Os against {} in {:.2} s: {:.0} IOPS, {:.2} MB/s",
+        report.requests, report.target, report.duration_s, report.iops, report.mb_per_s
+    ));
+    for table in tables(report) {
+        html.table(&table.headers(), table.rows());
+    }
+    let mut throughput = LineChart::new("Throughput over the replay", "time, s", "MB/s");
+    throughput.series.push(Series {
+        name: "read and write".into(),
+        points: report.throughput_series.clone(),
+    });
+    html.chart(&throughput);
+    let mut latency = LineChart::new("Latency by percentile", "percentile", "latency, us");
+    for (name, summary) in [
+        ("all", &report.all),
+        ("read", &report.reads),
+        ("write", &report.writes),
+    ] {
+        if summary.count > 0 {
+            latency.series.push(Series {
+                name: name.into(),
+                points: vec![
+                    (50.0, summary.p50_us),
+                    (90.0, summary.p90_us),
+                    (99.0, summary.p99_us),
+                    (99.9, summary.p999_us),
+                ],
+            });
+        }
+    }
+    html.chart(&latency);
+    html.to_html()
 }
 
 /// The cached export `name` (or the only one) of the serve config at `path`, opened.
@@ -131,8 +177,8 @@ fn open_volume(path: &std::path::Path, name: Option<&str>) -> Result<Volume> {
         .with_context(|| format!("--volume: export {}", volume.name))
 }
 
-/// The report for people: throughput, latency by op, tiers and devices.
-fn to_text(report: &ReplayReport) -> String {
+/// The report's tables: latency by op, then (in process) tiers and devices.
+fn tables(report: &ReplayReport) -> Vec<Table> {
     let mut latency = Table::new(&[
         "op", "count", "mean_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
     ]);
@@ -143,7 +189,7 @@ fn to_text(report: &ReplayReport) -> String {
     ] {
         latency.row(latency_row(name, summary));
     }
-    let mut text = latency.to_text();
+    let mut all = vec![latency];
     if !report.tiers.is_empty() {
         let mut tiers = Table::new(&["tier", "storage", "hits"]);
         for tier in &report.tiers {
@@ -153,7 +199,6 @@ fn to_text(report: &ReplayReport) -> String {
                 tier.hits.to_string(),
             ]);
         }
-        text += &tiers.to_text();
         let mut devices = Table::new(&["device", "storage", "read_mb_per_s", "write_mb_per_s"]);
         for device in &report.devices {
             devices.row(vec![
@@ -163,8 +208,14 @@ fn to_text(report: &ReplayReport) -> String {
                 format!("{:.2}", device.write_mb_per_s),
             ]);
         }
-        text += &devices.to_text();
+        all.extend([tiers, devices]);
     }
+    all
+}
+
+/// The report for people: the tables, then a summary line.
+fn to_text(report: &ReplayReport) -> String {
+    let mut text: String = tables(report).iter().map(Table::to_text).collect();
     text += &format!(
         "replayed {} I/Os against {} in {:.2} s: {:.0} IOPS, {:.2} MB/s; {} late by over 1 ms{}\n",
         report.requests,
