@@ -8,7 +8,7 @@ import pytest
 from helpers import TRACES, run, run_json
 
 TRACE = TRACES / "cloudPhysicsIO.vscsi"
-FIELDS = {"config", "budget", "search", "t1_bytes", "t2_bytes", "mean_latency_us", "evaluations",
+FIELDS = {"trace", "config", "budget", "search", "t1_bytes", "t2_bytes", "mean_latency_us", "evaluations",
           "pyramidal"}
 # Seed 002 §3.2.1: 1 MiB units, priced as 1 MB of the device, plus 31 B of metadata a page in
 # tier 1's DRAM (FastDRAM $120 / 16 GB, FastSSD $1,120 / 375 GB).
@@ -99,3 +99,14 @@ def test_the_table_ends_with_a_summary_per_budget_beside_the_thesis(heterarchy):
             # The optima's three shares add up to every configuration.
             assert sum(int(share.rstrip("%")) for share in row[4:7]) in (99, 100, 101)
         assert thesis in done.stdout and "of the grid" in done.stdout
+
+
+def test_one_call_sizes_a_grid_of_traces(heterarchy):
+    msr = TRACES / "msr-cambridge-hm0-sample.csv"
+    if not TRACE.is_file() or not msr.is_file():
+        pytest.skip("shared traces not found")
+    rows = run_json(heterarchy, "sizing", TRACE, msr, "--budget", "0.5,2", "--config", "FastDRAM/FastSSD/SlowHDD")
+    assert {row["trace"] for row in rows} == {"cloudPhysicsIO.vscsi", "msr-cambridge-hm0-sample.csv"}
+    alone = run_json(heterarchy, "sizing", msr, "--budget", "0.5,2", "--config", "FastDRAM/FastSSD/SlowHDD")
+    # Each trace is sized as it would be alone.
+    assert [row for row in rows if row["trace"] == "msr-cambridge-hm0-sample.csv"] == alone

@@ -22,6 +22,8 @@ use crate::trace_args::TraceArgs;
 pub struct SizingArgs {
     #[command(flatten)]
     pub trace: TraceArgs,
+    /// More traces, each sized like the first (one call for a grid of traces and budgets).
+    pub more_traces: Vec<std::path::PathBuf>,
     /// Budgets in dollars, comma-separated (1,2.5,10): each buys tier 1 and tier 2 in 1 MiB
     /// units; the backing store is not charged.
     #[arg(long, required = true)]
@@ -69,6 +71,8 @@ pub enum SearchArg {
 /// One answer: a search's sizes for a configuration and budget.
 #[derive(Clone, Debug, Serialize)]
 struct Row {
+    /// The trace's file name.
+    trace: String,
     config: String,
     budget: f64,
     /// cydonia, exhaustive, or the exhaustive pass's single-tier, pyramidal and non-pyramidal
@@ -120,6 +124,23 @@ fn configs(args: &SizingArgs) -> Result<Vec<TierConfig>> {
     }
 }
 
+/// Every trace, configuration and budget, in that nesting.
+fn grid<'a>(
+    traces: &'a [(String, ReuseByOp)],
+    configs: &'a [TierConfig],
+    budgets: &[f64],
+) -> Vec<(&'a str, &'a ReuseByOp, &'a TierConfig, f64)> {
+    let mut all = Vec::new();
+    for (trace, reuse) in traces {
+        for config in configs {
+            for &budget in budgets {
+                all.push((trace.as_str(), reuse, config, budget));
+            }
+        }
+    }
+    all
+}
+
 fn budgets(text: &str) -> Result<Vec<f64>> {
     text.split(',')
         .map(|part| {
@@ -135,6 +156,7 @@ fn budgets(text: &str) -> Result<Vec<f64>> {
 }
 
 fn row(
+    trace: &str,
     config: &TierConfig,
     budget: f64,
     search: &'static str,
@@ -143,6 +165,7 @@ fn row(
 ) -> Row {
     let unit_bytes = UNIT_PAGES * PAGE_BYTES;
     Row {
+        trace: trace.to_string(),
         config: config.name(),
         budget,
         search,
@@ -173,30 +196,41 @@ pub fn run(args: &SizingArgs) -> Result<()> {
             );
         }
     }
-    let source = args.trace.source()?;
-    let started = Instant::now();
-    let mut reader = heterarchy_trace::open(&source.path, &source.options)
-        .with_context(|| format!("cannot open {}", source.path.display()))?;
-    let reuse = ReuseByOp::measure(&mut *reader).map_err(|e| anyhow!("{e}"))?;
-    let accesses = reuse.requests(PageOp::Read) + reuse.requests(PageOp::Write);
-    if accesses == 0 {
-        bail!(
-            "{}: no block reads or writes to size a cache for",
-            source.path.display()
-        );
-    }
-    let jobs: Vec<(&TierConfig, f64)> = configs
-        .iter()
-        .flat_map(|config| budgets.iter().map(move |&budget| (config, budget)))
+    let options = args.trace.reader_options()?;
+    let paths: Vec<&std::path::Path> = std::iter::once(args.trace.path.as_path())
+        .chain(args.more_traces.iter().map(|path| path.as_path()))
         .collect();
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let started = Instant::now();
+    let measured = map_parallel(&paths, threads, |path| -> Result<(String, ReuseByOp)> {
+        let mut reader = heterarchy_trace::open(path, &options)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let reuse = ReuseByOp::measure(&mut *reader).map_err(|e| anyhow!("{e}"))?;
+        if reuse.requests(PageOp::Read) + reuse.requests(PageOp::Write) == 0 {
+            bail!(
+                "{}: no block reads or writes to size a cache for",
+                path.display()
+            );
+        }
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        );
+        Ok((name, reuse))
+    });
+    let traces = measured.into_iter().collect::<Result<Vec<_>>>()?;
+    let accesses: u64 = traces
+        .iter()
+        .map(|(_, reuse)| reuse.requests(PageOp::Read) + reuse.requests(PageOp::Write))
+        .sum();
+    let jobs = grid(&traces, &configs, &budgets);
     let search = args.search;
-    let answers = map_parallel(&jobs, threads, |&(config, budget_dollars)| {
+    let answers = map_parallel(&jobs, threads, |&(trace, reuse, config, budget_dollars)| {
         let evaluator = Evaluator {
             config,
-            reuse: &reuse,
+            reuse,
             policy,
             budget_dollars,
         };
@@ -204,6 +238,7 @@ pub fn run(args: &SizingArgs) -> Result<()> {
         if search != SearchArg::Exhaustive {
             let found = evaluator.cydonia(CYDONIA_STEP, CYDONIA_EVALMAX);
             rows.push(row(
+                trace,
                 config,
                 budget_dollars,
                 "cydonia",
@@ -214,6 +249,7 @@ pub fn run(args: &SizingArgs) -> Result<()> {
         if search != SearchArg::Cydonia {
             let all = evaluator.exhaustive();
             rows.push(row(
+                trace,
                 config,
                 budget_dollars,
                 "exhaustive",
@@ -221,6 +257,7 @@ pub fn run(args: &SizingArgs) -> Result<()> {
                 all.evaluations,
             ));
             rows.push(row(
+                trace,
                 config,
                 budget_dollars,
                 "single-tier",
@@ -232,7 +269,7 @@ pub fn run(args: &SizingArgs) -> Result<()> {
                 ("non-pyramidal", all.non_pyramidal),
             ] {
                 if let Some(sizing) = sizing {
-                    rows.push(row(config, budget_dollars, name, &sizing, 0));
+                    rows.push(row(trace, config, budget_dollars, name, &sizing, 0));
                 }
             }
         }
@@ -241,6 +278,7 @@ pub fn run(args: &SizingArgs) -> Result<()> {
     let rows: Vec<Row> = answers.into_iter().flatten().collect();
     let seconds = started.elapsed().as_secs_f64();
     let mut table = Table::new(&[
+        "trace",
         "config",
         "budget",
         "search",
@@ -252,6 +290,7 @@ pub fn run(args: &SizingArgs) -> Result<()> {
     ]);
     for row in &rows {
         table.row(vec![
+            row.trace.clone(),
             row.config.clone(),
             format!("{}", row.budget),
             row.search.to_string(),
@@ -264,14 +303,16 @@ pub fn run(args: &SizingArgs) -> Result<()> {
     }
     print!("{}", render(args.format, &table, &rows));
     if let Some(path) = &args.report {
-        let html = report(&table, &rows, &configs, &budgets, &reuse, policy);
+        let html = report(&table, &rows, &configs, &budgets, &traces, policy);
         std::fs::write(path, html)
             .with_context(|| format!("cannot write report {}", path.display()))?;
     }
     if args.format == Format::Table {
         print!("{}", budget_summary(&rows, &budgets, policy));
         println!(
-            "{} configurations x {} budgets over {accesses} page accesses in {seconds:.2} s",
+            "{} traces x {} configurations x {} budgets over {accesses} page accesses in \
+             {seconds:.2} s",
+            traces.len(),
             configs.len(),
             budgets.len(),
         );
@@ -284,9 +325,13 @@ pub fn run(args: &SizingArgs) -> Result<()> {
 /// pyramid or non-pyramidal (seed 002 §3.3; empty unless both searches ran). Then the same over
 /// every budget, beside the thesis' figures.
 fn budget_summary(rows: &[Row], budgets: &[f64], policy: WritePolicy) -> String {
-    let find = |search: &str, config: &str, budget: f64| {
-        rows.iter()
-            .find(|r| r.search == search && r.config == config && r.budget == budget)
+    let find = |search: &str, of: &Row| {
+        rows.iter().find(|r| {
+            r.search == search
+                && r.trace == of.trace
+                && r.config == of.config
+                && r.budget == of.budget
+        })
     };
     let mut table = Table::new(&[
         "budget",
@@ -307,7 +352,7 @@ fn budget_summary(rows: &[Row], budgets: &[f64], policy: WritePolicy) -> String 
             .iter()
             .filter(|r| r.search == "cydonia" && r.budget == budget)
         {
-            let Some(optimum) = find("exhaustive", &cydonia.config, budget) else {
+            let Some(optimum) = find("exhaustive", cydonia) else {
                 continue;
             };
             gaps.push(100.0 * (cydonia.mean_latency_us / optimum.mean_latency_us - 1.0));
@@ -361,52 +406,58 @@ fn budget_summary(rows: &[Row], budgets: &[f64], policy: WritePolicy) -> String 
 /// thousands.
 const REPORT_POINTS: u64 = 400;
 
-/// The HTML report: the table, then one chart per configuration and budget.
+/// The HTML report: the table, then one chart per trace, configuration and budget.
 fn report(
     table: &Table,
     rows: &[Row],
     configs: &[TierConfig],
     budgets: &[f64],
-    reuse: &ReuseByOp,
+    traces: &[(String, ReuseByOp)],
     policy: WritePolicy,
 ) -> String {
     let mut html = heterarchy_report::Report::new("heterarchy sizing");
     html.table(&table.headers(), table.rows());
-    for config in configs {
-        for &budget_dollars in budgets {
-            let evaluator = Evaluator {
-                config,
-                reuse,
-                policy,
-                budget_dollars,
-            };
-            let most = config.affordable_units(1, budget_dollars);
-            let stride = (most / REPORT_POINTS).max(1);
-            let curve: Vec<(f64, f64)> = (1..=most)
-                .filter(|t1| t1 % stride == 0 || *t1 == most)
-                .map(|t1| (t1 as f64, evaluator.latency_at(t1)))
-                .collect();
-            let mut chart = heterarchy_report::LineChart::new(
-                &format!("{} at ${budget_dollars}", config.name()),
-                "tier 1, MiB (tier 2: the rest of the budget)",
-                "mean latency, us",
-            );
-            chart.series.push(heterarchy_report::Series {
-                name: "mean latency".into(),
-                points: curve,
-            });
-            for search in ["exhaustive", "cydonia"] {
-                if let Some(row) = rows.iter().find(|r| {
-                    r.search == search && r.config == config.name() && r.budget == budget_dollars
-                }) {
-                    chart.series.push(heterarchy_report::Series {
-                        name: search.into(),
-                        points: vec![((row.t1_bytes >> 20) as f64, row.mean_latency_us)],
-                    });
-                }
+    for (trace, reuse, config, budget_dollars) in grid(traces, configs, budgets) {
+        let evaluator = Evaluator {
+            config,
+            reuse,
+            policy,
+            budget_dollars,
+        };
+        let most = config.affordable_units(1, budget_dollars);
+        let stride = (most / REPORT_POINTS).max(1);
+        let curve: Vec<(f64, f64)> = (1..=most)
+            .filter(|t1| t1 % stride == 0 || *t1 == most)
+            .map(|t1| (t1 as f64, evaluator.latency_at(t1)))
+            .collect();
+        let title = if traces.len() > 1 {
+            format!("{trace}: {} at ${budget_dollars}", config.name())
+        } else {
+            format!("{} at ${budget_dollars}", config.name())
+        };
+        let mut chart = heterarchy_report::LineChart::new(
+            &title,
+            "tier 1, MiB (tier 2: the rest of the budget)",
+            "mean latency, us",
+        );
+        chart.series.push(heterarchy_report::Series {
+            name: "mean latency".into(),
+            points: curve,
+        });
+        for search in ["exhaustive", "cydonia"] {
+            if let Some(row) = rows.iter().find(|r| {
+                r.search == search
+                    && r.trace == trace
+                    && r.config == config.name()
+                    && r.budget == budget_dollars
+            }) {
+                chart.series.push(heterarchy_report::Series {
+                    name: search.into(),
+                    points: vec![((row.t1_bytes >> 20) as f64, row.mean_latency_us)],
+                });
             }
-            html.chart(&chart);
         }
+        html.chart(&chart);
     }
     html.to_html()
 }
