@@ -16,6 +16,19 @@ def trace(heterarchy, tmp_path_factory):
     return path
 
 
+def in_process_volume(tmp_path, cache='"ram:16m"', line=""):
+    """A serve config with one cached export, "v", over a 256 MiB backing file."""
+    config = tmp_path / "volume.toml"
+    config.write_text(f"""
+[[export]]
+name = "v"
+backing = "file:{tmp_path / 'disk.img'}:256m"
+cache = {cache}
+{line}
+""")
+    return config
+
+
 def test_closed_loop_over_nbd_reaches_the_server(heterarchy, volume, trace):
     server = volume("wt", metrics=True)
     before = volume_stats(server)
@@ -41,14 +54,7 @@ def test_timed_replay_follows_the_timestamps(heterarchy, volume, trace):
 
 
 def test_in_process_volume_reports_tiers_and_devices(heterarchy, tmp_path, trace):
-    config = tmp_path / "volume.toml"
-    config.write_text(f"""
-[[export]]
-name = "v"
-backing = "file:{tmp_path / 'disk.img'}:256m"
-cache = ["ram:8m", "file:{tmp_path / 't2.img'}:32m"]
-cache_line = "4k"
-""")
+    config = in_process_volume(tmp_path, f'["ram:8m", "file:{tmp_path / "t2.img"}:32m"]', 'cache_line = "4k"')
     report = run_json(heterarchy, "replay", trace, "--volume", config, "--outstanding", "8", "--limit", "3000")
     assert report["requests"] == 3000
     assert [tier["tier"] for tier in report["tiers"]] == [0, 1]
@@ -94,13 +100,7 @@ def test_a_key_value_trace_is_refused(heterarchy, volume):
 def test_skip_idle_issues_at_once_when_nothing_is_outstanding(heterarchy, tmp_path, trace):
     """The thesis' replayer: idle time is skipped. 5,000 I/Os at 2,000/s take 2.5 s by their
     timestamps; against a fast in-process volume nearly every I/O finds nothing outstanding."""
-    config = tmp_path / "volume.toml"
-    config.write_text(f"""
-[[export]]
-name = "v"
-backing = "file:{tmp_path / 'disk.img'}:256m"
-cache = "ram:16m"
-""")
+    config = in_process_volume(tmp_path)
     report = run_json(heterarchy, "replay", trace, "--volume", config, "--skip-idle")
     assert report["requests"] == 5000 and report["options"]["skip_idle"] is True
     assert report["duration_s"] < 1.5, report["duration_s"]
@@ -109,13 +109,7 @@ cache = "ram:16m"
 
 
 def test_the_report_charts_throughput_over_time_and_latency(heterarchy, tmp_path, trace):
-    config = tmp_path / "volume.toml"
-    config.write_text(f"""
-[[export]]
-name = "v"
-backing = "file:{tmp_path / 'disk.img'}:256m"
-cache = "ram:16m"
-""")
+    config = in_process_volume(tmp_path)
     report = tmp_path / "replay.html"
     found = run_json(heterarchy, "replay", trace, "--volume", config, "--outstanding", "4", "--report", report)
     series = found["throughput_series"]

@@ -37,20 +37,21 @@ pub enum BlockTarget {
 impl BlockTarget {
     /// Parses `nbd://HOST:PORT/EXPORT` (the export may be empty: the server's default).
     pub fn nbd(url: &str) -> Result<BlockTarget, String> {
-        let rest = url
-            .strip_prefix("nbd://")
-            .ok_or_else(|| format!("bad target \"{url}\": expected nbd://HOST:PORT/EXPORT"))?;
-        let (address, export) = rest.split_once('/').unwrap_or((rest, ""));
-        if !address.contains(':') {
-            return Err(format!(
-                "bad target \"{url}\": expected nbd://HOST:PORT/EXPORT"
-            ));
-        }
-        Ok(BlockTarget::Nbd {
-            address: address.to_string(),
-            export: export.to_string(),
-        })
+        let (address, export) = parse_nbd_url(url)?;
+        Ok(BlockTarget::Nbd { address, export })
     }
+}
+
+/// The address and export of `nbd://HOST:PORT/EXPORT` (the export may be empty: the server's
+/// default).
+pub(crate) fn parse_nbd_url(url: &str) -> Result<(String, String), String> {
+    let bad = || format!("bad target \"{url}\": expected nbd://HOST:PORT/EXPORT");
+    let rest = url.strip_prefix("nbd://").ok_or_else(bad)?;
+    let (address, export) = rest.split_once('/').unwrap_or((rest, ""));
+    if !address.contains(':') {
+        return Err(bad());
+    }
+    Ok((address.to_string(), export.to_string()))
 }
 
 /// The load.
@@ -371,7 +372,8 @@ fn staging_stats(target: &BlockTarget) -> Option<StagingStats> {
     }
 }
 
-fn connect(address: &str, export: &str) -> io::Result<Client<TcpStream>> {
+/// A client of `export` at `address`, Nagle off (requests are small and latency-bound).
+pub(crate) fn connect(address: &str, export: &str) -> io::Result<Client<TcpStream>> {
     let stream = TcpStream::connect(address)?;
     stream.set_nodelay(true)?;
     Client::connect(stream, export, false).map_err(io::Error::other)

@@ -14,18 +14,18 @@
 //! so that misalignment survives; an I/O longer than the target is cut to its size.
 
 use std::io;
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use heterarchy_nbd::Client;
 use heterarchy_trace::read::{BlockRecord, BlockRecordSource};
 use heterarchy_trace::{Op, TraceError};
 use heterarchy_volume::{Volume, VolumeStats};
 use serde::Serialize;
+
+use crate::block::{connect, parse_nbd_url};
 
 const PAGE_BYTES: u64 = 4096;
 /// Intervals of the throughput series.
@@ -47,12 +47,8 @@ pub enum ReplayTarget {
 impl ReplayTarget {
     /// Parses `nbd://HOST:PORT/EXPORT` (an empty export is the server's default).
     pub fn nbd(url: &str) -> Result<ReplayTarget, String> {
-        match crate::block::BlockTarget::nbd(url)? {
-            crate::block::BlockTarget::Nbd { address, export } => {
-                Ok(ReplayTarget::Nbd { address, export })
-            }
-            crate::block::BlockTarget::InProcess(_) => unreachable!("nbd() parses NBD URLs"),
-        }
+        let (address, export) = parse_nbd_url(url)?;
+        Ok(ReplayTarget::Nbd { address, export })
     }
 
     fn describe(&self) -> String {
@@ -466,12 +462,6 @@ fn lane(
         client.disconnect().map_err(io::Error::other)?;
     }
     Ok(tally)
-}
-
-fn connect(address: &str, export: &str) -> io::Result<Client<TcpStream>> {
-    let stream = TcpStream::connect(address)?;
-    stream.set_nodelay(true)?;
-    Client::connect(stream, export, false).map_err(io::Error::other)
 }
 
 fn volume_stats(target: &ReplayTarget) -> Option<VolumeStats> {

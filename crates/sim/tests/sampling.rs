@@ -3,7 +3,11 @@
 //! figures are deterministic (seeded hash, seeded generator); they are printed for the closing
 //! note and asserted where the issue sets a target.
 
+mod common;
+
 use std::path::{Path, PathBuf};
+
+use common::shared_trace;
 
 use heterarchy_sim::sampling::compare_sample;
 use heterarchy_trace::generate::{BlockGenerator, BlockWorkloadSpec};
@@ -13,21 +17,6 @@ use heterarchy_trace::sample::{
 };
 use heterarchy_trace::write::create_block_writer;
 use heterarchy_trace::TraceFormat;
-
-fn shared_trace(name: &str) -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces")
-        .join(name);
-    if path.is_file() {
-        Some(path)
-    } else {
-        println!(
-            "skipped: {} is missing (CI has ../shared/traces)",
-            path.display()
-        );
-        None
-    }
-}
 
 /// A generated block trace of `requests` I/Os written to `dir`.
 fn generated(dir: &Path, requests: u64) -> PathBuf {

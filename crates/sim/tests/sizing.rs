@@ -1,7 +1,7 @@
 //! Issue 19, item 2: the exclusive two-tier LRU hit counts that reuse distances split by op
 //! predict equal a direct simulation of the two tiers exactly, per op and tier.
 
-use std::path::Path;
+mod common;
 
 use heterarchy_sim::sizing::{
     hit_miss_ratio, seed002_configs, Evaluator, ExclusiveLru, PageOp, ReuseByOp, WritePolicy,
@@ -96,17 +96,7 @@ fn reuse_by_op_predicts_exclusive_two_tier_lru_exactly() {
 
 /// The CloudPhysics trace of shared/ (the thesis' dataset family), if present.
 fn cloudphysics() -> Option<std::path::PathBuf> {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/cloudPhysicsIO.vscsi");
-    if path.is_file() {
-        Some(path)
-    } else {
-        println!(
-            "skipped: {} is missing (CI has ../shared/traces)",
-            path.display()
-        );
-        None
-    }
+    common::shared_trace("cloudPhysicsIO.vscsi")
 }
 
 #[test]

@@ -9,10 +9,10 @@
 //!   volume as tenant; [`open_block_records`](crate::read::open_block_records) reads it back
 //!   as block records.
 
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 
-use super::sink::{with_path, Sink};
+use super::sink::Sink;
 use super::{NativeWriter, TraceWriter};
 use crate::read::BlockRecord;
 use crate::request::NEXT_ACCESS_UNKNOWN;
@@ -40,7 +40,6 @@ pub fn create_block_writer(
     match format {
         TraceFormat::Msr => Ok(Box::new(MsrWriter::create(path)?)),
         TraceFormat::Native => Ok(Box::new(NativeBlockWriter {
-            path: path.to_path_buf(),
             inner: Box::new(NativeWriter::create(path)?),
         })),
         other => Err(io::Error::new(
@@ -57,7 +56,6 @@ pub fn create_block_writer(
 
 /// Writes MSR Cambridge CSV lines.
 struct MsrWriter {
-    path: PathBuf,
     sink: Sink,
     line: String,
 }
@@ -65,7 +63,6 @@ struct MsrWriter {
 impl MsrWriter {
     fn create(path: &Path) -> io::Result<MsrWriter> {
         Ok(MsrWriter {
-            path: path.to_path_buf(),
             sink: Sink::create(path)?,
             line: String::new(),
         })
@@ -78,7 +75,7 @@ impl BlockTraceWriter for MsrWriter {
         let kind = match record.op {
             Op::Read => "Read",
             Op::Write => "Write",
-            other => return Err(unwritable_op(&self.path, other, "msr")),
+            other => return Err(unwritable_op(self.sink.path(), other, "msr")),
         };
         self.line.clear();
         let _ = writeln!(
@@ -90,24 +87,18 @@ impl BlockTraceWriter for MsrWriter {
             record.length_bytes
         );
         for _ in 0..record.repeat {
-            self.sink
-                .write_all(self.line.as_bytes())
-                .map_err(|e| with_path(&self.path, "write failed", e))?;
+            self.sink.write_all(self.line.as_bytes())?;
         }
         Ok(())
     }
 
     fn finish(self: Box<Self>) -> io::Result<()> {
-        let path = self.path;
-        self.sink
-            .finish()
-            .map_err(|e| with_path(&path, "write failed", e))
+        self.sink.finish()
     }
 }
 
 /// Writes block records as native requests keyed by byte offset.
 struct NativeBlockWriter {
-    path: PathBuf,
     inner: Box<NativeWriter>,
 }
 
@@ -118,7 +109,7 @@ impl BlockTraceWriter for NativeBlockWriter {
                 io::ErrorKind::InvalidData,
                 format!(
                     "{}: an I/O of {} bytes at offset {}: native records hold lengths below 4 GiB",
-                    self.path.display(),
+                    self.inner.path().display(),
                     record.length_bytes,
                     record.offset_bytes
                 ),

@@ -2,16 +2,15 @@
 //! line, `time,page,op`, in request order — time in µs, the page (its key: the volume in the
 //! high bits, the line below), `r` or `w` (a discard or another op by its name).
 
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 
-use super::sink::{with_path, Sink};
+use super::sink::Sink;
 use super::TraceWriter;
 use crate::{Op, Request};
 
 /// Writes `time,page,op` lines after a header.
 pub struct CacheCsvWriter {
-    path: PathBuf,
     sink: Sink,
     line: String,
 }
@@ -20,10 +19,8 @@ impl CacheCsvWriter {
     /// Creates `path` (compressed by its suffix) and writes the header.
     pub fn create(path: &Path) -> io::Result<CacheCsvWriter> {
         let mut sink = Sink::create(path)?;
-        sink.write_all(b"time,page,op\n")
-            .map_err(|e| with_path(path, "write failed", e))?;
+        sink.write_all(b"time,page,op\n")?;
         Ok(CacheCsvWriter {
-            path: path.to_path_buf(),
             sink,
             line: String::new(),
         })
@@ -40,16 +37,11 @@ impl TraceWriter for CacheCsvWriter {
         };
         self.line.clear();
         let _ = writeln!(self.line, "{},{},{op}", request.time_ns / 1000, request.key);
-        self.sink
-            .write_all(self.line.as_bytes())
-            .map_err(|e| with_path(&self.path, "write failed", e))
+        self.sink.write_all(self.line.as_bytes())
     }
 
     fn finish(self: Box<Self>) -> io::Result<()> {
-        let path = self.path;
-        self.sink
-            .finish()
-            .map_err(|e| with_path(&path, "write failed", e))
+        self.sink.finish()
     }
 }
 

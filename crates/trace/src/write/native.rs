@@ -2,17 +2,16 @@
 //! in constant memory. `next_access` is written as given: annotate the trace first with
 //! [`annotate_next_access`](super::annotate_next_access) when a Belady run will read it.
 
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 
-use super::sink::{with_path, Sink};
+use super::sink::Sink;
 use super::TraceWriter;
 use crate::read::{encode_native_record, native_header};
 use crate::Request;
 
 /// Streams requests into a native trace.
 pub struct NativeWriter {
-    path: PathBuf,
     sink: Sink,
     written: u64,
 }
@@ -21,13 +20,15 @@ impl NativeWriter {
     /// Creates `path` (compressed by its suffix) and writes the header.
     pub fn create(path: &Path) -> io::Result<NativeWriter> {
         let mut sink = Sink::create(path)?;
-        sink.write_all(&native_header())
-            .map_err(|e| with_path(path, "write failed", e))?;
-        Ok(NativeWriter {
-            path: path.to_path_buf(),
-            sink,
-            written: 0,
-        })
+        sink.write_all(&native_header())?;
+        Ok(NativeWriter { sink, written: 0 })
+    }
+}
+
+impl NativeWriter {
+    /// The file being written, for errors.
+    pub fn path(&self) -> &Path {
+        self.sink.path()
     }
 }
 
@@ -39,23 +40,18 @@ impl TraceWriter for NativeWriter {
                 format!(
                     "{}: request {}: next access {} is neither an index below 2^56 - 2 nor \
                      never/unknown",
-                    self.path.display(),
+                    self.sink.path().display(),
                     self.written,
                     request.next_access
                 ),
             )
         })?;
-        self.sink
-            .write_all(&record)
-            .map_err(|e| with_path(&self.path, "write failed", e))?;
+        self.sink.write_all(&record)?;
         self.written += 1;
         Ok(())
     }
 
     fn finish(self: Box<Self>) -> io::Result<()> {
-        let path = self.path;
-        self.sink
-            .finish()
-            .map_err(|e| with_path(&path, "write failed", e))
+        self.sink.finish()
     }
 }

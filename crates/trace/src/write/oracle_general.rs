@@ -9,10 +9,10 @@
 //! FILETIMEs, for instance), all times are written relative to the earliest request instead.
 //! Next accesses are written 1-based as libCacheSim counts virtual time, -1 for never.
 
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 
-use super::sink::{with_path, Sink};
+use super::sink::Sink;
 use super::{annotate_next_access, TraceWriter};
 use crate::read::ORACLE_GENERAL_RECORD_BYTES;
 use crate::request::NEXT_ACCESS_NEVER;
@@ -22,7 +22,6 @@ const NANOS_PER_SECOND: u64 = 1_000_000_000;
 
 /// Collects requests and writes them as oracleGeneral on [`TraceWriter::finish`].
 pub struct OracleGeneralWriter {
-    path: PathBuf,
     sink: Sink,
     requests: Vec<Request>,
 }
@@ -31,7 +30,6 @@ impl OracleGeneralWriter {
     /// Creates `path` (compressed by its suffix); nothing is written before `finish`.
     pub fn create(path: &Path) -> io::Result<OracleGeneralWriter> {
         Ok(OracleGeneralWriter {
-            path: path.to_path_buf(),
             sink: Sink::create(path)?,
             requests: Vec::new(),
         })
@@ -61,7 +59,6 @@ impl TraceWriter for OracleGeneralWriter {
 
     fn finish(self: Box<Self>) -> io::Result<()> {
         let OracleGeneralWriter {
-            path,
             mut sink,
             mut requests,
         } = *self;
@@ -79,15 +76,13 @@ impl TraceWriter for OracleGeneralWriter {
                 format!(
                     "{}: the trace spans more than 2^32 seconds, which oracleGeneral's 32-bit \
                      times cannot hold",
-                    path.display()
+                    sink.path().display()
                 ),
             ));
         }
         for request in &requests {
-            sink.write_all(&encode(request, epoch_ns))
-                .map_err(|e| with_path(&path, "write failed", e))?;
+            sink.write_all(&encode(request, epoch_ns))?;
         }
         sink.finish()
-            .map_err(|e| with_path(&path, "write failed", e))
     }
 }
