@@ -309,12 +309,12 @@ pub fn run(args: &SizingArgs) -> Result<()> {
     }
     if args.format == Format::Table {
         print!("{}", budget_summary(&rows, &budgets, policy));
+        let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
         println!(
-            "{} traces x {} configurations x {} budgets over {accesses} page accesses in \
-             {seconds:.2} s",
-            traces.len(),
-            configs.len(),
-            budgets.len(),
+            "{} x {} x {} over {accesses} page accesses in {seconds:.2} s",
+            count(traces.len(), "trace"),
+            count(configs.len(), "configuration"),
+            count(budgets.len(), "budget"),
         );
     }
     Ok(())
