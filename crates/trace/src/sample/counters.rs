@@ -107,15 +107,15 @@ impl WorkloadCounters {
 }
 
 /// Counters being filled from a trace in order.
-struct Counting {
-    counters: WorkloadCounters,
+pub(crate) struct Counting {
+    pub(crate) counters: WorkloadCounters,
     /// The last read's and the last write's time.
     previous_ns: [Option<u64>; 2],
     iat_scale: f64,
 }
 
 impl Counting {
-    fn new(iat_scale: f64) -> Counting {
+    pub(crate) fn new(iat_scale: f64) -> Counting {
         Counting {
             counters: WorkloadCounters::default(),
             previous_ns: [None; 2],
@@ -123,7 +123,8 @@ impl Counting {
         }
     }
 
-    fn add(&mut self, record: &BlockRecord) {
+    /// Counts `record` (`repeat` times) unless it is empty or neither a read nor a write.
+    pub(crate) fn add(&mut self, record: &BlockRecord) {
         let Some(op) = op_index(record.op) else {
             return;
         };

@@ -12,6 +12,7 @@
 mod counters;
 mod postprocess;
 
+use counters::Counting;
 pub use counters::{
     feature_errors, mean_error, op_index, page_misalignment, percent_error, FeatureError,
     WorkloadCounters, FEATURE_COUNT, FEATURE_NAMES, REQUEST_RATIO,
@@ -215,10 +216,8 @@ pub fn sample_block_trace(
         .validate()
         .map_err(|message| TraceError::file(source.path(), message))?;
     let region_bytes = options.region_bytes();
-    let mut full = WorkloadCounters::default();
+    let mut full = Counting::new(1.0);
     let mut sampled = Vec::new();
-    // Each op's last time: IATs are per op (see `WorkloadCounters::iat_ns`).
-    let mut previous_ns = [None; 2];
     while let Some(record) = source.next_record()? {
         let Some(op_index) = op_index(record.op) else {
             continue;
@@ -226,9 +225,6 @@ pub fn sample_block_trace(
         if record.length_bytes == 0 {
             continue;
         }
-        let iat_ns =
-            previous_ns[op_index].map_or(0, |previous| record.time_ns.saturating_sub(previous));
-        previous_ns[op_index] = Some(record.time_ns);
         let end_byte = record
             .offset_bytes
             .checked_add(record.length_bytes)
@@ -247,8 +243,8 @@ pub fn sample_block_trace(
             start_byte: record.offset_bytes,
             end_byte,
         };
+        full.add(&record);
         for _ in 0..record.repeat {
-            full.add(op_index, whole.start_byte, end_byte, iat_ns);
             whole.runs(
                 region_bytes,
                 |region| options.keeps(record.volume, region),
@@ -256,6 +252,7 @@ pub fn sample_block_trace(
             );
         }
     }
+    let full = full.counters;
     let sampled_requests = sampled.len() as u64;
     let (kept, regions_removed, iteration_errors) = match options.method {
         SampleMethod::Spatial => (sampled, 0, Vec::new()),
