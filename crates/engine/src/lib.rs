@@ -9,6 +9,7 @@ pub mod cache;
 pub mod controller;
 pub mod nyx;
 pub mod plan;
+pub mod poly;
 pub mod split;
 pub mod staging;
 pub mod timing;

@@ -1,0 +1,13 @@
+//! PolyEMT (seed 004; notes Part II, §II.2.4 and §III.3): one memory tier in front of an SSD
+//! whose pages change role between persistent write cache, volatile read cache and compressed
+//! store, and the search that sets the two knobs. `tier.rs` holds the pages and decides where
+//! each goes; `search.rs` moves the knobs.
+
+mod search;
+mod tier;
+
+pub use search::{KnobSearch, SearchConfig, SearchPhase, SearchStep};
+pub use tier::{Found, Knobs, PolyAction, PolyTier, SECTORS_PER_PAGE, SECTOR_BYTES};
+
+#[cfg(test)]
+mod model_tests;

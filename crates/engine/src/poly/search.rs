@@ -1,0 +1,267 @@
+//! The knob search of seed 004 §3 (reconstructed in the notes, §II.2.4; the paper gives no
+//! pseudocode): start with the whole tier as write cache; move the read-cache share up a step
+//! per measurement window while the measured performance improves (functional polymorphism),
+//! then the compressed share the same way (representational polymorphism); hold the best point,
+//! and start again from a full write cache when the measurement moves away from it by more
+//! than a threshold (a workload change).
+//!
+//! The search only proposes knobs and reads measurements (higher is better: throughput, or the
+//! negated latency); its caller applies them to the tier and measures a window at a time.
+
+use super::tier::Knobs;
+
+/// The search's parameters (`[cache.poly]`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SearchConfig {
+    /// Share of the tier moved per step, dividing 1 (e.g. 0.1).
+    pub step: f64,
+    /// Relative change of the measurement at the held point that restarts the search.
+    pub restart_threshold: f64,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            step: 0.1,
+            restart_threshold: 0.2,
+        }
+    }
+}
+
+impl SearchConfig {
+    /// A one-line error naming the parameter out of range.
+    pub fn validate(&self) -> Result<(), String> {
+        let steps = 1.0 / self.step;
+        if !(self.step > 0.0 && self.step <= 1.0) || (steps - steps.round()).abs() > 1e-9 {
+            return Err(format!(
+                "step {}: expected a share in (0, 1] that divides 1 (0.05, 0.1, 0.25, ...)",
+                self.step
+            ));
+        }
+        if !(self.restart_threshold > 0.0 && self.restart_threshold.is_finite()) {
+            return Err(format!(
+                "restart_threshold {}: expected a relative change above 0",
+                self.restart_threshold
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where the search is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchPhase {
+    /// Moving the read-cache share up.
+    Functional,
+    /// Moving the compressed share up.
+    Representational,
+    /// Holding the best point, watching for a change.
+    Holding,
+}
+
+/// One measurement window's outcome, for logging the trajectory (Fig 13).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SearchStep {
+    /// The knobs that were measured.
+    pub measured: Knobs,
+    pub performance: f64,
+    /// The knobs to run the next window with.
+    pub next: Knobs,
+    pub phase: SearchPhase,
+    /// True when this window restarted the search.
+    pub restarted: bool,
+}
+
+/// The online search; see the module docs.
+#[derive(Clone, Debug)]
+pub struct KnobSearch {
+    config: SearchConfig,
+    phase: SearchPhase,
+    current: Knobs,
+    best: Option<(Knobs, f64)>,
+}
+
+impl KnobSearch {
+    /// A search starting from a full write cache.
+    pub fn new(config: SearchConfig) -> Result<KnobSearch, String> {
+        config.validate()?;
+        Ok(KnobSearch {
+            config,
+            phase: SearchPhase::Functional,
+            current: Knobs::WRITE_CACHE,
+            best: None,
+        })
+    }
+
+    /// The knobs to run now.
+    pub fn knobs(&self) -> Knobs {
+        self.current
+    }
+
+    /// The phase the search is in.
+    pub fn phase(&self) -> SearchPhase {
+        self.phase
+    }
+
+    /// Takes the performance measured over a window at [`knobs`](Self::knobs) and says what to
+    /// run next.
+    pub fn observe(&mut self, performance: f64) -> SearchStep {
+        let measured = self.current;
+        let mut restarted = false;
+        match self.phase {
+            SearchPhase::Holding => {
+                let (_, held) = self.best.expect("holding follows a measurement");
+                let change = (performance - held).abs() / held.abs().max(f64::MIN_POSITIVE);
+                if change > self.config.restart_threshold {
+                    self.restart();
+                    restarted = true;
+                } else {
+                    // Track slow drift at the held point.
+                    self.best = Some((measured, performance));
+                }
+            }
+            SearchPhase::Functional | SearchPhase::Representational => {
+                let improved = self.best.is_none_or(|(_, best)| performance > best);
+                if improved {
+                    self.best = Some((measured, performance));
+                    self.advance();
+                } else {
+                    // Back to the best point; the next knob, or hold.
+                    self.current = self.best.expect("a first measurement improves").0;
+                    self.phase = match self.phase {
+                        SearchPhase::Functional => SearchPhase::Representational,
+                        _ => SearchPhase::Holding,
+                    };
+                    if self.phase == SearchPhase::Representational {
+                        self.advance();
+                    }
+                }
+            }
+        }
+        SearchStep {
+            measured,
+            performance,
+            next: self.current,
+            phase: self.phase,
+            restarted,
+        }
+    }
+
+    /// A step further on the phase's knob, or the next phase when it cannot move.
+    fn advance(&mut self) {
+        let step = self.config.step;
+        let next = match self.phase {
+            SearchPhase::Functional => Knobs {
+                read_share: self.current.read_share + step,
+                ..self.current
+            },
+            SearchPhase::Representational => Knobs {
+                compressed_share: self.current.compressed_share + step,
+                ..self.current
+            },
+            SearchPhase::Holding => return,
+        };
+        let next = Knobs {
+            read_share: round_to(next.read_share, step),
+            compressed_share: round_to(next.compressed_share, step),
+        };
+        if next.validate().is_ok() {
+            self.current = next;
+            return;
+        }
+        self.phase = match self.phase {
+            SearchPhase::Functional => SearchPhase::Representational,
+            _ => SearchPhase::Holding,
+        };
+        if self.phase == SearchPhase::Representational {
+            self.advance();
+        }
+    }
+
+    /// Back to a full write cache (§3.3: on a phase change "the PolyEMT runtime begins with
+    /// the EMT as write-cache").
+    fn restart(&mut self) {
+        self.phase = SearchPhase::Functional;
+        self.current = Knobs::WRITE_CACHE;
+        self.best = None;
+    }
+}
+
+/// `value` on the grid of `step` (so that repeated steps add up exactly).
+fn round_to(value: f64, step: f64) -> f64 {
+    (value / step).round() * step
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the search against `performance(knobs)` until it holds; returns the held knobs and
+    /// the windows it took.
+    fn converge(search: &mut KnobSearch, performance: impl Fn(Knobs) -> f64) -> (Knobs, usize) {
+        for window in 1..=1000 {
+            let step = search.observe(performance(search.knobs()));
+            if step.phase == SearchPhase::Holding {
+                return (step.next, window);
+            }
+        }
+        panic!("the search did not settle");
+    }
+
+    #[test]
+    fn a_unimodal_surface_is_climbed_to_its_peak_one_knob_at_a_time() {
+        // Peak at 60% read cache, then 20% compressed (the paper's YCSB-A shape, Fig 13).
+        let surface =
+            |k: Knobs| -(k.read_share - 0.6).powi(2) - (k.compressed_share - 0.2).powi(2) * 0.5;
+        let mut search = KnobSearch::new(SearchConfig::default()).unwrap();
+        let (held, windows) = converge(&mut search, surface);
+        assert!((held.read_share - 0.6).abs() < 1e-9, "{held:?}");
+        assert!((held.compressed_share - 0.2).abs() < 1e-9, "{held:?}");
+        // 7 functional windows (0 … 0.7), then 0.1 … 0.3 compressed: 11 in all.
+        assert_eq!(windows, 11);
+    }
+
+    #[test]
+    fn a_change_at_the_held_point_restarts_from_a_full_write_cache() {
+        let mut search = KnobSearch::new(SearchConfig::default()).unwrap();
+        converge(&mut search, |k| 10.0 - (k.read_share - 0.8).abs() * 10.0);
+        let held = search.knobs();
+        let quiet = search.observe(10.0);
+        assert!(!quiet.restarted && quiet.next == held);
+        let changed = search.observe(4.0);
+        assert!(changed.restarted);
+        assert_eq!(changed.next, Knobs::WRITE_CACHE);
+        assert_eq!(search.phase(), SearchPhase::Functional);
+    }
+
+    #[test]
+    fn the_knobs_never_leave_their_range() {
+        // Always better further on: the search walks to the edges and stops there.
+        let mut search = KnobSearch::new(SearchConfig {
+            step: 0.25,
+            ..SearchConfig::default()
+        })
+        .unwrap();
+        let (held, _) = converge(&mut search, |k| k.read_share + k.compressed_share * 2.0);
+        assert!(held.validate().is_ok(), "{held:?}");
+        assert_eq!(held.read_share, 1.0);
+    }
+
+    #[test]
+    fn steps_that_do_not_divide_one_are_refused() {
+        for step in [0.0, 0.3, 1.5, -0.1, f64::NAN] {
+            let err = KnobSearch::new(SearchConfig {
+                step,
+                ..SearchConfig::default()
+            })
+            .unwrap_err();
+            assert!(err.starts_with("step"), "{err}");
+        }
+        assert!(SearchConfig {
+            restart_threshold: 0.0,
+            ..SearchConfig::default()
+        }
+        .validate()
+        .is_err());
+    }
+}

@@ -1,0 +1,649 @@
+//! The memory tier whose pages change role (seed 004 §3; notes Part II and §III.3.2): one
+//! region in front of an SSD, split by two knobs into a persistent write cache (exact LRU by
+//! last write), a volatile read cache (Clock), and a compressed store shared by both roles
+//! (4 KiB pages in 512 B sectors).
+//!
+//! Placement is exclusive: a page lives in at most one of the three, so the role of its copy
+//! says how it is reached (the write cache through the storage stack, the read cache as
+//! memory) and whether it survives a crash (write-cache pages and their compressed copies do).
+//! Lookup order is write cache, then the compressed store, then the SSD (§3.3, Fig 8 ⑦).
+//!
+//! The tier decides; its caller moves data. Every method appends the [`PolyAction`]s the
+//! decision needs (write a dirty page back, compress one, decompress one) to a list the caller
+//! carries out, so the live volume and the timed simulator run the same decisions (docs/
+//! architecture.md, "One policy code, two executors").
+//!
+//! Capacities follow the knobs ([`Knobs`]): `read_share` of the tier serves as read cache,
+//! `compressed_share` holds compressed pages, the rest is write cache. Demotion into the
+//! compressed store takes the least recently used uncompressed page over both roles (§3.3:
+//! "across all the non-compressed pages in both volatile memory and writeback cache"): the
+//! write cache's least recently written page or the read cache's Clock victim, whichever was
+//! last used longer ago (a read-cache page's use is when Clock last saw its reference bit).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use rustc_hash::FxHashMap;
+
+/// Sectors of a compressed page: 512 B each, eight to a 4 KiB page (§3.3: "down only to
+/// multiples of a fixed sector size by appending zeros"; 0.5 KB was the best size).
+pub const SECTORS_PER_PAGE: u16 = 8;
+/// Bytes of a sector of the compressed store.
+pub const SECTOR_BYTES: u32 = 512;
+
+/// The two knobs of seed 004 §3.4: the shares of the tier used as read cache and held
+/// compressed; the write cache has the rest.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Knobs {
+    pub read_share: f64,
+    pub compressed_share: f64,
+}
+
+impl Knobs {
+    /// The whole tier as write cache, where every search starts (§3.2).
+    pub const WRITE_CACHE: Knobs = Knobs {
+        read_share: 0.0,
+        compressed_share: 0.0,
+    };
+
+    /// A one-line error naming the knob out of range.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, value) in [
+            ("read_share", self.read_share),
+            ("compressed_share", self.compressed_share),
+        ] {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(format!("{name} {value}: expected a share in [0, 1]"));
+            }
+        }
+        if self.read_share + self.compressed_share > 1.0 + 1e-9 {
+            return Err(format!(
+                "read_share {} + compressed_share {}: expected at most 1 together",
+                self.read_share, self.compressed_share
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where a lookup found a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// In the write cache, uncompressed: reached through the storage stack.
+    WriteCache,
+    /// In the read cache: reached as memory.
+    ReadCache,
+    /// In the compressed store; `persistent` when it is a write-cache page. The hit
+    /// decompresses it back into its role (an action says so).
+    Compressed { persistent: bool },
+    /// Nowhere: read from the SSD (an action says so).
+    Miss,
+}
+
+/// Data the caller moves for a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolyAction {
+    /// Read the page from the SSD into the tier.
+    ReadSsd { page: u64 },
+    /// Write the tier's copy of a dirty page to the SSD (before its slot is reused).
+    WriteBack { page: u64 },
+    /// Store the page's uncompressed copy compressed, in `sectors` sectors (8: stored as is).
+    Compress { page: u64, sectors: u16 },
+    /// Bring the page's compressed copy back uncompressed.
+    Decompress { page: u64 },
+}
+
+/// A write-cache or compressed page's persistent state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Written {
+    /// Newer than the SSD's copy.
+    dirty: bool,
+    /// When it was last written (the write cache's LRU order).
+    stamp: u64,
+}
+
+/// A read-cache page's Clock state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Cached {
+    referenced: bool,
+    /// When Clock last saw it used (inserted, or its reference bit found set).
+    stamp: u64,
+    /// Tells this residency's queue entry from stale ones of earlier residencies.
+    generation: u64,
+}
+
+/// A compressed page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Packed {
+    sectors: u16,
+    /// `Some` for a write-cache page (persistent), `None` for a read-cache page.
+    written: Option<Written>,
+    /// When it was compressed (the store's LRU order).
+    stamp: u64,
+}
+
+/// The tier's pages and their roles; see the module docs.
+#[derive(Clone, Debug)]
+pub struct PolyTier {
+    capacity_pages: u64,
+    knobs: Knobs,
+    now: u64,
+    /// Uncompressed write-cache pages, and their order by last write.
+    write_cache: FxHashMap<u64, Written>,
+    write_order: BTreeMap<u64, u64>,
+    /// Uncompressed read-cache pages, and Clock's queue of (page, generation).
+    read_cache: FxHashMap<u64, Cached>,
+    clock: VecDeque<(u64, u64)>,
+    generations: u64,
+    /// Compressed pages of either role, their sectors in use, and their order by compression.
+    compressed: FxHashMap<u64, Packed>,
+    compressed_sectors: u64,
+    compressed_order: BTreeMap<u64, u64>,
+    /// Each page's compressed size in sectors, as the caller last said (its data's
+    /// compressibility).
+    sectors_of: FxHashMap<u64, u16>,
+}
+
+impl PolyTier {
+    /// A tier of `capacity_pages` 4 KiB pages, all write cache.
+    pub fn new(capacity_pages: u64) -> PolyTier {
+        PolyTier {
+            capacity_pages,
+            knobs: Knobs::WRITE_CACHE,
+            now: 0,
+            write_cache: FxHashMap::default(),
+            write_order: BTreeMap::new(),
+            read_cache: FxHashMap::default(),
+            clock: VecDeque::new(),
+            generations: 0,
+            compressed: FxHashMap::default(),
+            compressed_sectors: 0,
+            compressed_order: BTreeMap::new(),
+            sectors_of: FxHashMap::default(),
+        }
+    }
+
+    /// The knobs in force.
+    pub fn knobs(&self) -> Knobs {
+        self.knobs
+    }
+
+    /// Pages the write cache may hold uncompressed.
+    pub fn write_capacity(&self) -> u64 {
+        self.capacity_pages - self.read_capacity() - self.compressed_capacity_pages()
+    }
+
+    /// Pages the read cache may hold.
+    pub fn read_capacity(&self) -> u64 {
+        (self.capacity_pages as f64 * self.knobs.read_share).round() as u64
+    }
+
+    /// Pages' worth of the compressed store.
+    fn compressed_capacity_pages(&self) -> u64 {
+        ((self.capacity_pages as f64 * self.knobs.compressed_share).round() as u64)
+            .min(self.capacity_pages - self.read_capacity())
+    }
+
+    /// Sectors the compressed store may use.
+    pub fn compressed_capacity_sectors(&self) -> u64 {
+        self.compressed_capacity_pages() * u64::from(SECTORS_PER_PAGE)
+    }
+
+    /// Pages held uncompressed in the write cache, in the read cache, and compressed.
+    pub fn occupancy(&self) -> (usize, usize, usize) {
+        (
+            self.write_cache.len(),
+            self.read_cache.len(),
+            self.compressed.len(),
+        )
+    }
+
+    /// Dirty pages (uncompressed or compressed): what a crash must not lose.
+    pub fn dirty_pages(&self) -> Vec<u64> {
+        let mut dirty: Vec<u64> = self
+            .write_cache
+            .iter()
+            .filter(|(_, written)| written.dirty)
+            .map(|(page, _)| *page)
+            .chain(
+                self.compressed
+                    .iter()
+                    .filter(|(_, packed)| packed.written.is_some_and(|w| w.dirty))
+                    .map(|(page, _)| *page),
+            )
+            .collect();
+        dirty.sort_unstable();
+        dirty
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.now += 1;
+        self.now
+    }
+
+    /// Looks `page` up for a read. A write-cache or read-cache hit changes no placement (a
+    /// read-cache hit sets its reference bit); a compressed hit brings the page back
+    /// uncompressed into its role; a miss reads it from the SSD into the read cache (when the
+    /// read cache has room at all). `sectors` is the page's compressed size, were it
+    /// compressed.
+    pub fn read(&mut self, page: u64, sectors: u16, actions: &mut Vec<PolyAction>) -> Found {
+        self.sectors_of
+            .insert(page, sectors.clamp(1, SECTORS_PER_PAGE));
+        if self.write_cache.contains_key(&page) {
+            return Found::WriteCache;
+        }
+        if let Some(cached) = self.read_cache.get_mut(&page) {
+            cached.referenced = true;
+            return Found::ReadCache;
+        }
+        if let Some(packed) = self.take_compressed(page) {
+            actions.push(PolyAction::Decompress { page });
+            return match packed.written {
+                Some(written) => {
+                    self.insert_written(page, written.dirty, actions);
+                    Found::Compressed { persistent: true }
+                }
+                None => {
+                    self.insert_cached(page, actions);
+                    Found::Compressed { persistent: false }
+                }
+            };
+        }
+        actions.push(PolyAction::ReadSsd { page });
+        self.insert_cached(page, actions);
+        Found::Miss
+    }
+
+    /// A persistent write of `page`: it becomes the write cache's most recently written page,
+    /// dirty. Any other copy is dropped (the write carries the whole page). `sectors` is the
+    /// new data's compressed size.
+    pub fn write(&mut self, page: u64, sectors: u16, actions: &mut Vec<PolyAction>) {
+        self.sectors_of
+            .insert(page, sectors.clamp(1, SECTORS_PER_PAGE));
+        self.forget_cached(page);
+        self.take_compressed(page);
+        if let Some(written) = self.write_cache.remove(&page) {
+            self.write_order.remove(&written.stamp);
+        }
+        self.insert_written(page, true, actions);
+    }
+
+    /// Writes back up to `limit` dirty write-cache pages, least recently written first (the
+    /// background write-back of §3.2), keeping them cached clean. Returns how many.
+    pub fn write_back(&mut self, limit: usize, actions: &mut Vec<PolyAction>) -> usize {
+        let pages: Vec<u64> = self
+            .write_order
+            .values()
+            .copied()
+            .filter(|page| self.write_cache[page].dirty)
+            .take(limit)
+            .collect();
+        for page in &pages {
+            actions.push(PolyAction::WriteBack { page: *page });
+            if let Some(written) = self.write_cache.get_mut(page) {
+                written.dirty = false;
+            }
+        }
+        pages.len()
+    }
+
+    /// Sets the knobs and moves pages until every role fits its new capacity: revoked
+    /// write-cache pages are written back first when dirty (§3.2), read-cache pages leave by
+    /// Clock, and the compressed store takes the least recently used uncompressed pages of
+    /// both roles.
+    pub fn set_knobs(&mut self, knobs: Knobs, actions: &mut Vec<PolyAction>) -> Result<(), String> {
+        knobs.validate()?;
+        self.knobs = knobs;
+        self.fit(actions);
+        Ok(())
+    }
+
+    /// Makes every role fit its capacity.
+    fn fit(&mut self, actions: &mut Vec<PolyAction>) {
+        while self.compressed_sectors > self.compressed_capacity_sectors() {
+            self.evict_compressed(actions);
+        }
+        while self.write_cache.len() as u64 > self.write_capacity() {
+            self.demote_written(actions);
+        }
+        while self.read_cache.len() as u64 > self.read_capacity() {
+            self.demote_cached(actions);
+        }
+    }
+
+    /// Inserts a write-cache page, making room by demoting the least recently written.
+    fn insert_written(&mut self, page: u64, dirty: bool, actions: &mut Vec<PolyAction>) {
+        if self.write_capacity() == 0 {
+            // No write cache at all: the write goes straight through.
+            if dirty {
+                actions.push(PolyAction::WriteBack { page });
+            }
+            return;
+        }
+        while self.write_cache.len() as u64 >= self.write_capacity() {
+            self.demote_written(actions);
+        }
+        let stamp = self.tick();
+        self.write_cache.insert(page, Written { dirty, stamp });
+        self.write_order.insert(stamp, page);
+    }
+
+    /// Inserts a read-cache page, making room by Clock.
+    fn insert_cached(&mut self, page: u64, actions: &mut Vec<PolyAction>) {
+        if self.read_capacity() == 0 {
+            return;
+        }
+        while self.read_cache.len() as u64 >= self.read_capacity() {
+            self.demote_cached(actions);
+        }
+        let stamp = self.tick();
+        self.generations += 1;
+        let generation = self.generations;
+        self.read_cache.insert(
+            page,
+            Cached {
+                referenced: false,
+                stamp,
+                generation,
+            },
+        );
+        self.clock.push_back((page, generation));
+    }
+
+    /// The least recently written write-cache page leaves its uncompressed slot: into the
+    /// compressed store when it has room, else (written back first when dirty) out.
+    fn demote_written(&mut self, actions: &mut Vec<PolyAction>) {
+        let Some((&stamp, &page)) = self.write_order.iter().next() else {
+            return;
+        };
+        self.write_order.remove(&stamp);
+        let written = self
+            .write_cache
+            .remove(&page)
+            .expect("ordered pages are cached");
+        if !self.pack(page, Some(written), actions) && written.dirty {
+            actions.push(PolyAction::WriteBack { page });
+        }
+    }
+
+    /// Clock's victim leaves the read cache: compressed when the store has room, else dropped
+    /// (read-cache pages are clean).
+    fn demote_cached(&mut self, actions: &mut Vec<PolyAction>) {
+        if let Some(page) = self.clock_victim() {
+            self.read_cache.remove(&page);
+            self.pack(page, None, actions);
+        }
+    }
+
+    /// Clock: the first page at the hand whose reference bit is clear; set bits are cleared
+    /// (and their use noted) as the hand passes. Stale entries of pages gone are skipped.
+    fn clock_victim(&mut self) -> Option<u64> {
+        while let Some((page, generation)) = self.clock.pop_front() {
+            let now = self.now;
+            let Some(cached) = self.read_cache.get_mut(&page) else {
+                continue;
+            };
+            if cached.generation != generation {
+                continue;
+            }
+            if cached.referenced {
+                cached.referenced = false;
+                cached.stamp = now;
+                self.clock.push_back((page, generation));
+                continue;
+            }
+            return Some(page);
+        }
+        None
+    }
+
+    /// Stores `page` compressed if the store can take it after making room from its own
+    /// oldest entries; returns whether it did.
+    fn pack(&mut self, page: u64, written: Option<Written>, actions: &mut Vec<PolyAction>) -> bool {
+        let sectors = self
+            .sectors_of
+            .get(&page)
+            .copied()
+            .unwrap_or(SECTORS_PER_PAGE);
+        if u64::from(sectors) > self.compressed_capacity_sectors() {
+            return false;
+        }
+        while self.compressed_sectors + u64::from(sectors) > self.compressed_capacity_sectors() {
+            self.evict_compressed(actions);
+        }
+        debug_assert!(
+            !self.compressed.contains_key(&page),
+            "page {page} compressed twice"
+        );
+        actions.push(PolyAction::Compress { page, sectors });
+        let stamp = self.tick();
+        self.compressed.insert(
+            page,
+            Packed {
+                sectors,
+                written,
+                stamp,
+            },
+        );
+        self.compressed_sectors += u64::from(sectors);
+        self.compressed_order.insert(stamp, page);
+        true
+    }
+
+    /// The oldest compressed page leaves the tier, written back first when dirty.
+    fn evict_compressed(&mut self, actions: &mut Vec<PolyAction>) {
+        let Some((_, &page)) = self.compressed_order.iter().next() else {
+            return;
+        };
+        let packed = self
+            .take_compressed(page)
+            .expect("the compressed order lists compressed pages");
+        if packed.written.is_some_and(|written| written.dirty) {
+            actions.push(PolyAction::WriteBack { page });
+        }
+    }
+
+    /// Removes `page`'s compressed copy, if any.
+    fn take_compressed(&mut self, page: u64) -> Option<Packed> {
+        let packed = self.compressed.remove(&page)?;
+        self.compressed_order.remove(&packed.stamp);
+        self.compressed_sectors -= u64::from(packed.sectors);
+        Some(packed)
+    }
+
+    /// Drops `page`'s read-cache copy, if any (its queue entry goes stale).
+    fn forget_cached(&mut self, page: u64) {
+        self.read_cache.remove(&page);
+    }
+
+    /// Checks that every page is in at most one place and that the orders and the sector
+    /// count match the maps (for the model tests).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        for page in self.write_cache.keys() {
+            if self.read_cache.contains_key(page) || self.compressed.contains_key(page) {
+                return Err(format!("page {page} is in the write cache and elsewhere"));
+            }
+        }
+        for page in self.read_cache.keys() {
+            if self.compressed.contains_key(page) {
+                return Err(format!("page {page} is in the read cache and compressed"));
+            }
+        }
+        let ordered = |order: &BTreeMap<u64, u64>, len: usize| order.len() == len;
+        if !ordered(&self.write_order, self.write_cache.len())
+            || !ordered(&self.compressed_order, self.compressed.len())
+        {
+            return Err("an order and its map disagree".into());
+        }
+        let sectors: u64 = self.compressed.values().map(|p| u64::from(p.sectors)).sum();
+        if sectors != self.compressed_sectors || sectors > self.compressed_capacity_sectors() {
+            return Err(format!(
+                "{sectors} sectors in use, counted {}, capacity {}",
+                self.compressed_sectors,
+                self.compressed_capacity_sectors()
+            ));
+        }
+        let live = self
+            .clock
+            .iter()
+            .filter(|(page, generation)| {
+                self.read_cache
+                    .get(page)
+                    .is_some_and(|c| c.generation == *generation)
+            })
+            .count();
+        if live != self.read_cache.len() {
+            return Err(format!(
+                "{live} live Clock entries for {} read-cache pages",
+                self.read_cache.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Demotes the least recently used uncompressed page of either role into the compressed
+    /// store (§3.3's combined ranking): the write cache's least recently written page or
+    /// Clock's victim, whichever was used longer ago. Returns false when there is none or the
+    /// store has no room at all.
+    pub fn compress_coldest(&mut self, actions: &mut Vec<PolyAction>) -> bool {
+        if self.compressed_capacity_sectors() == 0 {
+            return false;
+        }
+        let written = self.write_order.iter().next().map(|(&stamp, _)| stamp);
+        let cached = self.peek_clock_victim();
+        match (written, cached) {
+            (None, None) => false,
+            (Some(stamp), Some((_, cached_stamp))) if stamp <= cached_stamp => {
+                self.demote_written(actions);
+                true
+            }
+            (Some(_), None) => {
+                self.demote_written(actions);
+                true
+            }
+            (_, Some(_)) => {
+                self.demote_cached(actions);
+                true
+            }
+        }
+    }
+
+    /// Clock's next victim and when it was last used, without evicting it (the hand still
+    /// clears reference bits as it passes, as a scan would).
+    fn peek_clock_victim(&mut self) -> Option<(u64, u64)> {
+        let page = self.clock_victim()?;
+        let cached = self.read_cache[&page];
+        self.clock.push_front((page, cached.generation));
+        Some((page, cached.stamp))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn knobs(read_share: f64, compressed_share: f64) -> Knobs {
+        Knobs {
+            read_share,
+            compressed_share,
+        }
+    }
+
+    #[test]
+    fn the_tier_starts_as_write_cache_and_writes_back_what_it_revokes() {
+        let mut tier = PolyTier::new(10);
+        let mut actions = Vec::new();
+        for page in 0..10 {
+            tier.write(page, 4, &mut actions);
+        }
+        assert!(actions.is_empty(), "{actions:?}");
+        assert_eq!(tier.occupancy(), (10, 0, 0));
+        // Half the tier becomes read cache: the five least recently written go back first.
+        tier.set_knobs(knobs(0.5, 0.0), &mut actions).unwrap();
+        assert_eq!(
+            actions,
+            (0..5)
+                .map(|page| PolyAction::WriteBack { page })
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(tier.dirty_pages(), (5..10).collect::<Vec<_>>());
+        actions.clear();
+        assert_eq!(tier.read(3, 4, &mut actions), Found::Miss);
+        assert_eq!(actions, vec![PolyAction::ReadSsd { page: 3 }]);
+        assert_eq!(tier.read(3, 4, &mut actions), Found::ReadCache);
+        assert_eq!(tier.read(7, 4, &mut actions), Found::WriteCache);
+    }
+
+    #[test]
+    fn compressed_pages_keep_their_role_and_come_back_on_a_hit() {
+        let mut tier = PolyTier::new(4);
+        let mut actions = Vec::new();
+        tier.set_knobs(knobs(0.25, 0.25), &mut actions).unwrap();
+        assert_eq!((tier.write_capacity(), tier.read_capacity()), (2, 1));
+        assert_eq!(tier.compressed_capacity_sectors(), 8);
+        tier.write(1, 2, &mut actions);
+        tier.write(2, 2, &mut actions);
+        tier.write(3, 2, &mut actions); // page 1, least recently written, is compressed
+        assert_eq!(
+            actions,
+            vec![PolyAction::Compress {
+                page: 1,
+                sectors: 2
+            }]
+        );
+        assert_eq!(tier.dirty_pages(), vec![1, 2, 3]);
+        actions.clear();
+        assert_eq!(
+            tier.read(1, 2, &mut actions),
+            Found::Compressed { persistent: true }
+        );
+        // Back in the write cache, page 2 (now the least recently written) compressed instead.
+        assert_eq!(
+            actions,
+            vec![
+                PolyAction::Decompress { page: 1 },
+                PolyAction::Compress {
+                    page: 2,
+                    sectors: 2
+                }
+            ]
+        );
+        assert_eq!(tier.dirty_pages(), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn incompressible_pages_need_a_whole_page_of_sectors() {
+        let mut tier = PolyTier::new(2);
+        let mut actions = Vec::new();
+        tier.set_knobs(knobs(0.0, 0.5), &mut actions).unwrap();
+        tier.write(1, 8, &mut actions);
+        tier.write(2, 8, &mut actions);
+        tier.write(3, 8, &mut actions);
+        // Page 2 pushes 1 into the store; page 3 pushes 2 in and 1 out, written back.
+        assert_eq!(
+            actions,
+            vec![
+                PolyAction::Compress {
+                    page: 1,
+                    sectors: 8
+                },
+                PolyAction::WriteBack { page: 1 },
+                PolyAction::Compress {
+                    page: 2,
+                    sectors: 8
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn knobs_out_of_range_are_refused() {
+        for (read, compressed) in [(-0.1, 0.0), (1.1, 0.0), (0.6, 0.5), (0.0, f64::NAN)] {
+            let err = knobs(read, compressed).validate().unwrap_err();
+            assert!(err.contains("expected"), "{err}");
+        }
+        assert!(PolyTier::new(4)
+            .set_knobs(knobs(0.7, 0.7), &mut Vec::new())
+            .is_err());
+    }
+}
