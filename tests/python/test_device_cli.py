@@ -151,3 +151,27 @@ def test_bad_input_gives_one_line_and_exit_code_1(heterarchy, tmp_path, case):
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("error: ")
     assert re.search(pattern, lines[0]), lines[0]
+
+
+def test_codec_costs_time_both_codecs_at_each_compressibility(heterarchy):
+    """`device codec-costs` (issue 20, item 2): per codec and compressibility, the cost per KiB
+    of compressing and decompressing a 4 KiB page on this machine and the 512 B sectors it takes."""
+    rows = run_json(heterarchy, "device", "codec-costs", "--pages", "200", "--compressibility", "0,0.5,0.9")
+    assert [(row["codec"], row["compressibility"]) for row in rows] == [
+        (codec, share) for codec in ("lz4", "zstd") for share in (0.0, 0.5, 0.9)]
+    for row in rows:
+        assert row["compress_us_per_kib"] > 0 and row["decompress_us_per_kib"] > 0
+    sectors = {(row["codec"], row["compressibility"]): row["mean_sectors"] for row in rows}
+    for codec in ("lz4", "zstd"):
+        # Random data gains nothing; a tenth of a page of random data fits one sector.
+        assert sectors[(codec, 0.0)] == 8 and sectors[(codec, 0.9)] == 1
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--codec", "lzma"], "--codec: unknown codec \"lzma\"; expected lz4 or zstd"),
+    (["--compressibility", "1.5"], "--compressibility: \"1.5\" is not a share in [0, 1]"),
+    (["--pages", "0"], "--pages 0"),
+])
+def test_codec_costs_refuse_bad_arguments(heterarchy, args, expected):
+    done = run(heterarchy, "device", "codec-costs", *args, check=False)
+    assert done.returncode != 0 and expected in done.stderr

@@ -6,6 +6,7 @@
 //! the seed papers' devices are embedded ([`presets`]).
 
 pub mod backend;
+pub mod codec;
 pub mod memory;
 pub mod model;
 pub mod presets;

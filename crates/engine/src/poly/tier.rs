@@ -24,11 +24,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use rustc_hash::FxHashMap;
 
-/// Sectors of a compressed page: 512 B each, eight to a 4 KiB page (§3.3: "down only to
-/// multiples of a fixed sector size by appending zeros"; 0.5 KB was the best size).
-pub const SECTORS_PER_PAGE: u16 = 8;
-/// Bytes of a sector of the compressed store.
-pub const SECTOR_BYTES: u32 = 512;
+pub use heterarchy_device::codec::{SECTORS_PER_PAGE, SECTOR_BYTES};
 
 /// The two knobs of seed 004 §3.4: the shares of the tier used as read cache and held
 /// compressed; the write cache has the rest.
