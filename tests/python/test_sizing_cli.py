@@ -110,3 +110,12 @@ def test_one_call_sizes_a_grid_of_traces(heterarchy):
     alone = run_json(heterarchy, "sizing", msr, "--budget", "0.5,2", "--config", "FastDRAM/FastSSD/SlowHDD")
     # Each trace is sized as it would be alone.
     assert [row for row in rows if row["trace"] == "msr-cambridge-hm0-sample.csv"] == alone
+
+
+def test_a_key_value_trace_is_refused(heterarchy):
+    path = TRACES / "twitter-sample.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    done = run(heterarchy, "sizing", path, "--budget", "1", check=False)
+    assert done.returncode != 0 and "has no block records" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

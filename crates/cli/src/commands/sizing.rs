@@ -14,6 +14,8 @@ use heterarchy_sim::sizing::{
     CYDONIA_EVALMAX, CYDONIA_STEP, PAGE_BYTES, UNIT_PAGES,
 };
 
+use heterarchy_trace::TraceFormat;
+
 use crate::output::{render, Format, Table};
 use crate::trace_args::TraceArgs;
 
@@ -204,6 +206,20 @@ pub fn run(args: &SizingArgs) -> Result<()> {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let started = Instant::now();
+    for path in &paths {
+        let format = match options.format {
+            Some(format) => Some(format),
+            None => heterarchy_trace::read::detect_format(path).ok(),
+        };
+        if let Some(format @ (TraceFormat::Twitter | TraceFormat::MetaKv)) = format {
+            bail!(
+                "{}: a {} trace has no block records; expected a block trace (or a trace of \
+                 page accesses)",
+                path.display(),
+                format.name()
+            );
+        }
+    }
     let measured = map_parallel(&paths, threads, |path| -> Result<(String, ReuseByOp)> {
         let mut reader = heterarchy_trace::open(path, &options)
             .with_context(|| format!("cannot open {}", path.display()))?;
