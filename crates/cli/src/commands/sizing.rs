@@ -13,7 +13,6 @@ use heterarchy_sim::sizing::{
     seed002_configs, sizing_device, Evaluator, PageOp, ReuseByOp, Sizing, TierConfig, WritePolicy,
     CYDONIA_EVALMAX, CYDONIA_STEP, PAGE_BYTES, UNIT_PAGES,
 };
-
 use heterarchy_trace::TraceFormat;
 
 use crate::output::{render, Format, Table};
