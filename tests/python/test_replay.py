@@ -75,7 +75,7 @@ def test_a_real_trace_replays_with_offsets_folded_into_the_volume(heterarchy, vo
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["--outstanding", "0"], "--outstanding 0: expected 1 to 1024"),
+    (["--outstanding", "0"], "--outstanding/--lanes 0: expected 1 to 1024"),
     (["--speedup", "0"], "--speedup 0: expected a factor above 0"),
     (["--to", "http://x"], "--to: bad target"),
 ])

@@ -201,7 +201,7 @@ pub fn replay(
 ) -> Result<ReplayReport, ReplayError> {
     if options.lanes == 0 || options.lanes > MAX_LANES {
         return Err(ReplayError::Options(format!(
-            "--outstanding {}: expected 1 to {MAX_LANES} I/Os",
+            "--outstanding/--lanes {}: expected 1 to {MAX_LANES} I/Os",
             options.lanes
         )));
     }
@@ -252,6 +252,9 @@ pub fn replay(
                 }
             });
         }
+        // Only the lanes hold the receiver: when every lane has failed, sending fails instead
+        // of waiting for a lane that will never come.
+        drop(receiver);
         let mut first_time_ns = None;
         let mut issued = 0u64;
         // Time skipped while idle (`skip_idle`): every later I/O is due that much earlier.
@@ -577,6 +580,70 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use heterarchy_volume::VolumeConfig;
+
+    /// A volume of 1 MiB in RAM with a RAM cache.
+    fn volume() -> Arc<Volume> {
+        let config = VolumeConfig::with_tiers(
+            "replayed",
+            "ram:1m".parse().unwrap(),
+            vec!["ram:256k".parse().unwrap()],
+        );
+        Arc::new(Volume::open(&config).unwrap())
+    }
+
+    /// A block-record source over a list.
+    struct Listed(std::vec::IntoIter<BlockRecord>);
+
+    impl BlockRecordSource for Listed {
+        fn next_record(&mut self) -> Result<Option<BlockRecord>, TraceError> {
+            Ok(self.0.next())
+        }
+        fn path(&self) -> &std::path::Path {
+            std::path::Path::new("listed")
+        }
+        fn location(&self) -> heterarchy_trace::Location {
+            heterarchy_trace::Location::File
+        }
+    }
+
+    fn records(count: u64) -> Listed {
+        Listed(
+            (0..count)
+                .map(|i| BlockRecord::in_bytes(i * 1000, 0, (i % 200) * 4096, 4096, Op::Read))
+                .collect::<Vec<_>>()
+                .into_iter(),
+        )
+    }
+
+    #[test]
+    fn a_closed_loop_replays_every_io() {
+        let options = ReplayOptions {
+            pacing: Pacing::ClosedLoop,
+            lanes: 4,
+            limit: None,
+            skip_idle: false,
+        };
+        let report = replay(&mut records(500), &ReplayTarget::Volume(volume()), &options).unwrap();
+        assert_eq!(report.requests, 500);
+        assert_eq!(report.read_bytes, 500 * 4096);
+        assert_eq!(report.tiers.len(), 1);
+    }
+
+    #[test]
+    fn a_target_failing_every_io_ends_the_replay_with_its_error() {
+        let volume = volume();
+        volume.shut_down().unwrap();
+        let options = ReplayOptions {
+            pacing: Pacing::ClosedLoop,
+            lanes: 3,
+            limit: None,
+            skip_idle: false,
+        };
+        // Every lane fails on its first I/O; the dispatcher must not wait for them forever.
+        let err = replay(&mut records(100), &ReplayTarget::Volume(volume), &options).unwrap_err();
+        assert!(err.to_string().contains("shutting down"), "{err}");
+    }
 
     #[test]
     fn offsets_fold_into_the_target_keeping_their_place_in_a_page() {
