@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use heterarchy_trace::block_stats::PAGE_BYTES;
 use heterarchy_trace::read::{BlockRecord, BlockRecordSource};
 use heterarchy_trace::{Op, TraceError};
 use heterarchy_volume::{Volume, VolumeStats};
@@ -27,7 +28,6 @@ use serde::Serialize;
 
 use crate::block::{connect, parse_nbd_url};
 
-const PAGE_BYTES: u64 = 4096;
 /// Intervals of the throughput series.
 const SERIES_INTERVALS: usize = 50;
 const LATENCY_MAX_NS: u64 = 600_000_000_000;
@@ -166,6 +166,7 @@ impl std::error::Error for ReplayError {}
 
 /// One I/O handed to a lane: where and what, and when it was due (`None` in a closed loop:
 /// when a lane takes it).
+#[derive(Clone, Copy)]
 struct Task {
     op: Op,
     offset: u64,
@@ -297,7 +298,6 @@ pub fn replay(
                 task.due = Some(due);
             }
             for _ in 0..record.repeat {
-                let task = Task { ..task };
                 outstanding.fetch_add(1, Ordering::SeqCst);
                 if sender.send(task).is_err() {
                     break; // every lane failed; the error is reported below

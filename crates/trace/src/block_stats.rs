@@ -13,6 +13,15 @@ use crate::{Op, TraceError};
 /// The cache line misalignment is measured against (seed 002 §2.1.3).
 pub const PAGE_BYTES: u64 = 4096;
 
+/// Bytes of the page holding `start_byte` before it and of the page holding the last byte
+/// after `end_byte` (seed 002 Algorithm 2's front and end misalignment, the end's aligned case
+/// 0: erratum 10 of the notes).
+pub fn page_misalignment(start_byte: u64, end_byte: u64) -> (u64, u64) {
+    let front = start_byte % PAGE_BYTES;
+    let rear = (PAGE_BYTES - end_byte % PAGE_BYTES) % PAGE_BYTES;
+    (front, rear)
+}
+
 /// A distribution of times, µs; all zero when there is nothing to summarise.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimeSummary {
@@ -87,8 +96,7 @@ pub fn block_stats(records: &mut dyn BlockRecordSource) -> Result<BlockStats, Tr
             _ => continue,
         };
         let end = record.offset_bytes.saturating_add(record.length_bytes);
-        let front = record.offset_bytes % PAGE_BYTES;
-        let rear = (PAGE_BYTES - end % PAGE_BYTES) % PAGE_BYTES;
+        let (front, rear) = page_misalignment(record.offset_bytes, end);
         for _ in 0..record.repeat {
             collected
                 .sizes

@@ -11,7 +11,7 @@ use heterarchy_sim::sampling::compare_sample;
 use heterarchy_trace::block_stats::{block_stats, BlockStats};
 use heterarchy_trace::generate::{BlockGenerator, BlockWorkloadSpec, WorkloadSpec};
 use heterarchy_trace::read::{
-    detect_format, for_each_batch, open_block_records, BlockRecordSource,
+    detect_format, for_each_batch, format_from_name, open_block_records, BlockRecordSource,
 };
 use heterarchy_trace::sample::{
     feature_errors, mean_error, sample_block_trace, FeatureError, SampleMethod, SampleOptions,
@@ -163,18 +163,9 @@ pub fn run(command: &TraceCommand) -> Result<()> {
 /// native for the rest.
 fn block_output_format(output: &Path, name: Option<&str>) -> Result<TraceFormat> {
     let Some(name) = name else {
-        let csv = output
-            .file_name()
-            .map(|n| n.to_string_lossy().to_ascii_lowercase())
-            .is_some_and(|n| {
-                let n = n.trim_end_matches(".gz").trim_end_matches(".bz2");
-                let n = n.trim_end_matches(".xz").trim_end_matches(".zst");
-                n.ends_with(".csv")
-            });
-        return Ok(if csv {
-            TraceFormat::Msr
-        } else {
-            TraceFormat::Native
+        return Ok(match format_from_name(output) {
+            Some(TraceFormat::Csv) => TraceFormat::Msr,
+            _ => TraceFormat::Native,
         });
     };
     TraceFormat::from_name(name)

@@ -255,7 +255,7 @@ impl PolyTier {
     pub fn write(&mut self, page: u64, sectors: u16, actions: &mut Vec<PolyAction>) {
         self.sectors_of
             .insert(page, sectors.clamp(1, SECTORS_PER_PAGE));
-        self.forget_cached(page);
+        self.read_cache.remove(&page); // its Clock entry goes stale
         self.take_compressed(page);
         if let Some(written) = self.write_cache.remove(&page) {
             self.write_order.remove(&written.stamp);
@@ -446,11 +446,6 @@ impl PolyTier {
         Some(packed)
     }
 
-    /// Drops `page`'s read-cache copy, if any (its queue entry goes stale).
-    fn forget_cached(&mut self, page: u64) {
-        self.read_cache.remove(&page);
-    }
-
     /// Checks that every page is in at most one place and that the orders and the sector
     /// count match the maps (for the model tests).
     #[cfg(test)]
@@ -505,23 +500,19 @@ impl PolyTier {
         if self.compressed_capacity_sectors() == 0 {
             return false;
         }
-        let written = self.write_order.iter().next().map(|(&stamp, _)| stamp);
-        let cached = self.peek_clock_victim();
-        match (written, cached) {
-            (None, None) => false,
-            (Some(stamp), Some((_, cached_stamp))) if stamp <= cached_stamp => {
-                self.demote_written(actions);
-                true
-            }
-            (Some(_), None) => {
-                self.demote_written(actions);
-                true
-            }
-            (_, Some(_)) => {
-                self.demote_cached(actions);
-                true
-            }
+        let written = self.write_order.keys().next().copied();
+        let cached = self.peek_clock_victim().map(|(_, stamp)| stamp);
+        let written_is_older = match (written, cached) {
+            (None, None) => return false,
+            (Some(written), Some(cached)) => written <= cached,
+            (written, _) => written.is_some(),
+        };
+        if written_is_older {
+            self.demote_written(actions);
+        } else {
+            self.demote_cached(actions);
         }
+        true
     }
 
     /// Clock's next victim and when it was last used, without evicting it (the hand still

@@ -63,8 +63,9 @@ pub fn detect_format(path: &Path) -> Result<TraceFormat, TraceError> {
     })
 }
 
-/// The format the file name says, if any.
-pub(crate) fn format_from_name(path: &Path) -> Option<TraceFormat> {
+/// The format the file name says, if any, after stripping a compression suffix (`.csv`,
+/// `.txt` and `.trace` only hint; see the module docs).
+pub fn format_from_name(path: &Path) -> Option<TraceFormat> {
     let mut name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
     while let Some(stripped) = [".gz", ".bz2", ".xz", ".zst", ".zstd"]
         .iter()

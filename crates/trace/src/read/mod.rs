@@ -30,7 +30,7 @@ mod vscsi;
 
 pub use block::{BlockRecord, BlockRecordSource};
 pub use csv::CsvSpec;
-pub use detect::detect_format;
+pub use detect::{detect_format, format_from_name};
 pub use native::{
     encode_native_record, native_header, NativeReader, NATIVE_EXTENSION, NATIVE_HEADER_BYTES,
     NATIVE_MAGIC, NATIVE_RECORD_BYTES, NATIVE_VERSION,

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::block_stats::PAGE_BYTES;
+use crate::block_stats::page_misalignment;
 use crate::read::{BlockRecord, BlockRecordSource};
 use crate::{Op, TraceError};
 
@@ -33,15 +33,6 @@ pub fn op_index(op: Op) -> Option<usize> {
         Op::Write => Some(1),
         _ => None,
     }
-}
-
-/// Bytes of the page holding `start_byte` before it and of the page holding the last byte
-/// after `end_byte`: Algorithm 2's front and end misalignment, the end's aligned case 0
-/// (erratum 10).
-pub fn page_misalignment(start_byte: u64, end_byte: u64) -> (u64, u64) {
-    let front = start_byte % PAGE_BYTES;
-    let rear = (PAGE_BYTES - end_byte % PAGE_BYTES) % PAGE_BYTES;
-    (front, rear)
 }
 
 impl WorkloadCounters {

@@ -14,13 +14,13 @@ mod postprocess;
 
 use counters::Counting;
 pub use counters::{
-    feature_errors, mean_error, op_index, page_misalignment, percent_error, FeatureError,
-    WorkloadCounters, FEATURE_COUNT, FEATURE_NAMES, REQUEST_RATIO,
+    feature_errors, mean_error, op_index, percent_error, FeatureError, WorkloadCounters,
+    FEATURE_COUNT, FEATURE_NAMES, REQUEST_RATIO,
 };
 
 use serde::Serialize;
 
-use crate::block_stats::PAGE_BYTES;
+use crate::block_stats::{page_misalignment, PAGE_BYTES};
 use crate::generate::{mix64, unit_from_bits};
 use crate::read::{BlockRecord, BlockRecordSource};
 use crate::{Op, TraceError};
