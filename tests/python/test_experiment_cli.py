@@ -47,6 +47,11 @@ EXPERIMENTS = [
     "nyx-experiment-step",
     "nyx-donate-step",
     "nyx-pelikan",
+    "poly-roles",
+    "poly-compression",
+    "poly-convergence",
+    "poly-tco",
+    "poly-offline",
 ]
 
 
@@ -183,3 +188,27 @@ def test_bad_admission_settings_are_one_line_errors(heterarchy, tmp_path, settin
     assert done.returncode == 1
     assert key in done.stderr, done.stderr
     assert done.stderr.strip().count("\n") == 0
+
+
+def test_poly_offline_has_the_issues_columns_and_measures_its_codec(heterarchy):
+    rows = run_json(heterarchy, "experiment", "poly-offline", "--scale", "0.01")
+    assert [row["workload"] for row in rows] == [f"ycsb-{w}" for w in "abcdef"]
+    for row in rows:
+        for field in (
+            "online_throughput",
+            "offline_throughput",
+            "online_read_share",
+            "online_compressed_share",
+            "offline_read_share",
+            "offline_compressed_share",
+        ):
+            assert field in row
+        # The offline optimum is the best point of a grid the online point is on.
+        assert row["online_throughput"] <= row["offline_throughput"]
+        for share in ("online_read_share", "offline_compressed_share"):
+            assert 0.0 <= row[share] <= 1.0
+    text = run(heterarchy, "experiment", "poly-tco", "--scale", "0.01").stdout
+    assert "lz4 measured on this machine" in text
+    assert "app-oblivious-dynamic" in text
+    paper = run(heterarchy, "experiment", "poly-tco", "--scale", "0.01", "--codec-costs", "paper")
+    assert "Fig 4c" in paper.stdout

@@ -20,12 +20,14 @@ pub mod nhc_ycsb_d;
 pub mod nhc_zippydb;
 pub mod nyx;
 pub mod output;
+pub mod poly;
 pub mod timeline;
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use heterarchy_device::codec::CodecCost;
 use heterarchy_device::DeviceSpec;
 use heterarchy_engine::{AdmissionScheme, CacheConfig, CacheController};
 use heterarchy_sim::parallel::map_parallel;
@@ -60,6 +62,9 @@ pub struct Options {
     /// Worker threads for independent runs.
     pub threads: usize,
     pub progress: Arc<Progress>,
+    /// What compressing costs in the PolyEMT experiments: a codec measured on this machine,
+    /// or `None` for the paper's figures (deterministic, for tests).
+    pub codec_cost: Option<CodecCost>,
 }
 
 impl Default for Options {
@@ -68,6 +73,7 @@ impl Default for Options {
             scale: 1.0,
             threads: std::thread::available_parallelism().map_or(1, |cores| cores.get()),
             progress: Arc::default(),
+            codec_cost: None,
         }
     }
 }
@@ -338,6 +344,39 @@ pub const EXPERIMENTS: &[Experiment] = &[
         reproduces: "seed 000 Figure 5.4",
         description: "Nyx-Pelikan's keys in DRAM and NT-stored values against Pelikan on PM",
         run: nyx::run_pelikan,
+    },
+    Experiment {
+        name: "poly-roles",
+        reproduces: "seed 004 Figures 10 and 11",
+        description: "PolyEMT's tier as memory, as write cache, at fixed shares and split by \
+                  the functional search, over YCSB A-F",
+        run: poly::run_roles,
+    },
+    Experiment {
+        name: "poly-compression",
+        reproduces: "seed 004 Figures 10 and 12",
+        description: "PolyEMT's roles with and without compression: throughput, p90 tails, \
+                  final shares",
+        run: poly::run_compression,
+    },
+    Experiment {
+        name: "poly-convergence",
+        reproduces: "seed 004 Table 2 and Figure 13",
+        description: "PolyEMT's search window by window, and YCSB-C turning into YCSB-A",
+        run: poly::run_convergence,
+    },
+    Experiment {
+        name: "poly-tco",
+        reproduces: "seed 004 Table 3",
+        description: "Datacenter cost of three ways to provision BB-DRAM, from the workloads' \
+                  measured needs",
+        run: poly::run_tco,
+    },
+    Experiment {
+        name: "poly-offline",
+        reproduces: "seed 004 Table 2 (offline reference)",
+        description: "PolyEMT's online search against an exhaustive sweep of both knobs",
+        run: poly::run_offline,
     },
 ];
 

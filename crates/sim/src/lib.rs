@@ -6,6 +6,7 @@ pub mod cache_sim;
 pub mod mrc;
 pub mod nyx;
 pub mod parallel;
+pub mod poly;
 pub mod sampling;
 pub mod sizing;
 pub mod staging;

@@ -494,3 +494,59 @@ fn mean_sizes_match_the_sizes_drawn() {
         );
     }
 }
+
+#[test]
+fn compressibility_is_a_property_of_the_data_not_of_the_requests() {
+    let plain = WorkloadSpec::parse("ycsb-a:keys=1000,requests=2000,seed=4").unwrap();
+    let compressible =
+        WorkloadSpec::parse("ycsb-a:keys=1000,requests=2000,compress=0.5,seed=4").unwrap();
+    assert_eq!(compressible.compressibility, 0.5);
+    assert_eq!(
+        WorkloadSpec::parse(&compressible.to_string()).unwrap(),
+        compressible
+    );
+    assert!(!plain.to_string().contains("compress"));
+    assert_eq!(requests_of(&plain), requests_of(&compressible));
+    for bad in ["compress=1", "compress=-0.1", "compress=half"] {
+        let message = WorkloadSpec::parse(&format!("zipf:{bad}"))
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("compress"), "{message}");
+    }
+}
+
+#[test]
+fn scrambled_zipf_spreads_ranks_past_the_key_count_uniformly() {
+    // YCSB's ScrambledZipfianGenerator: ranks among 10^10 items hashed onto the keys. Over
+    // 100,000 keys, ranks past the key count carry H(10^10)-H(10^5) of H(10^10) of the mass at
+    // θ = 0.99, about half, and they land uniformly.
+    let exact = WorkloadSpec::parse("ycsb-c:keys=100000,requests=200000,seed=2").unwrap();
+    let scrambled =
+        WorkloadSpec::parse("ycsb-c:keys=100000,requests=200000,scrambled=true,seed=2").unwrap();
+    assert_eq!(
+        WorkloadSpec::parse(&scrambled.to_string()).unwrap(),
+        scrambled
+    );
+    let distinct = |spec: &WorkloadSpec| {
+        let mut keys: Vec<u64> = requests_of(spec).iter().map(|r| r.key).collect();
+        assert!(keys.iter().all(|&k| k < 100_000));
+        keys.sort_unstable();
+        keys.dedup();
+        keys.len()
+    };
+    let (exact_keys, scrambled_keys) = (distinct(&exact), distinct(&scrambled));
+    // 200,000 requests, half of them uniform over 100,000 keys, touch most keys.
+    assert!(scrambled_keys > 70_000, "{scrambled_keys}");
+    assert!(
+        exact_keys < scrambled_keys * 3 / 4,
+        "{exact_keys} {scrambled_keys}"
+    );
+    let err = WorkloadSpec::parse("zipf:scrambled=true")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("scrambled"), "{err}");
+    let err = WorkloadSpec::parse("ycsb-a:scrambled=maybe")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("true or false"), "{err}");
+}

@@ -6,7 +6,7 @@
 mod search;
 mod tier;
 
-pub use search::{offline_sweep, KnobSearch, SearchConfig, SearchPhase, SearchStep};
+pub use search::{knob_grid, offline_sweep, KnobSearch, SearchConfig, SearchPhase, SearchStep};
 pub use tier::{Found, Knobs, PolyAction, PolyTier, SECTORS_PER_PAGE, SECTOR_BYTES};
 
 #[cfg(test)]

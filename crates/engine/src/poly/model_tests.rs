@@ -14,6 +14,9 @@ enum Step {
     WriteBack(usize),
     Knobs(u8, u8),
     CompressColdest,
+    /// The page cache above faults a page in, or evicts one it holds.
+    Fault(u64, u16),
+    EvictAbove(usize),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -23,6 +26,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0..5usize).prop_map(Step::WriteBack),
         1 => (0..=10u8, 0..=10u8).prop_map(|(read, compressed)| Step::Knobs(read, compressed)),
         1 => Just(Step::CompressColdest),
+        3 => (0..40u64, 1..=8u16).prop_map(|(page, sectors)| Step::Fault(page, sectors)),
+        2 => (0..64usize).prop_map(Step::EvictAbove),
     ]
 }
 
@@ -32,6 +37,8 @@ struct World {
     latest: FxHashMap<u64, u64>,
     ssd: FxHashMap<u64, u64>,
     tier: FxHashMap<u64, u64>,
+    /// The page cache above the tier, when the tier is used through `fault`.
+    above: FxHashMap<u64, u64>,
 }
 
 impl World {
@@ -80,6 +87,9 @@ proptest! {
                     world.latest.insert(page, version);
                     // The write's data is in the tier's hands before it decides.
                     world.tier.insert(page, version);
+                    if let Some(above) = world.above.get_mut(&page) {
+                        *above = version;
+                    }
                     tier.write(page, sectors, &mut actions);
                     world.carry_out(&actions);
                 }
@@ -99,6 +109,30 @@ proptest! {
                 Step::CompressColdest => {
                     tier.compress_coldest(&mut actions);
                     world.carry_out(&actions);
+                }
+                Step::Fault(page, sectors) => {
+                    if world.above.contains_key(&page) {
+                        continue; // the cache above hits; the tier never sees it
+                    }
+                    let found = tier.fault(page, sectors, &mut actions);
+                    world.carry_out(&actions);
+                    let latest = world.latest.get(&page).copied().unwrap_or(0);
+                    prop_assert_eq!(world.tier.get(&page).copied(), Some(latest), "stale fault");
+                    world.above.insert(page, latest);
+                    if found == Found::Miss {
+                        let read_ssd = PolyAction::ReadSsd { page };
+                        prop_assert!(actions.contains(&read_ssd), "a miss reads the SSD");
+                    }
+                }
+                Step::EvictAbove(index) => {
+                    let mut pages: Vec<u64> = world.above.keys().copied().collect();
+                    pages.sort_unstable();
+                    if let Some(&page) = pages.get(index % pages.len().max(1)) {
+                        let version = world.above.remove(&page).expect("listed");
+                        world.tier.insert(page, version);
+                        tier.evicted_above(page, 4, &mut actions);
+                        world.carry_out(&actions);
+                    }
                 }
             }
             // Every page whose latest data the SSD lacks is dirty in the tier.

@@ -17,6 +17,13 @@ pub struct SearchConfig {
     pub step: f64,
     /// Relative change of the measurement at the held point that restarts the search.
     pub restart_threshold: f64,
+    /// Whether the search goes on to the compressed share (representational polymorphism);
+    /// without, it is the paper's Functional-only design (§5.2).
+    pub compress: bool,
+    /// Steps in a row that may fail to improve before the knob goes back to its best point:
+    /// 1 stops at the first (the paper's rule); more looks past a window's noise or a flat
+    /// step.
+    pub patience: u32,
 }
 
 impl Default for SearchConfig {
@@ -24,6 +31,8 @@ impl Default for SearchConfig {
         SearchConfig {
             step: 0.1,
             restart_threshold: 0.2,
+            compress: true,
+            patience: 2,
         }
     }
 }
@@ -37,6 +46,9 @@ impl SearchConfig {
                 "step {}: expected a share in (0, 1] that divides 1 (0.05, 0.1, 0.25, ...)",
                 self.step
             ));
+        }
+        if self.patience == 0 {
+            return Err("patience 0: expected at least 1 step".into());
         }
         if !(self.restart_threshold > 0.0 && self.restart_threshold.is_finite()) {
             return Err(format!(
@@ -79,6 +91,8 @@ pub struct KnobSearch {
     phase: SearchPhase,
     current: Knobs,
     best: Option<(Knobs, f64)>,
+    /// Steps in a row that did not improve on the best.
+    failed_steps: u32,
 }
 
 impl KnobSearch {
@@ -90,6 +104,7 @@ impl KnobSearch {
             phase: SearchPhase::Functional,
             current: Knobs::WRITE_CACHE,
             best: None,
+            failed_steps: 0,
         })
     }
 
@@ -124,16 +139,16 @@ impl KnobSearch {
                 let improved = self.best.is_none_or(|(_, best)| performance > best);
                 if improved {
                     self.best = Some((measured, performance));
+                    self.failed_steps = 0;
                     self.advance();
                 } else {
-                    // Back to the best point; the next knob, or hold.
-                    self.current = self.best.expect("a first measurement improves").0;
-                    self.phase = match self.phase {
-                        SearchPhase::Functional => SearchPhase::Representational,
-                        _ => SearchPhase::Holding,
-                    };
-                    if self.phase == SearchPhase::Representational {
+                    self.failed_steps += 1;
+                    if self.failed_steps < self.config.patience {
                         self.advance();
+                    } else {
+                        // Back to the best point; the next knob, or hold.
+                        self.current = self.best.expect("a first measurement improves").0;
+                        self.next_phase();
                     }
                 }
             }
@@ -169,8 +184,18 @@ impl KnobSearch {
             self.current = next;
             return;
         }
+        self.next_phase();
+    }
+
+    /// Functional gives way to representational (when compressing) and that to holding; a
+    /// new knob takes its first step at once.
+    fn next_phase(&mut self) {
+        self.failed_steps = 0;
+        if let Some((best, _)) = self.best {
+            self.current = best;
+        }
         self.phase = match self.phase {
-            SearchPhase::Functional => SearchPhase::Representational,
+            SearchPhase::Functional if self.config.compress => SearchPhase::Representational,
             _ => SearchPhase::Holding,
         };
         if self.phase == SearchPhase::Representational {
@@ -184,39 +209,45 @@ impl KnobSearch {
         self.phase = SearchPhase::Functional;
         self.current = Knobs::WRITE_CACHE;
         self.best = None;
+        self.failed_steps = 0;
     }
 }
 
-/// The offline baseline of seed 004 Table 2: every point of the knob grid at `step` (read
-/// share, then compressed share, both multiples of `step` adding up to at most 1), measured by
-/// `measure`; returns the best point and its measurement, and how many points were measured.
-pub fn offline_sweep(
-    step: f64,
-    mut measure: impl FnMut(Knobs) -> f64,
-) -> Result<(Knobs, f64, usize), String> {
+/// Every point of the knob grid at `step`: both shares multiples of `step` in [0, 1], read
+/// share first.
+pub fn knob_grid(step: f64) -> Result<Vec<Knobs>, String> {
     SearchConfig {
         step,
         ..SearchConfig::default()
     }
     .validate()?;
     let steps = (1.0 / step).round() as u32;
-    let mut best: Option<(Knobs, f64)> = None;
-    let mut measured = 0;
-    for read in 0..=steps {
-        for compressed in 0..=steps - read {
-            let knobs = Knobs {
+    Ok((0..=steps)
+        .flat_map(|read| {
+            (0..=steps).map(move |compressed| Knobs {
                 read_share: f64::from(read) * step,
                 compressed_share: f64::from(compressed) * step,
-            };
-            let performance = measure(knobs);
-            measured += 1;
-            if best.is_none_or(|(_, top)| performance > top) {
-                best = Some((knobs, performance));
-            }
+            })
+        })
+        .collect())
+}
+
+/// The offline baseline of seed 004 Table 2: every point of [`knob_grid`] measured by
+/// `measure`; returns the best point and its measurement, and how many points were measured.
+pub fn offline_sweep(
+    step: f64,
+    mut measure: impl FnMut(Knobs) -> f64,
+) -> Result<(Knobs, f64, usize), String> {
+    let grid = knob_grid(step)?;
+    let mut best: Option<(Knobs, f64)> = None;
+    for knobs in &grid {
+        let performance = measure(*knobs);
+        if best.is_none_or(|(_, top)| performance > top) {
+            best = Some((*knobs, performance));
         }
     }
     let (knobs, performance) = best.expect("the grid has the full write cache at least");
-    Ok((knobs, performance, measured))
+    Ok((knobs, performance, grid.len()))
 }
 
 /// `value` on the grid of `step` (so that repeated steps add up exactly).
@@ -245,12 +276,52 @@ mod tests {
         // Peak at 60% read cache, then 20% compressed (the paper's YCSB-A shape, Fig 13).
         let surface =
             |k: Knobs| -(k.read_share - 0.6).powi(2) - (k.compressed_share - 0.2).powi(2) * 0.5;
-        let mut search = KnobSearch::new(SearchConfig::default()).unwrap();
-        let (held, windows) = converge(&mut search, surface);
+        for (patience, expected_windows) in [(1, 11), (2, 13)] {
+            let mut search = KnobSearch::new(SearchConfig {
+                patience,
+                ..SearchConfig::default()
+            })
+            .unwrap();
+            let (held, windows) = converge(&mut search, surface);
+            assert!((held.read_share - 0.6).abs() < 1e-9, "{held:?}");
+            assert!((held.compressed_share - 0.2).abs() < 1e-9, "{held:?}");
+            // 7 functional windows (0 … 0.7), then 0.1 … 0.3 compressed: 11 in all; each
+            // knob looks one step further with a patience of 2.
+            assert_eq!(windows, expected_windows, "patience {patience}");
+        }
+    }
+
+    #[test]
+    fn patience_looks_past_a_step_that_fails_to_improve() {
+        // A dip at 20% read cache before the peak at 60% (a noisy window).
+        let surface = |k: Knobs| {
+            let dip = if (k.read_share - 0.2).abs() < 1e-9 {
+                0.5
+            } else {
+                0.0
+            };
+            -(k.read_share - 0.6).abs() - dip - k.compressed_share
+        };
+        let strict = SearchConfig {
+            patience: 1,
+            ..SearchConfig::default()
+        };
+        let (held, _) = converge(&mut KnobSearch::new(strict).unwrap(), surface);
+        assert!((held.read_share - 0.1).abs() < 1e-9, "{held:?}");
+        let patient = SearchConfig::default();
+        let (held, _) = converge(&mut KnobSearch::new(patient).unwrap(), surface);
         assert!((held.read_share - 0.6).abs() < 1e-9, "{held:?}");
-        assert!((held.compressed_share - 0.2).abs() < 1e-9, "{held:?}");
-        // 7 functional windows (0 … 0.7), then 0.1 … 0.3 compressed: 11 in all.
-        assert_eq!(windows, 11);
+        assert_eq!(held.compressed_share, 0.0);
+        let functional_only = SearchConfig {
+            compress: false,
+            ..SearchConfig::default()
+        };
+        let (held, windows) = converge(&mut KnobSearch::new(functional_only).unwrap(), |k| {
+            -(k.read_share - 0.6).abs() + k.compressed_share
+        });
+        assert!((held.read_share - 0.6).abs() < 1e-9, "{held:?}");
+        // 0 … 0.8 read cache (two past the peak), then hold: no compressed step.
+        assert_eq!((held.compressed_share, windows), (0.0, 9));
     }
 
     #[test]
@@ -293,7 +364,7 @@ mod tests {
             let mut search = KnobSearch::new(SearchConfig::default()).unwrap();
             let (online, _) = converge(&mut search, surface);
             let (offline, best, points) = offline_sweep(0.1, surface).unwrap();
-            assert_eq!(points, 66, "11 + 10 + ... + 1 grid points");
+            assert_eq!(points, 121, "11 × 11 grid points");
             assert!(
                 surface(online) >= 0.95 * best,
                 "peak ({read_peak}, {compressed_peak}): online {online:?} {} against offline \
@@ -314,6 +385,13 @@ mod tests {
             .unwrap_err();
             assert!(err.starts_with("step"), "{err}");
         }
+        assert!(SearchConfig {
+            patience: 0,
+            ..SearchConfig::default()
+        }
+        .validate()
+        .unwrap_err()
+        .contains("patience"));
         assert!(SearchConfig {
             restart_threshold: 0.0,
             ..SearchConfig::default()

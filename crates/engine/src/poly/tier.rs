@@ -13,8 +13,9 @@
 //! carries out, so the live volume and the timed simulator run the same decisions (docs/
 //! architecture.md, "One policy code, two executors").
 //!
-//! Capacities follow the knobs ([`Knobs`]): `read_share` of the tier serves as read cache,
-//! `compressed_share` holds compressed pages, the rest is write cache. Demotion into the
+//! Capacities follow the knobs ([`Knobs`]): `compressed_share` of the tier holds compressed
+//! pages, `read_share` of the rest serves as read cache, and the write cache has what is left.
+//! Demotion into the
 //! compressed store takes the least recently used uncompressed page over both roles (§3.3:
 //! "across all the non-compressed pages in both volatile memory and writeback cache"): the
 //! write cache's least recently written page or the read cache's Clock victim, whichever was
@@ -26,8 +27,10 @@ use rustc_hash::FxHashMap;
 
 pub use heterarchy_device::codec::{SECTORS_PER_PAGE, SECTOR_BYTES};
 
-/// The two knobs of seed 004 §3.4: the shares of the tier used as read cache and held
-/// compressed; the write cache has the rest.
+/// The two knobs of seed 004 §3.4: the share of the tier held compressed (pages of both
+/// roles, §3.3), and the share of the rest used as read cache; the write cache has what is
+/// left. Each knob moves on its own over [0, 1], as the search needs (§3: functional, then
+/// representational polymorphism "inside each function").
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Knobs {
     pub read_share: f64,
@@ -50,12 +53,6 @@ impl Knobs {
             if !(0.0..=1.0).contains(&value) {
                 return Err(format!("{name} {value}: expected a share in [0, 1]"));
             }
-        }
-        if self.read_share + self.compressed_share > 1.0 + 1e-9 {
-            return Err(format!(
-                "read_share {} + compressed_share {}: expected at most 1 together",
-                self.read_share, self.compressed_share
-            ));
         }
         Ok(())
     }
@@ -126,6 +123,9 @@ pub struct PolyTier {
     /// Uncompressed write-cache pages, and their order by last write.
     write_cache: FxHashMap<u64, Written>,
     write_order: BTreeMap<u64, u64>,
+    /// Dirty write-cache pages, uncompressed or compressed, by last write (what write-back
+    /// takes next: the compressed store is the write cache's tail).
+    dirty_order: BTreeMap<u64, u64>,
     /// Uncompressed read-cache pages, and Clock's queue of (page, generation).
     read_cache: FxHashMap<u64, Cached>,
     clock: VecDeque<(u64, u64)>,
@@ -148,6 +148,7 @@ impl PolyTier {
             now: 0,
             write_cache: FxHashMap::default(),
             write_order: BTreeMap::new(),
+            dirty_order: BTreeMap::new(),
             read_cache: FxHashMap::default(),
             clock: VecDeque::new(),
             generations: 0,
@@ -168,9 +169,10 @@ impl PolyTier {
         self.capacity_pages - self.read_capacity() - self.compressed_capacity_pages()
     }
 
-    /// Pages the read cache may hold.
+    /// Pages the read cache may hold: its share of what is not compressed.
     pub fn read_capacity(&self) -> u64 {
-        (self.capacity_pages as f64 * self.knobs.read_share).round() as u64
+        let uncompressed = self.capacity_pages as f64 * (1.0 - self.knobs.compressed_share);
+        ((uncompressed * self.knobs.read_share).round() as u64).min(self.capacity_pages)
     }
 
     /// Pages' worth of the compressed store.
@@ -249,6 +251,54 @@ impl PolyTier {
         Found::Miss
     }
 
+    /// Looks `page` up for a volatile page cache above the tier that takes the page in (the
+    /// paper's buffer cache, §3.3 Fig 8 ⑦, where DRAM and the tier's memory role are one pool):
+    /// a write-cache page stays (the cache above gets a copy); a read-cache page moves up, out
+    /// of the tier; a compressed page is decompressed, back into the write cache when it is
+    /// persistent, up and out when not; a miss reads the SSD and the tier keeps nothing. Pages
+    /// come back through [`evicted_above`](Self::evicted_above).
+    pub fn fault(&mut self, page: u64, sectors: u16, actions: &mut Vec<PolyAction>) -> Found {
+        self.sectors_of
+            .insert(page, sectors.clamp(1, SECTORS_PER_PAGE));
+        if self.write_cache.contains_key(&page) {
+            return Found::WriteCache;
+        }
+        if self.read_cache.remove(&page).is_some() {
+            return Found::ReadCache; // its Clock entry goes stale
+        }
+        if let Some(packed) = self.take_compressed(page) {
+            actions.push(PolyAction::Decompress { page });
+            return match packed.written {
+                Some(written) => {
+                    self.insert_written(page, written.dirty, actions);
+                    Found::Compressed { persistent: true }
+                }
+                None => Found::Compressed { persistent: false },
+            };
+        }
+        actions.push(PolyAction::ReadSsd { page });
+        Found::Miss
+    }
+
+    /// A clean page the cache above evicts (its latest data: writes reach the tier through
+    /// [`write`](Self::write) first): the read-cache role takes it when the tier has no copy,
+    /// or the compressed store when there is no read cache (§3.3: "with compression on, even
+    /// clean pages are evicted to the compression store").
+    pub fn evicted_above(&mut self, page: u64, sectors: u16, actions: &mut Vec<PolyAction>) {
+        self.sectors_of
+            .insert(page, sectors.clamp(1, SECTORS_PER_PAGE));
+        if self.write_cache.contains_key(&page) || self.compressed.contains_key(&page) {
+            return;
+        }
+        if let Some(cached) = self.read_cache.get_mut(&page) {
+            cached.referenced = true;
+        } else if self.read_capacity() > 0 {
+            self.insert_cached(page, actions);
+        } else {
+            self.pack(page, None, actions);
+        }
+    }
+
     /// A persistent write of `page`: it becomes the write cache's most recently written page,
     /// dirty. Any other copy is dropped (the write carries the whole page). `sectors` is the
     /// new data's compressed size.
@@ -259,27 +309,32 @@ impl PolyTier {
         self.take_compressed(page);
         if let Some(written) = self.write_cache.remove(&page) {
             self.write_order.remove(&written.stamp);
+            self.dirty_order.remove(&written.stamp);
         }
         self.insert_written(page, true, actions);
     }
 
-    /// Writes back up to `limit` dirty write-cache pages, least recently written first (the
-    /// background write-back of §3.2), keeping them cached clean. Returns how many.
+    /// Writes back up to `limit` dirty write-cache pages, compressed or not, least recently
+    /// written first (the background write-back of §3.2), keeping them cached clean. Returns
+    /// how many.
     pub fn write_back(&mut self, limit: usize, actions: &mut Vec<PolyAction>) -> usize {
-        let pages: Vec<u64> = self
-            .write_order
-            .values()
-            .copied()
-            .filter(|page| self.write_cache[page].dirty)
-            .take(limit)
-            .collect();
-        for page in &pages {
-            actions.push(PolyAction::WriteBack { page: *page });
-            if let Some(written) = self.write_cache.get_mut(page) {
-                written.dirty = false;
-            }
+        let mut done = 0;
+        while done < limit {
+            let Some((_, page)) = self.dirty_order.pop_first() else {
+                break;
+            };
+            actions.push(PolyAction::WriteBack { page });
+            let written = match self.write_cache.get_mut(&page) {
+                Some(written) => Some(written),
+                None => self
+                    .compressed
+                    .get_mut(&page)
+                    .and_then(|packed| packed.written.as_mut()),
+            };
+            written.expect("dirty pages are write-cache pages").dirty = false;
+            done += 1;
         }
-        pages.len()
+        done
     }
 
     /// Sets the knobs and moves pages until every role fits its new capacity: revoked
@@ -321,6 +376,9 @@ impl PolyTier {
         let stamp = self.tick();
         self.write_cache.insert(page, Written { dirty, stamp });
         self.write_order.insert(stamp, page);
+        if dirty {
+            self.dirty_order.insert(stamp, page);
+        }
     }
 
     /// Inserts a read-cache page, making room by Clock.
@@ -356,7 +414,9 @@ impl PolyTier {
             .write_cache
             .remove(&page)
             .expect("ordered pages are cached");
+        // A packed page keeps its place in the dirty order.
         if !self.pack(page, Some(written), actions) && written.dirty {
+            self.dirty_order.remove(&stamp);
             actions.push(PolyAction::WriteBack { page });
         }
     }
@@ -442,6 +502,9 @@ impl PolyTier {
     fn take_compressed(&mut self, page: u64) -> Option<Packed> {
         let packed = self.compressed.remove(&page)?;
         self.compressed_order.remove(&packed.stamp);
+        if let Some(written) = packed.written.filter(|written| written.dirty) {
+            self.dirty_order.remove(&written.stamp);
+        }
         self.compressed_sectors -= u64::from(packed.sectors);
         Some(packed)
     }
@@ -461,7 +524,9 @@ impl PolyTier {
             }
         }
         let ordered = |order: &BTreeMap<u64, u64>, len: usize| order.len() == len;
+        let dirty = self.dirty_pages().len();
         if !ordered(&self.write_order, self.write_cache.len())
+            || !ordered(&self.dirty_order, dirty)
             || !ordered(&self.compressed_order, self.compressed.len())
         {
             return Err("an order and its map disagree".into());
@@ -625,12 +690,12 @@ mod tests {
 
     #[test]
     fn knobs_out_of_range_are_refused() {
-        for (read, compressed) in [(-0.1, 0.0), (1.1, 0.0), (0.6, 0.5), (0.0, f64::NAN)] {
+        for (read, compressed) in [(-0.1, 0.0), (1.1, 0.0), (0.6, 1.5), (0.0, f64::NAN)] {
             let err = knobs(read, compressed).validate().unwrap_err();
             assert!(err.contains("expected"), "{err}");
         }
         assert!(PolyTier::new(4)
-            .set_knobs(knobs(0.7, 0.7), &mut Vec::new())
+            .set_knobs(knobs(0.7, -0.7), &mut Vec::new())
             .is_err());
     }
 }

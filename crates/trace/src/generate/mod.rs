@@ -20,8 +20,8 @@ pub use block_io::{BlockGenerator, BlockWorkloadSpec, BLOCK_IO_PATTERN, EXTENT_P
 pub use random::{mix64, unit_from_bits, Random};
 pub use size::SizeDistribution;
 pub use spec::{
-    Pattern, RequestKind, SpecError, WorkloadSpec, YcsbWorkload, MAX_KEYS, YCSB_MAX_SCAN_LENGTH,
-    YCSB_THETA,
+    Pattern, RequestKind, SpecError, WorkloadSpec, YcsbWorkload, MAX_KEYS, YCSB_ITEM_COUNT,
+    YCSB_MAX_SCAN_LENGTH, YCSB_THETA,
 };
 pub use workload::Generator;
 pub use zipf::ZipfSampler;

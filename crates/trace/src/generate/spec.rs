@@ -14,6 +14,9 @@ pub const MAX_KEYS: u64 = 1 << 44;
 /// The Zipf exponent YCSB's `zipfian` and `latest` distributions use (its `ZIPFIAN_CONSTANT`).
 pub const YCSB_THETA: f64 = 0.99;
 
+/// The items YCSB's `ScrambledZipfianGenerator` draws ranks from (its `ITEM_COUNT`).
+pub const YCSB_ITEM_COUNT: u64 = 10_000_000_000;
+
 /// YCSB's default `maxscanlength`.
 pub const YCSB_MAX_SCAN_LENGTH: u32 = 100;
 
@@ -46,6 +49,13 @@ pub enum Pattern {
         /// Scans of workload E are 1 to this many keys long, uniformly.
         #[serde(default = "ycsb_max_scan_length")]
         max_scan_length: u32,
+        /// Zipf keys as YCSB itself draws them (`scrambled=true`): its
+        /// `ScrambledZipfianGenerator` draws a rank among [`YCSB_ITEM_COUNT`] items and hashes
+        /// it onto the records, so the ranks past the record count (≈ 39% of requests over a
+        /// million records at θ = 0.99) land uniformly. Otherwise ranks are exactly Zipf over
+        /// the records. Workload D's `latest` keys are not scrambled, in YCSB either.
+        #[serde(default)]
+        scrambled: bool,
     },
 }
 
@@ -144,6 +154,10 @@ pub struct WorkloadSpec {
     pub scan_length: u32,
     /// Requests per second of the constant-rate clock: request i is at i · 10⁹ / rate ns.
     pub rate_per_s: f64,
+    /// The fraction of its size a page of the data saves when compressed (`compress=`; 0 is
+    /// random data): the data an executor writes and compresses (seed 004 §2.2, Fig 4b:
+    /// applications gain 2–7× with compression). Requests do not depend on it.
+    pub compressibility: f64,
     /// Seeds the request stream, the rank-to-key permutation and the sizes.
     pub seed: u64,
 }
@@ -161,6 +175,7 @@ impl Default for WorkloadSpec {
             scan_probability: 0.0,
             scan_length: 64,
             rate_per_s: 1e6,
+            compressibility: 0.0,
             seed: 1,
         }
     }
@@ -168,13 +183,13 @@ impl Default for WorkloadSpec {
 
 /// The spec-string fields, in the order [`WorkloadSpec`]'s `Display` writes them.
 const FIELDS: &str =
-    "keys, requests, theta, hot_data, hot_ops, write, write_keys, scan, scan_len, \
-     size, kind, rate, seed";
+    "keys, requests, theta, scrambled, hot_data, hot_ops, write, write_keys, scan, scan_len, \
+     size, kind, rate, compress, seed";
 
 impl WorkloadSpec {
     /// Parses `PATTERN[:FIELD=VALUE,...]`, where PATTERN is `uniform`, `zipf`, `hotspot`,
     /// `ranges` or `ycsb-a` ... `ycsb-f` and FIELD one of keys, requests, theta, hot_data,
-    /// hot_ops, ranges, write, write_keys, scan, scan_len, size, kind, rate, seed; unnamed
+    /// hot_ops, ranges, write, write_keys, scan, scan_len, size, kind, rate, compress, seed; unnamed
     /// fields keep their defaults.
     pub fn parse(text: &str) -> Result<WorkloadSpec, SpecError> {
         let fail = |field: &str, message: String| {
@@ -245,6 +260,13 @@ impl WorkloadSpec {
                     ..
                 },
             ) => *max_scan_length = parse_length(value)?,
+            ("scrambled", Pattern::Ycsb { scrambled, .. }) => {
+                *scrambled = match value {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    _ => return Err(format!("expected true or false, found \"{value}\"")),
+                }
+            }
             ("scan_len", _) if !is_ycsb => self.scan_length = parse_length(value)?,
             ("size", _) => self.size = SizeDistribution::parse(value)?,
             ("kind", _) => {
@@ -255,9 +277,11 @@ impl WorkloadSpec {
                 }
             }
             ("rate", _) => self.rate_per_s = parse_real(value)?,
+            ("compress", _) => self.compressibility = parse_real(value)?,
             ("seed", _) => self.seed = parse_count(value)?,
             (
-                "theta" | "hot_data" | "hot_ops" | "write" | "write_keys" | "scan" | "scan_len",
+                "theta" | "hot_data" | "hot_ops" | "write" | "write_keys" | "scan" | "scan_len"
+                | "scrambled",
                 _,
             ) => return Err(format!("does not apply to {}", self.pattern_name())),
             _ => return Err(format!("unknown field; expected one of {FIELDS}")),
@@ -368,6 +392,15 @@ impl WorkloadSpec {
                 ),
             );
         }
+        if !(0.0..1.0).contains(&self.compressibility) {
+            return fail(
+                "compress",
+                format!(
+                    "expected the fraction a page saves, in [0, 1), found {}",
+                    self.compressibility
+                ),
+            );
+        }
         self.size
             .validate()
             .or_else(|message| fail("size", message))
@@ -408,6 +441,7 @@ fn pattern_named(name: &str) -> Option<Pattern> {
                 workload,
                 theta: YCSB_THETA,
                 max_scan_length: YCSB_MAX_SCAN_LENGTH,
+                scrambled: false,
             })
         }
     }
@@ -453,8 +487,12 @@ impl fmt::Display for WorkloadSpec {
                 workload,
                 theta,
                 max_scan_length,
+                scrambled,
             } => {
                 write!(f, ",theta={theta}")?;
+                if scrambled {
+                    write!(f, ",scrambled=true")?;
+                }
                 if workload == YcsbWorkload::E {
                     write!(f, ",scan_len={max_scan_length}")?;
                 }
@@ -477,8 +515,12 @@ impl fmt::Display for WorkloadSpec {
         };
         write!(
             f,
-            ",size={},kind={kind},rate={},seed={}",
-            self.size, self.rate_per_s, self.seed
-        )
+            ",size={},kind={kind},rate={}",
+            self.size, self.rate_per_s
+        )?;
+        if self.compressibility != 0.0 {
+            write!(f, ",compress={}", self.compressibility)?;
+        }
+        write!(f, ",seed={}", self.seed)
     }
 }

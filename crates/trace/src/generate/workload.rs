@@ -4,10 +4,13 @@
 use super::keys::KeyPermutation;
 use super::random::{mix64, Random};
 use super::size::SizeDistribution;
-use super::spec::{Pattern, RequestKind, SpecError, WorkloadSpec, YcsbWorkload};
+use super::spec::{Pattern, RequestKind, SpecError, WorkloadSpec, YcsbWorkload, YCSB_ITEM_COUNT};
 use super::zipf::ZipfSampler;
 use crate::request::NEXT_ACCESS_UNKNOWN;
 use crate::{Op, Request, TraceError, TraceReader};
+
+/// Salt that separates the scrambled keys of a seed from its other streams.
+const SCRAMBLE_SALT: u64 = 0x7363_7261_6d62_6c65;
 
 /// Salt that separates the size stream of a seed from its permutation and request streams.
 const SIZE_SALT: u64 = 0x7369_7a65_7361_6c74;
@@ -36,6 +39,12 @@ enum KeyChooser {
     Zipf {
         sampler: ZipfSampler,
         permutation: KeyPermutation,
+    },
+    /// Zipf ranks over YCSB's item count, hashed onto the keys.
+    Scrambled {
+        sampler: ZipfSampler,
+        keys: u64,
+        salt: u64,
     },
     /// The first `hot_keys` ranks get `hot_ops` of the accesses.
     Hotspot {
@@ -109,10 +118,17 @@ impl Generator {
                 workload,
                 theta,
                 max_scan_length,
+                scrambled,
             } => {
                 let chooser = if workload == YcsbWorkload::D {
                     KeyChooser::Latest {
                         sampler: ZipfSampler::new(spec.keys, theta),
+                    }
+                } else if scrambled {
+                    KeyChooser::Scrambled {
+                        sampler: ZipfSampler::new(YCSB_ITEM_COUNT, theta),
+                        keys: spec.keys,
+                        salt: mix64(spec.seed ^ SCRAMBLE_SALT),
                     }
                 } else {
                     zipf(theta)
@@ -177,6 +193,11 @@ impl Generator {
                 sampler,
                 permutation,
             } => permutation.apply(sampler.sample(&mut self.random)),
+            KeyChooser::Scrambled {
+                sampler,
+                keys,
+                salt,
+            } => mix64(sampler.sample(&mut self.random) ^ *salt) % *keys,
             KeyChooser::Hotspot {
                 hot_keys,
                 hot_ops,
