@@ -7,6 +7,7 @@
 mod config;
 mod device;
 mod export;
+pub mod poly;
 mod slots;
 
 pub use config::{StagedConfig, StagedExport};

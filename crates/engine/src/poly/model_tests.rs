@@ -54,6 +54,9 @@ impl World {
                     self.ssd.insert(page, version);
                 }
                 PolyAction::Compress { .. } | PolyAction::Decompress { .. } => {}
+                PolyAction::Evict { page } => {
+                    self.tier.remove(&page);
+                }
             }
         }
     }
@@ -75,11 +78,15 @@ proptest! {
             actions.clear();
             match step {
                 Step::Read(page, sectors) => {
+                    let held = world.tier.get(&page).copied();
+                    let on_ssd = world.ssd.get(&page).copied().unwrap_or(0);
                     let found = tier.read(page, sectors, &mut actions);
                     world.carry_out(&actions);
-                    if found != Found::Miss {
-                        let latest = world.latest.get(&page).copied().unwrap_or(0);
-                        prop_assert_eq!(world.tier.get(&page).copied(), Some(latest), "stale hit");
+                    let served = if found == Found::Miss { Some(on_ssd) } else { held };
+                    let latest = world.latest.get(&page).copied().unwrap_or(0);
+                    prop_assert_eq!(served, Some(latest), "stale read");
+                    if tier.locate(page) != Found::Miss {
+                        prop_assert!(world.tier.contains_key(&page), "page {} held but evicted", page);
                     }
                 }
                 Step::Write(page, sectors) => {
@@ -114,10 +121,17 @@ proptest! {
                     if world.above.contains_key(&page) {
                         continue; // the cache above hits; the tier never sees it
                     }
+                    let held = world.tier.get(&page).copied();
+                    let on_ssd = world.ssd.get(&page).copied().unwrap_or(0);
                     let found = tier.fault(page, sectors, &mut actions);
                     world.carry_out(&actions);
                     let latest = world.latest.get(&page).copied().unwrap_or(0);
-                    prop_assert_eq!(world.tier.get(&page).copied(), Some(latest), "stale fault");
+                    // A page that moves up leaves the tier; it served what the tier held.
+                    let served = if found == Found::Miss { Some(on_ssd) } else { held };
+                    prop_assert_eq!(served, Some(latest), "stale fault");
+                    if tier.locate(page) != Found::Miss {
+                        prop_assert!(world.tier.contains_key(&page), "page {} held but evicted", page);
+                    }
                     world.above.insert(page, latest);
                     if found == Found::Miss {
                         let read_ssd = PolyAction::ReadSsd { page };

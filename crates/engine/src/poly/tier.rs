@@ -83,6 +83,8 @@ pub enum PolyAction {
     Compress { page: u64, sectors: u16 },
     /// Bring the page's compressed copy back uncompressed.
     Decompress { page: u64 },
+    /// The page has left the tier: its slot is free (after any `WriteBack` before it).
+    Evict { page: u64 },
 }
 
 /// A write-cache or compressed page's persistent state.
@@ -195,6 +197,21 @@ impl PolyTier {
         )
     }
 
+    /// Where the tier holds `page` (`Miss`: nowhere), changing nothing.
+    pub fn locate(&self, page: u64) -> Found {
+        if self.write_cache.contains_key(&page) {
+            Found::WriteCache
+        } else if self.read_cache.contains_key(&page) {
+            Found::ReadCache
+        } else if let Some(packed) = self.compressed.get(&page) {
+            Found::Compressed {
+                persistent: packed.written.is_some(),
+            }
+        } else {
+            Found::Miss
+        }
+    }
+
     /// Dirty pages (uncompressed or compressed): what a crash must not lose.
     pub fn dirty_pages(&self) -> Vec<u64> {
         let mut dirty: Vec<u64> = self
@@ -264,7 +281,9 @@ impl PolyTier {
             return Found::WriteCache;
         }
         if self.read_cache.remove(&page).is_some() {
-            return Found::ReadCache; // its Clock entry goes stale
+            // Up into the cache above; its Clock entry goes stale.
+            actions.push(PolyAction::Evict { page });
+            return Found::ReadCache;
         }
         if let Some(packed) = self.take_compressed(page) {
             actions.push(PolyAction::Decompress { page });
@@ -273,7 +292,10 @@ impl PolyTier {
                     self.insert_written(page, written.dirty, actions);
                     Found::Compressed { persistent: true }
                 }
-                None => Found::Compressed { persistent: false },
+                None => {
+                    actions.push(PolyAction::Evict { page });
+                    Found::Compressed { persistent: false }
+                }
             };
         }
         actions.push(PolyAction::ReadSsd { page });
@@ -368,6 +390,7 @@ impl PolyTier {
             if dirty {
                 actions.push(PolyAction::WriteBack { page });
             }
+            actions.push(PolyAction::Evict { page });
             return;
         }
         while self.write_cache.len() as u64 >= self.write_capacity() {
@@ -415,9 +438,12 @@ impl PolyTier {
             .remove(&page)
             .expect("ordered pages are cached");
         // A packed page keeps its place in the dirty order.
-        if !self.pack(page, Some(written), actions) && written.dirty {
-            self.dirty_order.remove(&stamp);
-            actions.push(PolyAction::WriteBack { page });
+        if !self.pack(page, Some(written), actions) {
+            if written.dirty {
+                self.dirty_order.remove(&stamp);
+                actions.push(PolyAction::WriteBack { page });
+            }
+            actions.push(PolyAction::Evict { page });
         }
     }
 
@@ -426,7 +452,9 @@ impl PolyTier {
     fn demote_cached(&mut self, actions: &mut Vec<PolyAction>) {
         if let Some(page) = self.clock_victim() {
             self.read_cache.remove(&page);
-            self.pack(page, None, actions);
+            if !self.pack(page, None, actions) {
+                actions.push(PolyAction::Evict { page });
+            }
         }
     }
 
@@ -496,6 +524,7 @@ impl PolyTier {
         if packed.written.is_some_and(|written| written.dirty) {
             actions.push(PolyAction::WriteBack { page });
         }
+        actions.push(PolyAction::Evict { page });
     }
 
     /// Removes `page`'s compressed copy, if any.
@@ -557,6 +586,17 @@ impl PolyTier {
         Ok(())
     }
 
+    /// Drops the oldest compressed page (written back first when dirty), for an executor whose
+    /// store is shorter of room than the sectors counted (holes between sizes); false when
+    /// nothing is compressed.
+    pub fn shed_compressed(&mut self, actions: &mut Vec<PolyAction>) -> bool {
+        if self.compressed.is_empty() {
+            return false;
+        }
+        self.evict_compressed(actions);
+        true
+    }
+
     /// Demotes the least recently used uncompressed page of either role into the compressed
     /// store (§3.3's combined ranking): the write cache's least recently written page or
     /// Clock's victim, whichever was used longer ago. Returns false when there is none or the
@@ -615,7 +655,7 @@ mod tests {
         assert_eq!(
             actions,
             (0..5)
-                .map(|page| PolyAction::WriteBack { page })
+                .flat_map(|page| [PolyAction::WriteBack { page }, PolyAction::Evict { page }])
                 .collect::<Vec<_>>()
         );
         assert_eq!(tier.dirty_pages(), (5..10).collect::<Vec<_>>());
@@ -680,6 +720,7 @@ mod tests {
                     sectors: 8
                 },
                 PolyAction::WriteBack { page: 1 },
+                PolyAction::Evict { page: 1 },
                 PolyAction::Compress {
                     page: 2,
                     sectors: 8

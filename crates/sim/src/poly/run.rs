@@ -299,6 +299,7 @@ impl<'a> Store<'a> {
                 }
                 PolyAction::Compress { .. } => costs.compress_ns(),
                 PolyAction::Decompress { .. } => costs.decompress_ns(),
+                PolyAction::Evict { .. } => 0,
             };
         }
         ns
