@@ -17,6 +17,13 @@
 //! backing = "btt:/dev/shm/pm0:8g"
 //! staging = "caiti"
 //!
+//! [[export]]                   # PolyEMT; see heterarchy_blockdev::poly::PolyConfig
+//! name = "poly0"
+//! backing = "file:/srv/ssd.img:8g"
+//! cache = "pmem:/dev/shm/poly0:256m"
+//! [export.caching]
+//! scheme = "poly"
+//!
 //! [[tenant]]                   # key-value tenants; see crate::kv::config
 //! name = "alpha"
 //! listen = "127.0.0.1:11211"
@@ -27,6 +34,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use heterarchy_blockdev::poly::PolyConfig;
 use heterarchy_blockdev::StagedConfig;
 use heterarchy_device::backend::{BackendSpec, Throttles};
 use heterarchy_engine::nyx::policy::{PolicyParams, TenantTerms};
@@ -123,6 +131,8 @@ pub enum ExportConfig {
     /// Boxed: a volume's settings are several times a staged device's.
     Cached(Box<VolumeConfig>),
     Staged(StagedConfig),
+    /// PolyEMT (seed 004): `scheme = "poly"` in its caching table.
+    Poly(Box<PolyConfig>),
 }
 
 impl<'de> Deserialize<'de> for ExportConfig {
@@ -131,9 +141,18 @@ impl<'de> Deserialize<'de> for ExportConfig {
         // would say only that neither matched).
         let table = toml::Table::deserialize(deserializer)?;
         let staged = table.contains_key("staging");
+        let poly = table
+            .get("caching")
+            .and_then(|caching| caching.get("scheme"))
+            .and_then(|scheme| scheme.as_str())
+            == Some("poly");
         let value = toml::Value::Table(table);
         if staged {
             value.try_into().map(ExportConfig::Staged)
+        } else if poly {
+            value
+                .try_into()
+                .map(|poly| ExportConfig::Poly(Box::new(poly)))
         } else {
             value
                 .try_into()
@@ -148,6 +167,7 @@ impl ExportConfig {
         match self {
             ExportConfig::Cached(volume) => &volume.name,
             ExportConfig::Staged(staged) => &staged.name,
+            ExportConfig::Poly(poly) => &poly.name,
         }
     }
 
@@ -155,6 +175,7 @@ impl ExportConfig {
         match self {
             ExportConfig::Cached(volume) => volume.validate(),
             ExportConfig::Staged(staged) => staged.validate(),
+            ExportConfig::Poly(poly) => poly.validate(),
         }
     }
 }

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use heterarchy_blockdev::poly::PolyExport;
 use heterarchy_blockdev::{BlockDevice, StagedExport};
 use heterarchy_volume::Volume;
 
@@ -24,6 +25,7 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
     let throttles = config.throttles()?;
     let mut volumes = Vec::new();
     let mut staged = Vec::new();
+    let mut polys = Vec::new();
     let mut exports = Vec::new();
     for export in &config.export {
         let failed = |e: &dyn std::fmt::Display| format!("export {}: {e}", export.name());
@@ -44,6 +46,19 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
                 );
                 exports.push(Export::Device(Arc::clone(&device) as Arc<dyn BlockDevice>));
                 staged.push(device);
+            }
+            ExportConfig::Poly(poly) => {
+                let device = PolyExport::open(poly, &throttles).map_err(|e| failed(&e))?;
+                let stats = device.stats();
+                eprintln!(
+                    "heterarchy: export {}: PolyEMT tier over {}, {} pages recovered",
+                    device.name(),
+                    poly.backing,
+                    stats.recovered_pages
+                );
+                let device = Arc::new(device);
+                exports.push(Export::Device(Arc::clone(&device) as Arc<dyn BlockDevice>));
+                polys.push(device);
             }
         }
     }
@@ -110,6 +125,12 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
         device
             .flush()
             .map_err(|e| format!("export {}: writing back: {e}", device.name()))?;
+    }
+    for device in &polys {
+        // Its write cache stays in persistent memory; what went through is made durable.
+        device
+            .flush()
+            .map_err(|e| format!("export {}: flushing: {e}", device.name()))?;
     }
     for volume in &volumes {
         let lines = volume

@@ -155,7 +155,7 @@ fn open_volume(path: &std::path::Path, name: Option<&str>) -> Result<Volume> {
         .iter()
         .filter_map(|export| match export {
             ExportConfig::Cached(volume) => Some(volume),
-            ExportConfig::Staged(_) => None,
+            ExportConfig::Staged(_) | ExportConfig::Poly(_) => None,
         })
         .filter(|volume| name.is_none_or(|name| volume.name == name))
         .collect();

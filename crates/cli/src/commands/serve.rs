@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 
+use heterarchy_blockdev::poly::PolyConfig;
 use heterarchy_blockdev::StagedConfig;
 use heterarchy_device::backend::BackendSpec;
 use heterarchy_engine::staging::StagingScheme;
@@ -167,6 +168,26 @@ pub struct NbdArgs {
     /// fastest first.
     #[arg(long, required_unless_present = "staging", conflicts_with = "staging")]
     pub cache: Vec<String>,
+    /// Run the one --cache tier as PolyEMT (seed 004): a persistent memory tier whose pages
+    /// change role between write cache, read cache and compressed store, split by an online
+    /// search. The tier must be persistent (pmem:PATH:SIZE or file:PATH:SIZE).
+    #[arg(long, conflicts_with_all = ["staging", "mode", "nhc", "layout", "policy", "cache_line", "cache_throttle"])]
+    pub poly: bool,
+    /// PolyEMT: share of the tier a search step moves (divides 1).
+    #[arg(long, default_value_t = 0.1, requires = "poly")]
+    pub poly_step: f64,
+    /// PolyEMT: seconds per measurement window of the search.
+    #[arg(long, default_value_t = 30.0, requires = "poly")]
+    pub poly_interval: f64,
+    /// PolyEMT: relative change at the held point that restarts the search.
+    #[arg(long, default_value_t = 0.2, requires = "poly")]
+    pub poly_restart_threshold: f64,
+    /// PolyEMT: page codec, lz4 or zstd.
+    #[arg(long, default_value = "lz4", requires = "poly")]
+    pub poly_codec: String,
+    /// PolyEMT: fixed knobs READ_SHARE,COMPRESSED_SHARE instead of the search (baselines).
+    #[arg(long, requires = "poly")]
+    pub poly_knobs: Option<String>,
     /// Serve the backing store as a block device under a DRAM staging cache instead of a
     /// cached volume (seed 001): none, caiti, caiti-no-ee, caiti-no-bp, pmbd, pmbd70, lru or
     /// coactive.
@@ -251,6 +272,7 @@ impl NbdArgs {
             .parse()
             .map_err(|e| anyhow!("--backing: {e}"))?;
         let export = match self.staging {
+            _ if self.poly => ExportConfig::Poly(Box::new(self.poly_config(backing)?)),
             Some(staging) => ExportConfig::Staged(StagedConfig {
                 staging_size: self.staging_size,
                 evictors: self.evictors,
@@ -274,6 +296,50 @@ impl NbdArgs {
             pm: Vec::new(),
         };
         config.validate().map_err(|e| anyhow!("{e}"))?;
+        Ok(config)
+    }
+
+    /// The PolyEMT export these arguments stand for; errors name the flag.
+    fn poly_config(&self, backing: BackendSpec) -> Result<PolyConfig> {
+        let tiers = parse_tiers(&self.cache)?;
+        let [cache] = &tiers[..] else {
+            bail!(
+                "--poly: expected one --cache tier (the memory tier), found {}",
+                tiers.len()
+            );
+        };
+        let mut config = PolyConfig::new(&self.export, backing, cache.clone());
+        config.backing_throttle = self.backing_throttle.clone();
+        let poly = &mut config.caching.poly;
+        poly.step = self.poly_step;
+        poly.interval = self.poly_interval;
+        poly.restart_threshold = self.poly_restart_threshold;
+        poly.codec = self.poly_codec.clone();
+        if let Some(knobs) = &self.poly_knobs {
+            let shares: Vec<f64> = knobs
+                .split(',')
+                .map(|share| share.trim().parse::<f64>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| {
+                    anyhow!("--poly-knobs {knobs}: expected READ_SHARE,COMPRESSED_SHARE")
+                })?;
+            let [read, compressed] = shares[..] else {
+                bail!("--poly-knobs {knobs}: expected READ_SHARE,COMPRESSED_SHARE");
+            };
+            poly.read_share = Some(read);
+            poly.compressed_share = Some(compressed);
+        }
+        config.validate().map_err(|e| {
+            let flag = match e.split([':', ' ']).next().unwrap_or("") {
+                "cache" => "--cache".to_string(),
+                "caching.poly.codec" => "--poly-codec".into(),
+                "caching.poly.step" => "--poly-step".into(),
+                "caching.poly.interval" => "--poly-interval".into(),
+                "caching.poly.restart_threshold" => "--poly-restart-threshold".into(),
+                _ => "--poly-knobs".into(),
+            };
+            anyhow!("{flag}: {e}")
+        })?;
         Ok(config)
     }
 
