@@ -90,6 +90,16 @@ def tool(*args, timeout=60, cwd=None) -> subprocess.CompletedProcess:
     return done
 
 
+def qemu_io(server: Server, *commands) -> str:
+    """Runs qemu-io's `commands` against `server`'s export; fails the test if any failed."""
+    args = [arg for command in commands for arg in ("-c", command)]
+    done = tool("qemu-io", "-f", "raw", server.uri(), *args)
+    output = done.stdout + done.stderr
+    # qemu-io reports "Pattern verification failed", "write failed: ..." and carries on.
+    assert "failed" not in output, output
+    return output
+
+
 def volume_stats(server: Server) -> dict:
     [stats] = [entry for entry in json.loads(server.http("/stats"))["exports"] if entry["name"] == EXPORT]
     return stats

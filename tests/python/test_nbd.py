@@ -24,7 +24,7 @@ from nbd_support import (
     BLOCK, CMD_FLAG_FUA, CMD_FLUSH, CMD_READ, CMD_WRITE, EINVAL, EXPORT, FLAG_FIXED_NEWSTYLE,
     IMAGE_BYTES, IO_SECONDS, MISSING, REP_ACK, REP_ERR_UNKNOWN, REP_ERR_UNSUP, REPLY_TYPE_ERROR,
     REPLY_TYPE_OFFSET_DATA, TRANSMISSION_SEND_FLUSH, TRANSMISSION_SEND_FUA, VOLUME_BYTES, NbdClient,
-    Server, connect, tool, volume_stats,
+    Server, connect, qemu_io, tool, volume_stats,
 )
 
 if MISSING:
@@ -133,15 +133,6 @@ def test_block_device_backing_with_o_direct(volume, image, loop_device, tmp_path
     assert server.process.wait(timeout=30) == 0
     with open(loop_device, "rb") as device:
         assert hashlib.sha256(device.read(len(data))).digest() == hashlib.sha256(data).digest()
-
-
-def qemu_io(server: Server, *commands) -> str:
-    args = [arg for command in commands for arg in ("-c", command)]
-    done = tool("qemu-io", "-f", "raw", server.uri(), *args)
-    output = done.stdout + done.stderr
-    # qemu-io reports "Pattern verification failed", "write failed: ..." and carries on.
-    assert "failed" not in output, output
-    return output
 
 
 @pytest.mark.parametrize("mode, flags", [("wt", []), ("wb", ["--cache-line", "4k", "--nhc"])], ids=["wt", "wb-4k-nhc"])

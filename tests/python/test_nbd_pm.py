@@ -9,7 +9,7 @@ import random
 import pytest
 
 from helpers import free_port, run
-from nbd_support import EXPORT, MISSING, tool
+from nbd_support import EXPORT, MISSING, qemu_io, tool
 
 if MISSING:
     pytest.skip(
@@ -27,14 +27,6 @@ def pm_device(serve, tmp_path, staging, *flags):
         "nbd", "--listen", f"127.0.0.1:{port}", "--export", EXPORT, "--backing", backing,
         "--staging", staging, "--staging-size", "4m", *flags, nbd=port,
     )
-
-
-def qemu_io(server, *commands) -> str:
-    args = [arg for command in commands for arg in ("-c", command)]
-    done = tool("qemu-io", "-f", "raw", server.uri(), *args)
-    output = done.stdout + done.stderr
-    assert "failed" not in output, output
-    return output
 
 
 @pytest.mark.parametrize("staging", ["caiti", "pmbd", "pmbd70", "lru", "coactive", "none"])

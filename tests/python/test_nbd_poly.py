@@ -9,7 +9,7 @@ import json
 import pytest
 
 from helpers import free_port, run
-from nbd_support import EXPORT, MISSING, tool
+from nbd_support import EXPORT, MISSING, qemu_io, tool
 
 if MISSING:
     pytest.skip(
@@ -27,14 +27,6 @@ def poly_device(serve, tmp_path, *flags, tier="4m"):
         "--backing", f"file:{tmp_path / 'ssd.img'}:{BACKING_BYTES}",
         "--cache", f"pmem:{tmp_path / 'tier.pm'}:{tier}", "--poly", *flags, nbd=port,
     )
-
-
-def qemu_io(server, *commands) -> str:
-    args = [arg for command in commands for arg in ("-c", command)]
-    done = tool("qemu-io", "-f", "raw", server.uri(), *args)
-    output = done.stdout + done.stderr
-    assert "failed" not in output, output
-    return output
 
 
 @pytest.mark.parametrize("flags", [

@@ -13,7 +13,9 @@
 
 use std::io;
 
-use heterarchy_device::backend::{open_backend_paced, BackendSpec, Throttles};
+use std::sync::Arc;
+
+use heterarchy_device::backend::{open_backend_paced, BackendSpec, Throttle, Throttles};
 use heterarchy_engine::staging::StagingScheme;
 use heterarchy_trace::units::byte_size;
 use serde::{Deserialize, Serialize};
@@ -74,6 +76,21 @@ impl StagedConfig {
     }
 }
 
+/// The throttle a config's `key` names (`none` or nothing: none), or an error naming the key.
+pub(crate) fn throttle_named(
+    throttles: &Throttles,
+    name: Option<&str>,
+    key: &str,
+) -> io::Result<Option<Arc<Throttle>>> {
+    match name {
+        None | Some("none") | Some("") => Ok(None),
+        Some(name) => throttles
+            .get(name)
+            .map(Some)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{key}: {e}"))),
+    }
+}
+
 /// A staged device under its export name.
 pub struct StagedExport {
     name: String,
@@ -85,14 +102,7 @@ impl StagedExport {
     pub fn open(config: &StagedConfig, throttles: &Throttles) -> io::Result<StagedExport> {
         let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidInput, message);
         config.validate().map_err(invalid)?;
-        let pace = match config.throttle.as_deref() {
-            None | Some("none") | Some("") => None,
-            Some(name) => Some(
-                throttles
-                    .get(name)
-                    .map_err(|e| invalid(format!("throttle: {e}")))?,
-            ),
-        };
+        let pace = throttle_named(throttles, config.throttle.as_deref(), "throttle")?;
         let media = open_backend_paced(&config.backing, pace)?;
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
         let device = StagedDevice::open(

@@ -317,6 +317,20 @@ fn throughput_chart(rows: &[Row], designs: &[Design], title: &str) -> LineChart 
     chart
 }
 
+/// `designs` on every workload, as an output titled `title` with their throughput chart.
+fn designs_output(
+    options: &Options,
+    designs: &[Design],
+    title: &str,
+) -> Result<(Vec<Row>, Output), ExperimentError> {
+    let rows = run_designs(options, designs)?;
+    let mut output = Output::new(title, &rows);
+    output
+        .charts
+        .push(throughput_chart(&rows, designs, "Throughput over DRAM-Ext"));
+    Ok((rows, output))
+}
+
 fn common_notes(output: &mut Output, options: &Options) {
     let setup = Setup::new(options);
     let costs = setup.machine.costs;
@@ -365,16 +379,11 @@ pub fn run_roles(options: &Options) -> Result<Output, ExperimentError> {
         half,
         Design::Functional,
     ];
-    let rows = run_designs(options, &designs)?;
-    let mut output = Output::new(
-        "The tier's roles over YCSB A-F (seed 004 §5.2, Fig 10 and 11)",
-        &rows,
-    );
-    output.charts.push(throughput_chart(
-        &rows,
+    let (rows, mut output) = designs_output(
+        options,
         &designs,
-        "Throughput over DRAM-Ext",
-    ));
+        "The tier's roles over YCSB A-F (seed 004 §5.2, Fig 10 and 11)",
+    )?;
     let write_workloads = [YcsbWorkload::C];
     let best_functional = YcsbWorkload::ALL
         .into_iter()
@@ -472,16 +481,11 @@ pub fn run_compression(options: &Options) -> Result<Output, ExperimentError> {
         Design::Functional,
         Design::Polymorphic,
     ];
-    let rows = run_designs(options, &designs)?;
-    let mut output = Output::new(
-        "Compression on top of the roles (seed 004 §5.2, Fig 10 and 12)",
-        &rows,
-    );
-    output.charts.push(throughput_chart(
-        &rows,
+    let (rows, mut output) = designs_output(
+        options,
         &designs,
-        "Throughput over DRAM-Ext",
-    ));
+        "Compression on top of the roles (seed 004 §5.2, Fig 10 and 12)",
+    )?;
     output.comparisons = vec![
         Comparison {
             what: "Functional+Representational over Write-Cache, mean of A-F".into(),
@@ -724,18 +728,23 @@ pub struct OfflineRow {
     pub points: usize,
 }
 
+/// The online search (both knobs) on every workload, in YCSB's order.
+fn searches(options: &Options, setup: &Setup) -> Result<Vec<PolyResult>, ExperimentError> {
+    let config = Design::Polymorphic.search().expect("a search");
+    options
+        .run_all(&YcsbWorkload::ALL, |workload| {
+            setup.run_search(*workload, config)
+        })
+        .into_iter()
+        .collect()
+}
+
 /// `poly-offline`: the online search's final point against every point of the knob grid
 /// (Table 2's reference), both measured the same way.
 pub fn run_offline(options: &Options) -> Result<Output, ExperimentError> {
     let setup = Setup::new(options);
     let grid = knob_grid(STEP).map_err(ExperimentError)?;
-    let config = Design::Polymorphic.search().expect("a search");
-    let searches = options
-        .run_all(&YcsbWorkload::ALL, |workload| {
-            setup.run_search(*workload, config)
-        })
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
+    let searches = searches(options, &setup)?;
     let jobs: Vec<(YcsbWorkload, Knobs)> = YcsbWorkload::ALL
         .into_iter()
         .flat_map(|w| grid.iter().map(move |k| (w, *k)))
@@ -903,13 +912,7 @@ pub fn tco_rows(needs: &[Need]) -> Vec<TcoRow> {
 /// `poly-tco`: Table 3 from the workloads' measured needs.
 pub fn run_tco(options: &Options) -> Result<Output, ExperimentError> {
     let setup = Setup::new(options);
-    let config = Design::Polymorphic.search().expect("a search");
-    let searches = options
-        .run_all(&YcsbWorkload::ALL, |workload| {
-            setup.run_search(*workload, config)
-        })
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
+    let searches = searches(options, &setup)?;
     // A unit of the machine is a GB of the paper's (26 GB DRAM, 6 GB BB-DRAM).
     let needs: Vec<Need> = searches
         .iter()

@@ -29,6 +29,7 @@ use heterarchy_engine::poly::{Knobs, SearchConfig};
 use serde::{Deserialize, Serialize};
 
 use super::device::{PolyDevice, PolyKnobs, PolyOptions, PolyStats};
+use crate::config::throttle_named;
 use crate::export::BlockDevice;
 
 /// The `[export.caching.poly]` table.
@@ -181,14 +182,11 @@ impl PolyExport {
     pub fn open(config: &PolyConfig, throttles: &Throttles) -> io::Result<PolyExport> {
         let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidInput, message);
         config.validate().map_err(invalid)?;
-        let pace = match config.backing_throttle.as_deref() {
-            None | Some("none") | Some("") => None,
-            Some(name) => Some(
-                throttles
-                    .get(name)
-                    .map_err(|e| invalid(format!("backing_throttle: {e}")))?,
-            ),
-        };
+        let pace = throttle_named(
+            throttles,
+            config.backing_throttle.as_deref(),
+            "backing_throttle",
+        )?;
         let backing = open_backend_paced(&config.backing, pace)?;
         let memory = open_backend_paced(&config.cache, None)?;
         let options = config.caching.poly.options().map_err(invalid)?;

@@ -120,6 +120,35 @@ pub struct PolyStats {
     pub recovered_compressed_pages: u64,
 }
 
+/// The part of a request that falls in one page.
+struct Piece {
+    page: u64,
+    /// Where in the page it starts, where in the request, and how long it is.
+    within: usize,
+    done: usize,
+    len: usize,
+}
+
+/// A request of `len` bytes at `offset`, page by page.
+fn pieces(offset: u64, len: usize) -> impl Iterator<Item = Piece> {
+    let mut done = 0;
+    std::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let at = offset + done as u64;
+        let within = (at % PAGE_BYTES as u64) as usize;
+        let piece = Piece {
+            page: at / PAGE_BYTES as u64,
+            within,
+            done,
+            len: (PAGE_BYTES - within).min(len - done),
+        };
+        done += piece.len;
+        Some(piece)
+    })
+}
+
 impl PolyDevice {
     /// Opens `memory` as the tier in front of `backing`. Write-cache pages a previous run left
     /// in `memory` are written to `backing` first (recovery), and the tier starts empty.
@@ -204,14 +233,10 @@ impl PolyDevice {
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         check_range(self.shared.size_bytes, offset, buf.len() as u64)?;
         let mut state = self.shared.lock();
-        let mut done = 0;
-        while done < buf.len() {
-            let at = offset + done as u64;
-            let (page, within) = (at / PAGE_BYTES as u64, (at % PAGE_BYTES as u64) as usize);
-            let part = (PAGE_BYTES - within).min(buf.len() - done);
-            let data = self.shared.read_page(&mut state, page)?;
-            buf[done..done + part].copy_from_slice(&data[within..within + part]);
-            done += part;
+        for piece in pieces(offset, buf.len()) {
+            let data = self.shared.read_page(&mut state, piece.page)?;
+            buf[piece.done..piece.done + piece.len]
+                .copy_from_slice(&data[piece.within..piece.within + piece.len]);
         }
         self.shared.counters.ops.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -222,20 +247,16 @@ impl PolyDevice {
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         check_range(self.shared.size_bytes, offset, data.len() as u64)?;
         let mut state = self.shared.lock();
-        let mut done = 0;
-        while done < data.len() {
-            let at = offset + done as u64;
-            let (page, within) = (at / PAGE_BYTES as u64, (at % PAGE_BYTES as u64) as usize);
-            let part = (PAGE_BYTES - within).min(data.len() - done);
-            let mut bytes = if part == PAGE_BYTES {
+        for piece in pieces(offset, data.len()) {
+            let mut bytes = if piece.len == PAGE_BYTES {
                 Vec::new()
             } else {
-                self.shared.read_page(&mut state, page)?
+                self.shared.read_page(&mut state, piece.page)?
             };
             bytes.resize(PAGE_BYTES, 0);
-            bytes[within..within + part].copy_from_slice(&data[done..done + part]);
-            self.shared.write_page(&mut state, page, bytes)?;
-            done += part;
+            bytes[piece.within..piece.within + piece.len]
+                .copy_from_slice(&data[piece.done..piece.done + piece.len]);
+            self.shared.write_page(&mut state, piece.page, bytes)?;
         }
         if fua && state.unflushed {
             self.shared.backing.flush()?;

@@ -241,12 +241,40 @@ impl PolyTier {
     /// read cache has room at all). `sectors` is the page's compressed size, were it
     /// compressed.
     pub fn read(&mut self, page: u64, sectors: u16, actions: &mut Vec<PolyAction>) -> Found {
+        self.look_up(page, sectors, false, actions)
+    }
+
+    /// Looks `page` up for a volatile page cache above the tier that takes the page in (the
+    /// paper's buffer cache, §3.3 Fig 8 ⑦, where DRAM and the tier's memory role are one pool):
+    /// a write-cache page stays (the cache above gets a copy); a read-cache page moves up, out
+    /// of the tier; a compressed page is decompressed, back into the write cache when it is
+    /// persistent, up and out when not; a miss reads the SSD and the tier keeps nothing. Pages
+    /// come back through [`evicted_above`](Self::evicted_above).
+    pub fn fault(&mut self, page: u64, sectors: u16, actions: &mut Vec<PolyAction>) -> Found {
+        self.look_up(page, sectors, true, actions)
+    }
+
+    /// The lookup of [`read`](Self::read) and, with `above`, of [`fault`](Self::fault): write
+    /// cache, then read cache, then the compressed store, then the SSD (§3.3, Fig 8 ⑦).
+    fn look_up(
+        &mut self,
+        page: u64,
+        sectors: u16,
+        above: bool,
+        actions: &mut Vec<PolyAction>,
+    ) -> Found {
         self.sectors_of
             .insert(page, sectors.clamp(1, SECTORS_PER_PAGE));
         if self.write_cache.contains_key(&page) {
             return Found::WriteCache;
         }
-        if let Some(cached) = self.read_cache.get_mut(&page) {
+        if above {
+            if self.read_cache.remove(&page).is_some() {
+                // Up into the cache above; its Clock entry goes stale.
+                actions.push(PolyAction::Evict { page });
+                return Found::ReadCache;
+            }
+        } else if let Some(cached) = self.read_cache.get_mut(&page) {
             cached.referenced = true;
             return Found::ReadCache;
         }
@@ -257,6 +285,10 @@ impl PolyTier {
                     self.insert_written(page, written.dirty, actions);
                     Found::Compressed { persistent: true }
                 }
+                None if above => {
+                    actions.push(PolyAction::Evict { page });
+                    Found::Compressed { persistent: false }
+                }
                 None => {
                     self.insert_cached(page, actions);
                     Found::Compressed { persistent: false }
@@ -264,41 +296,9 @@ impl PolyTier {
             };
         }
         actions.push(PolyAction::ReadSsd { page });
-        self.insert_cached(page, actions);
-        Found::Miss
-    }
-
-    /// Looks `page` up for a volatile page cache above the tier that takes the page in (the
-    /// paper's buffer cache, §3.3 Fig 8 ⑦, where DRAM and the tier's memory role are one pool):
-    /// a write-cache page stays (the cache above gets a copy); a read-cache page moves up, out
-    /// of the tier; a compressed page is decompressed, back into the write cache when it is
-    /// persistent, up and out when not; a miss reads the SSD and the tier keeps nothing. Pages
-    /// come back through [`evicted_above`](Self::evicted_above).
-    pub fn fault(&mut self, page: u64, sectors: u16, actions: &mut Vec<PolyAction>) -> Found {
-        self.sectors_of
-            .insert(page, sectors.clamp(1, SECTORS_PER_PAGE));
-        if self.write_cache.contains_key(&page) {
-            return Found::WriteCache;
+        if !above {
+            self.insert_cached(page, actions);
         }
-        if self.read_cache.remove(&page).is_some() {
-            // Up into the cache above; its Clock entry goes stale.
-            actions.push(PolyAction::Evict { page });
-            return Found::ReadCache;
-        }
-        if let Some(packed) = self.take_compressed(page) {
-            actions.push(PolyAction::Decompress { page });
-            return match packed.written {
-                Some(written) => {
-                    self.insert_written(page, written.dirty, actions);
-                    Found::Compressed { persistent: true }
-                }
-                None => {
-                    actions.push(PolyAction::Evict { page });
-                    Found::Compressed { persistent: false }
-                }
-            };
-        }
-        actions.push(PolyAction::ReadSsd { page });
         Found::Miss
     }
 
