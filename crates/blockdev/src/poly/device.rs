@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use heterarchy_device::backend::{check_range, Backend};
 use heterarchy_device::codec::{Codec, PAGE_BYTES, SECTORS_PER_PAGE};
-use heterarchy_engine::poly::{Found, KnobSearch, Knobs, PolyAction, PolyTier, SearchConfig};
+use heterarchy_engine::poly::{
+    Found, KnobSearch, Knobs, PolyAction, PolyTier, SearchConfig, Window,
+};
 use rustc_hash::FxHashMap;
 
 use super::region::Region;
@@ -556,21 +558,32 @@ impl Shared {
     /// The background thread: write-back while pages are dirty, and a search step at the end
     /// of every window.
     fn background(&self, mut search: Option<(KnobSearch, Duration)>) {
-        let mut window_start = Instant::now();
-        let mut window_ops = self.counters.ops.load(Ordering::Relaxed);
+        let clock = Instant::now();
+        let now_ns = || clock.elapsed().as_nanos() as u64;
+        let mut window = Window::new(now_ns());
         while !self.stop.load(Ordering::SeqCst) {
             let wrote = self.write_back_batch().unwrap_or(0);
             if let Some((search, interval)) = search.as_mut() {
-                let elapsed = window_start.elapsed();
-                if elapsed >= *interval {
-                    let ops = self.counters.ops.load(Ordering::Relaxed);
-                    let step = search.observe((ops - window_ops) as f64 / elapsed.as_secs_f64());
+                let ops = self.counters.ops.load(Ordering::Relaxed);
+                let interval_ns = interval.as_nanos() as u64;
+                if let Some(throughput) = window.observe(now_ns(), ops, interval_ns) {
+                    let step = search.observe(throughput);
+                    // The trajectory, a line a window (Fig 13's steps), for the operator.
+                    eprintln!(
+                        "heterarchy: poly window: {throughput:.0} ops/s at read {:.2} \
+                         compressed {:.2}; next read {:.2} compressed {:.2} ({:?}{})",
+                        step.measured.read_share,
+                        step.measured.compressed_share,
+                        step.next.read_share,
+                        step.next.compressed_share,
+                        step.phase,
+                        if step.restarted { ", restarted" } else { "" }
+                    );
                     let mut state = self.lock();
                     // A knob the tier refuses cannot come from the search; keep serving.
                     let _ = self.apply_knobs(&mut state, step.next);
                     drop(state);
-                    window_start = Instant::now();
-                    window_ops = self.counters.ops.load(Ordering::Relaxed);
+                    window = Window::new(now_ns());
                 }
             }
             if wrote == 0 {

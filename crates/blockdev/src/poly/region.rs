@@ -143,8 +143,19 @@ impl Region {
         self.memory.read_at(0, &mut superblock)?;
         let magic = u64::from_le_bytes(superblock[0..8].try_into().expect("8"));
         let pages = u64::from_le_bytes(superblock[8..16].try_into().expect("8"));
-        if magic != MAGIC || pages != self.pages {
+        if magic != MAGIC {
             return Ok(Vec::new());
+        }
+        if pages != self.pages {
+            // Its records would be read at the wrong places: refuse rather than lose them.
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: holds a tier of {pages} pages, not {}: open it at the size it was made                      with, so that its write cache is written back",
+                    self.memory.describe(),
+                    self.pages
+                ),
+            ));
         }
         let mut table = vec![0u8; (self.heap_sectors * RECORD_BYTES) as usize];
         self.memory.read_at(self.records_at, &mut table)?;
@@ -322,6 +333,12 @@ mod tests {
         assert_eq!(region.free.get(&0), Some(&(heap - 3)), "merged back");
         region.release(heap - 3, 3);
         assert_eq!(region.free.len(), 1);
+        // A region of another size is refused, not formatted over.
+        let memory = Box::new(RamBackend::new(2 << 20).unwrap());
+        memory.write_at(0, &MAGIC.to_le_bytes()).unwrap();
+        memory.write_at(8, &3u64.to_le_bytes()).unwrap();
+        let error = Region::open(memory).err().unwrap().to_string();
+        assert!(error.contains("holds a tier of 3 pages"), "{error}");
         // Nothing beyond the heap.
         let mut taken = 0;
         while region.allocate(1).is_some() {

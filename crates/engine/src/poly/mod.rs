@@ -6,7 +6,9 @@
 mod search;
 mod tier;
 
-pub use search::{knob_grid, offline_sweep, KnobSearch, SearchConfig, SearchPhase, SearchStep};
+pub use search::{
+    knob_grid, offline_sweep, KnobSearch, SearchConfig, SearchPhase, SearchStep, Window,
+};
 pub use tier::{Found, Knobs, PolyAction, PolyTier, SECTORS_PER_PAGE, SECTOR_BYTES};
 
 #[cfg(test)]

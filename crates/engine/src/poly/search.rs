@@ -213,6 +213,41 @@ impl KnobSearch {
     }
 }
 
+/// One measurement window of the search, as both executors measure it: its first half lets
+/// the roles settle at their new sizes (a knob change moves pages for a while), its second half
+/// is measured. Times are nanoseconds on the executor's clock; operations a running count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    started_ns: u64,
+    /// When the measured half began, and the count then.
+    measured_from: Option<(u64, u64)>,
+}
+
+impl Window {
+    /// A window starting at `now_ns`.
+    pub fn new(now_ns: u64) -> Window {
+        Window {
+            started_ns: now_ns,
+            measured_from: None,
+        }
+    }
+
+    /// Operations a second over the measured half once a window of `interval_ns` is over;
+    /// `ops` is the count of operations done so far.
+    pub fn observe(&mut self, now_ns: u64, ops: u64, interval_ns: u64) -> Option<f64> {
+        let elapsed_ns = now_ns.saturating_sub(self.started_ns);
+        if elapsed_ns < interval_ns / 2 {
+            return None;
+        }
+        let (from_ns, from_ops) = *self.measured_from.get_or_insert((now_ns, ops));
+        if elapsed_ns < interval_ns {
+            return None;
+        }
+        let seconds = (now_ns.saturating_sub(from_ns)).max(1) as f64 / 1e9;
+        Some(ops.saturating_sub(from_ops) as f64 / seconds)
+    }
+}
+
 /// Every point of the knob grid at `step`: both shares multiples of `step` in [0, 1], read
 /// share first.
 pub fn knob_grid(step: f64) -> Result<Vec<Knobs>, String> {
@@ -289,6 +324,16 @@ mod tests {
             // knob looks one step further with a patience of 2.
             assert_eq!(windows, expected_windows, "patience {patience}");
         }
+    }
+
+    #[test]
+    fn a_window_measures_its_second_half() {
+        let mut window = Window::new(1_000);
+        // 100 operations in the first half do not count.
+        assert_eq!(window.observe(400_000_000, 100, 1_000_000_000), None);
+        assert_eq!(window.observe(600_000_000, 150, 1_000_000_000), None);
+        let rate = window.observe(1_100_000_000, 650, 1_000_000_000).unwrap();
+        assert!((rate - 1000.0).abs() < 1e-6, "{rate}");
     }
 
     #[test]

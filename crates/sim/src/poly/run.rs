@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use hdrhistogram::Histogram;
 use heterarchy_device::codec::{fill_page, Codec, PAGE_BYTES, SECTORS_PER_PAGE};
-use heterarchy_engine::poly::{Found, KnobSearch, Knobs, PolyAction, PolyTier};
+use heterarchy_engine::poly::{Found, KnobSearch, Knobs, PolyAction, PolyTier, Window};
 use heterarchy_policy::eviction::clock::Clock;
 use heterarchy_policy::eviction::{Evicted, EvictionPolicy};
 use heterarchy_trace::generate::{generator, Random, RequestKind, WorkloadSpec};
@@ -66,13 +66,11 @@ pub fn run_poly_phases(
     let mut store = Store::new(machine, run.codec, first.compressibility, first.seed);
     store.set_knobs(scheme.start())?;
 
-    let mut result = PolyResult::default();
+    let mut trajectory = Vec::new();
     let mut read_ns = latency_histogram();
     let mut write_ns = latency_histogram();
     let mut measured_from_ns = 0;
-    let mut window_start_ns = 0u64;
-    // When the window's measured half began, and its operations so far.
-    let mut window_measured = (0u64, 0u64);
+    let mut window = Window::new(0);
     let mut done = 0u64;
     let mut queued: VecDeque<u64> = VecDeque::new();
     let mut queued_ns = 0u64;
@@ -86,8 +84,7 @@ pub fn run_poly_phases(
         if done == run.warmup_ops {
             store.counters = Counters::default();
             measured_from_ns = store.now_ns;
-            window_start_ns = store.now_ns;
-            window_measured = (store.now_ns, 0);
+            window = Window::new(store.now_ns);
         }
         let started_ns = store.now_ns;
         let writes = store.serve(&request);
@@ -106,20 +103,12 @@ pub fn run_poly_phases(
         let histogram = if writes { &mut write_ns } else { &mut read_ns };
         histogram.saturating_record(latency_ns.max(1));
         if let Some(search) = search.as_mut() {
-            // The first half of a window lets the roles settle at their new sizes; the second
-            // half is measured.
-            if store.now_ns - window_start_ns < run.window_ns / 2 {
-                window_measured = (store.now_ns, 0);
-            } else {
-                window_measured.1 += 1;
-            }
-            if store.now_ns - window_start_ns >= run.window_ns {
-                let measured_s = (store.now_ns - window_measured.0) as f64 / 1e9;
-                let step = search.observe(window_measured.1 as f64 / measured_s);
+            if let Some(throughput) = window.observe(store.now_ns, done, run.window_ns) {
+                let step = search.observe(throughput);
                 let at_s = (store.now_ns - measured_from_ns) as f64 / 1e9;
-                result.trajectory.push((at_s, step));
+                trajectory.push((at_s, step));
                 store.set_knobs(step.next)?;
-                window_start_ns = store.now_ns;
+                window = Window::new(store.now_ns);
             }
         }
     }
@@ -140,7 +129,7 @@ pub fn run_poly_phases(
         ssd_reads: counters.ssd_reads,
         sync_write_backs: counters.sync_write_backs,
         mean_sectors: store.mean_sectors(),
-        trajectory: result.trajectory,
+        trajectory,
     })
 }
 
