@@ -185,9 +185,11 @@ fn trial(seed: u64, dir: &Path) -> Result<(), String> {
         for round in 1u64.. {
             if random.below(20) == 0 {
                 let knobs = if keeps_write_cache {
+                    // At most half compressed and half the rest read cache: a quarter of the
+                    // tier (3 of its 12 pages) stays write cache.
                     Knobs {
-                        read_share: random.below(9) as f64 / 10.0,
-                        compressed_share: random.below(9) as f64 / 10.0,
+                        read_share: random.below(6) as f64 / 10.0,
+                        compressed_share: random.below(6) as f64 / 10.0,
                     }
                 } else {
                     knobs(&mut random)

@@ -378,7 +378,9 @@ impl Shared {
         let persistent = match state.tier.locate(page) {
             Found::WriteCache => true,
             Found::ReadCache => false,
-            _ => return self.drop_place(state, page), // not kept (or kept compressed)
+            // Compressed by this request's own actions: that copy stands.
+            Found::Compressed { .. } => return Ok(()),
+            Found::Miss => return self.drop_place(state, page),
         };
         let first = self.allocate(state, SECTORS_PER_PAGE)?;
         state.region.write(first, data, persistent)?;
