@@ -241,7 +241,7 @@ impl Drop for StagedDevice {
 
 /// Runs `each(block, byte within it, range of the caller's buffer)` over the blocks that
 /// `len` bytes at `offset` touch.
-fn for_each_block(
+pub(crate) fn for_each_block(
     offset: u64,
     len: usize,
     mut each: impl FnMut(u64, usize, std::ops::Range<usize>) -> io::Result<()>,

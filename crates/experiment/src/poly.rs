@@ -175,11 +175,7 @@ impl Setup {
             Design::Functional | Design::Polymorphic => {
                 let config = design.search().expect("a search design");
                 let search = self.run_search(workload, config)?;
-                let knobs = Knobs {
-                    read_share: search.read_share,
-                    compressed_share: search.compressed_share,
-                };
-                (PolyScheme::Fixed(knobs), Some(search))
+                (PolyScheme::Fixed(search.knobs()), Some(search))
             }
         };
         let result = self.run_fixed(workload, scheme)?;
@@ -758,10 +754,7 @@ pub fn run_offline(options: &Options) -> Result<Output, ExperimentError> {
     let mut rows = Vec::new();
     for (index, workload) in YcsbWorkload::ALL.into_iter().enumerate() {
         let search = &searches[index];
-        let online = Knobs {
-            read_share: search.read_share,
-            compressed_share: search.compressed_share,
-        };
+        let online = search.knobs();
         let points = &measured[index * grid.len()..(index + 1) * grid.len()];
         let (best_index, best) = points
             .iter()

@@ -30,6 +30,7 @@ use heterarchy_engine::poly::{
 use rustc_hash::FxHashMap;
 
 use super::region::Region;
+use crate::device::for_each_block;
 
 /// Dirty pages the background thread writes back between two flushes of the backing store.
 const WRITE_BACK_BATCH: usize = 16;
@@ -85,7 +86,7 @@ struct State {
     actions: Vec<PolyAction>,
     /// Pages read or decompressed by this request's actions, not yet placed.
     staged: FxHashMap<u64, Vec<u8>>,
-    /// Pages written back since the backing store was last flushed.
+    /// Whether pages were written to the backing store since it was last flushed.
     unflushed: bool,
 }
 
@@ -107,9 +108,9 @@ pub struct PolyDevice {
 }
 
 /// What a PolyEMT device reports.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PolyStats {
-    pub knobs: Option<Knobs>,
+    pub knobs: Knobs,
     pub write_cache_pages: usize,
     pub read_cache_pages: usize,
     pub compressed_pages: usize,
@@ -120,35 +121,6 @@ pub struct PolyStats {
     /// of them were compressed.
     pub recovered_pages: u64,
     pub recovered_compressed_pages: u64,
-}
-
-/// The part of a request that falls in one page.
-struct Piece {
-    page: u64,
-    /// Where in the page it starts, where in the request, and how long it is.
-    within: usize,
-    done: usize,
-    len: usize,
-}
-
-/// A request of `len` bytes at `offset`, page by page.
-fn pieces(offset: u64, len: usize) -> impl Iterator<Item = Piece> {
-    let mut done = 0;
-    std::iter::from_fn(move || {
-        if done >= len {
-            return None;
-        }
-        let at = offset + done as u64;
-        let within = (at % PAGE_BYTES as u64) as usize;
-        let piece = Piece {
-            page: at / PAGE_BYTES as u64,
-            within,
-            done,
-            len: (PAGE_BYTES - within).min(len - done),
-        };
-        done += piece.len;
-        Some(piece)
-    })
 }
 
 impl PolyDevice {
@@ -235,11 +207,11 @@ impl PolyDevice {
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         check_range(self.shared.size_bytes, offset, buf.len() as u64)?;
         let mut state = self.shared.lock();
-        for piece in pieces(offset, buf.len()) {
-            let data = self.shared.read_page(&mut state, piece.page)?;
-            buf[piece.done..piece.done + piece.len]
-                .copy_from_slice(&data[piece.within..piece.within + piece.len]);
-        }
+        for_each_block(offset, buf.len(), |page, at, range| {
+            let data = self.shared.read_page(&mut state, page)?;
+            buf[range.clone()].copy_from_slice(&data[at..at + range.len()]);
+            Ok(())
+        })?;
         self.shared.counters.ops.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -249,17 +221,15 @@ impl PolyDevice {
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> io::Result<()> {
         check_range(self.shared.size_bytes, offset, data.len() as u64)?;
         let mut state = self.shared.lock();
-        for piece in pieces(offset, data.len()) {
-            let mut bytes = if piece.len == PAGE_BYTES {
-                Vec::new()
+        for_each_block(offset, data.len(), |page, at, range| {
+            let mut bytes = if range.len() == PAGE_BYTES {
+                vec![0u8; PAGE_BYTES]
             } else {
-                self.shared.read_page(&mut state, piece.page)?
+                self.shared.read_page(&mut state, page)?
             };
-            bytes.resize(PAGE_BYTES, 0);
-            bytes[piece.within..piece.within + piece.len]
-                .copy_from_slice(&data[piece.done..piece.done + piece.len]);
-            self.shared.write_page(&mut state, piece.page, bytes)?;
-        }
+            bytes[at..at + range.len()].copy_from_slice(&data[range]);
+            self.shared.write_page(&mut state, page, bytes)
+        })?;
         if fua && state.unflushed {
             self.shared.backing.flush()?;
             state.unflushed = false;
@@ -289,7 +259,7 @@ impl PolyDevice {
         let state = self.shared.lock();
         let (write_cache_pages, read_cache_pages, compressed_pages) = state.tier.occupancy();
         PolyStats {
-            knobs: Some(state.tier.knobs()),
+            knobs: state.tier.knobs(),
             write_cache_pages,
             read_cache_pages,
             compressed_pages,
@@ -342,14 +312,15 @@ impl Shared {
         outcome?;
         let data = match found {
             Found::WriteCache | Found::ReadCache => self.read_place(state, page)?,
-            Found::Compressed { .. } | Found::Miss => state
-                .staged
-                .remove(&page)
-                .expect("a compressed hit or a miss stages its page"),
+            Found::Compressed { .. } | Found::Miss => {
+                let data = state
+                    .staged
+                    .remove(&page)
+                    .expect("a compressed hit or a miss stages its page");
+                self.place(state, page, &data)?;
+                data
+            }
         };
-        if found == Found::Miss || matches!(found, Found::Compressed { .. }) {
-            self.place(state, page, &data)?;
-        }
         state.staged.clear();
         Ok(data)
     }

@@ -25,6 +25,8 @@ const SUPERBLOCK_BYTES: u64 = 4096;
 const RECORD_BYTES: u64 = 32;
 /// Sectors of heap per page of tier: 8, and one more for holes.
 const HEAP_SECTORS_PER_PAGE: u64 = SECTORS_PER_PAGE as u64 + 1;
+/// Memory a page of tier takes: its heap sectors and their records.
+const BYTES_PER_PAGE: u64 = HEAP_SECTORS_PER_PAGE * (SECTOR_BYTES as u64 + RECORD_BYTES);
 
 /// A persistent page's record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,8 +99,7 @@ pub(crate) struct Region {
 impl Region {
     /// The pages of tier a memory of `bytes` holds.
     pub fn pages_in(bytes: u64) -> u64 {
-        let per_page = HEAP_SECTORS_PER_PAGE * (SECTOR_BYTES as u64 + RECORD_BYTES);
-        bytes.saturating_sub(2 * SUPERBLOCK_BYTES) / per_page
+        bytes.saturating_sub(2 * SUPERBLOCK_BYTES) / BYTES_PER_PAGE
     }
 
     /// Opens `memory`: the persistent pages a previous run left (the latest copy of each, its
@@ -112,7 +113,7 @@ impl Region {
                 format!(
                     "{}: too small for a page of tier (at least {} bytes)",
                     memory.describe(),
-                    2 * SUPERBLOCK_BYTES + HEAP_SECTORS_PER_PAGE * (SECTOR_BYTES as u64 + 32)
+                    2 * SUPERBLOCK_BYTES + BYTES_PER_PAGE
                 ),
             ));
         }

@@ -1,5 +1,5 @@
 //! The tier against a model of what each page's latest data is and where it is, over seeded
-//! random histories of reads, writes, write-backs, knob changes and demotions: no dirty data
+//! random histories of reads, writes, write-backs, knob changes and a page cache above: no dirty data
 //! is ever dropped, every hit serves the latest data, and every role fits its capacity.
 
 use proptest::prelude::*;
@@ -13,7 +13,6 @@ enum Step {
     Write(u64, u16),
     WriteBack(usize),
     Knobs(u8, u8),
-    CompressColdest,
     /// The page cache above faults a page in, or evicts one it holds.
     Fault(u64, u16),
     EvictAbove(usize),
@@ -25,7 +24,6 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (0..40u64, 1..=8u16).prop_map(|(page, sectors)| Step::Write(page, sectors)),
         1 => (0..5usize).prop_map(Step::WriteBack),
         1 => (0..=10u8, 0..=10u8).prop_map(|(read, compressed)| Step::Knobs(read, compressed)),
-        1 => Just(Step::CompressColdest),
         3 => (0..40u64, 1..=8u16).prop_map(|(page, sectors)| Step::Fault(page, sectors)),
         2 => (0..64usize).prop_map(Step::EvictAbove),
     ]
@@ -111,10 +109,6 @@ proptest! {
                     };
                     let fits = knobs.validate().is_ok();
                     prop_assert_eq!(tier.set_knobs(knobs, &mut actions).is_ok(), fits);
-                    world.carry_out(&actions);
-                }
-                Step::CompressColdest => {
-                    tier.compress_coldest(&mut actions);
                     world.carry_out(&actions);
                 }
                 Step::Fault(page, sectors) => {

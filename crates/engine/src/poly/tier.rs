@@ -15,11 +15,11 @@
 //!
 //! Capacities follow the knobs ([`Knobs`]): `compressed_share` of the tier holds compressed
 //! pages, `read_share` of the rest serves as read cache, and the write cache has what is left.
-//! Demotion into the
-//! compressed store takes the least recently used uncompressed page over both roles (§3.3:
-//! "across all the non-compressed pages in both volatile memory and writeback cache"): the
-//! write cache's least recently written page or the read cache's Clock victim, whichever was
-//! last used longer ago (a read-cache page's use is when Clock last saw its reference bit).
+//! A role over its capacity demotes its own coldest page (the least recently written, or
+//! Clock's victim) into the compressed store, which both roles share and which gives up its
+//! oldest page, of either role, when full. Which role shrinks as compression grows is set by
+//! the knobs, not by one ranking over both roles as §3.3 has it ("across all the non-compressed
+//! pages in both volatile memory and writeback cache").
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -100,8 +100,6 @@ struct Written {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Cached {
     referenced: bool,
-    /// When Clock last saw it used (inserted, or its reference bit found set).
-    stamp: u64,
     /// Tells this residency's queue entry from stale ones of earlier residencies.
     generation: u64,
 }
@@ -412,14 +410,12 @@ impl PolyTier {
         while self.read_cache.len() as u64 >= self.read_capacity() {
             self.demote_cached(actions);
         }
-        let stamp = self.tick();
         self.generations += 1;
         let generation = self.generations;
         self.read_cache.insert(
             page,
             Cached {
                 referenced: false,
-                stamp,
                 generation,
             },
         );
@@ -462,7 +458,6 @@ impl PolyTier {
     /// (and their use noted) as the hand passes. Stale entries of pages gone are skipped.
     fn clock_victim(&mut self) -> Option<u64> {
         while let Some((page, generation)) = self.clock.pop_front() {
-            let now = self.now;
             let Some(cached) = self.read_cache.get_mut(&page) else {
                 continue;
             };
@@ -471,7 +466,6 @@ impl PolyTier {
             }
             if cached.referenced {
                 cached.referenced = false;
-                cached.stamp = now;
                 self.clock.push_back((page, generation));
                 continue;
             }
@@ -595,38 +589,6 @@ impl PolyTier {
         }
         self.evict_compressed(actions);
         true
-    }
-
-    /// Demotes the least recently used uncompressed page of either role into the compressed
-    /// store (§3.3's combined ranking): the write cache's least recently written page or
-    /// Clock's victim, whichever was used longer ago. Returns false when there is none or the
-    /// store has no room at all.
-    pub fn compress_coldest(&mut self, actions: &mut Vec<PolyAction>) -> bool {
-        if self.compressed_capacity_sectors() == 0 {
-            return false;
-        }
-        let written = self.write_order.keys().next().copied();
-        let cached = self.peek_clock_victim().map(|(_, stamp)| stamp);
-        let written_is_older = match (written, cached) {
-            (None, None) => return false,
-            (Some(written), Some(cached)) => written <= cached,
-            (written, _) => written.is_some(),
-        };
-        if written_is_older {
-            self.demote_written(actions);
-        } else {
-            self.demote_cached(actions);
-        }
-        true
-    }
-
-    /// Clock's next victim and when it was last used, without evicting it (the hand still
-    /// clears reference bits as it passes, as a scan would).
-    fn peek_clock_victim(&mut self) -> Option<(u64, u64)> {
-        let page = self.clock_victim()?;
-        let cached = self.read_cache[&page];
-        self.clock.push_front((page, cached.generation));
-        Some((page, cached.stamp))
     }
 }
 

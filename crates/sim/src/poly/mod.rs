@@ -223,6 +223,14 @@ pub struct PolyResult {
 }
 
 impl PolyResult {
+    /// The knobs at the end.
+    pub fn knobs(&self) -> Knobs {
+        Knobs {
+            read_share: self.read_share,
+            compressed_share: self.compressed_share,
+        }
+    }
+
     /// When the search last changed the knobs before holding (simulated seconds), if it did.
     pub fn converged_s(&self) -> Option<f64> {
         let mut converged = None;
