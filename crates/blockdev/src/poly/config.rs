@@ -13,7 +13,7 @@
 //! step = 0.1                 # share of the tier a search step moves (divides 1)
 //! interval = 30.0            # seconds a measurement window lasts
 //! restart_threshold = 0.2    # relative change at the held point that restarts the search
-//! patience = 2               # steps without gain before a knob goes back to its best
+//! patience = 2               # steps in a row measuring below the one before: the knob goes back
 //! compress = true            # search the compressed share too
 //! codec = "lz4"              # lz4 or zstd
 //! read_share = 0.5           # fixed knobs instead of the search (both or neither)

@@ -27,7 +27,7 @@ use heterarchy_device::codec::{Codec, PAGE_BYTES, SECTORS_PER_PAGE};
 use heterarchy_engine::poly::{
     Found, KnobSearch, Knobs, PolyAction, PolyTier, SearchConfig, Window,
 };
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::region::Region;
 use crate::device::for_each_block;
@@ -86,8 +86,19 @@ struct State {
     actions: Vec<PolyAction>,
     /// Pages read or decompressed by this request's actions, not yet placed.
     staged: FxHashMap<u64, Vec<u8>>,
+    /// Pages the tier gave up while this request's actions were carried out, to make room in
+    /// the heap: the actions still to come on them were decided before and are stale.
+    shed: FxHashSet<u64>,
     /// Whether pages were written to the backing store since it was last flushed.
     unflushed: bool,
+}
+
+impl State {
+    /// Forgets what one request's actions staged and shed.
+    fn request_done(&mut self) {
+        self.staged.clear();
+        self.shed.clear();
+    }
 }
 
 struct Shared {
@@ -180,6 +191,7 @@ impl PolyDevice {
                 sectors: FxHashMap::default(),
                 actions: Vec::new(),
                 staged: FxHashMap::default(),
+                shed: FxHashSet::default(),
                 unflushed: false,
             }),
             wake: Condvar::new(),
@@ -321,7 +333,7 @@ impl Shared {
                 data
             }
         };
-        state.staged.clear();
+        state.request_done();
         Ok(data)
     }
 
@@ -340,7 +352,7 @@ impl Shared {
         if let Some(data) = state.staged.remove(&page) {
             self.place(state, page, &data)?;
         }
-        state.staged.clear();
+        state.request_done();
         Ok(())
     }
 
@@ -353,7 +365,7 @@ impl Shared {
             Found::Compressed { .. } => return Ok(()),
             Found::Miss => return self.drop_place(state, page),
         };
-        let first = self.allocate(state, SECTORS_PER_PAGE)?;
+        let first = self.allocate(state, page, SECTORS_PER_PAGE)?;
         state.region.write(first, data, persistent)?;
         if persistent {
             state.region.write_record(first, page, false, data)?;
@@ -389,20 +401,26 @@ impl Shared {
         Ok(())
     }
 
-    /// A run of `sectors` in the heap; when holes leave none long enough, the tier gives up
-    /// its oldest compressed pages until one is.
-    fn allocate(&self, state: &mut State, sectors: u16) -> io::Result<u64> {
+    /// A run of `sectors` in the heap for `page`; when holes leave none long enough, the tier
+    /// gives up its oldest compressed pages but `page` until one is.
+    fn allocate(&self, state: &mut State, page: u64, sectors: u16) -> io::Result<u64> {
         loop {
             if let Some(first) = state.region.allocate(sectors) {
                 return Ok(first);
             }
             let mut actions = Vec::new();
-            if !state.tier.shed_compressed(&mut actions) {
+            if !state.tier.shed_compressed(page, &mut actions) {
                 return Err(io::Error::other(format!(
                     "the tier's heap has no run of {sectors} sectors"
                 )));
             }
             self.carry_out(state, &actions)?;
+            state
+                .shed
+                .extend(actions.iter().filter_map(|action| match action {
+                    PolyAction::Evict { page } => Some(*page),
+                    _ => None,
+                }));
         }
     }
 
@@ -435,6 +453,14 @@ impl Shared {
     /// Carries out the tier's decisions in order.
     fn carry_out(&self, state: &mut State, actions: &[PolyAction]) -> io::Result<()> {
         for action in actions {
+            let (PolyAction::ReadSsd { page }
+            | PolyAction::WriteBack { page }
+            | PolyAction::Compress { page, .. }
+            | PolyAction::Decompress { page }
+            | PolyAction::Evict { page }) = *action;
+            if state.shed.contains(&page) {
+                continue;
+            }
             match *action {
                 PolyAction::ReadSsd { page } => {
                     let mut data = vec![0u8; PAGE_BYTES];
@@ -451,8 +477,8 @@ impl Shared {
                     state.staged.insert(page, data);
                 }
                 PolyAction::Compress { page, .. } => {
+                    // Staged data stays: `place` leaves the compressed copy standing.
                     let data = self.current(state, page)?;
-                    state.staged.remove(&page);
                     let (sectors, bytes) = self.compress(&data);
                     let persistent =
                         state.tier.locate(page) == Found::Compressed { persistent: true };
@@ -461,7 +487,7 @@ impl Shared {
                     } else {
                         (data, false)
                     };
-                    let first = self.allocate(state, sectors)?;
+                    let first = self.allocate(state, page, sectors)?;
                     state.region.write(first, &stored, persistent)?;
                     if persistent {
                         state
@@ -508,7 +534,7 @@ impl Shared {
             .set_knobs(knobs, &mut actions)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let outcome = self.carry_out(state, &actions);
-        state.staged.clear();
+        state.request_done();
         outcome
     }
 
@@ -519,7 +545,7 @@ impl Shared {
         let mut actions = Vec::new();
         let count = state.tier.write_back(WRITE_BACK_BATCH, &mut actions);
         let outcome = self.carry_out(&mut state, &actions);
-        state.staged.clear();
+        state.request_done();
         outcome?;
         if state.unflushed {
             self.backing.flush()?;

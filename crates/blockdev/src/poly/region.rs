@@ -11,8 +11,11 @@
 //! volatile memory is.
 //!
 //! The heap has an eighth more sectors than the tier's pages need, for the holes compressed
-//! pages of different sizes leave; uncompressed pages are taken from the low end and
-//! compressed ones from the high end so that the holes stay among the latter.
+//! pages of different sizes leave and for a page's new copy beside its old one; uncompressed
+//! pages take whole slots of 8 sectors at the low end and compressed ones any run from the high
+//! end, so that the holes stay among the latter, and once the compressed pages are shed every
+//! free slot can take a whole page again (an uncompressed page off its slot would leave holes
+//! no page fits).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -133,9 +136,14 @@ impl Region {
         Ok((region, survivors))
     }
 
-    /// Pages of tier it holds.
+    /// Pages of tier it holds: its pages, where the eighth spare leaves three whole slots
+    /// beside them (fewer in a region of less than 24 pages). While a request is carried out a
+    /// page may stand in two places, its new copy beside its old: one page being placed whose
+    /// old compressed copy may straddle two slots, and one being compressed out of its slot
+    /// (every other compressed page can be shed).
     pub fn pages(&self) -> u64 {
-        self.pages
+        let slots = self.heap_sectors / u64::from(SECTORS_PER_PAGE);
+        self.pages.min(slots.saturating_sub(3)).max(1)
     }
 
     /// The latest whole copy of each persistent page, when the superblock is ours.
@@ -206,29 +214,31 @@ impl Region {
         Ok(())
     }
 
-    /// A run of `sectors` free sectors, from the low end for whole pages and from the high end
-    /// for compressed ones; `None` when no run is long enough.
+    /// A run of `sectors` free sectors: the lowest whole slot for a whole page, the highest run
+    /// long enough for a compressed one; `None` when there is none.
     pub fn allocate(&mut self, sectors: u16) -> Option<u64> {
         let want = u64::from(sectors);
-        let found = if sectors == SECTORS_PER_PAGE {
-            self.free.iter().find(|(_, &len)| len >= want)
-        } else {
-            self.free.iter().rev().find(|(_, &len)| len >= want)
-        };
-        let (&start, &len) = found?;
+        if sectors == SECTORS_PER_PAGE {
+            // The first whole slot.
+            let (start, len, slot) = self.free.iter().find_map(|(&start, &len)| {
+                let slot = start.next_multiple_of(want);
+                (slot + want <= start + len).then_some((start, len, slot))
+            })?;
+            self.free.remove(&start);
+            if slot > start {
+                self.free.insert(start, slot - start);
+            }
+            if slot + want < start + len {
+                self.free.insert(slot + want, start + len - slot - want);
+            }
+            return Some(slot);
+        }
+        let (&start, &len) = self.free.iter().rev().find(|(_, &len)| len >= want)?;
         self.free.remove(&start);
-        let first = if sectors == SECTORS_PER_PAGE {
-            if len > want {
-                self.free.insert(start + want, len - want);
-            }
-            start
-        } else {
-            if len > want {
-                self.free.insert(start, len - want);
-            }
-            start + len - want
-        };
-        Some(first)
+        if len > want {
+            self.free.insert(start, len - want);
+        }
+        Some(start + len - want)
     }
 
     /// Returns a run to the heap, merged with its free neighbours.
@@ -334,6 +344,15 @@ mod tests {
         assert_eq!(region.free.get(&0), Some(&(heap - 3)), "merged back");
         region.release(heap - 3, 3);
         assert_eq!(region.free.len(), 1);
+        // Whole pages take whole slots only: a compressed page in the first slot moves the next
+        // whole page to the second, and freeing it leaves the first slot whole again.
+        assert_eq!(region.allocate(8), Some(0));
+        region.release(0, 5);
+        assert_eq!(region.allocate(8), Some(8));
+        region.release(5, 3);
+        assert_eq!(region.allocate(8), Some(0));
+        region.release(0, 8);
+        region.release(8, 8);
         // A region of another size is refused, not formatted over.
         let memory = Box::new(RamBackend::new(2 << 20).unwrap());
         memory.write_at(0, &MAGIC.to_le_bytes()).unwrap();

@@ -1,9 +1,13 @@
 //! The knob search of seed 004 §3 (reconstructed in the notes, §II.2.4; the paper gives no
 //! pseudocode): start with the whole tier as write cache; move the read-cache share up a step
 //! per measurement window while the measured performance improves (functional polymorphism),
-//! then the compressed share the same way (representational polymorphism); hold the best point,
-//! and start again from a full write cache when the measurement moves away from it by more
-//! than a threshold (a workload change).
+//! then the compressed share the same way (representational polymorphism); hold the last point
+//! that improved, and start again from a full write cache when the measurement moves away from
+//! it by more than a threshold (a workload change).
+//!
+//! A step improves when it measures above the step before it (§3.2: "stops the re-purposing
+//! when the performance of the application stops increasing"), not above the best window seen:
+//! against the best, one lucky window would stop every later step of a slow, steady climb.
 //!
 //! The search only proposes knobs and reads measurements (higher is better: throughput, or the
 //! negated latency); its caller applies them to the tier and measures a window at a time.
@@ -20,9 +24,9 @@ pub struct SearchConfig {
     /// Whether the search goes on to the compressed share (representational polymorphism);
     /// without, it is the paper's Functional-only design (§5.2).
     pub compress: bool,
-    /// Steps in a row that may fail to improve before the knob goes back to its best point:
-    /// 1 stops at the first (the paper's rule); more looks past a window's noise or a flat
-    /// step.
+    /// Steps in a row that may fail to improve before the knob goes back to the last point
+    /// that improved: 1 stops at the first (the paper's rule); more looks past a window's noise
+    /// or a flat step.
     pub patience: u32,
 }
 
@@ -90,8 +94,12 @@ pub struct KnobSearch {
     config: SearchConfig,
     phase: SearchPhase,
     current: Knobs,
+    /// The last point that improved on the step before it, and its measurement: where a
+    /// knob goes back to, and what the held point is watched against.
     best: Option<(Knobs, f64)>,
-    /// Steps in a row that did not improve on the best.
+    /// The measurement of the step before.
+    previous: Option<f64>,
+    /// Steps in a row that did not improve on the step before.
     failed_steps: u32,
 }
 
@@ -104,6 +112,7 @@ impl KnobSearch {
             phase: SearchPhase::Functional,
             current: Knobs::WRITE_CACHE,
             best: None,
+            previous: None,
             failed_steps: 0,
         })
     }
@@ -136,7 +145,8 @@ impl KnobSearch {
                 }
             }
             SearchPhase::Functional | SearchPhase::Representational => {
-                let improved = self.best.is_none_or(|(_, best)| performance > best);
+                let improved = self.previous.is_none_or(|previous| performance > previous);
+                self.previous = Some(performance);
                 if improved {
                     self.best = Some((measured, performance));
                     self.failed_steps = 0;
@@ -146,8 +156,7 @@ impl KnobSearch {
                     if self.failed_steps < self.config.patience {
                         self.advance();
                     } else {
-                        // Back to the best point; the next knob, or hold.
-                        self.current = self.best.expect("a first measurement improves").0;
+                        // Back to the last point that improved; the next knob, or hold.
                         self.next_phase();
                     }
                 }
@@ -187,8 +196,10 @@ impl KnobSearch {
         self.next_phase();
     }
 
-    /// Functional gives way to representational (when compressing) and that to holding; a
-    /// new knob takes its first step at once.
+    /// Back to the last point that improved; functional gives way to representational (when
+    /// compressing) and that to holding. The compressed knob's climb starts with a window at
+    /// that point, so that its first step is compared with a fresh measurement rather than
+    /// one taken steps ago (a workload just changed, a tier still settling).
     fn next_phase(&mut self) {
         self.failed_steps = 0;
         if let Some((best, _)) = self.best {
@@ -199,7 +210,7 @@ impl KnobSearch {
             _ => SearchPhase::Holding,
         };
         if self.phase == SearchPhase::Representational {
-            self.advance();
+            self.previous = None;
         }
     }
 
@@ -209,6 +220,7 @@ impl KnobSearch {
         self.phase = SearchPhase::Functional;
         self.current = Knobs::WRITE_CACHE;
         self.best = None;
+        self.previous = None;
         self.failed_steps = 0;
     }
 }
@@ -311,7 +323,7 @@ mod tests {
         // Peak at 60% read cache, then 20% compressed (the paper's YCSB-A shape, Fig 13).
         let surface =
             |k: Knobs| -(k.read_share - 0.6).powi(2) - (k.compressed_share - 0.2).powi(2) * 0.5;
-        for (patience, expected_windows) in [(1, 11), (2, 13)] {
+        for (patience, expected_windows) in [(1, 12), (2, 14)] {
             let mut search = KnobSearch::new(SearchConfig {
                 patience,
                 ..SearchConfig::default()
@@ -320,8 +332,8 @@ mod tests {
             let (held, windows) = converge(&mut search, surface);
             assert!((held.read_share - 0.6).abs() < 1e-9, "{held:?}");
             assert!((held.compressed_share - 0.2).abs() < 1e-9, "{held:?}");
-            // 7 functional windows (0 … 0.7), then 0.1 … 0.3 compressed: 11 in all; each
-            // knob looks one step further with a patience of 2.
+            // 8 functional windows (0 … 0.7), 0.6 again, then 0.1 … 0.3 compressed: 12 in
+            // all; each knob looks one step further with a patience of 2.
             assert_eq!(windows, expected_windows, "patience {patience}");
         }
     }
@@ -367,6 +379,38 @@ mod tests {
         assert!((held.read_share - 0.6).abs() < 1e-9, "{held:?}");
         // 0 … 0.8 read cache (two past the peak), then hold: no compressed step.
         assert_eq!((held.compressed_share, windows), (0.0, 9));
+    }
+
+    /// A slow climb with one lucky window early on: compared with the best window seen, every
+    /// later step would fail; compared with the step before, the climb goes on to the top.
+    #[test]
+    fn one_lucky_window_does_not_stop_a_steady_climb() {
+        // (read share, compressed share) measured, and what it measured.
+        let measurements = [
+            ((0.0, 0.0), 100.0),
+            ((0.1, 0.0), 99.0),
+            ((0.2, 0.0), 98.0),
+            ((0.0, 0.0), 100.0), // measured again before the compressed share moves
+            ((0.0, 0.1), 109.0), // lucky: the true value is about 101
+            ((0.0, 0.2), 101.5),
+            ((0.0, 0.3), 102.0),
+            ((0.0, 0.4), 103.0),
+            ((0.0, 0.5), 102.5),
+            ((0.0, 0.6), 102.0),
+        ];
+        let mut search = KnobSearch::new(SearchConfig::default()).unwrap();
+        for ((read_share, compressed_share), performance) in measurements {
+            let knobs = search.knobs();
+            assert!((knobs.read_share - read_share).abs() < 1e-9, "{knobs:?}");
+            assert!(
+                (knobs.compressed_share - compressed_share).abs() < 1e-9,
+                "{knobs:?}"
+            );
+            search.observe(performance);
+        }
+        assert_eq!(search.phase(), SearchPhase::Holding);
+        assert!((search.knobs().compressed_share - 0.4).abs() < 1e-9);
+        assert_eq!(search.knobs().read_share, 0.0);
     }
 
     #[test]

@@ -13,13 +13,15 @@
 //! carries out, so the live volume and the timed simulator run the same decisions (docs/
 //! architecture.md, "One policy code, two executors").
 //!
-//! Capacities follow the knobs ([`Knobs`]): `compressed_share` of the tier holds compressed
-//! pages, `read_share` of the rest serves as read cache, and the write cache has what is left.
-//! A role over its capacity demotes its own coldest page (the least recently written, or
-//! Clock's victim) into the compressed store, which both roles share and which gives up its
-//! oldest page, of either role, when full. Which role shrinks as compression grows is set by
-//! the knobs, not by one ranking over both roles as §3.3 has it ("across all the non-compressed
-//! pages in both volatile memory and writeback cache").
+//! Capacities follow the knobs ([`Knobs`]): `read_share` of the tier is the read cache's and
+//! the rest the write cache's (functional polymorphism, §3.2), and `compressed_share` of the
+//! tier holds compressed pages of both roles (representational polymorphism, §3.3). The two
+//! roles' uncompressed pages share what the compressed store leaves, so when compression grows
+//! one ranking over the uncompressed pages of both roles (§3.3: "across all the non-compressed
+//! pages in both volatile memory and writeback cache") decides whose pages are compressed: the
+//! write cache's least recently written page or the read cache's Clock victim, whichever was
+//! used longer ago. A role over its own capacity demotes its own coldest page. The compressed
+//! store gives up its oldest page, of either role, when full.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -27,9 +29,9 @@ use rustc_hash::FxHashMap;
 
 pub use heterarchy_device::codec::{SECTORS_PER_PAGE, SECTOR_BYTES};
 
-/// The two knobs of seed 004 §3.4: the share of the tier held compressed (pages of both
-/// roles, §3.3), and the share of the rest used as read cache; the write cache has what is
-/// left. Each knob moves on its own over [0, 1], as the search needs (§3: functional, then
+/// The two knobs of seed 004 §3.4: the share of the tier in the read-cache role (the write
+/// cache has the rest), and the share of the tier held compressed (pages of both roles, §3.3).
+/// Each knob moves on its own over [0, 1], as the search needs (§3: functional, then
 /// representational polymorphism "inside each function").
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Knobs {
@@ -100,6 +102,8 @@ struct Written {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Cached {
     referenced: bool,
+    /// When it was last used (its place in the ranking across both roles).
+    stamp: u64,
     /// Tells this residency's queue entry from stale ones of earlier residencies.
     generation: u64,
 }
@@ -164,21 +168,29 @@ impl PolyTier {
         self.knobs
     }
 
-    /// Pages the write cache may hold uncompressed.
-    pub fn write_capacity(&self) -> u64 {
-        self.capacity_pages - self.read_capacity() - self.compressed_capacity_pages()
+    /// The pages `share` of the tier makes.
+    fn share_pages(&self, share: f64) -> u64 {
+        ((self.capacity_pages as f64 * share).round() as u64).min(self.capacity_pages)
     }
 
-    /// Pages the read cache may hold: its share of what is not compressed.
+    /// Pages the write cache may hold uncompressed: the tier less the read cache's share.
+    pub fn write_capacity(&self) -> u64 {
+        self.capacity_pages - self.read_capacity()
+    }
+
+    /// Pages the read cache may hold uncompressed: its share of the tier.
     pub fn read_capacity(&self) -> u64 {
-        let uncompressed = self.capacity_pages as f64 * (1.0 - self.knobs.compressed_share);
-        ((uncompressed * self.knobs.read_share).round() as u64).min(self.capacity_pages)
+        self.share_pages(self.knobs.read_share)
+    }
+
+    /// Uncompressed pages of both roles together: what the compressed store leaves.
+    pub fn uncompressed_capacity(&self) -> u64 {
+        self.capacity_pages - self.compressed_capacity_pages()
     }
 
     /// Pages' worth of the compressed store.
     fn compressed_capacity_pages(&self) -> u64 {
-        ((self.capacity_pages as f64 * self.knobs.compressed_share).round() as u64)
-            .min(self.capacity_pages - self.read_capacity())
+        self.share_pages(self.knobs.compressed_share)
     }
 
     /// Sectors the compressed store may use.
@@ -272,8 +284,8 @@ impl PolyTier {
                 actions.push(PolyAction::Evict { page });
                 return Found::ReadCache;
             }
-        } else if let Some(cached) = self.read_cache.get_mut(&page) {
-            cached.referenced = true;
+        } else if self.read_cache.contains_key(&page) {
+            self.touch_cached(page);
             return Found::ReadCache;
         }
         if let Some(packed) = self.take_compressed(page) {
@@ -310,8 +322,8 @@ impl PolyTier {
         if self.write_cache.contains_key(&page) || self.compressed.contains_key(&page) {
             return;
         }
-        if let Some(cached) = self.read_cache.get_mut(&page) {
-            cached.referenced = true;
+        if self.read_cache.contains_key(&page) {
+            self.touch_cached(page);
         } else if self.read_capacity() > 0 {
             self.insert_cached(page, actions);
         } else {
@@ -368,7 +380,8 @@ impl PolyTier {
         Ok(())
     }
 
-    /// Makes every role fit its capacity.
+    /// Makes every role fit its capacity, and both roles' uncompressed pages what the
+    /// compressed store leaves, demoting by the ranking across both roles.
     fn fit(&mut self, actions: &mut Vec<PolyAction>) {
         while self.compressed_sectors > self.compressed_capacity_sectors() {
             self.evict_compressed(actions);
@@ -379,9 +392,39 @@ impl PolyTier {
         while self.read_cache.len() as u64 > self.read_capacity() {
             self.demote_cached(actions);
         }
+        while (self.write_cache.len() + self.read_cache.len()) as u64 > self.uncompressed_capacity()
+        {
+            self.demote_coldest(actions);
+        }
     }
 
-    /// Inserts a write-cache page, making room by demoting the least recently written.
+    /// Demotes the uncompressed page of either role used longest ago: the least recently
+    /// written write-cache page or Clock's read-cache victim (§3.3's one ranking).
+    fn demote_coldest(&mut self, actions: &mut Vec<PolyAction>) {
+        let written = self.write_order.keys().next().copied();
+        let cached = self.clock_hand().map(|page| self.read_cache[&page].stamp);
+        match (written, cached) {
+            (Some(written), Some(cached)) if cached < written => self.demote_cached(actions),
+            (Some(_), _) => self.demote_written(actions),
+            (None, _) => self.demote_cached(actions),
+        }
+    }
+
+    /// Makes room for one more uncompressed page of either role by demoting the coldest of
+    /// both. With no room for uncompressed pages at all nothing moves: the new page itself is
+    /// compressed once inserted (by [`fit`](Self::fit)).
+    fn make_uncompressed_room(&mut self, actions: &mut Vec<PolyAction>) {
+        loop {
+            let uncompressed = (self.write_cache.len() + self.read_cache.len()) as u64;
+            if uncompressed == 0 || uncompressed < self.uncompressed_capacity() {
+                return;
+            }
+            self.demote_coldest(actions);
+        }
+    }
+
+    /// Inserts a write-cache page after making room: the least recently written goes first,
+    /// then the coldest of both roles.
     fn insert_written(&mut self, page: u64, dirty: bool, actions: &mut Vec<PolyAction>) {
         if self.write_capacity() == 0 {
             // No write cache at all: the write goes straight through.
@@ -394,15 +437,18 @@ impl PolyTier {
         while self.write_cache.len() as u64 >= self.write_capacity() {
             self.demote_written(actions);
         }
+        self.make_uncompressed_room(actions);
         let stamp = self.tick();
         self.write_cache.insert(page, Written { dirty, stamp });
         self.write_order.insert(stamp, page);
         if dirty {
             self.dirty_order.insert(stamp, page);
         }
+        self.fit(actions);
     }
 
-    /// Inserts a read-cache page, making room by Clock.
+    /// Inserts a read-cache page after making room: Clock's victim goes first, then the
+    /// coldest of both roles.
     fn insert_cached(&mut self, page: u64, actions: &mut Vec<PolyAction>) {
         if self.read_capacity() == 0 {
             return;
@@ -410,16 +456,30 @@ impl PolyTier {
         while self.read_cache.len() as u64 >= self.read_capacity() {
             self.demote_cached(actions);
         }
+        self.make_uncompressed_room(actions);
         self.generations += 1;
         let generation = self.generations;
+        let stamp = self.tick();
         self.read_cache.insert(
             page,
             Cached {
                 referenced: false,
+                stamp,
                 generation,
             },
         );
         self.clock.push_back((page, generation));
+        self.fit(actions);
+    }
+
+    /// A read-cache page is used: its reference bit is set for Clock and its stamp for the
+    /// ranking.
+    fn touch_cached(&mut self, page: u64) {
+        let stamp = self.tick();
+        if let Some(cached) = self.read_cache.get_mut(&page) {
+            cached.referenced = true;
+            cached.stamp = stamp;
+        }
     }
 
     /// The least recently written write-cache page leaves its uncompressed slot: into the
@@ -446,7 +506,8 @@ impl PolyTier {
     /// Clock's victim leaves the read cache: compressed when the store has room, else dropped
     /// (read-cache pages are clean).
     fn demote_cached(&mut self, actions: &mut Vec<PolyAction>) {
-        if let Some(page) = self.clock_victim() {
+        if let Some(page) = self.clock_hand() {
+            self.clock.pop_front();
             self.read_cache.remove(&page);
             if !self.pack(page, None, actions) {
                 actions.push(PolyAction::Evict { page });
@@ -454,19 +515,22 @@ impl PolyTier {
         }
     }
 
-    /// Clock: the first page at the hand whose reference bit is clear; set bits are cleared
-    /// (and their use noted) as the hand passes. Stale entries of pages gone are skipped.
-    fn clock_victim(&mut self) -> Option<u64> {
-        while let Some((page, generation)) = self.clock.pop_front() {
+    /// Clock: moves the hand to the first page whose reference bit is clear and returns it,
+    /// left under the hand; set bits are cleared as the hand passes, and stale entries of
+    /// pages gone are dropped.
+    fn clock_hand(&mut self) -> Option<u64> {
+        while let Some(&(page, generation)) = self.clock.front() {
             let Some(cached) = self.read_cache.get_mut(&page) else {
+                self.clock.pop_front();
                 continue;
             };
             if cached.generation != generation {
+                self.clock.pop_front();
                 continue;
             }
             if cached.referenced {
                 cached.referenced = false;
-                self.clock.push_back((page, generation));
+                self.clock.rotate_left(1);
                 continue;
             }
             return Some(page);
@@ -509,9 +573,13 @@ impl PolyTier {
 
     /// The oldest compressed page leaves the tier, written back first when dirty.
     fn evict_compressed(&mut self, actions: &mut Vec<PolyAction>) {
-        let Some((_, &page)) = self.compressed_order.iter().next() else {
-            return;
-        };
+        if let Some((_, &page)) = self.compressed_order.iter().next() {
+            self.evict_packed(page, actions);
+        }
+    }
+
+    /// Compressed `page` leaves the tier, written back first when dirty.
+    fn evict_packed(&mut self, page: u64, actions: &mut Vec<PolyAction>) {
         let packed = self
             .take_compressed(page)
             .expect("the compressed order lists compressed pages");
@@ -554,6 +622,9 @@ impl PolyTier {
         {
             return Err("an order and its map disagree".into());
         }
+        if (self.write_cache.len() + self.read_cache.len()) as u64 > self.uncompressed_capacity() {
+            return Err("more uncompressed pages than the compressed store leaves room for".into());
+        }
         let sectors: u64 = self.compressed.values().map(|p| u64::from(p.sectors)).sum();
         if sectors != self.compressed_sectors || sectors > self.compressed_capacity_sectors() {
             return Err(format!(
@@ -580,14 +651,15 @@ impl PolyTier {
         Ok(())
     }
 
-    /// Drops the oldest compressed page (written back first when dirty), for an executor whose
-    /// store is shorter of room than the sectors counted (holes between sizes); false when
-    /// nothing is compressed.
-    pub fn shed_compressed(&mut self, actions: &mut Vec<PolyAction>) -> bool {
-        if self.compressed.is_empty() {
+    /// Drops the oldest compressed page other than `keep` (written back first when dirty),
+    /// for an executor whose store is shorter of room than the sectors counted (holes between
+    /// sizes) while it places `keep`; false when there is none.
+    pub fn shed_compressed(&mut self, keep: u64, actions: &mut Vec<PolyAction>) -> bool {
+        let oldest = self.compressed_order.values().find(|&&page| page != keep);
+        let Some(&page) = oldest else {
             return false;
-        }
-        self.evict_compressed(actions);
+        };
+        self.evict_packed(page, actions);
         true
     }
 }
@@ -632,9 +704,10 @@ mod tests {
     fn compressed_pages_keep_their_role_and_come_back_on_a_hit() {
         let mut tier = PolyTier::new(4);
         let mut actions = Vec::new();
-        tier.set_knobs(knobs(0.25, 0.25), &mut actions).unwrap();
-        assert_eq!((tier.write_capacity(), tier.read_capacity()), (2, 1));
-        assert_eq!(tier.compressed_capacity_sectors(), 8);
+        tier.set_knobs(knobs(0.25, 0.5), &mut actions).unwrap();
+        assert_eq!((tier.write_capacity(), tier.read_capacity()), (3, 1));
+        assert_eq!(tier.uncompressed_capacity(), 2);
+        assert_eq!(tier.compressed_capacity_sectors(), 16);
         tier.write(1, 2, &mut actions);
         tier.write(2, 2, &mut actions);
         tier.write(3, 2, &mut actions); // page 1, least recently written, is compressed
@@ -663,6 +736,44 @@ mod tests {
             ]
         );
         assert_eq!(tier.dirty_pages(), vec![1, 2, 3]);
+    }
+
+    /// §3.3: the pages compressed as the store grows are the ones used longest ago, whichever
+    /// role they hold.
+    #[test]
+    fn one_ranking_over_both_roles_picks_what_is_compressed() {
+        for writes_first in [true, false] {
+            let mut tier = PolyTier::new(4);
+            let mut actions = Vec::new();
+            tier.set_knobs(knobs(0.5, 0.0), &mut actions).unwrap();
+            let write = |tier: &mut PolyTier, actions: &mut Vec<PolyAction>| {
+                tier.write(1, 2, actions);
+                tier.write(2, 2, actions);
+            };
+            let read = |tier: &mut PolyTier, actions: &mut Vec<PolyAction>| {
+                for page in [10, 11, 10, 11] {
+                    tier.read(page, 2, actions);
+                }
+            };
+            if writes_first {
+                write(&mut tier, &mut actions);
+                read(&mut tier, &mut actions);
+            } else {
+                read(&mut tier, &mut actions);
+                write(&mut tier, &mut actions);
+            }
+            assert_eq!(tier.occupancy(), (2, 2, 0));
+            actions.clear();
+            tier.set_knobs(knobs(0.5, 0.5), &mut actions).unwrap();
+            let colder = if writes_first { [1, 2] } else { [10, 11] };
+            assert_eq!(
+                actions,
+                colder
+                    .map(|page| PolyAction::Compress { page, sectors: 2 })
+                    .to_vec(),
+                "writes first: {writes_first}"
+            );
+        }
     }
 
     #[test]
