@@ -119,26 +119,20 @@ fn the_device_reads_back_what_was_written_whatever_the_knobs() {
 fn bad_settings_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let backing = pmem(dir.path(), "ssd", PAGES * PAGE as u64);
-    let ram = heterarchy_device::backend::RamBackend::new(TIER_BYTES).unwrap();
-    let error = PolyDevice::open(
-        Box::new(Arc::clone(&backing)),
-        Box::new(ram),
-        options(PolyKnobs::Fixed(Knobs::WRITE_CACHE), 0),
-    )
-    .err()
-    .unwrap()
-    .to_string();
-    assert!(error.contains("persistent"), "{error}");
-    let memory = pmem(dir.path(), "pm", 1024);
-    let error = PolyDevice::open(
-        Box::new(Arc::clone(&backing)),
-        Box::new(memory),
-        options(PolyKnobs::Fixed(Knobs::WRITE_CACHE), 0),
-    )
-    .err()
-    .unwrap()
-    .to_string();
-    assert!(error.contains("too small"), "{error}");
+    let ram: Box<dyn Backend> =
+        Box::new(heterarchy_device::backend::RamBackend::new(TIER_BYTES).unwrap());
+    let tiny: Box<dyn Backend> = Box::new(pmem(dir.path(), "pm", 1024));
+    for (memory, expected) in [(ram, "persistent"), (tiny, "too small")] {
+        let error = PolyDevice::open(
+            Box::new(Arc::clone(&backing)),
+            memory,
+            options(PolyKnobs::Fixed(Knobs::WRITE_CACHE), 0),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(error.contains(expected), "{error}");
+    }
     let memory = pmem(dir.path(), "pm2", TIER_BYTES);
     let device = PolyDevice::open(
         Box::new(backing),

@@ -275,7 +275,7 @@ impl PolyDevice {
             write_cache_pages,
             read_cache_pages,
             compressed_pages,
-            dirty_pages: state.tier.dirty_pages().len(),
+            dirty_pages: state.tier.dirty_count(),
             ssd_reads: self.shared.counters.ssd_reads.load(Ordering::Relaxed),
             write_backs: self.shared.counters.write_backs.load(Ordering::Relaxed),
             recovered_pages: self.shared.recovered.0,
@@ -561,7 +561,11 @@ impl Shared {
         let now_ns = || clock.elapsed().as_nanos() as u64;
         let mut window = Window::new(now_ns());
         while !self.stop.load(Ordering::SeqCst) {
-            let wrote = self.write_back_batch().unwrap_or(0);
+            let wrote = self.write_back_batch().unwrap_or_else(|e| {
+                // The pages stay dirty in the tier: the next batch tries them again.
+                eprintln!("heterarchy: poly write-back: {e}");
+                0
+            });
             if let Some((search, interval)) = search.as_mut() {
                 let ops = self.counters.ops.load(Ordering::Relaxed);
                 let interval_ns = interval.as_nanos() as u64;
@@ -579,8 +583,10 @@ impl Shared {
                         if step.restarted { ", restarted" } else { "" }
                     );
                     let mut state = self.lock();
-                    // A knob the tier refuses cannot come from the search; keep serving.
-                    let _ = self.apply_knobs(&mut state, step.next);
+                    if let Err(e) = self.apply_knobs(&mut state, step.next) {
+                        // A backing store that failed a write-back; keep serving.
+                        eprintln!("heterarchy: poly knobs: {e}");
+                    }
                     drop(state);
                     window = Window::new(now_ns());
                 }

@@ -160,7 +160,8 @@ impl Region {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "{}: holds a tier of {pages} pages, not {}: open it at the size it was made                      with, so that its write cache is written back",
+                    "{}: holds a tier of {pages} pages, not {}: open it at the size it was made \
+                     with, so that its write cache is written back",
                     self.memory.describe(),
                     self.pages
                 ),

@@ -222,6 +222,11 @@ impl PolyTier {
         }
     }
 
+    /// How many pages are dirty, uncompressed or compressed.
+    pub fn dirty_count(&self) -> usize {
+        self.dirty_order.len()
+    }
+
     /// Dirty pages (uncompressed or compressed): what a crash must not lose.
     pub fn dirty_pages(&self) -> Vec<u64> {
         let mut dirty: Vec<u64> = self
