@@ -18,7 +18,7 @@ use heterarchy_engine::{
     CacheConfig, CacheController, CleaningPolicy, Controller, IoKind, Plan, PromotionPolicy,
     TierLayout, WriteMode,
 };
-use heterarchy_policy::registry::POLICY_NAMES;
+use heterarchy_policy::registry::policy_names;
 use heterarchy_trace::{Op, Request};
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -52,11 +52,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 fn config() -> impl Strategy<Value = CacheConfig> {
-    let eviction: Vec<&str> = POLICY_NAMES
-        .iter()
-        .copied()
-        .filter(|name| *name != "belady")
-        .collect();
+    let eviction: Vec<&str> = policy_names().filter(|name| *name != "belady").collect();
     (
         (
             select(WriteMode::ALL.to_vec()),

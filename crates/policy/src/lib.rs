@@ -1,9 +1,13 @@
 //! The policy layer: eviction algorithms, one file each behind the one small trait
-//! [`EvictionPolicy`] (docs/architecture.md, "Layers"), and the registry that builds them by name.
+//! [`EvictionPolicy`], admission filters behind [`admission::AdmissionFilter`], and the
+//! registries that build them by name with their parameters (docs/architecture.md, "Layers").
 
+pub mod admission;
 pub mod eviction;
+pub mod params;
 pub mod registry;
 pub mod util;
 
-pub use eviction::{Evicted, EvictionPolicy, SimCounters};
-pub use registry::{create, PolicyError, POLICY_NAMES};
+pub use eviction::{Evicted, EvictionPolicy, SimCounters, Space};
+pub use params::PolicyError;
+pub use registry::{create, PolicySpec};

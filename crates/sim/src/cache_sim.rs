@@ -1,9 +1,11 @@
-//! The fast hit-ratio simulator: every (policy, size) pair over one trace, spread over threads.
-//! Plays the role of libCacheSim's `cachesim`.
+//! The fast hit-ratio simulator: every (policy, size) pair over one decode of a trace, spread
+//! over threads. Plays the role of libCacheSim's `cachesim`.
 
 use std::path::{Path, PathBuf};
 
-use heterarchy_policy::{create, EvictionPolicy, SimCounters};
+use std::sync::Mutex;
+
+use heterarchy_policy::{EvictionPolicy, PolicySpec, SimCounters};
 use heterarchy_trace::generate::{generator, WorkloadSpec};
 use heterarchy_trace::read::for_each_batch;
 use heterarchy_trace::request::NEXT_ACCESS_UNKNOWN;
@@ -16,11 +18,20 @@ use crate::parallel::map_parallel;
 pub use heterarchy_trace::read::BATCH;
 
 /// One simulation to run.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct SimJob {
-    pub policy: String,
+    /// The policy with its parameters and admission filter.
+    pub policy: PolicySpec,
     /// Capacity in bytes, or in objects when sizes are ignored.
     pub cache_size: u64,
+}
+
+impl SimJob {
+    /// A job of the policy written as `policy` (`"s3fifo:small-size-ratio=0.2"`).
+    pub fn new(policy: &str, cache_size: u64) -> Result<SimJob, SimError> {
+        let policy = PolicySpec::parse(policy, None).map_err(|e| SimError::Policy(e.0))?;
+        Ok(SimJob { policy, cache_size })
+    }
 }
 
 /// How every job of a run counts the trace.
@@ -48,7 +59,7 @@ pub struct SimResult {
 impl SimResult {
     fn new(job: &SimJob, counters: &SimCounters) -> SimResult {
         SimResult {
-            policy: job.policy.clone(),
+            policy: job.policy.label().to_string(),
             cache_size: job.cache_size,
             requests: counters.requests,
             misses: counters.misses,
@@ -145,6 +156,11 @@ pub fn working_set(
     Ok(working_set)
 }
 
+/// How many requests one decoded chunk holds: every job plays a chunk before the next replaces
+/// it, so a run holds at most two chunks (the one played and the one being decoded) whatever the
+/// trace's length. 2^19 requests of 40 bytes: 20 MiB each.
+pub const CHUNK: usize = 1 << 19;
+
 /// Runs one job on the trace, streaming it. `progress` is called with the number of requests
 /// just processed.
 pub fn run_job(
@@ -153,47 +169,20 @@ pub fn run_job(
     job: &SimJob,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SimResult, SimError> {
-    let mut policy = create(&job.policy, job.cache_size).map_err(|e| SimError::Policy(e.0))?;
-    let mut reader = source.open()?;
-    let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
-    let mut counters = SimCounters::default();
-    let mut warmup_left = settings.warmup_requests;
-    let mut play = |batch: &mut [Request], policy: &mut dyn EvictionPolicy| {
-        if settings.ignore_obj_size {
-            batch.iter_mut().for_each(|request| request.size = 1);
-        }
-        policy.simulate(batch, &mut warmup_left, &mut counters);
-        progress(batch.len() as u64);
-    };
-    reader.read_batch(&mut batch, BATCH)?;
-    let lacks_future = batch
-        .first()
-        .is_some_and(|request| request.next_access == NEXT_ACCESS_UNKNOWN);
-    if policy.needs_next_access() && lacks_future {
-        // An oracle needs every request's next access, which only the whole trace tells.
-        let mut trace = std::mem::take(&mut batch);
-        loop {
-            reader.read_batch(&mut batch, BATCH)?;
-            if batch.is_empty() {
-                break;
-            }
-            trace.extend_from_slice(&batch);
-        }
-        annotate_next_access(&mut trace);
-        for chunk in trace.chunks_mut(BATCH) {
-            play(chunk, policy.as_mut());
-        }
-    } else {
-        while !batch.is_empty() {
-            play(&mut batch, policy.as_mut());
-            reader.read_batch(&mut batch, BATCH)?;
-        }
-    }
-    Ok(SimResult::new(job, &counters))
+    let mut results = run_jobs(source, settings, std::slice::from_ref(job), 1, progress)?;
+    Ok(results.remove(0))
 }
 
-/// Runs every job on `threads` threads (each job single-threaded, streaming the trace on its
-/// own) and returns the results in job order.
+/// One job's cache and counts while the trace streams past it.
+struct Running {
+    policy: Box<dyn EvictionPolicy>,
+    counters: SimCounters,
+    warmup_left: u64,
+}
+
+/// Runs every job over one decode of the trace (as the Caffeine simulator broadcasts each read to
+/// all its policies): the trace is decoded a chunk at a time while the jobs play the chunk before,
+/// each job single-threaded on one of `threads` threads. Results come back in job order.
 pub fn run_jobs(
     source: &dyn TraceSource,
     settings: &SimSettings,
@@ -201,9 +190,94 @@ pub fn run_jobs(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<SimResult>, SimError> {
-    map_parallel(jobs, threads, |job| {
-        run_job(source, settings, job, progress)
-    })
-    .into_iter()
-    .collect()
+    let running: Vec<Mutex<Running>> = jobs
+        .iter()
+        .map(|job| {
+            let policy = job
+                .policy
+                .build(job.cache_size)
+                .map_err(|e| SimError::Policy(e.0))?;
+            Ok(Mutex::new(Running {
+                policy,
+                counters: SimCounters::default(),
+                warmup_left: settings.warmup_requests,
+            }))
+        })
+        .collect::<Result<_, SimError>>()?;
+    let needs_future = running.iter().any(|job| {
+        job.lock()
+            .expect("not shared yet")
+            .policy
+            .needs_next_access()
+    });
+    let mut reader = source.open()?;
+    let read_chunk = |reader: &mut dyn TraceReader| -> Result<Vec<Request>, SimError> {
+        let mut chunk = Vec::with_capacity(CHUNK);
+        let mut batch = Vec::with_capacity(BATCH);
+        while chunk.len() < CHUNK {
+            reader.read_batch(&mut batch, BATCH.min(CHUNK - chunk.len()))?;
+            if batch.is_empty() {
+                break;
+            }
+            chunk.extend_from_slice(&batch);
+        }
+        if settings.ignore_obj_size {
+            chunk.iter_mut().for_each(|request| request.size = 1);
+        }
+        Ok(chunk)
+    };
+    let mut chunk = read_chunk(reader.as_mut())?;
+    let lacks_future = chunk
+        .first()
+        .is_some_and(|request| request.next_access == NEXT_ACCESS_UNKNOWN);
+    if needs_future && lacks_future {
+        // An oracle needs every request's next access, which only the whole trace tells.
+        loop {
+            let more = read_chunk(reader.as_mut())?;
+            if more.is_empty() {
+                break;
+            }
+            chunk.extend_from_slice(&more);
+        }
+        annotate_next_access(&mut chunk);
+        play_chunk(&running, &chunk, threads, progress);
+    } else {
+        while !chunk.is_empty() {
+            let next = std::thread::scope(|scope| {
+                scope.spawn(|| play_chunk(&running, &chunk, threads, progress));
+                read_chunk(reader.as_mut())
+            })?;
+            chunk = next;
+        }
+    }
+    Ok(jobs
+        .iter()
+        .zip(running)
+        .map(|(job, running)| {
+            let running = running.into_inner().expect("no job panicked");
+            SimResult::new(job, &running.counters)
+        })
+        .collect())
+}
+
+/// Plays `chunk` through every job, each job on one thread; a shared counter hands out the next
+/// job, so long and short jobs balance themselves.
+fn play_chunk(
+    running: &[Mutex<Running>],
+    chunk: &[Request],
+    threads: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) {
+    map_parallel(running, threads, |job| {
+        let mut job = job.lock().expect("one thread per job");
+        let Running {
+            policy,
+            counters,
+            warmup_left,
+        } = &mut *job;
+        for batch in chunk.chunks(BATCH) {
+            policy.simulate(batch, warmup_left, counters);
+            progress(batch.len() as u64);
+        }
+    });
 }

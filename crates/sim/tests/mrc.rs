@@ -90,10 +90,7 @@ fn object_curve_equals_lru_simulation_on_cloudphysics() {
     let mut sizes = log_sizes(1, unique, 20);
     sizes.push(unique + 1);
     for cache_size in sizes {
-        let job = SimJob {
-            policy: "lru".to_string(),
-            cache_size,
-        };
+        let job = SimJob::new("lru", cache_size).unwrap();
         let simulated = run_job(&source, &settings, &job, &|_| {}).unwrap();
         assert_eq!(
             curve.miss_ratio_at(cache_size),
@@ -160,10 +157,7 @@ fn byte_curve_equals_lru_simulation_from_the_largest_object_up() {
         options: ReaderOptions::default(),
     };
     for cache_size in log_sizes(largest, curve.cold_miss_bytes as u64, 20) {
-        let job = SimJob {
-            policy: "lru".to_string(),
-            cache_size,
-        };
+        let job = SimJob::new("lru", cache_size).unwrap();
         let simulated = run_job(&source, &SimSettings::default(), &job, &|_| {}).unwrap();
         assert_eq!(curve.miss_ratio_at(cache_size), simulated.miss_ratio);
         assert_eq!(

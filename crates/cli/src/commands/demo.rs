@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use heterarchy_policy::PolicySpec;
 use heterarchy_report::{LineChart, Report, Series};
 use heterarchy_sim::cache_sim::{run_jobs, working_set, GeneratedTrace, SimJob, SimSettings};
 use heterarchy_trace::generate::WorkloadSpec;
@@ -35,6 +36,9 @@ pub struct DemoArgs {
     pub format: Format,
 }
 
+/// The policies the demo compares: the classic ones and those most papers run as baselines.
+const DEMO_POLICIES: &str = "lru,fifo,clock,sieve,s3fifo,lfu,arc,twoq,lirs,belady";
+
 /// Runs the demo.
 pub fn run(args: &DemoArgs) -> Result<()> {
     let spec = WorkloadSpec::parse(&args.workload).map_err(|e| anyhow::anyhow!(e.0))?;
@@ -42,7 +46,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let bar = requests_bar(None, "measuring the working set");
     let base = working_set(&source, &|n| bar.inc(n))?;
     bar.finish_and_clear();
-    let policies: Vec<&str> = heterarchy_policy::POLICY_NAMES.to_vec();
+    let policies = PolicySpec::parse_list(DEMO_POLICIES, None)?;
     let sizes: Vec<u64> = AUTO_FRACTIONS
         .iter()
         .map(|&f| resolve(crate::size::SizeSpec::Fraction(f), base.bytes))
@@ -51,7 +55,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         .iter()
         .flat_map(|policy| {
             sizes.iter().map(move |&cache_size| SimJob {
-                policy: policy.to_string(),
+                policy: policy.clone(),
                 cache_size,
             })
         })
@@ -76,8 +80,9 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     );
     chart.x_log = true;
     chart.y_range = Some((0.0, 1.0));
-    for policy in &policies {
-        let rows: Vec<_> = results.iter().filter(|r| r.policy == *policy).collect();
+    let labels: Vec<&str> = policies.iter().map(PolicySpec::label).collect();
+    for &policy in &labels {
+        let rows: Vec<_> = results.iter().filter(|r| r.policy == policy).collect();
         let mut cells = vec![policy.to_string()];
         cells.extend(rows.iter().map(|r| format!("{:.4}", r.miss_ratio)));
         table.row(cells);
@@ -128,7 +133,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         ))
         .heading("Eviction policies")
         .chart(&chart)
-        .table(&header_refs, &table_rows(&policies, &results))
+        .table(&header_refs, &table_rows(&labels, &results))
         .heading("Miss-ratio curve")
         .paragraph(
             "The exact curve comes from every request's stack distance in one pass; SHARDS \

@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use heterarchy_policy::PolicySpec;
 use heterarchy_sim::cache_sim::{run_jobs, working_set, SimJob, SimResult, SimSettings};
 
 use crate::output::{render, Format, Table};
@@ -14,10 +15,14 @@ use crate::trace_args::TraceArgs;
 pub struct SimArgs {
     #[command(flatten)]
     pub trace: TraceArgs,
-    /// Eviction policies, comma-separated (lru, fifo, clock, sieve, s3fifo, lfu, arc, twoq, lirs,
-    /// belady), or `all`.
+    /// Eviction policies, comma-separated, each with its parameters after a colon
+    /// (`lru,s3fifo:small-size-ratio=0.2,lru-k:k=2`), or `all`; `heterarchy policies` lists them.
     #[arg(long, default_value = "lru")]
     pub policy: String,
+    /// An admission filter in front of every policy, with its parameters (`bloom`,
+    /// `size:size=65536`); `heterarchy policies` lists them.
+    #[arg(long)]
+    pub admission: Option<String>,
     /// Cache sizes, comma-separated: bytes with a unit (64mb), fractions of the working set
     /// (0.01), or `auto`.
     #[arg(long, default_value = "auto")]
@@ -70,7 +75,7 @@ pub fn run(args: &SimArgs) -> Result<()> {
 
 /// Expands the policy and size lists into jobs and runs them.
 pub fn simulate(args: &SimArgs) -> Result<Vec<SimResult>> {
-    let policies = policy_list(&args.policy)?;
+    let policies = PolicySpec::parse_list(&args.policy, args.admission.as_deref())?;
     let sizes = parse_sizes(&args.size).map_err(anyhow::Error::msg)?;
     let source = args.trace.source()?;
     let needs_working_set = sizes.iter().any(|s| matches!(s, SizeSpec::Fraction(_)));
@@ -111,25 +116,4 @@ pub fn simulate(args: &SimArgs) -> Result<Vec<SimResult>> {
     let results = run_jobs(&source, &settings, &jobs, threads, &|n| bar.inc(n))?;
     bar.finish_and_clear();
     Ok(results)
-}
-
-fn policy_list(list: &str) -> Result<Vec<String>> {
-    let names: Vec<String> = if list.eq_ignore_ascii_case("all") {
-        heterarchy_policy::POLICY_NAMES
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    } else {
-        list.split(',')
-            .map(|s| s.trim().to_ascii_lowercase())
-            .filter(|s| !s.is_empty())
-            .collect()
-    };
-    for name in &names {
-        heterarchy_policy::create(name, 1)?;
-    }
-    if names.is_empty() {
-        anyhow::bail!("no policy in \"{list}\"");
-    }
-    Ok(names)
 }

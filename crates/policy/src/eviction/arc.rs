@@ -21,7 +21,7 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, Space};
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
@@ -156,20 +156,8 @@ impl Arc {
 }
 
 impl EvictionPolicy for Arc {
-    fn name(&self) -> &'static str {
-        "arc"
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity
-    }
-
-    fn used_bytes(&self) -> u64 {
-        self.t1.bytes + self.t2.bytes
-    }
-
-    fn len(&self) -> usize {
-        self.t1.len + self.t2.len
+    fn space(&self) -> Space {
+        Space::of_lists(self.capacity, &[&self.t1, &self.t2])
     }
 
     #[inline]

@@ -15,7 +15,7 @@
 use heterarchy_trace::request::{NEXT_ACCESS_NEVER, NEXT_ACCESS_UNKNOWN};
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, Space};
 use crate::util::heap::IndexedHeap;
 use crate::util::key_table::KeyTable;
 use crate::util::Slab;
@@ -87,20 +87,12 @@ impl Belady {
 }
 
 impl EvictionPolicy for Belady {
-    fn name(&self) -> &'static str {
-        "belady"
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity
-    }
-
-    fn used_bytes(&self) -> u64 {
-        self.used
-    }
-
-    fn len(&self) -> usize {
-        self.heap.len()
+    fn space(&self) -> Space {
+        Space {
+            capacity_bytes: self.capacity,
+            used_bytes: self.used,
+            objects: self.heap.len(),
+        }
     }
 
     fn needs_next_access(&self) -> bool {

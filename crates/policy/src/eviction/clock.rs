@@ -7,8 +7,8 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
-use crate::registry::PolicyError;
+use super::{Evicted, EvictionPolicy, Space};
+use crate::params::PolicyError;
 use crate::util::keyed_queue::KeyedQueue;
 use crate::util::prefetch::prefetch_read;
 use crate::util::store_at;
@@ -59,20 +59,8 @@ impl Clock {
 }
 
 impl EvictionPolicy for Clock {
-    fn name(&self) -> &'static str {
-        "clock"
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity
-    }
-
-    fn used_bytes(&self) -> u64 {
-        self.queue.bytes()
-    }
-
-    fn len(&self) -> usize {
-        self.queue.len()
+    fn space(&self) -> Space {
+        self.queue.space(self.capacity)
     }
 
     #[inline]

@@ -3,7 +3,7 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, Space};
 use crate::util::keyed_queue::KeyedQueue;
 
 /// FIFO over a byte capacity.
@@ -24,20 +24,8 @@ impl Fifo {
 }
 
 impl EvictionPolicy for Fifo {
-    fn name(&self) -> &'static str {
-        "fifo"
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity
-    }
-
-    fn used_bytes(&self) -> u64 {
-        self.queue.bytes()
-    }
-
-    fn len(&self) -> usize {
-        self.queue.len()
+    fn space(&self) -> Space {
+        self.queue.space(self.capacity)
     }
 
     #[inline]

@@ -13,7 +13,7 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, Space};
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
@@ -125,20 +125,12 @@ impl Lfu {
 }
 
 impl EvictionPolicy for Lfu {
-    fn name(&self) -> &'static str {
-        "lfu"
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity
-    }
-
-    fn used_bytes(&self) -> u64 {
-        self.used_bytes
-    }
-
-    fn len(&self) -> usize {
-        self.len
+    fn space(&self) -> Space {
+        Space {
+            capacity_bytes: self.capacity,
+            used_bytes: self.used_bytes,
+            objects: self.len,
+        }
     }
 
     #[inline]

@@ -44,7 +44,7 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, Space};
 use crate::util::key_table::{KeyTable, TableValue};
 use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
@@ -465,20 +465,12 @@ impl Lirs {
 }
 
 impl EvictionPolicy for Lirs {
-    fn name(&self) -> &'static str {
-        "lirs"
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity
-    }
-
-    fn used_bytes(&self) -> u64 {
-        self.occupied_bytes.max(0) as u64
-    }
-
-    fn len(&self) -> usize {
-        self.objects.max(0) as usize
+    fn space(&self) -> Space {
+        Space {
+            capacity_bytes: self.capacity,
+            used_bytes: self.occupied_bytes.max(0) as u64,
+            objects: self.objects.max(0) as usize,
+        }
     }
 
     fn lookup(&mut self, request: &Request) -> bool {

@@ -3,7 +3,7 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, Space};
 use crate::util::keyed_queue::KeyedQueue;
 
 /// LRU over a byte capacity.
@@ -24,20 +24,8 @@ impl Lru {
 }
 
 impl EvictionPolicy for Lru {
-    fn name(&self) -> &'static str {
-        "lru"
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity
-    }
-
-    fn used_bytes(&self) -> u64 {
-        self.queue.bytes()
-    }
-
-    fn len(&self) -> usize {
-        self.queue.len()
+    fn space(&self) -> Space {
+        self.queue.space(self.capacity)
     }
 
     #[inline]

@@ -13,6 +13,8 @@ pub mod twoq;
 
 use heterarchy_trace::Request;
 
+use crate::util::List;
+
 /// An object a policy pushed out to make room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Evicted {
@@ -49,6 +51,56 @@ fn ratio(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// A cache's capacity and what fills it: the size accounting every policy shares (libCacheSim's
+/// `cache_size`, `occupied_byte` and `n_obj` of `cache_t`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Space {
+    pub capacity_bytes: u64,
+    pub used_bytes: u64,
+    pub objects: usize,
+}
+
+impl Space {
+    /// An empty cache of `capacity_bytes`.
+    pub fn new(capacity_bytes: u64) -> Space {
+        Space {
+            capacity_bytes,
+            ..Space::default()
+        }
+    }
+
+    /// The resident objects are exactly those linked in `lists`.
+    #[inline]
+    pub fn of_lists(capacity_bytes: u64, lists: &[&List]) -> Space {
+        Space {
+            capacity_bytes,
+            used_bytes: lists.iter().map(|list| list.bytes).sum(),
+            objects: lists.iter().map(|list| list.len).sum(),
+        }
+    }
+
+    /// Whether `size` more bytes fit without evicting.
+    #[inline]
+    pub fn fits(&self, size: u64) -> bool {
+        self.used_bytes + size <= self.capacity_bytes
+    }
+
+    /// Counts a newly resident object.
+    #[inline]
+    pub fn charge(&mut self, size: u32) {
+        self.used_bytes += u64::from(size);
+        self.objects += 1;
+    }
+
+    /// Uncounts an object that left.
+    #[inline]
+    pub fn release(&mut self, size: u32) {
+        debug_assert!(self.objects > 0 && self.used_bytes >= u64::from(size));
+        self.used_bytes -= u64::from(size);
+        self.objects -= 1;
+    }
+}
+
 /// A cache's eviction algorithm over a byte capacity (object-count capacity is byte capacity
 /// with every object of size 1).
 ///
@@ -57,17 +109,26 @@ fn ratio(part: u64, whole: u64) -> f64 {
 /// until it fits. Splitting [`lookup`](Self::lookup) from [`admit`](Self::admit) lets the engine
 /// skip admission (NHC's `data_admit`, seed 000 §4.3.2) without a second code path.
 pub trait EvictionPolicy: Send {
-    /// The policy's name as the registry knows it.
-    fn name(&self) -> &'static str;
+    /// The capacity and what fills it.
+    fn space(&self) -> Space;
 
     /// Capacity in bytes.
-    fn capacity_bytes(&self) -> u64;
+    #[inline]
+    fn capacity_bytes(&self) -> u64 {
+        self.space().capacity_bytes
+    }
 
     /// Bytes held by resident objects.
-    fn used_bytes(&self) -> u64;
+    #[inline]
+    fn used_bytes(&self) -> u64 {
+        self.space().used_bytes
+    }
 
     /// Number of resident objects.
-    fn len(&self) -> usize;
+    #[inline]
+    fn len(&self) -> usize {
+        self.space().objects
+    }
 
     /// True when nothing is resident.
     fn is_empty(&self) -> bool {
@@ -173,12 +234,12 @@ pub const PREFETCH_NEIGHBOUR_DISTANCE: usize = 4;
 
 #[cfg(test)]
 mod tests {
-    use crate::registry::{create, POLICY_NAMES};
+    use crate::registry::{create, policy_names};
     use crate::util::model_check::check_simulate_matches_get;
 
     #[test]
     fn every_policy_simulates_like_plain_gets() {
-        for name in POLICY_NAMES {
+        for name in policy_names() {
             check_simulate_matches_get(&|| create(name, 500).unwrap());
         }
     }

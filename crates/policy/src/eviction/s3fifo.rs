@@ -25,8 +25,8 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
-use crate::registry::PolicyError;
+use super::{Evicted, EvictionPolicy, Space};
+use crate::params::PolicyError;
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
 use crate::util::{store_at, List, Slab, NIL};
@@ -244,20 +244,8 @@ impl S3Fifo {
 }
 
 impl EvictionPolicy for S3Fifo {
-    fn name(&self) -> &'static str {
-        "s3fifo"
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity
-    }
-
-    fn used_bytes(&self) -> u64 {
-        self.small.bytes + self.main.bytes
-    }
-
-    fn len(&self) -> usize {
-        self.small.len + self.main.len
+    fn space(&self) -> Space {
+        Space::of_lists(self.capacity, &[&self.small, &self.main])
     }
 
     #[inline]

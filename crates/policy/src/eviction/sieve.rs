@@ -7,7 +7,7 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, Space};
 use crate::util::keyed_queue::KeyedQueue;
 use crate::util::prefetch::prefetch_read;
 use crate::util::{store_at, NIL};
@@ -47,20 +47,8 @@ impl Sieve {
 }
 
 impl EvictionPolicy for Sieve {
-    fn name(&self) -> &'static str {
-        "sieve"
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity
-    }
-
-    fn used_bytes(&self) -> u64 {
-        self.queue.bytes()
-    }
-
-    fn len(&self) -> usize {
-        self.queue.len()
+    fn space(&self) -> Space {
+        self.queue.space(self.capacity)
     }
 
     #[inline]

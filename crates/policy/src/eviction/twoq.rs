@@ -16,7 +16,7 @@
 
 use heterarchy_trace::Request;
 
-use super::{Evicted, EvictionPolicy};
+use super::{Evicted, EvictionPolicy, Space};
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
@@ -119,20 +119,8 @@ impl TwoQ {
 }
 
 impl EvictionPolicy for TwoQ {
-    fn name(&self) -> &'static str {
-        "twoq"
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity
-    }
-
-    fn used_bytes(&self) -> u64 {
-        self.recent.bytes + self.main.bytes
-    }
-
-    fn len(&self) -> usize {
-        self.recent.len + self.main.len
+    fn space(&self) -> Space {
+        Space::of_lists(self.capacity, &[&self.recent, &self.main])
     }
 
     #[inline]

@@ -5,7 +5,7 @@
 use super::key_table::KeyTable;
 use super::prefetch::prefetch_read;
 use super::{List, Slab, NIL};
-use crate::eviction::Evicted;
+use crate::eviction::{Evicted, Space};
 
 /// Resident objects in one list (front: most recently inserted), found by key.
 #[derive(Clone, Debug, Default)]
@@ -32,6 +32,12 @@ impl KeyedQueue {
     #[inline]
     pub fn len(&self) -> usize {
         self.list.len
+    }
+
+    /// The queue as a cache of `capacity_bytes`.
+    #[inline]
+    pub fn space(&self, capacity_bytes: u64) -> Space {
+        Space::of_lists(capacity_bytes, &[&self.list])
     }
 
     /// True when nothing is resident.

@@ -150,7 +150,7 @@ pub fn check_simulate_matches_get(make: &dyn Fn() -> Box<dyn EvictionPolicy>) {
         batched.simulate(batch, &mut warmup_left, &mut counters);
     }
     assert!(expected.misses > 0 && expected.misses < expected.requests);
-    assert_eq!(counters, expected, "{}", plain.name());
+    assert_eq!(counters, expected);
     assert_eq!(
         (batched.len(), batched.used_bytes()),
         (plain.len(), plain.used_bytes())
