@@ -28,16 +28,17 @@ def traces_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def zipf_trace(tmp_path_factory):
-    """`zipf_trace(theta, keys=, requests=, seed=, object_size=)` writes, once per session, a
-    seeded Zipf oracleGeneral trace; object sizes vary unless `object_size` fixes them."""
+    """`zipf_trace(theta, keys=, requests=, seed=, object_size=, sizes=)` writes, once per
+    session, a seeded Zipf oracleGeneral trace; object sizes vary (`sizes`: "log-uniform" or
+    "log-normal") unless `object_size` fixes them."""
     made: dict[tuple, Path] = {}
 
-    def make(theta, keys=20_000, requests=200_000, seed=1, object_size=None) -> Path:
-        spec = (theta, keys, requests, seed, object_size)
+    def make(theta, keys=20_000, requests=200_000, seed=1, object_size=None, sizes="log-uniform") -> Path:
+        spec = (theta, keys, requests, seed, object_size, sizes)
         if spec not in made:
-            name = f"zipf-{theta}-{keys}-{requests}-{seed}-{object_size or 'var'}.oracleGeneral.bin"
+            name = f"zipf-{theta}-{keys}-{requests}-{seed}-{object_size or sizes}.oracleGeneral.bin"
             path = tmp_path_factory.getbasetemp() / name
-            made[spec] = write_zipf_trace(path, theta, keys, requests, seed, object_size)
+            made[spec] = write_zipf_trace(path, theta, keys, requests, seed, object_size, sizes)
         return made[spec]
 
     return make

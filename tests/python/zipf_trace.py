@@ -42,16 +42,20 @@ def write_zipf_trace(
     requests: int,
     seed: int,
     object_size: int | None = None,
+    sizes: str = "log-uniform",
 ) -> Path:
     """Writes a Zipf(theta) oracleGeneral trace to `path` and returns `path`.
 
     Each key gets a random 64-bit id (so popularity is not visible in the id) and, unless
-    `object_size` fixes one size for all, a size of its own drawn log-uniformly from
-    100 B to 100 KiB that stays the same on every request.
+    `object_size` fixes one size for all, a size of its own that stays the same on every
+    request: drawn log-uniformly from 100 B to 100 KiB (`sizes="log-uniform"`), or log-normally
+    with a median of e^8 ≈ 3 KB and σ = 1.5 (`sizes="log-normal"`, a long tail up to megabytes).
     """
     rng = np.random.default_rng(seed + 1)
     key_ids = rng.choice(np.iinfo(np.int64).max, size=keys, replace=False).astype(np.uint64)
-    if object_size is None:
+    if object_size is None and sizes == "log-normal":
+        key_sizes = np.maximum(rng.lognormal(mean=8.0, sigma=1.5, size=keys), 1).astype(np.uint32)
+    elif object_size is None:
         key_sizes = np.exp(rng.uniform(np.log(100), np.log(100 * 1024), size=keys)).astype(np.uint32)
     else:
         key_sizes = np.full(keys, object_size, dtype=np.uint32)

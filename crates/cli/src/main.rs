@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Simulate eviction policies at several cache sizes over a trace.
     Sim(commands::sim::SimArgs),
+    /// Every eviction policy and admission filter, with its parameters and source.
+    Policies(commands::policies::PoliciesArgs),
     /// The LRU miss-ratio curve at all sizes in one pass (exact or SHARDS).
     Mrc(commands::mrc::MrcArgs),
     /// Trace statistics, conversion and generation.
@@ -55,6 +57,7 @@ fn main() {
     let outcome = match &cli.command {
         Command::Sim(args) => commands::sim::run(args),
         Command::Mrc(args) => commands::mrc::run(args),
+        Command::Policies(args) => commands::policies::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::Trace(command) => commands::trace::run(command),
         Command::Device(command) => commands::device::run(command),

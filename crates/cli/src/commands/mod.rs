@@ -6,6 +6,7 @@ pub mod experiment;
 pub mod loadgen;
 pub mod model;
 pub mod mrc;
+pub mod policies;
 pub mod replay;
 pub mod serve;
 pub mod sim;
