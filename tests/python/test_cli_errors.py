@@ -81,3 +81,31 @@ def test_bad_input_gives_one_line_error(heterarchy, tmp_path, request, command, 
     assert path.name in lines[0], f"error does not name the file: {lines[0]}"
     if detail:
         assert re.search(detail, lines[0]), f"error does not match {detail}: {lines[0]}"
+
+
+# Bad policy and admission arguments: (the arguments, what the one-line error must say).
+POLICY_ARGUMENTS = [
+    (["--policy", "nope"], r'^error: unknown policy "nope"; expected one of: lru, '),
+    (["--policy", "s3fifo:small-size-ratio=2"],
+     r"^error: s3fifo: small-size-ratio=2 is out of range: expected a number from 0 to 1$"),
+    (["--policy", "s3fifo:tiny=1"], r'^error: s3fifo: unknown parameter "tiny"; expected one of: small-size-ratio, '),
+    (["--policy", "lru:k=2"], r'^error: lru: unknown parameter "k"; lru takes none$'),
+    (["--policy", "clock:n-bit-counter=x"], r"n-bit-counter=x is out of range: expected an integer from 1 to 8$"),
+    (["--policy", "lru:k"], r'^error: lru: "k" is not a parameter: expected name=value$'),
+    (["--policy", "k=2,lru"], r'^error: "k=2" is a parameter with no policy before it$'),
+    (["--policy", "lru", "--admission", "bouncer"], r'^error: unknown admission filter "bouncer"; expected one of: '),
+    (["--policy", "lru", "--admission", "size:size=0"], r"^error: size: size=0 is out of range"),
+    (["--policy", "lirs", "--admission", "size"],
+     r"^error: policy lirs cannot take an admission filter \(--admission size\)$"),
+]
+
+
+@pytest.mark.parametrize("arguments, message", POLICY_ARGUMENTS, ids=lambda case: str(case))
+@pytest.mark.parametrize("command", ["sim", "mrc"])
+def test_bad_policy_arguments_give_one_line_errors(heterarchy, zipf_trace, command, arguments, message):
+    path = zipf_trace(0.9, keys=100, requests=1_000, seed=1)
+    done = run(heterarchy, command, path, *arguments, check=False)
+    assert done.returncode == 1 and "panicked" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected a one-line error, got: {done.stderr!r}"
+    assert re.search(message, lines[0]), lines[0]

@@ -85,3 +85,30 @@ def test_shards_is_close_to_exact(heterarchy, name):
     mae = float(np.abs(shards - exact).mean())
     bound = shards_mae_bound(keys)
     assert mae <= bound, f"SHARDS MAE {mae:.4f} > {bound:.4f} on {name} ({keys} distinct keys)"
+
+
+def test_any_policys_curve_is_its_simulation_at_each_size(heterarchy, zipf_trace):
+    """`mrc --policy P` simulates P at each point: every point equals `sim --policy P` at that
+    size, parameters and admission filter included, and LRU stays the stack algorithm."""
+    path = zipf_trace(0.9, keys=5_000, requests=50_000, seed=3)
+    policy = "s3fifo:small-size-ratio=0.2"
+    curve = run_json(
+        heterarchy, "mrc", path, "--policy", policy, "--admission", "size:size=50000",
+        "--points", "8", "--size", "123456",
+    )
+    assert curve["policy"] == f"{policy}+size:size=50000"
+    assert curve["requests"] == 50_000
+    assert "reuse_histogram" not in curve
+    sizes = [point["cache_size"] for point in curve["points"]]
+    assert 123456 in sizes and len(sizes) >= 7 and sizes == sorted(sizes)
+    rows = run_json(
+        heterarchy, "sim", path, "--policy", policy, "--admission", "size:size=50000",
+        "--size", ",".join(map(str, sizes)),
+    )
+    simulated = {row["cache_size"]: (row["miss_ratio"], row["byte_miss_ratio"]) for row in rows}
+    for point in curve["points"]:
+        assert (point["miss_ratio"], point["byte_miss_ratio"]) == simulated[point["cache_size"]]
+    assert "reuse_histogram" in run_json(heterarchy, "mrc", path, "--policy", "lru", "--points", "4")
+    refused = run(heterarchy, "mrc", path, "--policy", "arc", "--method", "shards", check=False)
+    assert refused.returncode != 0
+    assert "--policy arc is simulated at each size" in refused.stderr

@@ -1,10 +1,15 @@
 //! `heterarchy mrc`: the LRU miss-ratio curve of a trace at all sizes in one pass, exact or
-//! sampled with SHARDS, and its reuse-distance histogram.
+//! sampled with SHARDS, and its reuse-distance histogram; or any other policy's curve,
+//! simulated at log-spaced sizes over one decode of the trace.
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
-use heterarchy_sim::cache_sim::TraceSource;
-use heterarchy_sim::mrc::{exact_mrc, shards_mrc, Mrc, MrcResult, ReuseHistogram, ShardsConfig};
+use heterarchy_policy::PolicySpec;
+use heterarchy_sim::cache_sim::{SimSettings, TraceSource};
+use heterarchy_sim::mrc::{
+    exact_mrc, shards_mrc, simulated_mrc, Mrc, MrcResult, ReuseHistogram, ShardsConfig,
+    DEFAULT_CURVE_POINTS,
+};
 use serde::Serialize;
 
 use crate::output::{render, Format, Table};
@@ -27,6 +32,13 @@ pub enum Method {
 pub struct MrcArgs {
     #[command(flatten)]
     pub trace: TraceArgs,
+    /// A policy other than LRU, with its parameters (`s3fifo:small-size-ratio=0.2`): its curve
+    /// is simulated, one simulation per point (`--points`, default 30).
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// An admission filter in front of `--policy` (`bloom`, `size:size=65536`).
+    #[arg(long, requires = "policy")]
+    pub admission: Option<String>,
     #[arg(long, value_enum, default_value = "exact")]
     pub method: Method,
     /// SHARDS: fixed sampling rate in (0, 1] (default 0.01 unless --max-keys is given).
@@ -38,9 +50,10 @@ pub struct MrcArgs {
     /// Count objects, not bytes.
     #[arg(long)]
     pub ignore_obj_size: bool,
-    /// Most points on the curve (log-spaced when there are more distinct distances).
-    #[arg(long, default_value_t = heterarchy_sim::mrc::DEFAULT_CURVE_POINTS)]
-    pub points: usize,
+    /// Most points on the curve (log-spaced when there are more distinct distances; default
+    /// 200 for LRU, 30 for a simulated `--policy`).
+    #[arg(long)]
+    pub points: Option<usize>,
     /// Absolute cache sizes to include on the curve, comma-separated (e.g. 64mb,1gb).
     #[arg(long)]
     pub size: Option<String>,
@@ -53,23 +66,23 @@ pub struct MrcArgs {
 #[derive(Serialize)]
 struct MrcOutput {
     method: Method,
+    /// The policy whose curve this is.
+    policy: String,
     #[serde(flatten)]
     curve: Mrc,
     requests: u64,
     sampling_rate: f64,
-    reuse_histogram: ReuseHistogram,
+    /// LRU's stack distances; absent from a simulated policy's curve.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reuse_histogram: Option<ReuseHistogram>,
 }
+
+/// Points of a simulated policy's curve unless `--points` says otherwise: each is a simulation.
+const SIMULATED_CURVE_POINTS: usize = 30;
 
 /// Computes the curve and prints it.
 pub fn run(args: &MrcArgs) -> Result<()> {
     let source = args.trace.source()?;
-    let result = compute(
-        &source,
-        args.method,
-        args.rate,
-        args.max_keys,
-        args.ignore_obj_size,
-    )?;
     let extra_sizes = match &args.size {
         None => Vec::new(),
         Some(list) => parse_sizes(list)
@@ -83,9 +96,22 @@ pub fn run(args: &MrcArgs) -> Result<()> {
             })
             .collect::<Result<_>>()?,
     };
-    let curve = result.curve(args.points.max(2), &extra_sizes);
+    let policy = match &args.policy {
+        Some(list) => {
+            let mut specs = PolicySpec::parse_list(list, args.admission.as_deref())?;
+            if specs.len() != 1 {
+                anyhow::bail!("mrc --policy takes one policy, got {}: {list}", specs.len());
+            }
+            specs.pop()
+        }
+        None => None,
+    };
+    let output = match policy.filter(|policy| policy.label() != "lru") {
+        Some(policy) => simulated(args, &source, &policy, &extra_sizes)?,
+        None => stack(args, &source, &extra_sizes)?,
+    };
     let mut table = Table::new(&["cache_size", "miss_ratio", "byte_miss_ratio"]);
-    for point in &curve.points {
+    for point in &output.curve.points {
         table.row(vec![
             point.cache_size.to_string(),
             format!("{:.6}", point.miss_ratio),
@@ -94,19 +120,8 @@ pub fn run(args: &MrcArgs) -> Result<()> {
                 .map_or_else(|| "-".to_string(), |r| format!("{r:.6}")),
         ]);
     }
-    let histogram = result.reuse_histogram();
-    let mut text = render(
-        args.format,
-        &table,
-        &MrcOutput {
-            method: args.method,
-            curve,
-            requests: result.requests,
-            sampling_rate: result.sampling_rate,
-            reuse_histogram: histogram.clone(),
-        },
-    );
-    if args.format == Format::Table {
+    let mut text = render(args.format, &table, &output);
+    if let (Format::Table, Some(histogram)) = (args.format, &output.reuse_histogram) {
         let mut reuse = Table::new(&["reuse_distance", "requests"]);
         reuse.row(vec!["cold".into(), format!("{:.0}", histogram.cold_misses)]);
         for bucket in &histogram.buckets {
@@ -120,6 +135,67 @@ pub fn run(args: &MrcArgs) -> Result<()> {
     }
     print!("{text}");
     Ok(())
+}
+
+/// LRU's curve from stack distances, exact or sampled.
+fn stack(args: &MrcArgs, source: &dyn TraceSource, extra_sizes: &[u64]) -> Result<MrcOutput> {
+    let result = compute(
+        source,
+        args.method,
+        args.rate,
+        args.max_keys,
+        args.ignore_obj_size,
+    )?;
+    let points = args.points.unwrap_or(DEFAULT_CURVE_POINTS).max(2);
+    Ok(MrcOutput {
+        method: args.method,
+        policy: "lru".to_string(),
+        curve: result.curve(points, extra_sizes),
+        requests: result.requests,
+        sampling_rate: result.sampling_rate,
+        reuse_histogram: Some(result.reuse_histogram()),
+    })
+}
+
+/// Any other policy's curve, one simulation per point over one decode of the trace.
+fn simulated(
+    args: &MrcArgs,
+    source: &dyn TraceSource,
+    policy: &PolicySpec,
+    extra_sizes: &[u64],
+) -> Result<MrcOutput> {
+    if args.method != Method::Exact || args.rate.is_some() || args.max_keys.is_some() {
+        anyhow::bail!(
+            "mrc --method shards samples LRU's stack distances; --policy {} is simulated at each \
+             size instead",
+            policy.label()
+        );
+    }
+    let settings = SimSettings {
+        ignore_obj_size: args.ignore_obj_size,
+        warmup_requests: 0,
+    };
+    let points = args.points.unwrap_or(SIMULATED_CURVE_POINTS).max(2);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bar = requests_bar(None, "simulating");
+    let (curve, whole) = simulated_mrc(
+        source,
+        &settings,
+        policy,
+        points,
+        extra_sizes,
+        threads,
+        &|n| bar.inc(n),
+    )?;
+    bar.finish_and_clear();
+    Ok(MrcOutput {
+        method: args.method,
+        policy: policy.label().to_string(),
+        curve,
+        requests: whole.requests,
+        sampling_rate: 1.0,
+        reuse_histogram: None,
+    })
 }
 
 /// One pass over `source`, exact or sampled; shows a progress bar on a terminal.

@@ -33,10 +33,12 @@ mod fenwick;
 mod histogram;
 mod positions;
 mod shards;
+mod simulated;
 pub(crate) mod stack;
 
 pub use histogram::{DistanceUnit, ReuseBucket, ReuseHistogram};
 pub use shards::{shards_mrc, ShardsConfig};
+pub use simulated::simulated_mrc;
 
 use heterarchy_trace::{Request, TraceError, TraceReader};
 use serde::{Deserialize, Serialize};
