@@ -10,43 +10,11 @@ our runs over `SEEDS`; sketch-based ones whose hash differs from libCacheSim's, 
 import libcachesim as lcs
 import pytest
 
-from helpers import run_json
-from zipf_trace import ORACLE_GENERAL, working_set_bytes
-
 import numpy as np
 
-EXACT, SEEDED, HASHED = "exact", "seeded", "hashed"
-# Issue 21: randomized and sketch-based policies within 0.005 absolute of libcachesim.
-TOLERANCE = 0.005
-SEEDS = range(5)
-
-# (our policy as --policy takes it, libcachesim's class, its keyword arguments, how it compares).
-POLICIES = [
-    ("lru", "LRU", {}, EXACT),
-    ("fifo", "FIFO", {}, EXACT),
-    ("clock", "Clock", {}, EXACT),
-    ("clock:init-freq=1,n-bit-counter=2", "Clock", {"init_freq": 1, "n_bit_counter": 2}, EXACT),
-    ("arc", "ARC", {}, EXACT),
-    ("2q", "TwoQ", {}, EXACT),
-    ("twoq:ain-size-ratio=0.1,aout-size-ratio=1", "TwoQ", {"a_in_size_ratio": 0.1, "a_out_size_ratio": 1.0}, EXACT),
-    ("s3fifo", "S3FIFO", {}, EXACT),
-    (
-        "s3fifo:small-size-ratio=0.2,ghost-size-ratio=0.5,move-to-main-threshold=1",
-        "S3FIFO",
-        {"small_size_ratio": 0.2, "ghost_size_ratio": 0.5, "move_to_main_threshold": 1},
-        EXACT,
-    ),
-    ("sieve", "Sieve", {}, EXACT),
-    ("lfu", "LFU", {}, EXACT),
-    ("lirs", "LIRS", {}, EXACT),
-    ("belady", "Belady", {}, EXACT),
-]
-# (our filter as --admission takes it, libcachesim's admissioner class, its keyword arguments,
-# how it compares); each sits in front of every policy of FILTERED_POLICIES.
-FILTERS = [
-    ("size:size=4096", "SizeAdmissioner", {"size_threshold": 4096}, EXACT),
-]
-FILTERED_POLICIES = [("lru", "LRU"), ("s3fifo", "S3FIFO")]
+from helpers import run_json
+from policy_pairs import EXACT, FILTERED_POLICIES, FILTERS, POLICIES, SEEDED, SEEDS, TOLERANCE, with_param
+from zipf_trace import ORACLE_GENERAL, working_set_bytes
 
 # Cache sizes as fractions of the working set (bytes of distinct objects, or their number).
 FRACTIONS = [0.001, 0.01, 0.1]
@@ -58,10 +26,6 @@ TRACES = {
     "zipf-1.0": ("zipf-1.0", False),
     "zipf-1.0-lognormal": ("zipf-1.0-lognormal", False),
 }
-
-
-def with_param(spec: str, name: str, value) -> str:
-    return f"{spec}{',' if ':' in spec else ':'}{name}={value}"
 
 
 def objects_in(path) -> int:
