@@ -521,6 +521,19 @@ fn bad_configurations_are_rejected_with_their_key() {
         ..CacheConfig::default()
     };
     assert!(error(&[8], &unknown).starts_with("cache.policy: unknown policy \"mru\""));
+    let out_of_range = CacheConfig {
+        policy: "s3fifo:small-size-ratio=1.5".to_string(),
+        ..CacheConfig::default()
+    };
+    assert_eq!(
+        error(&[8], &out_of_range),
+        "cache.policy: s3fifo: small-size-ratio=1.5 is out of range: expected a number from 0 to 1"
+    );
+    let with_params = CacheConfig {
+        policy: "s3fifo:small-size-ratio=0.5,ghost-size-ratio=0".to_string(),
+        ..CacheConfig::default()
+    };
+    assert!(CacheController::new(&with_params, &[8 * LINE_BYTES], 1).is_ok());
 }
 
 fn departures(controller: &mut CacheController, op: Op, key: u64) -> Vec<(u8, u64)> {
