@@ -1,8 +1,21 @@
 //! Admission filters: which missed objects a cache inserts at all, composable with every policy
 //! that takes one ([`crate::registry::PolicyEntry::takes_admission`]), one file each, as
 //! libCacheSim's admissioners (`admissionAlgo.h`) sit in front of its caches.
+//!
+//! [`Admitted`] asks a filter exactly where libCacheSim's `cache_get_base` does: every request
+//! is first looked up, then shown to the filter ([`AdmissionFilter::observe`], libCacheSim's
+//! `admissioner->update`, which gets the cache's capacity, hit or miss); a miss is then put to
+//! the filter ([`AdmissionFilter::admit`]) before the policy's own check that the object fits
+//! in the cache at all (`cache_can_insert_default`), so a filter also sees misses too large to
+//! insert. Policies whose libCacheSim `can_insert` refuses some objects before asking the
+//! admissioner say so through [`EvictionPolicy::admission_precheck`].
 
+pub mod adaptsize;
+pub mod bloom;
+pub mod prob;
+pub(crate) mod random;
 pub mod size;
+pub mod size_prob;
 
 use heterarchy_trace::Request;
 
@@ -14,9 +27,9 @@ pub trait AdmissionFilter: Send {
     /// Whether the object of `request`, which just missed, may be inserted.
     fn admit(&mut self, request: &Request) -> bool;
 
-    /// Sees every request before it is served, with the cache as it stands (libCacheSim's
-    /// `admissioner->update`, which AdaptSize learns from).
-    fn observe(&mut self, _request: &Request, _cache: &Space) {}
+    /// Sees every request right after its lookup, hit or miss, with the capacity of the cache
+    /// it guards (libCacheSim's `admissioner->update`, which AdaptSize learns from).
+    fn observe(&mut self, _request: &Request, _capacity_bytes: u64) {}
 }
 
 /// Builds a filter from checked parameters.
@@ -40,7 +53,13 @@ impl std::fmt::Debug for FilterEntry {
 }
 
 /// Every filter.
-pub const FILTERS: &[FilterEntry] = &[size::ENTRY];
+pub const FILTERS: &[FilterEntry] = &[
+    size::ENTRY,
+    bloom::ENTRY,
+    prob::ENTRY,
+    size_prob::ENTRY,
+    adaptsize::ENTRY,
+];
 
 /// A checked filter with its parameters, built afresh for each cache.
 #[derive(Clone, Debug)]
@@ -93,7 +112,7 @@ impl FilterSpec {
 }
 
 /// A policy behind an admission filter: a miss the filter refuses is not inserted (libCacheSim's
-/// `cache_can_insert_default` consulting the admissioner before `insert`).
+/// `cache_get_base` with an admissioner; see the module doc for the order of the calls).
 pub struct Admitted {
     policy: Box<dyn EvictionPolicy>,
     filter: Box<dyn AdmissionFilter>,
@@ -115,13 +134,16 @@ impl EvictionPolicy for Admitted {
         self.policy.needs_next_access()
     }
 
+    #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        self.filter.observe(request, &self.policy.space());
-        self.policy.lookup(request)
+        let hit = self.policy.lookup(request);
+        self.filter.observe(request, self.policy.capacity_bytes());
+        hit
     }
 
+    #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        if self.filter.admit(request) {
+        if self.policy.admission_precheck(request) && self.filter.admit(request) {
             self.policy.admit(request, evicted);
         }
     }
@@ -132,5 +154,84 @@ impl EvictionPolicy for Admitted {
 
     fn contains(&self, key: u64) -> Option<bool> {
         self.policy.contains(key)
+    }
+
+    fn admission_precheck(&self, request: &Request) -> bool {
+        self.policy.admission_precheck(request)
+    }
+
+    // A filter in front must not cost the policy its prefetching.
+    #[inline]
+    fn prefetch_slot(&self, key: u64) {
+        self.policy.prefetch_slot(key);
+    }
+
+    #[inline]
+    fn prefetch_node(&self, key: u64) {
+        self.policy.prefetch_node(key);
+    }
+
+    #[inline]
+    fn prefetch_victims(&self) {
+        self.policy.prefetch_victims();
+    }
+
+    #[inline]
+    fn prefetch_neighbours(&self, key: u64) {
+        self.policy.prefetch_neighbours(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{PolicySpec, POLICIES};
+    use crate::util::model_check::{check_against_model, check_simulate_matches_get, steps};
+    use proptest::prelude::*;
+
+    /// Every filter as written, reconfiguring AdaptSize often enough to matter in short runs.
+    const WRITTEN: &[&str] = &[
+        "size:size=8",
+        "bloom",
+        "prob:prob=0.3,seed=4",
+        "size-prob:exponent=0.2,seed=1",
+        "adaptsize:reconf-interval=50,seed=2",
+    ];
+
+    #[test]
+    fn every_filter_builds_with_its_defaults_and_names_are_unique() {
+        let mut names: Vec<String> = Vec::new();
+        for entry in FILTERS {
+            FilterSpec::parse(entry.name).unwrap().build().unwrap();
+            for name in std::iter::once(&entry.name).chain(entry.aliases) {
+                let name = name.to_ascii_lowercase();
+                assert!(!names.contains(&name), "{name} twice");
+                FilterSpec::parse(&name).unwrap();
+                names.push(name);
+            }
+        }
+        assert_eq!(WRITTEN.len(), FILTERS.len());
+    }
+
+    #[test]
+    fn every_filter_in_front_of_every_policy_simulates_like_plain_gets() {
+        for policy in POLICIES.iter().filter(|entry| entry.takes_admission) {
+            for filter in WRITTEN {
+                let spec = PolicySpec::parse(policy.name, Some(filter)).unwrap();
+                check_simulate_matches_get(&|| spec.build(500).unwrap());
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn filtered_caches_keep_their_accounts(capacity in 1u64..200, steps in steps(20)) {
+            for policy in ["lru", "s3fifo"] {
+                for filter in WRITTEN {
+                    let spec = PolicySpec::parse(policy, Some(filter)).unwrap();
+                    check_against_model(spec.build(capacity).unwrap().as_mut(), &steps)?;
+                }
+            }
+        }
     }
 }

@@ -160,6 +160,17 @@ pub trait EvictionPolicy: Send {
     /// [`remove`](Self::remove): LIRS's hits evict, and the next `admit` reports it.
     fn contains(&self, key: u64) -> Option<bool>;
 
+    /// Whether `request`, which just missed, passes the policy's own insertion check that
+    /// libCacheSim runs before it asks an admission filter: a policy whose `can_insert` tests
+    /// something first and only then calls `cache_can_insert_default` (S3-FIFO: no larger than
+    /// its small queue) refuses here, so the filter never sees the object (no random draw, no
+    /// count). The common path asks the filter first and checks the size afterwards, in
+    /// [`admit`](Self::admit), hence the default.
+    #[inline]
+    fn admission_precheck(&self, _request: &Request) -> bool {
+        true
+    }
+
     /// Serves one request as a cache that admits every miss; returns whether it hit.
     #[inline]
     fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {

@@ -288,6 +288,13 @@ impl EvictionPolicy for S3Fifo {
         false
     }
 
+    /// libCacheSim's `S3FIFO_can_insert` refuses an object larger than the small queue before
+    /// it asks an admission filter, ghost hit or not.
+    #[inline]
+    fn admission_precheck(&self, request: &Request) -> bool {
+        u64::from(request.size) <= self.small_capacity
+    }
+
     /// A resident object: in the small or main queue, not a ghost.
     fn contains(&self, key: u64) -> Option<bool> {
         let resident = self
