@@ -7,8 +7,8 @@
 
 use crate::admission::{self, Admitted};
 use crate::eviction::{
-    arc::Arc, belady::Belady, clock::Clock, fifo::Fifo, lfu::Lfu, lirs::Lirs, lru::Lru,
-    s3fifo::S3Fifo, sieve::Sieve, twoq::TwoQ, EvictionPolicy,
+    arc::Arc, belady::Belady, cacheus::Cacheus, clock::Clock, fifo::Fifo, lecar::LeCaR, lfu::Lfu,
+    lirs::Lirs, lru::Lru, s3fifo::S3Fifo, sieve::Sieve, twoq::TwoQ, EvictionPolicy,
 };
 use crate::params::{NamedSpec, ParamKind, ParamSpec, Params};
 
@@ -202,7 +202,56 @@ pub const POLICIES: &[PolicyEntry] = &[
         takes_admission: true,
         build: |capacity, _| Ok(Box::new(Belady::new(capacity))),
     },
+    PolicyEntry {
+        name: "lecar",
+        aliases: &[],
+        params: &[
+            ParamSpec {
+                name: "update-weight",
+                kind: ParamKind::Bool,
+                default: "true",
+                doc: "learn the experts' weights from regretted evictions (false: fixed mix)",
+            },
+            ParamSpec {
+                name: "lru-weight",
+                kind: ParamKind::Float { min: 0.0, max: 1.0 },
+                default: "0.5",
+                doc: "the LRU expert's first weight (the LFU expert's starts at 0.5)",
+            },
+            SEED,
+        ],
+        source: "LeCaR (Vietri et al., HotStorage'18, §3); libCacheSim LeCaR.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            Ok(Box::new(LeCaR::with_params(
+                capacity,
+                params.bool("update-weight"),
+                params.float("lru-weight"),
+                params.int("seed"),
+            )))
+        },
+    },
+    PolicyEntry {
+        name: "cacheus",
+        aliases: &[],
+        params: &[SEED],
+        source: "Cacheus (Rodriguez et al., FAST'21, §4); libCacheSim Cacheus.c, SR_LRU.c, \
+                 CR_LFU.c",
+        takes_admission: true,
+        build: |capacity, params| Ok(Box::new(Cacheus::new(capacity, params.int("seed")))),
+    },
 ];
+
+/// The seed of a randomized policy's draws; 0 makes libCacheSim's own draws.
+const SEED: ParamSpec = ParamSpec {
+    name: "seed",
+    kind: ParamKind::Int {
+        min: 0,
+        max: u64::MAX,
+    },
+    default: "0",
+    doc: "seed of the random draws (0: libCacheSim's own sequence)",
+};
 
 /// Names accepted by [`create`], in the order `--policy all` runs them.
 pub fn policy_names() -> impl Iterator<Item = &'static str> {

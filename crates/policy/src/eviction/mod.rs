@@ -2,8 +2,10 @@
 
 pub mod arc;
 pub mod belady;
+pub mod cacheus;
 pub mod clock;
 pub mod fifo;
+pub mod lecar;
 pub mod lfu;
 pub mod lirs;
 pub mod lru;

@@ -1,0 +1,84 @@
+//! The pseudo-random draws of randomized policies: Lemire's 128-bit multiplicative generator
+//! ("lehmer64"), the one libCacheSim's `next_rand` uses (`utils/include/mymath.h`).
+//!
+//! libCacheSim keeps one generator per thread, starting from the state `0xdeadbeef`. Seed 0
+//! starts from that same state, so a policy that draws exactly when libCacheSim's does makes
+//! the same choices as a libCacheSim cache that is the first to draw in its thread (a fresh
+//! `cachesim` process or Python interpreter). Any other seed is spread over the 128-bit state
+//! by SplitMix64, so that small seeds (1, 2, 3, …) give unrelated streams from the first draw.
+
+/// libCacheSim's initial generator state (`g_lehmer64_state` in `utils/mymath.c`).
+const LIBCACHESIM_STATE: u128 = 0xdead_beef;
+
+/// The generator's multiplier.
+const MULTIPLIER: u128 = 0xda94_2042_e4dd_58b5;
+
+/// A lehmer64 generator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lehmer64 {
+    state: u128,
+}
+
+impl Lehmer64 {
+    /// The stream of `seed`: libCacheSim's own for 0, a SplitMix64-spread state otherwise.
+    pub fn new(seed: u64) -> Lehmer64 {
+        let state = if seed == 0 {
+            LIBCACHESIM_STATE
+        } else {
+            let high = splitmix64(seed);
+            let low = splitmix64(seed.wrapping_add(1));
+            // An odd state keeps the generator on its longest cycle.
+            ((u128::from(high) << 64) | u128::from(low)) | 1
+        };
+        Lehmer64 { state }
+    }
+
+    /// The next 64 random bits.
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_mul(MULTIPLIER);
+        (self.state >> 64) as u64
+    }
+
+    /// libCacheSim's coin for choosing between two experts: `(next_rand() % 100) / 100.0`, a
+    /// multiple of 0.01 in [0, 0.99]. The expert whose weight is above it wins, so a weight
+    /// acts as the next multiple of 0.01 up.
+    #[inline]
+    pub fn percent(&mut self) -> f64 {
+        (self.next_u64() % 100) as f64 / 100.0
+    }
+}
+
+/// SplitMix64's output function of `value`: a bijection that spreads nearby inputs apart.
+fn splitmix64(value: u64) -> u64 {
+    let mut z = value.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_zero_is_libcachesims_stream() {
+        // 0xdeadbeef × 0xda942042e4dd58b5, high 64 bits, worked by hand in u128.
+        let mut rng = Lehmer64::new(0);
+        let expected = ((0xdead_beef_u128 * MULTIPLIER) >> 64) as u64;
+        assert_eq!(rng.next_u64(), expected);
+        let second = ((0xdead_beef_u128 * MULTIPLIER).wrapping_mul(MULTIPLIER) >> 64) as u64;
+        assert_eq!(rng.next_u64(), second);
+    }
+
+    #[test]
+    fn small_seeds_give_spread_draws() {
+        let firsts: Vec<f64> = (1..=5).map(|seed| Lehmer64::new(seed).percent()).collect();
+        assert!(firsts.iter().all(|draw| (0.0..1.0).contains(draw)));
+        let distinct = firsts
+            .iter()
+            .filter(|draw| firsts.iter().filter(|other| other == draw).count() == 1)
+            .count();
+        assert!(distinct >= 3, "{firsts:?}");
+    }
+}
