@@ -7,8 +7,9 @@
 
 use crate::admission::{self, Admitted};
 use crate::eviction::{
-    arc::Arc, belady::Belady, cacheus::Cacheus, clock::Clock, fifo::Fifo, lecar::LeCaR, lfu::Lfu,
-    lirs::Lirs, lru::Lru, s3fifo::S3Fifo, sieve::Sieve, twoq::TwoQ, EvictionPolicy,
+    arc::Arc, belady::Belady, cacheus::Cacheus, clock::Clock, fifo::Fifo, hyperbolic::Hyperbolic,
+    lecar::LeCaR, lfu::Lfu, lhd::Lhd, lirs::Lirs, lru::Lru, lru_prob::LruProb, random::Random,
+    s3fifo::S3Fifo, sieve::Sieve, twoq::TwoQ, EvictionPolicy,
 };
 use crate::params::{NamedSpec, ParamKind, ParamSpec, Params};
 
@@ -47,6 +48,26 @@ impl std::fmt::Debug for PolicyEntry {
         f.write_str(self.name)
     }
 }
+
+/// The `seed` of the randomized policies: the same seed gives the same run.
+const SEED: ParamSpec = ParamSpec {
+    name: "seed",
+    kind: ParamKind::Int {
+        min: 0,
+        max: u64::MAX,
+    },
+    default: "0",
+    doc: "seed of the policy's random choices",
+};
+
+/// Random's `uniform`: draw victims uniformly rather than with the weights of libCacheSim's
+/// hash-table draw.
+const UNIFORM: ParamSpec = ParamSpec {
+    name: "uniform",
+    kind: ParamKind::Bool,
+    default: "false",
+    doc: "draw residents uniformly instead of as libCacheSim's hash table does",
+};
 
 /// Every policy, in the order `--policy all` runs them.
 pub const POLICIES: &[PolicyEntry] = &[
@@ -232,6 +253,20 @@ pub const POLICIES: &[PolicyEntry] = &[
         },
     },
     PolicyEntry {
+        name: "random",
+        aliases: &[],
+        params: &[UNIFORM, SEED],
+        source: "random replacement; libCacheSim Random.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            Ok(Box::new(Random::new(
+                capacity,
+                params.bool("uniform"),
+                params.int("seed"),
+            )))
+        },
+    },
+    PolicyEntry {
         name: "cacheus",
         aliases: &[],
         params: &[SEED],
@@ -240,18 +275,67 @@ pub const POLICIES: &[PolicyEntry] = &[
         takes_admission: true,
         build: |capacity, params| Ok(Box::new(Cacheus::new(capacity, params.int("seed")))),
     },
-];
-
-/// The seed of a randomized policy's draws; 0 makes libCacheSim's own draws.
-const SEED: ParamSpec = ParamSpec {
-    name: "seed",
-    kind: ParamKind::Int {
-        min: 0,
-        max: u64::MAX,
+    PolicyEntry {
+        name: "lru-prob",
+        aliases: &["lruprob", "lru_prob"],
+        params: &[
+            ParamSpec {
+                name: "prob",
+                kind: ParamKind::Float { min: 0.0, max: 1.0 },
+                default: "0.5",
+                doc: "chance that a hit moves the object to the head, as 1/⌊1/prob⌋",
+            },
+            SEED,
+        ],
+        source: "LRU with probabilistic promotion; libCacheSim LRUProb.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            Ok(Box::new(LruProb::new(
+                capacity,
+                params.float("prob"),
+                params.int("seed"),
+            )))
+        },
     },
-    default: "0",
-    doc: "seed of the random draws (0: libCacheSim's own sequence)",
-};
+    PolicyEntry {
+        name: "hyperbolic",
+        aliases: &[],
+        params: &[
+            ParamSpec {
+                name: "n-sample",
+                kind: ParamKind::Int { min: 1, max: 4096 },
+                default: "64",
+                doc: "residents sampled per eviction",
+            },
+            ParamSpec {
+                name: "uniform",
+                kind: ParamKind::Bool,
+                default: "true",
+                doc: "sample uniformly; false: with the weights of libCacheSim's hash table",
+            },
+            SEED,
+        ],
+        source: "Hyperbolic caching (Blankstein et al., ATC'17, §3); libCacheSim Hyperbolic.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            let hyperbolic = Hyperbolic::new(
+                capacity,
+                params.int("n-sample") as u32,
+                params.bool("uniform"),
+                params.int("seed"),
+            )?;
+            Ok(Box::new(hyperbolic))
+        },
+    },
+    PolicyEntry {
+        name: "lhd",
+        aliases: &[],
+        params: &[SEED],
+        source: "LHD, least hit density (Beckmann et al., NSDI'18, §4–5); libCacheSim LHD/",
+        takes_admission: true,
+        build: |capacity, params| Ok(Box::new(Lhd::new(capacity, params.int("seed")))),
+    },
+];
 
 /// Names accepted by [`create`], in the order `--policy all` runs them.
 pub fn policy_names() -> impl Iterator<Item = &'static str> {

@@ -42,7 +42,7 @@
 
 use heterarchy_trace::Request;
 
-use super::random::LibCacheSimRandom;
+use crate::util::rng::Lehmer64;
 use super::{AdmissionFilter, FilterEntry};
 use crate::params::{ParamKind, ParamSpec};
 use crate::util::key_table::KeyTable;
@@ -158,7 +158,7 @@ pub struct AdaptSize {
     admission: Vec<f64>,
     /// Scratch for building the groups: (count as bits, size) per long-term object.
     sightings: Vec<(u64, u32)>,
-    random: LibCacheSimRandom,
+    random: Lehmer64,
 }
 
 impl AdaptSize {
@@ -177,7 +177,7 @@ impl AdaptSize {
             groups: Vec::new(),
             admission: Vec::new(),
             sightings: Vec::new(),
-            random: LibCacheSimRandom::new(seed),
+            random: Lehmer64::new(seed),
         }
     }
 

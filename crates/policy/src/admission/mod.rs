@@ -13,7 +13,6 @@
 pub mod adaptsize;
 pub mod bloom;
 pub mod prob;
-pub(crate) mod random;
 pub mod size;
 pub mod size_prob;
 

@@ -8,7 +8,7 @@
 
 use heterarchy_trace::Request;
 
-use super::random::{LibCacheSimRandom, DRAW_MODULUS};
+use crate::util::rng::{Lehmer64, DRAW_MODULUS};
 use super::{AdmissionFilter, FilterEntry};
 use crate::params::{ParamKind, ParamSpec, PolicyError};
 
@@ -44,7 +44,7 @@ pub const ENTRY: FilterEntry = FilterEntry {
 pub struct Probabilistic {
     /// A draw from `0..DRAW_MODULUS` below this admits.
     threshold: u64,
-    random: LibCacheSimRandom,
+    random: Lehmer64,
 }
 
 impl Probabilistic {
@@ -58,7 +58,7 @@ impl Probabilistic {
         Ok(Probabilistic {
             // Truncated, as libCacheSim converts it to an int.
             threshold: (probability * DRAW_MODULUS as f64) as u64,
-            random: LibCacheSimRandom::new(seed),
+            random: Lehmer64::new(seed),
         })
     }
 }

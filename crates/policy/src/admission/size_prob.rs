@@ -10,7 +10,7 @@
 
 use heterarchy_trace::Request;
 
-use super::random::LibCacheSimRandom;
+use crate::util::rng::Lehmer64;
 use super::{AdmissionFilter, FilterEntry};
 use crate::params::{ParamKind, ParamSpec, PolicyError};
 
@@ -45,7 +45,7 @@ pub const ENTRY: FilterEntry = FilterEntry {
 /// Admits a miss with a probability that falls exponentially with its size.
 pub struct SizeProbabilistic {
     exponent_per_byte: f64,
-    random: LibCacheSimRandom,
+    random: Lehmer64,
 }
 
 impl SizeProbabilistic {
@@ -60,7 +60,7 @@ impl SizeProbabilistic {
         }
         Ok(SizeProbabilistic {
             exponent_per_byte,
-            random: LibCacheSimRandom::new(seed),
+            random: Lehmer64::new(seed),
         })
     }
 

@@ -1,6 +1,7 @@
 //! Building blocks shared by the eviction algorithms.
 
 pub mod frequency;
+pub mod dense_residents;
 pub mod heap;
 pub mod key_table;
 pub mod keyed_queue;
@@ -8,6 +9,7 @@ pub mod list;
 #[cfg(test)]
 pub(crate) mod model_check;
 pub mod prefetch;
+pub mod resident_draw;
 pub mod rng;
 
 pub use list::{List, Slab, NIL};

@@ -1,5 +1,6 @@
-//! The pseudo-random draws of randomized policies: Lemire's 128-bit multiplicative generator
-//! ("lehmer64"), the one libCacheSim's `next_rand` uses (`utils/include/mymath.h`).
+//! The pseudo-random draws of randomized policies and admission filters: Lemire's 128-bit
+//! multiplicative generator ("lehmer64"), the one libCacheSim's `next_rand` uses
+//! (`utils/include/mymath.h`), and libCacheSim's ways of turning its draws into choices.
 //!
 //! libCacheSim keeps one generator per thread, starting from the state `0xdeadbeef`. Seed 0
 //! starts from that same state, so a policy that draws exactly when libCacheSim's does makes
@@ -12,6 +13,10 @@ const LIBCACHESIM_STATE: u128 = 0xdead_beef;
 
 /// The generator's multiplier.
 const MULTIPLIER: u128 = 0xda94_2042_e4dd_58b5;
+
+/// libCacheSim's `MAX_MODULE`: its admission filters reduce a draw modulo this before comparing
+/// it with a probability, so every probability has a resolution of 10⁻⁷.
+pub const DRAW_MODULUS: u64 = 10_000_000;
 
 /// A lehmer64 generator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +43,28 @@ impl Lehmer64 {
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_mul(MULTIPLIER);
         (self.state >> 64) as u64
+    }
+
+    /// A number in `0..bound` (`bound` > 0), by the high half of a 64×64-bit product
+    /// (Lemire), whose bias (at most `bound` / 2⁶⁴) no simulation can see.
+    #[inline]
+    pub fn below(&mut self, bound: u64) -> u64 {
+        debug_assert!(bound > 0);
+        ((u128::from(self.next_u64()) * u128::from(bound)) >> 64) as u64
+    }
+
+    /// A draw from `0..DRAW_MODULUS` as libCacheSim's filters make it (`next_rand() %
+    /// MAX_MODULE`).
+    #[inline]
+    pub fn next_draw(&mut self) -> u64 {
+        self.next_u64() % DRAW_MODULUS
+    }
+
+    /// True with probability `probability`, rounded as libCacheSim's filters round it: the
+    /// draw, scaled to [0, 1), is below it.
+    #[inline]
+    pub fn chance(&mut self, probability: f64) -> bool {
+        (self.next_draw() as f64) / (DRAW_MODULUS as f64) < probability
     }
 
     /// libCacheSim's coin for choosing between two experts: `(next_rand() % 100) / 100.0`, a
@@ -69,6 +96,21 @@ mod tests {
         assert_eq!(rng.next_u64(), expected);
         let second = ((0xdead_beef_u128 * MULTIPLIER).wrapping_mul(MULTIPLIER) >> 64) as u64;
         assert_eq!(rng.next_u64(), second);
+    }
+
+    #[test]
+    fn below_covers_its_range_evenly() {
+        let mut rng = Lehmer64::new(7);
+        let mut counts = [0u32; 5];
+        for _ in 0..50_000 {
+            counts[rng.below(5) as usize] += 1;
+        }
+        for count in counts {
+            assert!((9_500..10_500).contains(&count), "{counts:?}");
+        }
+        assert_eq!(rng.below(1), 0);
+        let admitted = (0..100_000).filter(|_| rng.chance(0.25)).count();
+        assert!((24_000..26_000).contains(&admitted), "{admitted}");
     }
 
     #[test]
