@@ -33,6 +33,9 @@ pub enum ParamKind {
     Bool,
     /// One of a few words, case-insensitive.
     Choice(&'static [&'static str]),
+    /// Free text the policy checks when it is built (SLRU's `seg-size=1:4`, W-TinyLFU's
+    /// `main-cache=slru`).
+    Text(&'static str),
 }
 
 /// One parameter a policy or filter takes: its name as libCacheSim spells it, its values, its
@@ -53,6 +56,7 @@ impl ParamSpec {
             ParamKind::Int { min, max } => format!("an integer from {min} to {max}"),
             ParamKind::Bool => "true or false".to_string(),
             ParamKind::Choice(words) => format!("one of {}", words.join(", ")),
+            ParamKind::Text(what) => what.to_string(),
         }
     }
 
@@ -91,17 +95,19 @@ impl ParamSpec {
                     .find(|word| word.eq_ignore_ascii_case(text))
                     .ok_or_else(refused)?,
             ),
+            ParamKind::Text(_) => ParamValue::Text(text.to_string()),
         };
         Ok(value)
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum ParamValue {
     Float(f64),
     Int(u64),
     Bool(bool),
     Choice(&'static str),
+    Text(String),
 }
 
 /// Checked values of every parameter of one policy or filter, defaults filled in.
@@ -109,6 +115,8 @@ enum ParamValue {
 pub struct Params {
     specs: &'static [ParamSpec],
     values: Vec<ParamValue>,
+    /// Whether each parameter was given rather than defaulted.
+    given: Vec<bool>,
 }
 
 impl Params {
@@ -143,6 +151,7 @@ impl Params {
             }
             values[index] = Some(specs[index].parse(owner, text.trim())?);
         }
+        let given = values.iter().map(Option::is_some).collect();
         let values = specs
             .iter()
             .zip(values)
@@ -151,22 +160,33 @@ impl Params {
                 None => spec.parse(owner, spec.default),
             })
             .collect::<Result<_, _>>()?;
-        Ok(Params { specs, values })
+        Ok(Params {
+            specs,
+            values,
+            given,
+        })
     }
 
-    fn value(&self, name: &str) -> ParamValue {
-        let index = self
-            .specs
+    fn index(&self, name: &str) -> usize {
+        self.specs
             .iter()
             .position(|spec| spec.name == name)
-            .unwrap_or_else(|| panic!("no parameter \"{name}\" is declared"));
-        self.values[index]
+            .unwrap_or_else(|| panic!("no parameter \"{name}\" is declared"))
+    }
+
+    fn value(&self, name: &str) -> &ParamValue {
+        &self.values[self.index(name)]
+    }
+
+    /// Whether the user gave `name` rather than leaving it to its default.
+    pub fn given(&self, name: &str) -> bool {
+        self.given[self.index(name)]
     }
 
     /// A [`ParamKind::Float`] parameter's value.
     pub fn float(&self, name: &str) -> f64 {
         match self.value(name) {
-            ParamValue::Float(value) => value,
+            ParamValue::Float(value) => *value,
             other => panic!("parameter \"{name}\" is {other:?}, not a number"),
         }
     }
@@ -174,7 +194,7 @@ impl Params {
     /// A [`ParamKind::Int`] parameter's value.
     pub fn int(&self, name: &str) -> u64 {
         match self.value(name) {
-            ParamValue::Int(value) => value,
+            ParamValue::Int(value) => *value,
             other => panic!("parameter \"{name}\" is {other:?}, not an integer"),
         }
     }
@@ -182,7 +202,7 @@ impl Params {
     /// A [`ParamKind::Bool`] parameter's value.
     pub fn bool(&self, name: &str) -> bool {
         match self.value(name) {
-            ParamValue::Bool(value) => value,
+            ParamValue::Bool(value) => *value,
             other => panic!("parameter \"{name}\" is {other:?}, not true or false"),
         }
     }
@@ -192,6 +212,14 @@ impl Params {
         match self.value(name) {
             ParamValue::Choice(value) => value,
             other => panic!("parameter \"{name}\" is {other:?}, not a choice"),
+        }
+    }
+
+    /// A [`ParamKind::Text`] parameter's value, as given.
+    pub fn text(&self, name: &str) -> &str {
+        match self.value(name) {
+            ParamValue::Text(value) => value,
+            other => panic!("parameter \"{name}\" is {other:?}, not text"),
         }
     }
 }
@@ -216,28 +244,41 @@ impl NamedSpec {
         if name.is_empty() {
             return Err(PolicyError(format!("no {what} name in \"{text}\"")));
         }
-        let mut given = Vec::new();
-        for pair in rest.into_iter().flat_map(|rest| rest.split([',', ':'])) {
-            let pair = pair.trim();
-            if pair.is_empty() {
-                continue;
+        let mut given: Vec<(String, String)> = Vec::new();
+        for piece in rest.into_iter().flat_map(|rest| rest.split(',')) {
+            // Pairs may also be separated by colons, but a colon-separated piece with no `=`
+            // continues the value before it (SLRU's `seg-size=1:4`).
+            for (position, pair) in piece.split(':').enumerate() {
+                let pair = pair.trim();
+                match (pair.split_once('='), given.last_mut()) {
+                    (Some((key, value)), _) => {
+                        given.push((key.trim().to_ascii_lowercase(), value.trim().to_string()))
+                    }
+                    (None, Some((_, value))) if position > 0 => {
+                        value.push(':');
+                        value.push_str(pair);
+                    }
+                    (None, _) if pair.is_empty() => {}
+                    (None, _) => {
+                        return Err(PolicyError(format!(
+                            "{name}: \"{pair}\" is not a parameter: expected name=value"
+                        )))
+                    }
+                }
             }
-            let (key, value) = pair.split_once('=').ok_or_else(|| {
-                PolicyError(format!(
-                    "{name}: \"{pair}\" is not a parameter: expected name=value"
-                ))
-            })?;
-            given.push((key.trim().to_ascii_lowercase(), value.trim().to_string()));
         }
         Ok(NamedSpec { name, given })
     }
 
-    /// Splits a comma-separated list of specs, where a `key=value` piece with no colon belongs
-    /// to the spec before it: `"s3fifo:small-size-ratio=0.2,ghost-size-ratio=0,lru"` is two.
+    /// Splits a comma-separated list of specs, where a `key=value` piece (one with `=` before
+    /// any colon) belongs to the spec before it:
+    /// `"s3fifo:small-size-ratio=0.2,ghost-size-ratio=0,lru"` is two, and so is
+    /// `"slru:n-seg=2,seg-size=1:4,lru"`.
     pub fn parse_list(list: &str, what: &str) -> Result<Vec<NamedSpec>, PolicyError> {
         let mut texts: Vec<String> = Vec::new();
         for piece in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let is_parameter = piece.contains('=') && !piece.contains(':');
+            let before_colon = piece.split(':').next().unwrap_or(piece);
+            let is_parameter = before_colon.contains('=');
             match texts.last_mut() {
                 Some(last) if is_parameter => {
                     last.push(',');
@@ -318,6 +359,29 @@ mod tests {
     }
 
     #[test]
+    fn text_is_kept_as_given_and_given_tells_defaults_apart() {
+        const TEXT: &[ParamSpec] = &[
+            ParamSpec {
+                name: "seg-size",
+                kind: ParamKind::Text("weights"),
+                default: "",
+                doc: "",
+            },
+            ParamSpec {
+                name: "n",
+                kind: ParamKind::Int { min: 1, max: 9 },
+                default: "4",
+                doc: "",
+            },
+        ];
+        let params = Params::parse("p", TEXT, &pairs(&[("seg-size", "1:4")])).unwrap();
+        assert_eq!(params.text("seg-size"), "1:4");
+        assert!(params.given("seg-size") && !params.given("n"));
+        assert_eq!(params.int("n"), 4);
+        assert_eq!(TEXT[0].range(), "weights");
+    }
+
+    #[test]
     fn refusals_name_the_owner_and_the_parameter() {
         let error =
             |given: &[(&str, &str)]| Params::parse("p", SPECS, &pairs(given)).unwrap_err().0;
@@ -356,6 +420,18 @@ mod tests {
         assert_eq!(specs[1].label(), "lru");
         assert_eq!(specs[2].given, pairs(&[("k", "3")]));
         assert!(NamedSpec::parse_list("k=2,lru", "policy").is_err());
+        let specs = NamedSpec::parse_list(
+            "slru:seg-size=1:4, n-seg=2,wtinylfu:main-cache=slru",
+            "policy",
+        )
+        .unwrap();
+        assert_eq!(
+            specs[0].given,
+            pairs(&[("seg-size", "1:4"), ("n-seg", "2")])
+        );
+        assert_eq!(specs[1].label(), "wtinylfu:main-cache=slru");
+        let spec = NamedSpec::parse("slru:n-seg=3:seg-size=1:2:3", "policy").unwrap();
+        assert_eq!(spec.given, pairs(&[("n-seg", "3"), ("seg-size", "1:2:3")]));
         assert!(NamedSpec::parse("lru:k", "policy")
             .unwrap_err()
             .0

@@ -9,7 +9,7 @@ use crate::admission::{self, Admitted};
 use crate::eviction::{
     arc::Arc, belady::Belady, cacheus::Cacheus, clock::Clock, fifo::Fifo, hyperbolic::Hyperbolic,
     lecar::LeCaR, lfu::Lfu, lhd::Lhd, lirs::Lirs, lru::Lru, lru_prob::LruProb, random::Random,
-    s3fifo::S3Fifo, sieve::Sieve, twoq::TwoQ, EvictionPolicy,
+    s3fifo::S3Fifo, sieve::Sieve, slru::Slru, twoq::TwoQ, wtinylfu::WTinyLfu, EvictionPolicy,
 };
 use crate::params::{NamedSpec, ParamKind, ParamSpec, Params};
 
@@ -335,7 +335,109 @@ pub const POLICIES: &[PolicyEntry] = &[
         takes_admission: true,
         build: |capacity, params| Ok(Box::new(Lhd::new(capacity, params.int("seed")))),
     },
+    PolicyEntry {
+        name: "slru",
+        aliases: &[],
+        params: &[
+            ParamSpec {
+                name: "n-seg",
+                kind: ParamKind::Int { min: 1, max: 255 },
+                default: "4",
+                doc: "number of segments, each capacity / n-seg bytes",
+            },
+            ParamSpec {
+                name: "seg-size",
+                kind: ParamKind::Text("integer weights of the segments, lowest first, such as 1:4"),
+                default: "",
+                doc: "relative segment sizes, lowest (probationary) first; sets n-seg",
+            },
+        ],
+        source: "segmented LRU (Karedla, Love & Wherry, IEEE Computer 1994); libCacheSim SLRU.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            let weights = params.text("seg-size");
+            let segments = params.int("n-seg") as usize;
+            if weights.is_empty() {
+                return Ok(Box::new(Slru::with_segments(capacity, segments)));
+            }
+            let weights = Slru::parse_weights(weights)?;
+            if params.given("n-seg") && weights.len() != segments {
+                return Err(PolicyError(format!(
+                    "slru: n-seg={segments} but seg-size names {} segments",
+                    weights.len()
+                )));
+            }
+            Ok(Box::new(Slru::with_weights(capacity, &weights)?))
+        },
+    },
+    PolicyEntry {
+        name: "wtinylfu",
+        aliases: &["w-tinylfu", "tinylfu"],
+        params: &[
+            ParamSpec {
+                name: "main-cache",
+                kind: ParamKind::Text(
+                    "a policy that can serve as a main cache, such as slru or lru",
+                ),
+                default: "SLRU",
+                doc: "the main cache's policy (slru is built with seg-size=1:4)",
+            },
+            ParamSpec {
+                name: "window-size",
+                kind: ParamKind::Float {
+                    min: 0.0,
+                    max: 0.999_999,
+                },
+                default: "0.01",
+                doc: "share of the capacity for the window LRU",
+            },
+            ParamSpec {
+                name: "seed",
+                kind: ParamKind::Int {
+                    min: 0,
+                    max: u64::MAX,
+                },
+                default: "0",
+                doc: "the frequency sketch's hash seeds; 0 hashes as libCacheSim",
+            },
+        ],
+        source:
+            "W-TinyLFU (Einziger, Friedman & Manes, ACM TOS 2017, §3–4); libCacheSim WTinyLFU.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            let window_size = params.float("window-size");
+            let main_capacity = WTinyLfu::main_capacity(capacity, window_size);
+            let main = build_main_cache(params.text("main-cache"), main_capacity)?;
+            Ok(Box::new(WTinyLfu::new(
+                capacity,
+                window_size,
+                main,
+                params.int("seed"),
+            )))
+        },
+    },
 ];
+
+/// W-TinyLFU's main cache named `name` (no parameters), of `capacity` bytes: SLRU as
+/// libCacheSim builds it there (`seg-size=1:4`), any other policy with its defaults, as long as
+/// it can serve inside another.
+fn build_main_cache(name: &str, capacity: u64) -> Result<Box<dyn EvictionPolicy>, PolicyError> {
+    let entry = find(name.trim())
+        .map_err(|error| PolicyError(format!("wtinylfu: main-cache: {}", error.0)))?;
+    let main: Box<dyn EvictionPolicy> = if entry.name == "slru" {
+        Box::new(Slru::with_weights(capacity, &[1, 4])?)
+    } else {
+        (entry.build)(capacity, &Params::parse(entry.name, entry.params, &[])?)?
+    };
+    if !main.serves_inside() {
+        return Err(PolicyError(format!(
+            "wtinylfu: main-cache={name}: {} cannot serve as a main cache (it cannot name its \
+             next victim)",
+            entry.name
+        )));
+    }
+    Ok(main)
+}
 
 /// Names accepted by [`create`], in the order `--policy all` runs them.
 pub fn policy_names() -> impl Iterator<Item = &'static str> {
@@ -488,6 +590,35 @@ mod tests {
         assert!(error("lru:k=2").starts_with("lru: unknown parameter \"k\"; lru takes none"));
         assert!(error("nope").starts_with("unknown policy \"nope\"; expected one of: lru,"));
         assert!(error("clock:n-bit-counter=9").contains("n-bit-counter=9"));
+    }
+
+    #[test]
+    fn slru_segments_and_wtinylfu_main_caches() {
+        let error = |text: &str| PolicySpec::parse(text, None).unwrap_err().0;
+        assert_eq!(
+            PolicySpec::parse_list("slru:seg-size=1:4,n-seg=2,lru", None)
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            error("slru:n-seg=3,seg-size=1:4"),
+            "slru: n-seg=3 but seg-size names 2 segments"
+        );
+        assert!(error("slru:seg-size=1:x").contains("seg-size=1:x"));
+        assert!(error("slru:seg-size=0:0").contains("positive sum"));
+        for good in [
+            "tinylfu",
+            "w-tinylfu:main-cache=lru",
+            "wtinylfu:main-cache=FIFO",
+        ] {
+            let spec = PolicySpec::parse(good, None).unwrap();
+            assert_eq!(spec.entry().name, "wtinylfu");
+            assert_eq!(spec.build(1000).unwrap().capacity_bytes(), 1000);
+        }
+        assert!(error("wtinylfu:main-cache=nope").starts_with("wtinylfu: main-cache: unknown"));
+        assert!(error("wtinylfu:main-cache=lirs").contains("cannot serve as a main cache"));
+        assert!(error("wtinylfu:window-size=1").contains("window-size=1"));
     }
 
     #[test]

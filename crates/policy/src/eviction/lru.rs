@@ -49,6 +49,30 @@ impl EvictionPolicy for Lru {
         self.queue.remove(key).is_some()
     }
 
+    /// LRU's queue serves as W-TinyLFU's main cache (libCacheSim's `LRU.c` as main).
+    fn serves_inside(&self) -> bool {
+        true
+    }
+
+    fn next_victim(&self) -> Option<Evicted> {
+        self.queue.oldest()
+    }
+
+    fn evict_one(&mut self, evicted: &mut Vec<Evicted>) -> bool {
+        if self.queue.is_empty() {
+            return false;
+        }
+        evicted.push(self.queue.evict(self.queue.tail()));
+        true
+    }
+
+    /// Inserts at the front without evicting, as libCacheSim's `LRU_insert`.
+    fn insert(&mut self, request: &Request, _evicted: &mut Vec<Evicted>) {
+        if self.queue.find(request.key).is_none() {
+            self.queue.insert_front(request.key, request.size);
+        }
+    }
+
     #[inline]
     fn contains(&self, key: u64) -> Option<bool> {
         Some(self.queue.find(key).is_some())

@@ -15,7 +15,9 @@ pub mod lru_prob;
 pub mod random;
 pub mod s3fifo;
 pub mod sieve;
+pub mod slru;
 pub mod twoq;
+pub mod wtinylfu;
 
 use heterarchy_trace::Request;
 
@@ -175,6 +177,46 @@ pub trait EvictionPolicy: Send {
     #[inline]
     fn admission_precheck(&self, _request: &Request) -> bool {
         true
+    }
+
+    /// Moves the objects that hits evicted since the last call onto `evicted` (SLRU's cooling
+    /// can evict on a hit; [`admit`](Self::admit) reports them too). A no-op for policies whose
+    /// hits never evict.
+    fn drain_hit_evictions(&mut self, _evicted: &mut Vec<Evicted>) {}
+
+    /// Whether [`next_victim`](Self::next_victim), [`evict_one`](Self::evict_one),
+    /// [`insert`](Self::insert) and [`can_insert`](Self::can_insert) do what libCacheSim's
+    /// `to_evict`, `evict`, `insert` and `can_insert` do, so that the policy can serve inside
+    /// another one that decides when it evicts (W-TinyLFU's main cache).
+    fn serves_inside(&self) -> bool {
+        false
+    }
+
+    /// The object the next [`evict_one`](Self::evict_one) pushes out, or `None` when empty
+    /// (libCacheSim's `to_evict`). Only for policies that [`serves_inside`](Self::serves_inside).
+    fn next_victim(&self) -> Option<Evicted> {
+        None
+    }
+
+    /// Evicts one object onto `evicted` (libCacheSim's `evict`); false when nothing was resident.
+    /// Only for policies that [`serves_inside`](Self::serves_inside).
+    fn evict_one(&mut self, _evicted: &mut Vec<Evicted>) -> bool {
+        false
+    }
+
+    /// Inserts the object of a request that missed without first making room (libCacheSim's
+    /// `insert`, which its `get` calls after evicting): the composing policy has made room, or
+    /// lets this one run over its capacity for a while. Some policies still evict inside
+    /// (SLRU when no segment has room). Only for policies that
+    /// [`serves_inside`](Self::serves_inside).
+    fn insert(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
+        self.admit(request, evicted);
+    }
+
+    /// Whether [`admit`](Self::admit) would insert the object of `request` at all
+    /// (libCacheSim's `can_insert`, without an admission filter).
+    fn can_insert(&self, request: &Request) -> bool {
+        u64::from(request.size) <= self.capacity_bytes()
     }
 
     /// Serves one request as a cache that admits every miss; returns whether it hit.

@@ -52,6 +52,19 @@ impl KeyedQueue {
         self.list.tail
     }
 
+    /// The oldest object, which [`evict`](Self::evict) of [`tail`](Self::tail) drops, if any.
+    #[inline]
+    pub fn oldest(&self) -> Option<Evicted> {
+        let tail = self.list.tail;
+        (tail != NIL).then(|| {
+            let node = self.slab.get(tail);
+            Evicted {
+                key: node.key,
+                size: node.size,
+            }
+        })
+    }
+
     /// The object inserted right after `index` (towards the front), or [`NIL`].
     #[inline]
     pub fn newer(&self, index: u32) -> u32 {

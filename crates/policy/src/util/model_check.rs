@@ -79,6 +79,7 @@ pub fn check_against_model(
                 policy.get(request, &mut evicted)
             };
             prop_assert_eq!(hit, model.contains_key(&step.key), "hit on {}", step.key);
+            policy.drain_hit_evictions(&mut evicted);
             for gone in evicted.drain(..) {
                 prop_assert_eq!(
                     model.remove(&gone.key),
