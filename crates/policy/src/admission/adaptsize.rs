@@ -42,10 +42,10 @@
 
 use heterarchy_trace::Request;
 
-use crate::util::rng::Lehmer64;
 use super::{AdmissionFilter, FilterEntry};
 use crate::params::{ParamKind, ParamSpec};
 use crate::util::key_table::KeyTable;
+use crate::util::rng::Lehmer64;
 
 /// The registry entry.
 pub const ENTRY: FilterEntry = FilterEntry {

@@ -8,9 +8,9 @@
 
 use heterarchy_trace::Request;
 
-use crate::util::rng::{Lehmer64, DRAW_MODULUS};
 use super::{AdmissionFilter, FilterEntry};
 use crate::params::{ParamKind, ParamSpec, PolicyError};
+use crate::util::rng::{Lehmer64, DRAW_MODULUS};
 
 /// The registry entry.
 pub const ENTRY: FilterEntry = FilterEntry {

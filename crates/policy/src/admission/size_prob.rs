@@ -10,9 +10,9 @@
 
 use heterarchy_trace::Request;
 
-use crate::util::rng::Lehmer64;
 use super::{AdmissionFilter, FilterEntry};
 use crate::params::{ParamKind, ParamSpec, PolicyError};
+use crate::util::rng::Lehmer64;
 
 /// The registry entry.
 pub const ENTRY: FilterEntry = FilterEntry {

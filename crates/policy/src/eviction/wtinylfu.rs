@@ -410,31 +410,10 @@ fn sketch_seeds(seed: u64) -> (u64, u64) {
     )
 }
 
-const PRIME64_1: u64 = 0x9E37_79B1_85EB_CA87;
-const PRIME64_2: u64 = 0xC2B2_AE3D_27D4_EB4F;
-const PRIME64_3: u64 = 0x1656_67B1_9E37_79F9;
-const PRIME64_4: u64 = 0x85EB_CA77_C2B2_AE63;
-const PRIME64_5: u64 = 0x27D4_EB2F_1656_67C5;
-
-/// XXH64 of the 8 little-endian bytes of `value` (the XXH64 specification's path for inputs
-/// shorter than 32 bytes), which is how libCacheSim hashes an object id.
+/// XXH64 of the 8 little-endian bytes of `value`, which is how libCacheSim hashes an object id.
 #[inline]
 fn xxh64_of_u64(value: u64, seed: u64) -> u64 {
-    let lane = value
-        .wrapping_mul(PRIME64_2)
-        .rotate_left(31)
-        .wrapping_mul(PRIME64_1);
-    let mut hash = seed.wrapping_add(PRIME64_5).wrapping_add(8);
-    hash ^= lane;
-    hash = hash
-        .rotate_left(27)
-        .wrapping_mul(PRIME64_1)
-        .wrapping_add(PRIME64_4);
-    hash ^= hash >> 33;
-    hash = hash.wrapping_mul(PRIME64_2);
-    hash ^= hash >> 29;
-    hash = hash.wrapping_mul(PRIME64_3);
-    hash ^ (hash >> 32)
+    xxhash_rust::xxh64::xxh64(&value.to_le_bytes(), seed)
 }
 
 #[cfg(test)]

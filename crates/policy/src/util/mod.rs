@@ -1,7 +1,7 @@
 //! Building blocks shared by the eviction algorithms.
 
-pub mod frequency;
 pub mod dense_residents;
+pub mod frequency;
 pub mod heap;
 pub mod key_table;
 pub mod keyed_queue;
