@@ -7,8 +7,8 @@
 
 use crate::admission::{self, Admitted};
 use crate::eviction::{
-    arc::Arc, belady::Belady, clock::Clock, fifo::Fifo, lfu::Lfu, lirs::Lirs, lru::Lru,
-    s3fifo::S3Fifo, sieve::Sieve, twoq::TwoQ, EvictionPolicy,
+    arc::Arc, belady::Belady, clock::Clock, clock2q_plus::Clock2QPlus, clockpro, fifo::Fifo,
+    lfu::Lfu, lirs::Lirs, lru::Lru, s3fifo::S3Fifo, sieve::Sieve, twoq::TwoQ, EvictionPolicy,
 };
 use crate::params::{NamedSpec, ParamKind, ParamSpec, Params};
 
@@ -201,6 +201,99 @@ pub const POLICIES: &[PolicyEntry] = &[
         source: "Belady's MIN (1966), unit-size optimal; libCacheSim Belady.c",
         takes_admission: true,
         build: |capacity, _| Ok(Box::new(Belady::new(capacity))),
+    },
+    PolicyEntry {
+        name: "clockpro",
+        aliases: &["clock-pro"],
+        params: &[
+            ParamSpec {
+                name: "init-ref",
+                kind: ParamKind::Bool,
+                default: "0",
+                doc: "reference bit of a new page",
+            },
+            ParamSpec {
+                name: "init-ratio-cold",
+                kind: ParamKind::Float { min: 0.0, max: 1.0 },
+                default: "0.5",
+                doc: "share of the capacity the cold pages start with (libcachesim: they never get more)",
+            },
+            ParamSpec {
+                name: "variant",
+                kind: ParamKind::Choice(&["libcachesim", "paper"]),
+                default: "libcachesim",
+                doc: "libcachesim 0.3.5's decisions (refuses misses beyond the cold target, never evicts) or the paper's three hands",
+            },
+        ],
+        source: "CLOCK-Pro (Jiang, Chen & Zhang, USENIX ATC'05, §3–4); libCacheSim ClockPro.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            let clockpro = clockpro::ClockPro::with_params(
+                capacity,
+                clockpro::Variant::from_name(params.choice("variant"))?,
+                params.bool("init-ref"),
+                params.float("init-ratio-cold"),
+            )?;
+            Ok(Box::new(clockpro))
+        },
+    },
+    PolicyEntry {
+        name: "clock2q+",
+        aliases: &["clock2qplus", "clock2q-plus"],
+        params: &[
+            ParamSpec {
+                name: "fifo-size-ratio",
+                kind: ParamKind::Float { min: 0.0, max: 1.0 },
+                default: "0.1",
+                doc: "share of the capacity for the small FIFO queue",
+            },
+            ParamSpec {
+                name: "ghost-size-ratio",
+                kind: ParamKind::Float {
+                    min: 0.0,
+                    max: 64.0,
+                },
+                default: "0.9",
+                doc: "bytes of evicted keys the ghost queue remembers, over the capacity",
+            },
+            ParamSpec {
+                name: "move-to-main-threshold",
+                kind: ParamKind::Int {
+                    min: 0,
+                    max: u32::MAX as u64,
+                },
+                default: "1",
+                doc: "hits outside the correlation window that move a small-queue object to the main queue",
+            },
+            ParamSpec {
+                name: "corr-window-ratio",
+                kind: ParamKind::Float {
+                    min: 0.0,
+                    max: 64.0,
+                },
+                default: "0.5",
+                doc: "correlation window over the small queue's size: younger objects' hits do not count",
+            },
+            ParamSpec {
+                name: "corr-window-in-bytes",
+                kind: ParamKind::Bool,
+                default: "false",
+                doc: "age objects by bytes admitted to the small queue (the paper's window at any size) instead of libcachesim's count of admissions",
+            },
+        ],
+        source: "Clock2Q+ (Zhai et al., VLDB'26, arXiv 2511.21958); libCacheSim Clock2QPlus.c",
+        takes_admission: false,
+        build: |capacity, params| {
+            let clock2q = Clock2QPlus::with_params(
+                capacity,
+                params.float("fifo-size-ratio"),
+                params.float("ghost-size-ratio"),
+                params.int("move-to-main-threshold") as u32,
+                params.float("corr-window-ratio"),
+                params.bool("corr-window-in-bytes"),
+            )?;
+            Ok(Box::new(clock2q))
+        },
     },
 ];
 

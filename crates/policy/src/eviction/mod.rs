@@ -3,6 +3,8 @@
 pub mod arc;
 pub mod belady;
 pub mod clock;
+pub mod clock2q_plus;
+pub mod clockpro;
 pub mod fifo;
 pub mod lfu;
 pub mod lirs;
