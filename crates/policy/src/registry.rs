@@ -7,9 +7,10 @@
 
 use crate::admission::{self, Admitted};
 use crate::eviction::{
-    arc::Arc, belady::Belady, cacheus::Cacheus, clock::Clock, fifo::Fifo, hyperbolic::Hyperbolic,
-    lecar::LeCaR, lfu::Lfu, lhd::Lhd, lirs::Lirs, lru::Lru, lru_prob::LruProb, random::Random,
-    s3fifo::S3Fifo, sieve::Sieve, slru::Slru, twoq::TwoQ, wtinylfu::WTinyLfu, EvictionPolicy,
+    arc::Arc, belady::Belady, cacheus::Cacheus, clock::Clock, clock2q_plus::Clock2QPlus, clockpro,
+    fifo::Fifo, hyperbolic::Hyperbolic, lecar::LeCaR, lfu::Lfu, lhd::Lhd, lirs::Lirs, lru::Lru,
+    lru_prob::LruProb, random::Random, s3fifo::S3Fifo, sieve::Sieve, slru::Slru, twoq::TwoQ,
+    wtinylfu::WTinyLfu, EvictionPolicy,
 };
 use crate::params::{NamedSpec, ParamKind, ParamSpec, Params};
 
@@ -414,6 +415,99 @@ pub const POLICIES: &[PolicyEntry] = &[
                 main,
                 params.int("seed"),
             )))
+        },
+    },
+    PolicyEntry {
+        name: "clockpro",
+        aliases: &["clock-pro"],
+        params: &[
+            ParamSpec {
+                name: "init-ref",
+                kind: ParamKind::Bool,
+                default: "0",
+                doc: "reference bit of a new page",
+            },
+            ParamSpec {
+                name: "init-ratio-cold",
+                kind: ParamKind::Float { min: 0.0, max: 1.0 },
+                default: "0.5",
+                doc: "share of the capacity the cold pages start with (libcachesim: they never get more)",
+            },
+            ParamSpec {
+                name: "variant",
+                kind: ParamKind::Choice(&["libcachesim", "paper"]),
+                default: "libcachesim",
+                doc: "libcachesim 0.3.5's decisions (refuses misses beyond the cold target, never evicts) or the paper's three hands",
+            },
+        ],
+        source: "CLOCK-Pro (Jiang, Chen & Zhang, USENIX ATC'05, §3–4); libCacheSim ClockPro.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            let clockpro = clockpro::ClockPro::with_params(
+                capacity,
+                clockpro::Variant::from_name(params.choice("variant"))?,
+                params.bool("init-ref"),
+                params.float("init-ratio-cold"),
+            )?;
+            Ok(Box::new(clockpro))
+        },
+    },
+    PolicyEntry {
+        name: "clock2q+",
+        aliases: &["clock2qplus", "clock2q-plus"],
+        params: &[
+            ParamSpec {
+                name: "fifo-size-ratio",
+                kind: ParamKind::Float { min: 0.0, max: 1.0 },
+                default: "0.1",
+                doc: "share of the capacity for the small FIFO queue",
+            },
+            ParamSpec {
+                name: "ghost-size-ratio",
+                kind: ParamKind::Float {
+                    min: 0.0,
+                    max: 64.0,
+                },
+                default: "0.9",
+                doc: "bytes of evicted keys the ghost queue remembers, over the capacity",
+            },
+            ParamSpec {
+                name: "move-to-main-threshold",
+                kind: ParamKind::Int {
+                    min: 0,
+                    max: u32::MAX as u64,
+                },
+                default: "1",
+                doc: "hits outside the correlation window that move a small-queue object to the main queue",
+            },
+            ParamSpec {
+                name: "corr-window-ratio",
+                kind: ParamKind::Float {
+                    min: 0.0,
+                    max: 64.0,
+                },
+                default: "0.5",
+                doc: "correlation window over the small queue's size: younger objects' hits do not count",
+            },
+            ParamSpec {
+                name: "corr-window-in-bytes",
+                kind: ParamKind::Bool,
+                default: "false",
+                doc: "age objects by bytes admitted to the small queue (the paper's window at any size) instead of libcachesim's count of admissions",
+            },
+        ],
+        source: "Clock2Q+ (Zhai et al., VLDB'26, arXiv 2511.21958); libCacheSim Clock2QPlus.c",
+        takes_admission: false,
+        build: |capacity, params| {
+            let clock2q = Clock2QPlus::with_params(
+                capacity,
+                params.float("fifo-size-ratio"),
+                params.float("ghost-size-ratio"),
+                params.int("move-to-main-threshold") as u32,
+                params.float("corr-window-ratio"),
+                params.bool("corr-window-in-bytes"),
+            )?;
+            Ok(Box::new(clock2q))
         },
     },
 ];

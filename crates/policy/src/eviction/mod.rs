@@ -4,6 +4,8 @@ pub mod arc;
 pub mod belady;
 pub mod cacheus;
 pub mod clock;
+pub mod clock2q_plus;
+pub mod clockpro;
 pub mod fifo;
 pub mod hyperbolic;
 pub mod lecar;
