@@ -7,6 +7,8 @@ pub mod fifo;
 pub mod lfu;
 pub mod lirs;
 pub mod lru;
+pub mod lru_k;
+pub mod mq;
 pub mod s3fifo;
 pub mod sieve;
 pub mod twoq;
