@@ -7,10 +7,29 @@
 
 use crate::admission::{self, Admitted};
 use crate::eviction::{
-    arc::Arc, belady::Belady, cacheus::Cacheus, clock::Clock, clock2q_plus::Clock2QPlus, clockpro,
-    fifo::Fifo, hyperbolic::Hyperbolic, lecar::LeCaR, lfu::Lfu, lhd::Lhd, lirs::Lirs, lru::Lru,
-    lru_prob::LruProb, random::Random, s3fifo::S3Fifo, sieve::Sieve, slru::Slru, twoq::TwoQ,
-    wtinylfu::WTinyLfu, EvictionPolicy,
+    arc::Arc,
+    belady::Belady,
+    cacheus::Cacheus,
+    clock::Clock,
+    clock2q_plus::Clock2QPlus,
+    clockpro,
+    fifo::Fifo,
+    hyperbolic::Hyperbolic,
+    lecar::LeCaR,
+    lfu::Lfu,
+    lhd::Lhd,
+    lirs::Lirs,
+    lru::Lru,
+    lru_k::{LruK, Subsidiary},
+    lru_prob::LruProb,
+    mq::Mq,
+    random::Random,
+    s3fifo::S3Fifo,
+    sieve::Sieve,
+    slru::Slru,
+    twoq::TwoQ,
+    wtinylfu::WTinyLfu,
+    EvictionPolicy,
 };
 use crate::params::{NamedSpec, ParamKind, ParamSpec, Params};
 
@@ -508,6 +527,89 @@ pub const POLICIES: &[PolicyEntry] = &[
                 params.bool("corr-window-in-bytes"),
             )?;
             Ok(Box::new(clock2q))
+        },
+    },
+    PolicyEntry {
+        name: "mq",
+        aliases: &[],
+        params: &[
+            ParamSpec {
+                name: "n-queue",
+                kind: ParamKind::Int { min: 1, max: 64 },
+                default: "8",
+                doc: "number of LRU queues, one per power of two of the reference count",
+            },
+            ParamSpec {
+                name: "lifetime",
+                kind: ParamKind::Int {
+                    min: 1,
+                    max: i64::MAX as u64 / 2,
+                },
+                default: "10000",
+                doc: "hits and insertions an object may sit at a queue's LRU end before it is demoted",
+            },
+            ParamSpec {
+                name: "Qout-size-ratio",
+                kind: ParamKind::Float {
+                    min: 0.0,
+                    max: 64.0,
+                },
+                default: "4.0",
+                doc: "bytes of evicted objects whose frequencies Qout remembers, over the capacity (more than 0)",
+            },
+        ],
+        source: "MQ (Zhou, Philbin & Li, USENIX ATC'01, §4); libCacheSim MQ.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            let mq = Mq::with_params(
+                capacity,
+                params.int("n-queue") as usize,
+                params.int("lifetime"),
+                params.float("Qout-size-ratio"),
+            )?;
+            Ok(Box::new(mq))
+        },
+    },
+    PolicyEntry {
+        name: "lru-k",
+        aliases: &["lruk"],
+        params: &[
+            ParamSpec {
+                name: "k",
+                kind: ParamKind::Int { min: 1, max: 64 },
+                default: "2",
+                doc: "references whose times rank an object (the K-th most recent decides)",
+            },
+            ParamSpec {
+                name: "subsidiary",
+                kind: ParamKind::Choice(&["fifo", "lru"]),
+                default: "fifo",
+                doc: "order among objects short of k references: admission (libCacheSim) or last reference (the paper's example)",
+            },
+            ParamSpec {
+                name: "retained-period",
+                kind: ParamKind::Int {
+                    min: 0,
+                    max: u64::MAX,
+                },
+                default: "0",
+                doc: "requests an evicted object's history is kept after its last reference (the paper's Retained Information Period); 0 forgets it, as libCacheSim",
+            },
+        ],
+        source: "LRU-K (O'Neil, O'Neil & Weikum, SIGMOD'93, §2); libCacheSim LRU_K.cpp",
+        takes_admission: true,
+        build: |capacity, params| {
+            let subsidiary = match params.choice("subsidiary") {
+                "lru" => Subsidiary::Lru,
+                _ => Subsidiary::Fifo,
+            };
+            let lru_k = LruK::with_params(
+                capacity,
+                params.int("k") as usize,
+                subsidiary,
+                params.int("retained-period"),
+            )?;
+            Ok(Box::new(lru_k))
         },
     },
 ];
