@@ -375,17 +375,30 @@ impl AdaptSize {
                 break;
             }
             let mut expected_bytes = 0.0;
+            // Groups are sorted by rate, and rates are few: e^(rT) − 1 once per rate.
+            let mut growth_rate = f64::NAN;
+            let mut growth = None;
             for (group, &admission) in self.groups.iter().zip(&self.admission) {
-                let rate_time = group.rate * time;
-                let bytes = if rate_time > ALWAYS_IN {
-                    group.size_bytes
-                } else {
-                    let entries = admission * (rate_time.exp() - 1.0);
-                    group.size_bytes * (entries / (1.0 + entries))
+                if group.rate != growth_rate {
+                    growth_rate = group.rate;
+                    let rate_time = group.rate * time;
+                    growth = (rate_time <= ALWAYS_IN).then(|| rate_time.exp() - 1.0);
+                }
+                let bytes = match growth {
+                    None => group.size_bytes,
+                    Some(growth) => {
+                        let entries = admission * growth;
+                        group.size_bytes * (entries / (1.0 + entries))
+                    }
                 };
                 expected_bytes += group.objects * bytes;
             }
-            time = capacity * time / expected_bytes;
+            let next = capacity * time / expected_bytes;
+            // At a fixed point the remaining rounds would repeat this one exactly.
+            if next == time {
+                break;
+            }
+            time = next;
         }
 
         let mut score = 0.0;
