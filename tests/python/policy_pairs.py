@@ -43,6 +43,10 @@ POLICIES = [
     ("lru-prob:prob=0.2", "LRUProb", {"prob": 0.2}, SEEDED),
     ("hyperbolic", "Hyperbolic", {}, SEEDED),
     ("lhd", "LHD", {}, SEEDED),
+    ("mq", "MQ", {}, EXACT),
+    ("mq:n-queue=4,lifetime=100,qout-size-ratio=0.5", "MQ", {"n_queue": 4, "lifetime": 100, "qout_size_ratio": 0.5}, EXACT),
+    ("lru-k", "LRUK", {}, EXACT),
+    ("lru-k:k=3", "LRUK", {"k": 3}, EXACT),
     ("clockpro", "ClockPro", {}, EXACT),
     ("clockpro:init-ref=1,init-ratio-cold=0.2", "ClockPro", {"init_ref": 1, "init_ratio_cold": 0.2}, EXACT),
     ("clock2q+", "Clock2QPlus", {}, EXACT),
@@ -58,9 +62,10 @@ POLICIES = [
 FILTERS = [
     ("size:size=8192", "SizeAdmissioner", {"size_threshold": 8192}, EXACT),
     ("bloom", "BloomFilterAdmissioner", {}, EXACT),
-    ("prob:prob=0.3", "ProbAdmissioner", {"prob": 0.3}, SEEDED),
-    ("size-prob:exponent=0.0001", "SizeProbabilisticAdmissioner", {"exponent": 0.0001}, SEEDED),
-    ("adaptsize", "AdaptSizeAdmissioner", {}, SEEDED),
+    ("prob:prob=0.3", "ProbAdmissioner", {"prob": 0.3}, FRESH),
+    ("size-prob:exponent=0.0001", "SizeProbabilisticAdmissioner", {"exponent": 0.0001}, FRESH),
+    ("adaptsize", "AdaptSizeAdmissioner", {}, FRESH),
+    ("adaptsize:max-iteration=5,reconf-interval=5000", "AdaptSizeAdmissioner", {"max_iteration": 5, "reconf_interval": 5000}, FRESH),
 ]
 FILTERED_POLICIES = [("lru", "LRU"), ("s3fifo", "S3FIFO")]
 
