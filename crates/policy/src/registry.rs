@@ -7,8 +7,9 @@
 
 use crate::admission::{self, Admitted};
 use crate::eviction::{
-    arc::Arc, belady::Belady, clock::Clock, fifo::Fifo, lfu::Lfu, lirs::Lirs, lru::Lru,
-    s3fifo::S3Fifo, sieve::Sieve, twoq::TwoQ, EvictionPolicy,
+    arc::Arc, belady::Belady, beladysize::BeladySize, clock::Clock, fifo::Fifo, gdsf::Gdsf,
+    lfu::Lfu, lfuda::Lfuda, lirs::Lirs, lru::Lru, s3fifo::S3Fifo, sieve::Sieve, size::Size,
+    twoq::TwoQ, EvictionPolicy,
 };
 use crate::params::{NamedSpec, ParamKind, ParamSpec, Params};
 
@@ -201,6 +202,63 @@ pub const POLICIES: &[PolicyEntry] = &[
         source: "Belady's MIN (1966), unit-size optimal; libCacheSim Belady.c",
         takes_admission: true,
         build: |capacity, _| Ok(Box::new(Belady::new(capacity))),
+    },
+    PolicyEntry {
+        name: "gdsf",
+        aliases: &[],
+        params: &[],
+        source: "GreedyDual-Size-Frequency (Cherkasova, HP Labs HPL-98-69, 1998: Pr = L + Fr × Cost / Size); libCacheSim cpp/GDSF.cpp",
+        takes_admission: true,
+        build: |capacity, _| Ok(Box::new(Gdsf::new(capacity))),
+    },
+    PolicyEntry {
+        name: "lfuda",
+        aliases: &[],
+        params: &[],
+        source: "LFU with Dynamic Aging (Arlitt et al., SIGMETRICS PER 27(4) 2000, LFU-DA: K = F + L); libCacheSim LFUDA.c",
+        takes_admission: true,
+        build: |capacity, _| Ok(Box::new(Lfuda::new(capacity))),
+    },
+    PolicyEntry {
+        name: "size",
+        aliases: &[],
+        params: &[],
+        source: "SIZE, evict the largest (Williams et al., SIGCOMM'96 removal policies); libCacheSim Size.c",
+        takes_admission: true,
+        build: |capacity, _| Ok(Box::new(Size::new(capacity))),
+    },
+    PolicyEntry {
+        name: "beladysize",
+        aliases: &["belady-size"],
+        params: &[
+            ParamSpec {
+                name: "n-sample",
+                kind: ParamKind::Int {
+                    min: 1,
+                    max: 1 << 20,
+                },
+                default: "128",
+                doc: "objects drawn at random per eviction",
+            },
+            ParamSpec {
+                name: "seed",
+                kind: ParamKind::Int {
+                    min: 0,
+                    max: u64::MAX,
+                },
+                default: "0",
+                doc: "seed of the draws",
+            },
+        ],
+        source: "Belady's MIN (1966) ranked by next-access distance × size over sampled objects; libCacheSim BeladySize.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            Ok(Box::new(BeladySize::with_params(
+                capacity,
+                params.int("n-sample") as u32,
+                params.int("seed"),
+            )))
+        },
     },
 ];
 

@@ -2,13 +2,17 @@
 
 pub mod arc;
 pub mod belady;
+pub mod beladysize;
 pub mod clock;
 pub mod fifo;
+pub mod gdsf;
 pub mod lfu;
+pub mod lfuda;
 pub mod lirs;
 pub mod lru;
 pub mod s3fifo;
 pub mod sieve;
+pub mod size;
 pub mod twoq;
 
 use heterarchy_trace::Request;

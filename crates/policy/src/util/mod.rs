@@ -6,6 +6,7 @@ pub mod keyed_queue;
 pub mod list;
 #[cfg(test)]
 pub(crate) mod model_check;
+pub mod ordered_heap;
 pub mod prefetch;
 
 pub use list::{List, Slab, NIL};
