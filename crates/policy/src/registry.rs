@@ -7,9 +7,21 @@
 
 use crate::admission::{self, Admitted};
 use crate::eviction::{
-    arc::Arc, belady::Belady, beladysize::BeladySize, clock::Clock, fifo::Fifo, gdsf::Gdsf,
-    lfu::Lfu, lfuda::Lfuda, lirs::Lirs, lru::Lru, s3fifo::S3Fifo, sieve::Sieve, size::Size,
-    twoq::TwoQ, EvictionPolicy,
+    arc::Arc,
+    belady::Belady,
+    beladysize::{BeladySize, Sampling},
+    clock::Clock,
+    fifo::Fifo,
+    gdsf::Gdsf,
+    lfu::Lfu,
+    lfuda::{HitKey, Lfuda},
+    lirs::Lirs,
+    lru::Lru,
+    s3fifo::S3Fifo,
+    sieve::Sieve,
+    size::Size,
+    twoq::TwoQ,
+    EvictionPolicy,
 };
 use crate::params::{NamedSpec, ParamKind, ParamSpec, Params};
 
@@ -206,18 +218,39 @@ pub const POLICIES: &[PolicyEntry] = &[
     PolicyEntry {
         name: "gdsf",
         aliases: &[],
-        params: &[],
+        params: &[ParamSpec {
+            name: "evict-first",
+            kind: ParamKind::Bool,
+            default: "false",
+            doc: "make room before pricing a new object (the paper) instead of after (libCacheSim)",
+        }],
         source: "GreedyDual-Size-Frequency (Cherkasova, HP Labs HPL-98-69, 1998: Pr = L + Fr × Cost / Size); libCacheSim cpp/GDSF.cpp",
         takes_admission: true,
-        build: |capacity, _| Ok(Box::new(Gdsf::new(capacity))),
+        build: |capacity, params| {
+            Ok(Box::new(Gdsf::with_evict_first(
+                capacity,
+                params.bool("evict-first"),
+            )))
+        },
     },
     PolicyEntry {
         name: "lfuda",
         aliases: &[],
-        params: &[],
+        params: &[ParamSpec {
+            name: "hit-key",
+            kind: ParamKind::Choice(&["plus-age", "count-plus-age"]),
+            default: "plus-age",
+            doc: "a hit's new key: old key + age (libCacheSim) or request count + age (the paper)",
+        }],
         source: "LFU with Dynamic Aging (Arlitt et al., SIGMETRICS PER 27(4) 2000, LFU-DA: K = F + L); libCacheSim LFUDA.c",
         takes_admission: true,
-        build: |capacity, _| Ok(Box::new(Lfuda::new(capacity))),
+        build: |capacity, params| {
+            let hit_key = match params.choice("hit-key") {
+                "count-plus-age" => HitKey::CountPlusAge,
+                _ => HitKey::PlusAge,
+            };
+            Ok(Box::new(Lfuda::with_hit_key(capacity, hit_key)))
+        },
     },
     PolicyEntry {
         name: "size",
@@ -241,6 +274,12 @@ pub const POLICIES: &[PolicyEntry] = &[
                 doc: "objects drawn at random per eviction",
             },
             ParamSpec {
+                name: "sampling",
+                kind: ParamKind::Choice(&["hash-table", "uniform"]),
+                default: "hash-table",
+                doc: "draw like libCacheSim's hash table (objects sharing a bucket less often) or uniformly",
+            },
+            ParamSpec {
                 name: "seed",
                 kind: ParamKind::Int {
                     min: 0,
@@ -253,9 +292,14 @@ pub const POLICIES: &[PolicyEntry] = &[
         source: "Belady's MIN (1966) ranked by next-access distance × size over sampled objects; libCacheSim BeladySize.c",
         takes_admission: true,
         build: |capacity, params| {
+            let sampling = match params.choice("sampling") {
+                "uniform" => Sampling::Uniform,
+                _ => Sampling::HashTable,
+            };
             Ok(Box::new(BeladySize::with_params(
                 capacity,
                 params.int("n-sample") as u32,
+                sampling,
                 params.int("seed"),
             )))
         },

@@ -17,13 +17,16 @@
 //! - Equal priorities leave in FIFO order of the request that last set them (libCacheSim keeps a
 //!   `std::set` ordered by priority, then by the request counter `n_req` at the last insert or
 //!   hit); see [`OrderedHeap`].
-//! - `Fr` starts at 1 on insertion and is forgotten on eviction.
 //! - An object's size is the one it was inserted with; a hit with another size changes neither
 //!   its priority's size nor the bytes counted.
 //! - libCacheSim's `GDSF_get` does not go through `cache_get_base`, so an admissioner's `update`
 //!   hook is never called for GDSF; our [`crate::admission::Admitted`] always calls `observe`,
 //!   which only matters for filters that learn from it.
 //!
+//! `evict-first=true` prices a new object the paper's way: objects are evicted until it fits,
+//! then it is inserted with the raised `L` (and so is never its own victim).
+//!
+//! `Fr` is 1 on insertion, counts hits while the object stays and is forgotten on eviction.
 //! The paper's `Cost` can be 1 or a retrieval cost; with the same cost for all objects the
 //! ranking is the same as libCacheSim's up to rounding, so no parameter selects it.
 
@@ -33,7 +36,7 @@ use super::{Evicted, EvictionPolicy, Space};
 use crate::util::key_table::KeyTable;
 use crate::util::ordered_heap::OrderedHeap;
 use crate::util::prefetch::prefetch_read;
-use crate::util::Slab;
+use crate::util::{Slab, NIL};
 
 /// libCacheSim's per-object cost.
 const COST: f64 = 1.0e6;
@@ -54,11 +57,19 @@ pub struct Gdsf {
     inflation: f64,
     /// Requests looked up so far (libCacheSim's `n_req`), which orders equal priorities.
     requests: u64,
+    /// The paper's order on a miss: evict until the object fits, then insert it.
+    evict_first: bool,
 }
 
 impl Gdsf {
-    /// An empty GDSF cache of `capacity` bytes.
+    /// An empty GDSF cache of `capacity` bytes with libCacheSim's decisions.
     pub fn new(capacity: u64) -> Gdsf {
+        Gdsf::with_evict_first(capacity, false)
+    }
+
+    /// An empty GDSF cache of `capacity` bytes that, when `evict_first`, makes room for a new
+    /// object before pricing and inserting it (the paper's order) instead of after.
+    pub fn with_evict_first(capacity: u64, evict_first: bool) -> Gdsf {
         Gdsf {
             capacity,
             used_bytes: 0,
@@ -67,6 +78,7 @@ impl Gdsf {
             queue: OrderedHeap::default(),
             inflation: 0.0,
             requests: 0,
+            evict_first,
         }
     }
 
@@ -84,6 +96,27 @@ impl Gdsf {
     #[inline]
     fn priority_of(&self, frequency: u32, size: u32) -> f64 {
         self.inflation + f64::from(frequency) * COST / f64::from(size)
+    }
+
+    /// Evicts the object of lowest rank, raising `L` to its priority; reports it unless it is
+    /// `newcomer` (the object being admitted).
+    #[inline]
+    fn evict_lowest(&mut self, newcomer: u32, evicted: &mut Vec<Evicted>) -> bool {
+        let Some(((priority, _), victim)) = self.queue.pop() else {
+            return false;
+        };
+        self.inflation = priority;
+        let node = self.slab.get(victim);
+        if victim != newcomer {
+            evicted.push(Evicted {
+                key: node.key,
+                size: node.size,
+            });
+        }
+        self.used_bytes -= u64::from(node.size);
+        self.map.remove(node.key);
+        self.slab.release(victim);
+        true
     }
 }
 
@@ -115,27 +148,16 @@ impl EvictionPolicy for Gdsf {
         if u64::from(request.size) > self.capacity || self.map.get(request.key).is_some() {
             return;
         }
+        let size = u64::from(request.size);
+        if self.evict_first {
+            while self.used_bytes + size > self.capacity && self.evict_lowest(NIL, evicted) {}
+        }
         let index = self.slab.alloc(request.key, request.size, 1);
         let priority = self.priority_of(1, request.size);
         self.queue.push(index, (priority, self.requests));
         self.map.insert(request.key, index);
-        self.used_bytes += u64::from(request.size);
-        while self.used_bytes > self.capacity {
-            let Some(((priority, _), victim)) = self.queue.pop() else {
-                break;
-            };
-            self.inflation = priority;
-            let node = self.slab.get(victim);
-            if victim != index {
-                evicted.push(Evicted {
-                    key: node.key,
-                    size: node.size,
-                });
-            }
-            self.used_bytes -= u64::from(node.size);
-            self.map.remove(node.key);
-            self.slab.release(victim);
-        }
+        self.used_bytes += size;
+        while self.used_bytes > self.capacity && self.evict_lowest(index, evicted) {}
     }
 
     fn contains(&self, key: u64) -> Option<bool> {
@@ -241,10 +263,30 @@ mod tests {
         assert_eq!(gdsf.priority(1).map(f64::to_bits), Some(expected.to_bits()));
     }
 
+    #[test]
+    fn evicting_first_prices_the_new_object_with_the_raised_inflation() {
+        let mut gdsf = Gdsf::with_evict_first(10, true);
+        let mut evicted = Vec::new();
+        get(&mut gdsf, 1, 5, &mut evicted);
+        get(&mut gdsf, 2, 5, &mut evicted);
+        // Where libCacheSim's order drops 3 at once (see above), the paper's evicts 1 and 2
+        // (200000 each) and prices 3 at 200000 + 100000.
+        assert!(!get(&mut gdsf, 3, 10, &mut evicted));
+        assert_eq!(keys(&mut evicted), vec![1, 2]);
+        assert_eq!(gdsf.inflation(), 200_000.0);
+        assert_eq!(gdsf.priority(3), Some(300_000.0));
+        assert_eq!((gdsf.len(), gdsf.used_bytes()), (1, 10));
+    }
+
     proptest! {
         #[test]
         fn capacity_holds_and_counts_match_a_model(capacity in 1u64..64, steps in steps(20)) {
             check_against_model(&mut Gdsf::new(capacity), &steps)?;
+        }
+
+        #[test]
+        fn evicting_first_holds_capacity_and_counts(capacity in 1u64..64, steps in steps(20)) {
+            check_against_model(&mut Gdsf::with_evict_first(capacity, true), &steps)?;
         }
     }
 }

@@ -1,10 +1,9 @@
 //! LFU with Dynamic Aging (Arlitt, Cherkasova, Dilley, Friedrich and Jin, "Evaluating Content
 //! Management Techniques for Web Proxy Caches", ACM SIGMETRICS PER 27(4), 2000, the LFU-DA
-//! policy it evaluates):
-//! each object has the key `K = C × F + L` (with `C = 1`: `F + L`), where `F` counts its
-//! requests and the cache age `L` is set to the key of every object evicted; the object of
-//! smallest key is evicted. Aging lets objects that were popular once fall out after they stop
-//! being requested, which plain LFU never does.
+//! policy it evaluates): each object has the key `K = C × F + L` (with `C = 1`: `F + L`), where
+//! `F` counts its requests and the cache age `L` is set to the key of every object evicted; the
+//! object of smallest key is evicted. Aging lets objects that were popular once fall out after
+//! they stop being requested, which plain LFU never does.
 //!
 //! Same decisions as libCacheSim's `LFUDA.c` (the `libcachesim` 0.3.5 package's `LFUDA`),
 //! which departs from the paper in these places, all of which change which requests hit:
@@ -21,15 +20,20 @@
 //!   the object's new key, the pointer skips over it: the object cannot be evicted until its
 //!   next hit lifts it above the pointer again.
 //! - When an eviction finds the pointer's bucket empty (every object emptied out, or only
-//!   objects skipped as above remain), libCacheSim dereferences a null object and crashes. Here
-//!   the pointer first moves to the smallest non-empty key above it, and failing that the
+//!   objects skipped as above remain), libCacheSim would dereference a null object (a crash).
+//!   Here the pointer first moves to the smallest non-empty key above it, and failing that the
 //!   smallest non-empty key overall is evicted without lowering `L`.
-//!
 //! - Since a hit adds the whole age and the age follows the keys hits create, keys can grow
-//!   geometrically: on a Zipf trace with log-normal sizes at 1% of the working set they pass
-//!   2^62 after about 130,000 requests. libCacheSim's `int64_t` keys then overflow; long before
-//!   that its search for the next non-empty key (below) stops finishing in useful time. Here
-//!   keys saturate at `u64::MAX`, so results past that point have no libCacheSim counterpart.
+//!   geometrically: on a Zipf(1.0) trace with log-normal sizes at 1% of the working set's
+//!   bytes, they pass 2^63 (libCacheSim's `int64_t`) between 130,000 and 140,000 requests.
+//!   libCacheSim's search for the next non-empty key (below) has by then tested some 10^15
+//!   integers (10^10 by 70,000 requests), so that run never finishes. Here keys saturate at
+//!   `u64::MAX`; results past that point have no libCacheSim counterpart.
+//!
+//! `hit-key=count-plus-age` ([`HitKey::CountPlusAge`]) follows the paper instead: a hit sets
+//! `K = F + L` from the object's request count, the smallest key is found exactly, and `L`
+//! changes only when an object is evicted (to that object's key). Equal keys still leave in
+//! FIFO order of reaching them, and a new object's key is still `L + 1`.
 //!
 //! libCacheSim finds the next non-empty key by testing every integer above the old one; a
 //! lazy min-heap of the keys that buckets were created with gives the same key in O(log n).
@@ -43,6 +47,24 @@ use super::{Evicted, EvictionPolicy, Space};
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
 use crate::util::{List, Slab, NIL};
+
+/// How a hit sets an object's key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HitKey {
+    /// libCacheSim's `K ← K + L`, with its upward-only pointer to the smallest key serving as
+    /// `L` (the default).
+    PlusAge,
+    /// The paper's `K ← F + L`, with an exact smallest key and `L` set only by evictions.
+    CountPlusAge,
+}
+
+/// A resident object's place.
+#[derive(Clone, Copy, Debug)]
+struct Placement {
+    bucket: u32,
+    /// `F`: requests since insertion (read only by [`HitKey::CountPlusAge`]).
+    requests: u32,
+}
 
 /// The objects that share one key.
 #[derive(Clone, Copy, Debug)]
@@ -58,34 +80,41 @@ pub struct Lfuda {
     used_bytes: u64,
     objects: usize,
     map: KeyTable,
-    /// Each object's data is the index of its bucket.
-    slab: Slab<u32>,
+    slab: Slab<Placement>,
     buckets: Vec<Bucket>,
     free_buckets: Vec<u32>,
     /// Key → bucket, for non-empty buckets only.
     bucket_of: KeyTable,
     /// Keys buckets were created with, smallest first; stale entries (the bucket emptied, or
-    /// the key fell to or below the age) are dropped when they reach the top.
+    /// with [`HitKey::PlusAge`] the key fell to or below the age) are dropped when they reach
+    /// the top.
     created_keys: BinaryHeap<Reverse<u64>>,
-    /// `L`: libCacheSim's `min_freq`, the key evictions take from (0 until the first eviction,
-    /// when evictions take from key 1).
+    /// `L`. With [`HitKey::PlusAge`] it is libCacheSim's `min_freq`, the key evictions take
+    /// from (0 until the first eviction, when evictions take from key 1).
     age: u64,
+    hit_key: HitKey,
 }
 
 impl Lfuda {
-    /// An empty LFU-DA cache of `capacity` bytes.
+    /// An empty LFU-DA cache of `capacity` bytes with libCacheSim's decisions.
     pub fn new(capacity: u64) -> Lfuda {
+        Lfuda::with_hit_key(capacity, HitKey::PlusAge)
+    }
+
+    /// An empty LFU-DA cache of `capacity` bytes whose hits set keys as `hit_key` says.
+    pub fn with_hit_key(capacity: u64, hit_key: HitKey) -> Lfuda {
         Lfuda {
             capacity,
             used_bytes: 0,
             objects: 0,
             map: KeyTable::default(),
-            slab: Slab::default(),
+            slab: Slab::with_capacity(0),
             buckets: Vec::new(),
             free_buckets: Vec::new(),
             bucket_of: KeyTable::default(),
             created_keys: BinaryHeap::new(),
             age: 0,
+            hit_key,
         }
     }
 
@@ -97,7 +126,7 @@ impl Lfuda {
     /// The key of `key` if it is resident.
     pub fn key_of(&self, key: u64) -> Option<u64> {
         let index = self.map.get(key)?;
-        Some(self.buckets[self.slab.get(index).data as usize].key)
+        Some(self.buckets[self.slab.get(index).data.bucket as usize].key)
     }
 
     /// The bucket of `key`, created empty if there is none.
@@ -127,7 +156,7 @@ impl Lfuda {
     /// Appends object `index` to `bucket` (as the last to reach its key).
     #[inline]
     fn append(&mut self, bucket: u32, index: u32) {
-        self.slab.get_mut(index).data = bucket;
+        self.slab.get_mut(index).data.bucket = bucket;
         self.buckets[bucket as usize]
             .objects
             .push_front(&mut self.slab, index);
@@ -137,7 +166,7 @@ impl Lfuda {
     /// bucket's key and whether it emptied.
     #[inline]
     fn detach(&mut self, index: u32) -> (u64, bool) {
-        let bucket = self.slab.get(index).data;
+        let bucket = self.slab.get(index).data.bucket;
         let entry = &mut self.buckets[bucket as usize];
         entry.objects.unlink(&mut self.slab, index);
         let key = entry.key;
@@ -161,8 +190,22 @@ impl Lfuda {
         }
     }
 
+    /// The non-empty bucket of smallest key.
+    fn smallest_bucket(&mut self) -> Option<u32> {
+        while let Some(&Reverse(key)) = self.created_keys.peek() {
+            if let Some(bucket) = self.bucket_of.get(key) {
+                return Some(bucket);
+            }
+            self.created_keys.pop();
+        }
+        None
+    }
+
     /// The bucket the next eviction takes from.
     fn victim_bucket(&mut self) -> Option<u32> {
+        if self.hit_key == HitKey::CountPlusAge {
+            return self.smallest_bucket();
+        }
         if let Some(bucket) = self.bucket_of.get(self.age.max(1)) {
             return Some(bucket);
         }
@@ -183,9 +226,14 @@ impl Lfuda {
         };
         let victim = self.buckets[bucket as usize].objects.tail;
         let (key, emptied) = self.detach(victim);
-        self.age = self.age.max(key);
-        if emptied {
-            self.raise_age();
+        match self.hit_key {
+            HitKey::PlusAge => {
+                self.age = self.age.max(key);
+                if emptied {
+                    self.raise_age();
+                }
+            }
+            HitKey::CountPlusAge => self.age = key,
         }
         let node = self.slab.get(victim);
         evicted.push(Evicted {
@@ -214,8 +262,16 @@ impl EvictionPolicy for Lfuda {
         let Some(index) = self.map.get(request.key) else {
             return false;
         };
-        let bucket = self.slab.get(index).data;
+        let Placement { bucket, requests } = self.slab.get(index).data;
         let key = self.buckets[bucket as usize].key;
+        if self.hit_key == HitKey::CountPlusAge {
+            let requests = requests.saturating_add(1);
+            self.slab.get_mut(index).data.requests = requests;
+            self.detach(index);
+            let target = self.bucket(u64::from(requests).saturating_add(self.age));
+            self.append(target, index);
+            return true;
+        }
         if self.age == 0 {
             // The key stays; the object only moves behind its equals.
             let objects = &mut self.buckets[bucket as usize].objects;
@@ -244,7 +300,11 @@ impl EvictionPolicy for Lfuda {
                 break;
             }
         }
-        let index = self.slab.alloc(request.key, request.size, NIL);
+        let placement = Placement {
+            bucket: NIL,
+            requests: 1,
+        };
+        let index = self.slab.alloc(request.key, request.size, placement);
         let bucket = self.bucket(self.age.saturating_add(1));
         self.append(bucket, index);
         self.map.insert(request.key, index);
@@ -256,14 +316,14 @@ impl EvictionPolicy for Lfuda {
         Some(self.map.get(key).is_some())
     }
 
-    /// Drops `key`; the age moves on if it emptied the smallest key (libCacheSim's
-    /// `LFUDA_remove`).
+    /// Drops `key`; with [`HitKey::PlusAge`] the age moves on if it emptied the smallest key
+    /// (libCacheSim's `LFUDA_remove`).
     fn remove(&mut self, key: u64) -> bool {
         let Some(index) = self.map.remove(key) else {
             return false;
         };
         let (bucket_key, emptied) = self.detach(index);
-        if emptied && bucket_key == self.age {
+        if self.hit_key == HitKey::PlusAge && emptied && bucket_key == self.age {
             self.raise_age();
         }
         self.used_bytes -= u64::from(self.slab.get(index).size);
@@ -396,10 +456,45 @@ mod tests {
         assert!(cache.is_empty());
     }
 
+    #[test]
+    fn the_paper_keys_count_requests_and_age_only_on_eviction() {
+        let mut cache = Lfuda::with_hit_key(3, HitKey::CountPlusAge);
+        let mut evicted = Vec::new();
+        for key in [1, 2, 3, 1, 1, 2] {
+            get(&mut cache, key, 1, &mut evicted);
+        }
+        // F + L with L = 0: 1 has 3 requests, 2 has 2, 3 has 1.
+        assert_eq!(
+            (cache.key_of(1), cache.key_of(2), cache.key_of(3)),
+            (Some(3), Some(2), Some(1))
+        );
+        get(&mut cache, 4, 1, &mut evicted);
+        assert_eq!(keys(&mut evicted), vec![3]);
+        assert_eq!((cache.age(), cache.key_of(4)), (1, Some(2)));
+        // 2 and 4 share key 2; 2 got there first. L = 2 afterwards.
+        get(&mut cache, 5, 1, &mut evicted);
+        assert_eq!(keys(&mut evicted), vec![2]);
+        assert_eq!(cache.age(), 2);
+        // A hit on 4 (F = 2) gives 2 + 2 = 4, above 1's 3; emptying key 2 leaves L alone.
+        assert!(get(&mut cache, 4, 1, &mut evicted));
+        assert_eq!((cache.key_of(4), cache.age()), (Some(4), 2));
+        // The smallest key is 5's 3 (L + 1 = 3, reached after 1's 3): 1 goes first.
+        get(&mut cache, 6, 1, &mut evicted);
+        assert_eq!(keys(&mut evicted), vec![1]);
+        assert_eq!(cache.age(), 3);
+        assert!(cache.remove(5));
+        assert_eq!((cache.len(), cache.used_bytes()), (2, 2));
+    }
+
     proptest! {
         #[test]
         fn capacity_holds_and_counts_match_a_model(capacity in 1u64..64, steps in steps(20)) {
             check_against_model(&mut Lfuda::new(capacity), &steps)?;
+        }
+
+        #[test]
+        fn the_paper_keys_hold_capacity_and_counts(capacity in 1u64..64, steps in steps(20)) {
+            check_against_model(&mut Lfuda::with_hit_key(capacity, HitKey::CountPlusAge), &steps)?;
         }
     }
 }

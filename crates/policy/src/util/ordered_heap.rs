@@ -199,7 +199,9 @@ mod tests {
         /// Keys (priority, unique time) as GDSF uses them: the heap pops what an ordered set
         /// of the same keys would yield first.
         #[test]
-        fn matches_an_ordered_set(ops in proptest::collection::vec((0u32..30, 0u8..4, 0u8..6), 1..400)) {
+        fn matches_an_ordered_set(
+            ops in proptest::collection::vec((0u32..30, 0u8..4, 0u8..6), 1..400),
+        ) {
             let mut heap: OrderedHeap<(f64, u64)> = OrderedHeap::default();
             let mut model: BTreeMap<(u8, u64), u32> = BTreeMap::new();
             let mut keys: std::collections::HashMap<u32, (u8, u64)> = Default::default();
@@ -216,7 +218,10 @@ mod tests {
                     1 => {
                         let expected = model.pop_first();
                         let popped = heap.pop();
-                        prop_assert_eq!(popped.map(|(_, item)| item), expected.map(|(_, item)| item));
+                        prop_assert_eq!(
+                            popped.map(|(_, item)| item),
+                            expected.map(|(_, item)| item)
+                        );
                         if let Some((_, item)) = expected {
                             keys.remove(&item);
                         }
