@@ -9,14 +9,17 @@ use crate::admission::{self, Admitted};
 use crate::eviction::{
     arc::Arc,
     belady::Belady,
+    beladysize::{BeladySize, Sampling},
     cacheus::Cacheus,
     clock::Clock,
     clock2q_plus::Clock2QPlus,
     clockpro,
     fifo::Fifo,
+    gdsf::Gdsf,
     hyperbolic::Hyperbolic,
     lecar::LeCaR,
     lfu::Lfu,
+    lfuda::{HitKey, Lfuda},
     lhd::Lhd,
     lirs::Lirs,
     lru::Lru,
@@ -26,6 +29,7 @@ use crate::eviction::{
     random::Random,
     s3fifo::S3Fifo,
     sieve::Sieve,
+    size::Size,
     slru::Slru,
     twoq::TwoQ,
     wtinylfu::WTinyLfu,
@@ -610,6 +614,95 @@ pub const POLICIES: &[PolicyEntry] = &[
                 params.int("retained-period"),
             )?;
             Ok(Box::new(lru_k))
+        },
+    },
+    PolicyEntry {
+        name: "gdsf",
+        aliases: &[],
+        params: &[ParamSpec {
+            name: "evict-first",
+            kind: ParamKind::Bool,
+            default: "false",
+            doc: "make room before pricing a new object (the paper) instead of after (libCacheSim)",
+        }],
+        source: "GreedyDual-Size-Frequency (Cherkasova, HP Labs HPL-98-69, 1998: Pr = L + Fr × Cost / Size); libCacheSim cpp/GDSF.cpp",
+        takes_admission: true,
+        build: |capacity, params| {
+            Ok(Box::new(Gdsf::with_evict_first(
+                capacity,
+                params.bool("evict-first"),
+            )))
+        },
+    },
+    PolicyEntry {
+        name: "lfuda",
+        aliases: &[],
+        params: &[ParamSpec {
+            name: "hit-key",
+            kind: ParamKind::Choice(&["plus-age", "count-plus-age"]),
+            default: "plus-age",
+            doc: "a hit's new key: old key + age (libCacheSim) or request count + age (the paper)",
+        }],
+        source: "LFU with Dynamic Aging (Arlitt et al., SIGMETRICS PER 27(4) 2000, LFU-DA: K = F + L); libCacheSim LFUDA.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            let hit_key = match params.choice("hit-key") {
+                "count-plus-age" => HitKey::CountPlusAge,
+                _ => HitKey::PlusAge,
+            };
+            Ok(Box::new(Lfuda::with_hit_key(capacity, hit_key)))
+        },
+    },
+    PolicyEntry {
+        name: "size",
+        aliases: &[],
+        params: &[],
+        source: "SIZE, evict the largest (Williams et al., SIGCOMM'96 removal policies); libCacheSim Size.c",
+        takes_admission: true,
+        build: |capacity, _| Ok(Box::new(Size::new(capacity))),
+    },
+    PolicyEntry {
+        name: "beladysize",
+        aliases: &["belady-size"],
+        params: &[
+            ParamSpec {
+                name: "n-sample",
+                kind: ParamKind::Int {
+                    min: 1,
+                    max: 1 << 20,
+                },
+                default: "128",
+                doc: "objects drawn at random per eviction",
+            },
+            ParamSpec {
+                name: "sampling",
+                kind: ParamKind::Choice(&["hash-table", "uniform"]),
+                default: "hash-table",
+                doc: "draw like libCacheSim's hash table (objects sharing a bucket less often) or uniformly",
+            },
+            ParamSpec {
+                name: "seed",
+                kind: ParamKind::Int {
+                    min: 0,
+                    max: u64::MAX,
+                },
+                default: "0",
+                doc: "seed of the draws",
+            },
+        ],
+        source: "Belady's MIN (1966) ranked by next-access distance × size over sampled objects; libCacheSim BeladySize.c",
+        takes_admission: true,
+        build: |capacity, params| {
+            let sampling = match params.choice("sampling") {
+                "uniform" => Sampling::Uniform,
+                _ => Sampling::HashTable,
+            };
+            Ok(Box::new(BeladySize::with_params(
+                capacity,
+                params.int("n-sample") as u32,
+                sampling,
+                params.int("seed"),
+            )))
         },
     },
 ];

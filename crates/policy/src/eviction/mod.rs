@@ -2,14 +2,17 @@
 
 pub mod arc;
 pub mod belady;
+pub mod beladysize;
 pub mod cacheus;
 pub mod clock;
 pub mod clock2q_plus;
 pub mod clockpro;
 pub mod fifo;
+pub mod gdsf;
 pub mod hyperbolic;
 pub mod lecar;
 pub mod lfu;
+pub mod lfuda;
 pub mod lhd;
 pub mod lirs;
 pub mod lru;
@@ -19,6 +22,7 @@ pub mod mq;
 pub mod random;
 pub mod s3fifo;
 pub mod sieve;
+pub mod size;
 pub mod slru;
 pub mod twoq;
 pub mod wtinylfu;

@@ -8,6 +8,7 @@ pub mod keyed_queue;
 pub mod list;
 #[cfg(test)]
 pub(crate) mod model_check;
+pub mod ordered_heap;
 pub mod prefetch;
 pub mod resident_draw;
 pub mod rng;
