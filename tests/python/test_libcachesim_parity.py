@@ -34,6 +34,18 @@ KNOWN_GAPS = {
     ("zipf-1.0", "lhd", 0.001): "LHD in a cache of about 20 objects: five runs a side leave a gap of "
     "0.006, beyond what five seeds can resolve there",
 }
+# (trace, policy, fraction) where libcachesim gives nothing to compare: its LFUDA looks for the
+# next frequency by trying every integer above the last one (minutes to hours), or follows an
+# empty bucket to a crash (the log-normal trace at 0.1%).
+LIBCACHESIM_UNFINISHED = {
+    ("zipf-1.0-lognormal", "lfuda", 0.001),
+    ("cloudPhysicsIO-objects", "lfuda", 0.001),
+    ("zipf-0.8", "lfuda", 0.001),
+    ("zipf-0.8", "lfuda", 0.01),
+    ("zipf-1.0", "lfuda", 0.001),
+    ("zipf-1.0", "lfuda", 0.01),
+    ("zipf-1.0-lognormal", "lfuda", 0.01),
+}
 # name -> (how to make it, counted in objects)
 TRACES = {
     "cloudPhysicsIO": ("cloudPhysicsIO", False),
@@ -151,6 +163,8 @@ def policy_cases():
             for index, fraction in enumerate(FRACTIONS):
                 gap = KNOWN_GAPS.get((name, spec, fraction))
                 marks = [pytest.mark.xfail(reason=gap, strict=True)] if gap else []
+                if (name, spec, fraction) in LIBCACHESIM_UNFINISHED:
+                    marks = [pytest.mark.skip(reason="libcachesim's LFUDA does not finish this case")]
                 yield pytest.param(
                     name, spec, cache_class, kwargs, kind, index, marks=marks, id=f"{name}-{spec}-{fraction:g}"
                 )
