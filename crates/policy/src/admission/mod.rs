@@ -29,6 +29,11 @@ pub trait AdmissionFilter: Send {
     /// Sees every request right after its lookup, hit or miss, with the capacity of the cache
     /// it guards (libCacheSim's `admissioner->update`, which AdaptSize learns from).
     fn observe(&mut self, _request: &Request, _capacity_bytes: u64) {}
+
+    /// Starts loading what [`admit`](Self::admit) on `key` will touch, for a request a few
+    /// positions ahead (a hint, as [`EvictionPolicy::prefetch_slot`] is).
+    #[inline]
+    fn prefetch(&self, _key: u64) {}
 }
 
 /// Builds a filter from checked parameters.
@@ -163,6 +168,7 @@ impl EvictionPolicy for Admitted {
     #[inline]
     fn prefetch_slot(&self, key: u64) {
         self.policy.prefetch_slot(key);
+        self.filter.prefetch(key);
     }
 
     #[inline]
