@@ -101,6 +101,18 @@ impl ParamSpec {
     }
 }
 
+/// The `seed` of every randomized policy and filter: the same seed gives the same run, and 0
+/// draws what a fresh libCacheSim process draws (`crate::util::rng`).
+pub const SEED: ParamSpec = ParamSpec {
+    name: "seed",
+    kind: ParamKind::Int {
+        min: 0,
+        max: u64::MAX,
+    },
+    default: "0",
+    doc: "seed of the random draws; 0 draws as a fresh libCacheSim process does",
+};
+
 #[derive(Clone, Debug, PartialEq)]
 enum ParamValue {
     Float(f64),

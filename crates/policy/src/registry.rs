@@ -35,7 +35,7 @@ use crate::eviction::{
     wtinylfu::WTinyLfu,
     EvictionPolicy,
 };
-use crate::params::{NamedSpec, ParamKind, ParamSpec, Params};
+use crate::params::{NamedSpec, ParamKind, ParamSpec, Params, SEED};
 
 pub use crate::params::PolicyError;
 
@@ -72,17 +72,6 @@ impl std::fmt::Debug for PolicyEntry {
         f.write_str(self.name)
     }
 }
-
-/// The `seed` of the randomized policies: the same seed gives the same run.
-const SEED: ParamSpec = ParamSpec {
-    name: "seed",
-    kind: ParamKind::Int {
-        min: 0,
-        max: u64::MAX,
-    },
-    default: "0",
-    doc: "seed of the policy's random choices",
-};
 
 /// Random's `uniform`: draw victims uniformly rather than with the weights of libCacheSim's
 /// hash-table draw.
@@ -680,15 +669,7 @@ pub const POLICIES: &[PolicyEntry] = &[
                 default: "hash-table",
                 doc: "draw like libCacheSim's hash table (objects sharing a bucket less often) or uniformly",
             },
-            ParamSpec {
-                name: "seed",
-                kind: ParamKind::Int {
-                    min: 0,
-                    max: u64::MAX,
-                },
-                default: "0",
-                doc: "seed of the draws",
-            },
+            SEED,
         ],
         source: "Belady's MIN (1966) ranked by next-access distance × size over sampled objects; libCacheSim BeladySize.c",
         takes_admission: true,

@@ -43,7 +43,7 @@
 use heterarchy_trace::Request;
 
 use super::{AdmissionFilter, FilterEntry};
-use crate::params::{ParamKind, ParamSpec};
+use crate::params::{ParamKind, ParamSpec, SEED};
 use crate::util::key_table::KeyTable;
 use crate::util::rng::Lehmer64;
 
@@ -70,15 +70,7 @@ pub const ENTRY: FilterEntry = FilterEntry {
             default: "30000",
             doc: "requests between two searches for c",
         },
-        ParamSpec {
-            name: "seed",
-            kind: ParamKind::Int {
-                min: 0,
-                max: u64::MAX,
-            },
-            default: "0",
-            doc: "random stream; 0 draws as a fresh libCacheSim process does",
-        },
+        SEED,
     ],
     source: "AdaptSize (Berger et al., NSDI'17, §4–5); libCacheSim admission/adaptsize/",
     build: |params| {

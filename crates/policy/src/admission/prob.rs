@@ -9,7 +9,7 @@
 use heterarchy_trace::Request;
 
 use super::{AdmissionFilter, FilterEntry};
-use crate::params::{ParamKind, ParamSpec, PolicyError};
+use crate::params::{ParamKind, ParamSpec, PolicyError, SEED};
 use crate::util::rng::{Lehmer64, DRAW_MODULUS};
 
 /// The registry entry.
@@ -23,15 +23,7 @@ pub const ENTRY: FilterEntry = FilterEntry {
             default: "0.5",
             doc: "probability that a miss is admitted (above 0)",
         },
-        ParamSpec {
-            name: "seed",
-            kind: ParamKind::Int {
-                min: 0,
-                max: u64::MAX,
-            },
-            default: "0",
-            doc: "random stream; 0 draws as a fresh libCacheSim process does",
-        },
+        SEED,
     ],
     source: "probabilistic admission; libCacheSim admission/prob.c",
     build: |params| {

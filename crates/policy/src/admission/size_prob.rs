@@ -11,7 +11,7 @@
 use heterarchy_trace::Request;
 
 use super::{AdmissionFilter, FilterEntry};
-use crate::params::{ParamKind, ParamSpec, PolicyError};
+use crate::params::{ParamKind, ParamSpec, PolicyError, SEED};
 use crate::util::rng::Lehmer64;
 
 /// The registry entry.
@@ -25,15 +25,7 @@ pub const ENTRY: FilterEntry = FilterEntry {
             default: "1e-6",
             doc: "admission probability is e^(-exponent * size in bytes); above 0",
         },
-        ParamSpec {
-            name: "seed",
-            kind: ParamKind::Int {
-                min: 0,
-                max: u64::MAX,
-            },
-            default: "0",
-            doc: "random stream; 0 draws as a fresh libCacheSim process does",
-        },
+        SEED,
     ],
     source: "size-probabilistic admission; libCacheSim admission/sizeProbabilistic.c",
     build: |params| {
