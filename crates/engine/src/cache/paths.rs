@@ -96,7 +96,7 @@ impl CacheController {
         }
         match held {
             Some((line, 0)) => {
-                self.tiers[0].lookup(request);
+                self.touch(0, request, now_ns);
                 self.read_hit_source(line, 0)
             }
             Some((line, tier)) => {
@@ -142,7 +142,7 @@ impl CacheController {
             }
             WriteMode::Wa => {
                 if let Some(tier) = held {
-                    self.tiers[tier].lookup(request);
+                    self.touch(tier, request, now_ns);
                 }
                 let resident = self.line(key).map_or(0, |line| line.resident);
                 self.write_to_tiers(resident, key, bytes);
@@ -166,7 +166,7 @@ impl CacheController {
     fn bring_to_top(&mut self, request: &Request, held: Option<usize>, now_ns: u64) {
         match held {
             Some(0) => {
-                self.tiers[0].lookup(request);
+                self.touch(0, request, now_ns);
             }
             Some(tier) => {
                 self.promote(request, tier, u8::MAX, now_ns);

@@ -5,6 +5,7 @@
 //! Admission works on the line table, not on a caller's copy, because a policy's victims may
 //! include lines touched earlier in the same plan, even the line just admitted.
 
+use heterarchy_policy::Evicted;
 use heterarchy_trace::Request;
 
 use super::config::TierLayout;
@@ -51,11 +52,28 @@ impl CacheController {
             self.store(key, line);
             self.stats.installs_per_tier[tier] += 1;
         }
-        let mut kept = admitted;
+        let kept = admitted && evicted.iter().all(|victim| victim.key != key);
+        self.depart(tier, &mut evicted, now_ns);
+        self.evicted[tier] = evicted;
+        kept
+    }
+
+    /// A hit on tier `tier`: the policy notes it, and whatever the hit pushed out of the tier
+    /// (SLRU's overfull segments can evict on a hit) leaves as an eviction would.
+    pub(super) fn touch(&mut self, tier: usize, request: &Request, now_ns: u64) {
+        let policy = &mut self.tiers[tier];
+        policy.lookup(request);
+        let mut evicted = std::mem::take(&mut self.evicted[tier]);
+        policy.drain_hit_evictions(&mut evicted);
+        self.depart(tier, &mut evicted, now_ns);
+        self.evicted[tier] = evicted;
+    }
+
+    /// Takes `evicted`'s lines out of tier `tier`, emptying it.
+    fn depart(&mut self, tier: usize, evicted: &mut Vec<Evicted>, now_ns: u64) {
         for victim in evicted.drain(..) {
             self.stats.evictions_per_tier[tier] += 1;
             self.note_departure(tier, victim.key);
-            kept &= victim.key != key;
             if self.lines_in_policy {
                 // A clean line of the only tier: leaving the policy is all there is to it.
                 continue;
@@ -65,8 +83,6 @@ impl CacheController {
                 TierLayout::Exclusive => self.leave_exclusive(tier, victim.key, now_ns),
             }
         }
-        self.evicted[tier] = evicted;
-        kept
     }
 
     /// Returns a victim's line to the table if some tier still holds it.
@@ -243,7 +259,7 @@ impl CacheController {
         let key = request.key;
         match self.layout {
             TierLayout::Inclusive => {
-                self.tiers[top].lookup(request);
+                self.touch(top, request, now_ns);
                 let mut gained = 0;
                 for tier in (0..top).rev() {
                     if allowed & (1 << tier) == 0 || !self.admit(tier, request, now_ns) {
@@ -256,7 +272,7 @@ impl CacheController {
             }
             TierLayout::Exclusive => {
                 if allowed & 1 == 0 || u64::from(request.size) > self.tiers[0].capacity_bytes() {
-                    self.tiers[top].lookup(request);
+                    self.touch(top, request, now_ns);
                     return 0;
                 }
                 let mut line = self.line_or_absent(key, request.size);
