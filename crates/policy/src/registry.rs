@@ -485,10 +485,7 @@ pub const POLICIES: &[PolicyEntry] = &[
             },
             ParamSpec {
                 name: "move-to-main-threshold",
-                kind: ParamKind::Int {
-                    min: 0,
-                    max: u32::MAX as u64,
-                },
+                kind: ParamKind::Int { min: 0, max: 255 },
                 default: "1",
                 doc: "hits outside the correlation window that move a small-queue object to the main queue",
             },
@@ -515,7 +512,7 @@ pub const POLICIES: &[PolicyEntry] = &[
                 capacity,
                 params.float("fifo-size-ratio"),
                 params.float("ghost-size-ratio"),
-                params.int("move-to-main-threshold") as u32,
+                params.int("move-to-main-threshold") as u8,
                 params.float("corr-window-ratio"),
                 params.bool("corr-window-in-bytes"),
             )?;

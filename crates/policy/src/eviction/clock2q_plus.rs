@@ -41,79 +41,36 @@
 //! - The admission filter is never consulted (`Clock2QPlus_can_insert` does not call the common
 //!   check), so the registry entry takes none.
 //!
+//! Everything but the window and the one-bit main CLOCK is S3-FIFO's as libCacheSim builds it,
+//! so Clock2Q+ is [`S3Fifo`] with those two options set ([`S3Fifo::with_correlation_window`],
+//! [`S3Fifo::with_main_counter_max`]); this file holds what makes it Clock2Q+. Its hit counter
+//! saturates at 255, so `move-to-main-threshold` goes up to 255 (libCacheSim's is an int).
+//!
 //! [`EvictionPolicy::remove`] drops a resident object and forgets a ghost entry for the key,
 //! returning false for the ghost (libCacheSim's returns true for either).
 
-use heterarchy_trace::Request;
-
-use super::{Evicted, EvictionPolicy, Space};
 use crate::params::PolicyError;
-use crate::util::key_table::KeyTable;
-use crate::util::prefetch::prefetch_read;
-use crate::util::{store_at, List, Slab, NIL};
 
-/// Which queue a node is linked into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Queue {
-    Small,
-    Main,
-    /// A key (and the size it had) recently evicted from the small queue; not resident.
-    Ghost,
-}
-
-/// Per-node state.
-#[derive(Clone, Copy, Debug)]
-struct Meta {
-    queue: Queue,
-    /// Hits that counted: outside the window in the small queue, since the hand last passed in
-    /// the main queue.
-    hits: u32,
-    /// The small queue's admission clock when the object entered it (0 elsewhere).
-    admitted_at: u64,
-}
+use super::s3fifo::S3Fifo;
+#[cfg(test)]
+use super::EvictionPolicy;
 
 /// libCacheSim's default share of the capacity for the small queue (`fifo-size-ratio`).
 pub const SMALL_SIZE_RATIO: f64 = 0.1;
 /// libCacheSim's default ghost bytes over the capacity (`ghost-size-ratio`).
 pub const GHOST_SIZE_RATIO: f64 = 0.9;
 /// libCacheSim's default hits that move a small-queue object to the main queue.
-pub const MOVE_TO_MAIN_THRESHOLD: u32 = 1;
+pub const MOVE_TO_MAIN_THRESHOLD: u8 = 1;
 /// libCacheSim's default correlation window over the small queue's size.
 pub const CORR_WINDOW_RATIO: f64 = 0.5;
 
-/// Clock2Q+ over a byte capacity.
-pub struct Clock2QPlus {
-    capacity: u64,
-    small_capacity: u64,
-    main_capacity: u64,
-    /// Zero: no ghost queue.
-    ghost_capacity: u64,
-    move_to_main_threshold: u32,
-    /// A hit in the small queue counts once the object's age reaches this.
-    corr_window: f64,
-    /// Age is in bytes admitted to the small queue, not admissions.
-    window_in_bytes: bool,
-    /// Admissions (or bytes admitted) to the small queue so far: the clock ages are read on.
-    small_clock: u64,
-    /// Resident objects and ghost keys alike, so one probe tells a hit from a ghost hit.
-    map: KeyTable,
-    slab: Slab<()>,
-    /// Per slab slot, kept apart from the nodes so that a hit touches only this dense array.
-    meta: Vec<Meta>,
-    /// Front: most recently inserted, in all three queues.
-    small: List,
-    main: List,
-    ghost: List,
-    /// The last `lookup` missed on a ghost key: its `admit` goes to the main queue.
-    ghost_hit: bool,
-    /// An eviction has happened (libCacheSim's `has_evicted`).
-    has_evicted: bool,
-}
+/// Builds Clock2Q+ caches (they are [`S3Fifo`]s configured as the module documentation says).
+pub struct Clock2QPlus;
 
 impl Clock2QPlus {
     /// An empty Clock2Q+ cache of `capacity` bytes with libCacheSim's default parameters.
-    pub fn new(capacity: u64) -> Clock2QPlus {
-        Clock2QPlus::build(
+    pub fn new(capacity: u64) -> S3Fifo {
+        Clock2QPlus::with_params(
             capacity,
             SMALL_SIZE_RATIO,
             GHOST_SIZE_RATIO,
@@ -121,6 +78,7 @@ impl Clock2QPlus {
             CORR_WINDOW_RATIO,
             false,
         )
+        .expect("the defaults are in range")
     }
 
     /// An empty Clock2Q+ cache with the small queue at `fifo_size_ratio` of the capacity, a
@@ -132,321 +90,38 @@ impl Clock2QPlus {
         capacity: u64,
         fifo_size_ratio: f64,
         ghost_size_ratio: f64,
-        move_to_main_threshold: u32,
+        move_to_main_threshold: u8,
         corr_window_ratio: f64,
         corr_window_in_bytes: bool,
-    ) -> Result<Clock2QPlus, PolicyError> {
-        if !(0.0..=1.0).contains(&fifo_size_ratio) {
+    ) -> Result<S3Fifo, PolicyError> {
+        if !(corr_window_ratio >= 0.0 && corr_window_ratio.is_finite()) {
             return Err(PolicyError(format!(
-                "clock2q+: fifo-size-ratio must be between 0 and 1, got {fifo_size_ratio}"
+                "clock2q+: corr-window-ratio must be a non-negative number, got {corr_window_ratio}"
             )));
         }
-        for (name, ratio) in [
-            ("ghost-size-ratio", ghost_size_ratio),
-            ("corr-window-ratio", corr_window_ratio),
-        ] {
-            if !(ratio >= 0.0 && ratio.is_finite()) {
-                return Err(PolicyError(format!(
-                    "clock2q+: {name} must be a non-negative number, got {ratio}"
-                )));
-            }
-        }
-        Ok(Clock2QPlus::build(
+        let cache = S3Fifo::with_params(
             capacity,
             fifo_size_ratio,
             ghost_size_ratio,
             move_to_main_threshold,
-            corr_window_ratio,
-            corr_window_in_bytes,
-        ))
-    }
-
-    fn build(
-        capacity: u64,
-        small_ratio: f64,
-        ghost_ratio: f64,
-        threshold: u32,
-        window_ratio: f64,
-        window_in_bytes: bool,
-    ) -> Clock2QPlus {
-        // Truncating float products, as libCacheSim sizes its queues.
-        let small_capacity = ((capacity as f64 * small_ratio) as u64).min(capacity);
-        Clock2QPlus {
-            capacity,
-            small_capacity,
-            main_capacity: capacity - small_capacity,
-            ghost_capacity: (capacity as f64 * ghost_ratio) as u64,
-            move_to_main_threshold: threshold,
-            corr_window: small_capacity as f64 * window_ratio,
-            window_in_bytes,
-            small_clock: 0,
-            map: KeyTable::default(),
-            slab: Slab::default(),
-            meta: Vec::new(),
-            small: List::default(),
-            main: List::default(),
-            ghost: List::default(),
-            ghost_hit: false,
-            has_evicted: false,
-        }
-    }
-
-    /// Frees a node that is in no list any more.
-    #[inline]
-    fn forget(&mut self, index: u32) {
-        self.map.remove(self.slab.get(index).key);
-        self.slab.release(index);
-    }
-
-    /// Evicts until `size` more bytes fit.
-    #[inline]
-    fn make_room(&mut self, size: u64, evicted: &mut Vec<Evicted>) {
-        while self.small.bytes + self.main.bytes + size > self.capacity {
-            if self.small.is_empty() && self.main.is_empty() {
-                break;
-            }
-            self.has_evicted = true;
-            if self.main.bytes > self.main_capacity || self.small.bytes == 0 {
-                self.evict_main(evicted);
-            } else {
-                self.evict_small(evicted);
-            }
-        }
-    }
-
-    /// Moves hit objects from the small queue's tail to the main queue until one unhit object
-    /// is evicted (its key entering the ghost queue) or the small queue is empty.
-    fn evict_small(&mut self, evicted: &mut Vec<Evicted>) {
-        while self.small.bytes > 0 {
-            let tail = self.small.tail;
-            self.small.unlink(&mut self.slab, tail);
-            let meta = &mut self.meta[tail as usize];
-            if meta.hits >= self.move_to_main_threshold {
-                *meta = Meta {
-                    queue: Queue::Main,
-                    hits: 0,
-                    admitted_at: 0,
-                };
-                self.main.push_front(&mut self.slab, tail);
-                continue;
-            }
-            let node = self.slab.get(tail);
-            let (key, size) = (node.key, node.size);
-            evicted.push(Evicted { key, size });
-            if self.ghost_capacity > 0 && u64::from(size) <= self.ghost_capacity {
-                while self.ghost.bytes + u64::from(size) > self.ghost_capacity {
-                    let Some(oldest) = self.ghost.pop_back(&mut self.slab) else {
-                        break;
-                    };
-                    self.forget(oldest);
-                }
-                self.meta[tail as usize].queue = Queue::Ghost;
-                self.ghost.push_front(&mut self.slab, tail);
-            } else {
-                self.forget(tail);
-            }
-            return;
-        }
-    }
-
-    /// One-bit CLOCK over the main queue: hit objects at the tail go round again with the bit
-    /// cleared until an unhit one is evicted.
-    fn evict_main(&mut self, evicted: &mut Vec<Evicted>) {
-        while self.main.bytes > 0 {
-            let tail = self.main.tail;
-            self.main.unlink(&mut self.slab, tail);
-            let meta = &mut self.meta[tail as usize];
-            if meta.hits >= 1 {
-                meta.hits = 0;
-                self.main.push_front(&mut self.slab, tail);
-                continue;
-            }
-            let node = self.slab.get(tail);
-            evicted.push(Evicted {
-                key: node.key,
-                size: node.size,
-            });
-            self.forget(tail);
-            return;
-        }
-    }
-
-    /// Admits the object of a request that missed (`from_ghost`: its key was just found in
-    /// the ghost queue), or declines it as the module documentation says.
-    #[inline]
-    fn insert(&mut self, request: &Request, from_ghost: bool, evicted: &mut Vec<Evicted>) {
-        let size = u64::from(request.size);
-        if size > self.small_capacity {
-            return;
-        }
-        self.make_room(size, evicted);
-        let queue = if from_ghost {
-            Queue::Main
-        } else if size >= self.small_capacity {
-            return;
-        } else if !self.has_evicted && self.small.bytes >= self.small_capacity {
-            Queue::Main
-        } else {
-            Queue::Small
-        };
-        let admitted_at = if queue == Queue::Small {
-            self.small_clock += if self.window_in_bytes { size } else { 1 };
-            self.small_clock
-        } else {
-            0
-        };
-        let index = self.slab.alloc(request.key, request.size, ());
-        let meta = Meta {
-            queue,
-            hits: 0,
-            admitted_at,
-        };
-        store_at(&mut self.meta, index, meta);
-        let list = match queue {
-            Queue::Main => &mut self.main,
-            _ => &mut self.small,
-        };
-        list.push_front(&mut self.slab, index);
-        self.map.insert(request.key, index);
-    }
-
-    /// Drops the ghost entry of `key`, whose node is `index`.
-    #[inline]
-    fn drop_ghost(&mut self, key: u64, index: u32) {
-        self.map.remove(key);
-        self.ghost.unlink(&mut self.slab, index);
-        self.slab.release(index);
-    }
-}
-
-impl EvictionPolicy for Clock2QPlus {
-    fn space(&self) -> Space {
-        Space::of_lists(self.capacity, &[&self.small, &self.main])
-    }
-
-    #[inline]
-    fn lookup(&mut self, request: &Request) -> bool {
-        self.ghost_hit = false;
-        let Some(index) = self.map.get(request.key) else {
-            return false;
-        };
-        let meta = &mut self.meta[index as usize];
-        match meta.queue {
-            Queue::Small => {
-                // libCacheSim compares the integer age with the window as a double.
-                let age = self.small_clock - meta.admitted_at;
-                if age as f64 >= self.corr_window {
-                    meta.hits = meta.hits.saturating_add(1);
-                }
-                true
-            }
-            Queue::Main => {
-                meta.hits = meta.hits.saturating_add(1);
-                true
-            }
-            Queue::Ghost => {
-                self.drop_ghost(request.key, index);
-                self.ghost_hit = true;
-                false
-            }
-        }
-    }
-
-    #[inline]
-    fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
-        let mut from_ghost = std::mem::take(&mut self.ghost_hit);
-        if let Some(index) = self.map.get(request.key) {
-            if self.meta[index as usize].queue != Queue::Ghost {
-                return;
-            }
-            // Admitted without a lookup first: the ghost entry still counts.
-            self.drop_ghost(request.key, index);
-            from_ghost = true;
-        }
-        self.insert(request, from_ghost, evicted);
-    }
-
-    #[inline]
-    fn get(&mut self, request: &Request, evicted: &mut Vec<Evicted>) -> bool {
-        if self.lookup(request) {
-            return true;
-        }
-        let from_ghost = std::mem::take(&mut self.ghost_hit);
-        self.insert(request, from_ghost, evicted);
-        false
-    }
-
-    /// A resident object: in the small or main queue, not a ghost.
-    fn contains(&self, key: u64) -> Option<bool> {
-        let resident = self
-            .map
-            .get(key)
-            .is_some_and(|index| self.meta[index as usize].queue != Queue::Ghost);
-        Some(resident)
-    }
-
-    /// Drops a resident object; a ghost entry for `key` is forgotten too (the object's history
-    /// goes with it) but does not count as resident.
-    fn remove(&mut self, key: u64) -> bool {
-        let Some(index) = self.map.remove(key) else {
-            return false;
-        };
-        let queue = self.meta[index as usize].queue;
-        let list = match queue {
-            Queue::Small => &mut self.small,
-            Queue::Main => &mut self.main,
-            Queue::Ghost => &mut self.ghost,
-        };
-        list.unlink(&mut self.slab, index);
-        self.slab.release(index);
-        queue != Queue::Ghost
-    }
-
-    #[inline]
-    fn prefetch_slot(&self, key: u64) {
-        self.map.prefetch(key);
-    }
-
-    /// A hit touches only the per-slot state.
-    #[inline]
-    fn prefetch_node(&self, key: u64) {
-        if let Some(index) = self.map.get(key) {
-            prefetch_read(&self.meta[index as usize]);
-        }
-    }
-
-    /// Loads what the next eviction touches: the tail of the queue it will take from (and
-    /// the tail's newer neighbour and table slot), plus the ghost queue's tail slot when an
-    /// object is about to become a ghost.
-    #[inline]
-    fn prefetch_victims(&self) {
-        let from_main = self.main.bytes > self.main_capacity || self.small.bytes == 0;
-        let tail = if from_main {
-            self.main.tail
-        } else {
-            if self.ghost.tail != NIL {
-                self.map.prefetch(self.slab.get(self.ghost.tail).key);
-            }
-            self.small.tail
-        };
-        if tail != NIL {
-            self.map.prefetch(self.slab.get(tail).key);
-            prefetch_read(&self.meta[tail as usize]);
-            let newer = self.slab.prev(tail);
-            if newer != NIL {
-                prefetch_read(self.slab.get(newer));
-            }
-        }
+        )
+        .map_err(|error| PolicyError(error.0.replacen("s3fifo", "clock2q+", 1)))?;
+        Ok(cache
+            .with_main_counter_max(1)
+            .with_correlation_window(corr_window_ratio, corr_window_in_bytes))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eviction::s3fifo::Queue;
     use crate::util::model_check::{check_against_model, steps};
+    use crate::util::NIL;
+    use heterarchy_trace::Request;
     use proptest::prelude::*;
 
-    fn play(cache: &mut Clock2QPlus, keys: &[u64], size: u32) -> (Vec<bool>, Vec<u64>) {
+    fn play(cache: &mut S3Fifo, keys: &[u64], size: u32) -> (Vec<bool>, Vec<u64>) {
         let mut evicted = Vec::new();
         let hits = keys
             .iter()
@@ -455,7 +130,7 @@ mod tests {
         (hits, evicted.iter().map(|e| e.key).collect())
     }
 
-    fn queue_keys(cache: &Clock2QPlus, queue: Queue) -> Vec<u64> {
+    fn queue_keys(cache: &S3Fifo, queue: Queue) -> Vec<u64> {
         let list = match queue {
             Queue::Small => &cache.small,
             Queue::Main => &cache.main,
@@ -470,8 +145,8 @@ mod tests {
         keys
     }
 
-    fn hits_of(cache: &Clock2QPlus, key: u64) -> u32 {
-        cache.meta[cache.map.get(key).unwrap() as usize].hits
+    fn hits_of(cache: &S3Fifo, key: u64) -> u32 {
+        u32::from(cache.meta[cache.map.get(key).unwrap() as usize].freq)
     }
 
     #[test]
@@ -485,7 +160,7 @@ mod tests {
             ),
             (100, 905, 904)
         );
-        assert_eq!(cache.corr_window, 50.0);
+        assert_eq!(cache.window.unwrap().span, 50.0);
         assert!(Clock2QPlus::with_params(10, 1.5, 0.9, 1, 0.5, false).is_err());
         assert!(Clock2QPlus::with_params(10, 0.1, f64::NAN, 1, 0.5, false).is_err());
         assert!(Clock2QPlus::with_params(10, 0.1, 0.9, 1, -1.0, false).is_err());

@@ -33,7 +33,7 @@ use crate::util::{store_at, List, Slab, NIL};
 
 /// Which queue a node is linked into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Queue {
+pub(super) enum Queue {
     Small,
     Main,
     /// A key (and the size it had) recently evicted from the small queue; not resident.
@@ -42,31 +42,51 @@ enum Queue {
 
 /// Per-node state: the queue and the access counter.
 #[derive(Clone, Copy, Debug)]
-struct Meta {
-    queue: Queue,
-    /// Hits since insertion (small) or since the last pass of the main queue's hand;
-    /// saturates at 255, far above any threshold that changes a decision.
-    freq: u8,
+pub(super) struct Meta {
+    pub(super) queue: Queue,
+    /// Hits since insertion (small; outside the correlation window, if any) or since the last
+    /// pass of the main queue's hand; saturates at 255, far above any threshold that changes
+    /// a decision.
+    pub(super) freq: u8,
 }
 
-/// S3-FIFO over a byte capacity.
+/// Clock2Q+'s correlation window over the small queue (`super::clock2q_plus`): a hit on an
+/// object admitted to the small queue less than `span` ago does not count.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CorrelationWindow {
+    /// How far back the window reaches: admissions to the small queue, or bytes admitted.
+    pub span: f64,
+    pub in_bytes: bool,
+}
+
+/// S3-FIFO over a byte capacity. Fields are visible to the sibling Clock2Q+ module, which is
+/// this policy with a correlation window and a one-bit main CLOCK, and whose tests read them.
 pub struct S3Fifo {
     capacity: u64,
-    small_capacity: u64,
-    main_capacity: u64,
+    pub(super) small_capacity: u64,
+    pub(super) main_capacity: u64,
     /// Zero: no ghost queue.
-    ghost_capacity: u64,
+    pub(super) ghost_capacity: u64,
     move_to_main_threshold: u8,
+    /// The main queue re-inserts an object with `min(counter, this) − 1` (S3-FIFO's 2-bit
+    /// counter: 3; a one-bit CLOCK: 1).
+    main_counter_max: u8,
+    pub(super) window: Option<CorrelationWindow>,
+    /// Admissions (or bytes admitted) to the small queue so far, with a window: the clock ages
+    /// are read on.
+    small_clock: u64,
+    /// Per slab slot, with a window: the small clock when the object was admitted.
+    admitted_at: Vec<u64>,
     /// Resident objects and ghost keys alike, so one probe tells a hit from a ghost hit.
-    map: KeyTable,
-    slab: Slab<()>,
+    pub(super) map: KeyTable,
+    pub(super) slab: Slab<()>,
     /// Per slab slot: queue and counter. Kept apart from the nodes so that a hit reads and
     /// writes this small dense array instead of pulling its node into cache.
-    meta: Vec<Meta>,
+    pub(super) meta: Vec<Meta>,
     /// Front: most recently inserted, in all three queues.
-    small: List,
-    main: List,
-    ghost: List,
+    pub(super) small: List,
+    pub(super) main: List,
+    pub(super) ghost: List,
     /// The last `lookup` missed on a ghost key: its `admit` goes to the main queue.
     ghost_hit: bool,
     /// An eviction has happened (libCacheSim's `has_evicted`).
@@ -115,6 +135,10 @@ impl S3Fifo {
             main_capacity: capacity - small_capacity,
             ghost_capacity: (capacity as f64 * ghost_ratio) as u64,
             move_to_main_threshold: threshold,
+            main_counter_max: 3,
+            window: None,
+            small_clock: 0,
+            admitted_at: Vec::new(),
             map: KeyTable::default(),
             slab: Slab::default(),
             meta: Vec::new(),
@@ -124,6 +148,22 @@ impl S3Fifo {
             ghost_hit: false,
             has_evicted: false,
         }
+    }
+
+    /// The main queue as a CLOCK whose counters go up to `max` (1: one reference bit).
+    pub fn with_main_counter_max(mut self, max: u8) -> S3Fifo {
+        self.main_counter_max = max.max(1);
+        self
+    }
+
+    /// Hits in the small queue count only outside a correlation window of `ratio` × the small
+    /// queue's size, in admissions to it (or in bytes admitted, `in_bytes`).
+    pub fn with_correlation_window(mut self, ratio: f64, in_bytes: bool) -> S3Fifo {
+        self.window = Some(CorrelationWindow {
+            span: self.small_capacity as f64 * ratio,
+            in_bytes,
+        });
+        self
     }
 
     /// Frees a node that is in no list any more.
@@ -183,15 +223,15 @@ impl S3Fifo {
         }
     }
 
-    /// CLOCK over the main queue: re-inserts objects with a non-zero counter (capped at 3,
-    /// then decremented) until one with counter 0 is evicted.
+    /// CLOCK over the main queue: re-inserts objects with a non-zero counter (capped at
+    /// `main_counter_max`, then decremented) until one with counter 0 is evicted.
     fn evict_main(&mut self, evicted: &mut Vec<Evicted>) {
         while self.main.bytes > 0 {
             let tail = self.main.tail;
             self.main.unlink(&mut self.slab, tail);
             let meta = &mut self.meta[tail as usize];
             if meta.freq >= 1 {
-                meta.freq = meta.freq.min(3) - 1;
+                meta.freq = meta.freq.min(self.main_counter_max) - 1;
                 self.main.push_front(&mut self.slab, tail);
                 continue;
             }
@@ -226,6 +266,15 @@ impl S3Fifo {
         let index = self.slab.alloc(request.key, request.size, ());
         let meta = Meta { queue, freq: 0 };
         store_at(&mut self.meta, index, meta);
+        if let Some(window) = self.window {
+            let admitted_at = if queue == Queue::Small {
+                self.small_clock += if window.in_bytes { size } else { 1 };
+                self.small_clock
+            } else {
+                0
+            };
+            store_at(&mut self.admitted_at, index, admitted_at);
+        }
         let list = match queue {
             Queue::Main => &mut self.main,
             _ => &mut self.small,
@@ -256,7 +305,16 @@ impl EvictionPolicy for S3Fifo {
         };
         let meta = &mut self.meta[index as usize];
         if meta.queue != Queue::Ghost {
-            meta.freq = meta.freq.saturating_add(1);
+            let counts = match self.window {
+                // libCacheSim compares the integer age with the window as a double.
+                Some(window) if meta.queue == Queue::Small => {
+                    (self.small_clock - self.admitted_at[index as usize]) as f64 >= window.span
+                }
+                _ => true,
+            };
+            if counts {
+                meta.freq = meta.freq.saturating_add(1);
+            }
             return true;
         }
         self.drop_ghost(request.key, index);
