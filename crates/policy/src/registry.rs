@@ -12,8 +12,7 @@ use crate::eviction::{
     beladysize::{BeladySize, Sampling},
     cacheus::Cacheus,
     clock::Clock,
-    clock2q_plus::Clock2QPlus,
-    clockpro,
+    clock2q_plus, clockpro,
     fifo::Fifo,
     gdsf::Gdsf,
     hyperbolic::Hyperbolic,
@@ -508,7 +507,7 @@ pub const POLICIES: &[PolicyEntry] = &[
         source: "Clock2Q+ (Zhai et al., VLDB'26, arXiv 2511.21958); libCacheSim Clock2QPlus.c",
         takes_admission: false,
         build: |capacity, params| {
-            let clock2q = Clock2QPlus::with_params(
+            let clock2q = clock2q_plus::with_params(
                 capacity,
                 params.float("fifo-size-ratio"),
                 params.float("ghost-size-ratio"),

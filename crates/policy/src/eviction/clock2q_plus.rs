@@ -64,52 +64,48 @@ pub const MOVE_TO_MAIN_THRESHOLD: u8 = 1;
 /// libCacheSim's default correlation window over the small queue's size.
 pub const CORR_WINDOW_RATIO: f64 = 0.5;
 
-/// Builds Clock2Q+ caches (they are [`S3Fifo`]s configured as the module documentation says).
-pub struct Clock2QPlus;
+/// An empty Clock2Q+ cache of `capacity` bytes with libCacheSim's default parameters (an
+/// [`S3Fifo`] configured as the module documentation says).
+pub fn with_defaults(capacity: u64) -> S3Fifo {
+    with_params(
+        capacity,
+        SMALL_SIZE_RATIO,
+        GHOST_SIZE_RATIO,
+        MOVE_TO_MAIN_THRESHOLD,
+        CORR_WINDOW_RATIO,
+        false,
+    )
+    .expect("the defaults are in range")
+}
 
-impl Clock2QPlus {
-    /// An empty Clock2Q+ cache of `capacity` bytes with libCacheSim's default parameters.
-    pub fn new(capacity: u64) -> S3Fifo {
-        Clock2QPlus::with_params(
-            capacity,
-            SMALL_SIZE_RATIO,
-            GHOST_SIZE_RATIO,
-            MOVE_TO_MAIN_THRESHOLD,
-            CORR_WINDOW_RATIO,
-            false,
-        )
-        .expect("the defaults are in range")
+/// An empty Clock2Q+ cache with the small queue at `fifo_size_ratio` of the capacity, a ghost
+/// queue of `ghost_size_ratio` of the capacity (0 for none), objects leaving the small queue
+/// for the main queue when hit at least `move_to_main_threshold` times outside a correlation
+/// window of `corr_window_ratio` of the small queue, that window measured in bytes rather than
+/// admissions when `corr_window_in_bytes`.
+pub fn with_params(
+    capacity: u64,
+    fifo_size_ratio: f64,
+    ghost_size_ratio: f64,
+    move_to_main_threshold: u8,
+    corr_window_ratio: f64,
+    corr_window_in_bytes: bool,
+) -> Result<S3Fifo, PolicyError> {
+    if !(corr_window_ratio >= 0.0 && corr_window_ratio.is_finite()) {
+        return Err(PolicyError(format!(
+            "clock2q+: corr-window-ratio must be a non-negative number, got {corr_window_ratio}"
+        )));
     }
-
-    /// An empty Clock2Q+ cache with the small queue at `fifo_size_ratio` of the capacity, a
-    /// ghost queue of `ghost_size_ratio` of the capacity (0 for none), objects leaving the
-    /// small queue for the main queue when hit at least `move_to_main_threshold` times outside
-    /// a correlation window of `corr_window_ratio` of the small queue, that window measured in
-    /// bytes rather than admissions when `corr_window_in_bytes`.
-    pub fn with_params(
-        capacity: u64,
-        fifo_size_ratio: f64,
-        ghost_size_ratio: f64,
-        move_to_main_threshold: u8,
-        corr_window_ratio: f64,
-        corr_window_in_bytes: bool,
-    ) -> Result<S3Fifo, PolicyError> {
-        if !(corr_window_ratio >= 0.0 && corr_window_ratio.is_finite()) {
-            return Err(PolicyError(format!(
-                "clock2q+: corr-window-ratio must be a non-negative number, got {corr_window_ratio}"
-            )));
-        }
-        let cache = S3Fifo::with_params(
-            capacity,
-            fifo_size_ratio,
-            ghost_size_ratio,
-            move_to_main_threshold,
-        )
-        .map_err(|error| PolicyError(error.0.replacen("s3fifo", "clock2q+", 1)))?;
-        Ok(cache
-            .with_main_counter_max(1)
-            .with_correlation_window(corr_window_ratio, corr_window_in_bytes))
-    }
+    let cache = S3Fifo::with_params(
+        capacity,
+        fifo_size_ratio,
+        ghost_size_ratio,
+        move_to_main_threshold,
+    )
+    .map_err(|error| PolicyError(error.0.replacen("s3fifo", "clock2q+", 1)))?;
+    Ok(cache
+        .with_main_counter_max(1)
+        .with_correlation_window(corr_window_ratio, corr_window_in_bytes))
 }
 
 #[cfg(test)]
@@ -151,7 +147,7 @@ mod tests {
 
     #[test]
     fn queue_sizes_and_window_truncate_like_libcachesim() {
-        let cache = Clock2QPlus::new(1005);
+        let cache = with_defaults(1005);
         assert_eq!(
             (
                 cache.small_capacity,
@@ -161,15 +157,15 @@ mod tests {
             (100, 905, 904)
         );
         assert_eq!(cache.window.unwrap().span, 50.0);
-        assert!(Clock2QPlus::with_params(10, 1.5, 0.9, 1, 0.5, false).is_err());
-        assert!(Clock2QPlus::with_params(10, 0.1, f64::NAN, 1, 0.5, false).is_err());
-        assert!(Clock2QPlus::with_params(10, 0.1, 0.9, 1, -1.0, false).is_err());
+        assert!(with_params(10, 1.5, 0.9, 1, 0.5, false).is_err());
+        assert!(with_params(10, 0.1, f64::NAN, 1, 0.5, false).is_err());
+        assert!(with_params(10, 0.1, 0.9, 1, -1.0, false).is_err());
     }
 
     #[test]
     fn hits_inside_the_correlation_window_do_not_count() {
         // 100 unit objects: small 10, window 5 admissions, main 90, ghost 90.
-        let mut cache = Clock2QPlus::new(100);
+        let mut cache = with_defaults(100);
         play(&mut cache, &[1], 1);
         // Age of 1 is 0 admissions, then 4 after 2..=5: still inside the window.
         play(&mut cache, &[1, 2, 3, 4, 5, 1], 1);
@@ -184,7 +180,7 @@ mod tests {
     #[test]
     fn objects_hit_outside_the_window_move_to_main_the_rest_leave_through_the_ghost() {
         // 20 unit objects: small 2, window 1 admission, main 18, ghost 18.
-        let mut cache = Clock2QPlus::new(20);
+        let mut cache = with_defaults(20);
         let keys: Vec<u64> = (1..=20).collect();
         play(&mut cache, &keys, 1);
         // Warm-up: once the small queue held 2, the rest filled the main queue.
@@ -213,14 +209,14 @@ mod tests {
     fn main_queue_is_a_one_bit_clock() {
         // 10 unit objects: small 1 (window 0.5: any later admission passes it), main 9, no
         // ghost.
-        let mut cache = Clock2QPlus::with_params(10, 0.1, 0.0, 1, 0.5, false).unwrap();
+        let mut cache = with_params(10, 0.1, 0.0, 1, 0.5, false).unwrap();
         let keys: Vec<u64> = (1..=10).collect();
         play(&mut cache, &keys, 1);
         assert_eq!(queue_keys(&cache, Queue::Small), Vec::<u64>::new());
         // Objects of size 1 are not below the small queue's size 1: only ghost hits get in,
         // and there is no ghost queue, so nothing was admitted at all.
         assert!(cache.is_empty());
-        let mut cache = Clock2QPlus::with_params(10, 0.2, 0.0, 1, 0.5, false).unwrap();
+        let mut cache = with_params(10, 0.2, 0.0, 1, 0.5, false).unwrap();
         play(&mut cache, &keys, 1);
         assert_eq!(queue_keys(&cache, Queue::Small), vec![2, 1]);
         assert_eq!(
@@ -248,7 +244,7 @@ mod tests {
         // 1000 bytes: small 100, window 50. Objects of 10 bytes: 5 admissions later the age
         // is 5, far inside a window of 50 admissions; in bytes it is 50, the window's edge.
         let sizes_run = |in_bytes: bool| {
-            let mut cache = Clock2QPlus::with_params(1000, 0.1, 0.9, 1, 0.5, in_bytes).unwrap();
+            let mut cache = with_params(1000, 0.1, 0.9, 1, 0.5, in_bytes).unwrap();
             play(&mut cache, &[1, 2, 3, 4, 5, 6, 1], 10);
             hits_of(&cache, 1)
         };
@@ -258,7 +254,7 @@ mod tests {
 
     #[test]
     fn objects_not_smaller_than_the_small_queue_are_not_admitted() {
-        let mut cache = Clock2QPlus::new(100);
+        let mut cache = with_defaults(100);
         let mut evicted = Vec::new();
         for key in 1..=11 {
             cache.get(&Request::new(key, 9), &mut evicted);
@@ -277,7 +273,7 @@ mod tests {
 
     #[test]
     fn remove_drops_residents_and_forgets_ghosts() {
-        let mut cache = Clock2QPlus::new(100);
+        let mut cache = with_defaults(100);
         let keys: Vec<u64> = (1..=21).collect();
         play(&mut cache, &keys, 5);
         assert_eq!(queue_keys(&cache, Queue::Ghost), vec![1]);
@@ -293,8 +289,8 @@ mod tests {
 
     #[test]
     fn split_lookup_and_admit_decide_like_get() {
-        let mut split = Clock2QPlus::new(200);
-        let mut fused = Clock2QPlus::new(200);
+        let mut split = with_defaults(200);
+        let mut fused = with_defaults(200);
         let mut evicted = Vec::new();
         let mut state = 7u64;
         for _ in 0..5000 {
@@ -318,8 +314,8 @@ mod tests {
     proptest! {
         #[test]
         fn capacity_holds_and_counts_match_a_model(capacity in 1u64..200, steps in steps(20)) {
-            check_against_model(&mut Clock2QPlus::new(capacity), &steps)?;
-            let mut other = Clock2QPlus::with_params(capacity, 0.3, 0.0, 2, 0.2, true).unwrap();
+            check_against_model(&mut with_defaults(capacity), &steps)?;
+            let mut other = with_params(capacity, 0.3, 0.0, 2, 0.2, true).unwrap();
             check_against_model(&mut other, &steps)?;
         }
     }
