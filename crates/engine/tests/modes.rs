@@ -534,6 +534,19 @@ fn bad_configurations_are_rejected_with_their_key() {
         ..CacheConfig::default()
     };
     assert!(CacheController::new(&with_params, &[8 * LINE_BYTES], 1).is_ok());
+    for oracle in ["belady", "beladysize:n-sample=8"] {
+        let config = CacheConfig {
+            policy: oracle.to_string(),
+            ..CacheConfig::default()
+        };
+        assert_eq!(
+            error(&[8], &config),
+            format!(
+                "cache.policy: {oracle} needs each request's next access, which a cache serving \
+                 requests never knows; simulate it with `heterarchy sim`"
+            )
+        );
+    }
 }
 
 fn departures(controller: &mut CacheController, op: Op, key: u64) -> Vec<(u8, u64)> {

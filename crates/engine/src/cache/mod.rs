@@ -145,6 +145,16 @@ impl CacheController {
             }
             let policy = registry::create(&config.policy, capacity)
                 .map_err(|error| ConfigError::new("policy", error.to_string()))?;
+            if policy.needs_next_access() {
+                return Err(ConfigError::new(
+                    "policy",
+                    format!(
+                        "{} needs each request's next access, which a cache serving requests \
+                         never knows; simulate it with `heterarchy sim`",
+                        config.policy
+                    ),
+                ));
+            }
             tiers.push(policy);
         }
         let count = tiers.len();
