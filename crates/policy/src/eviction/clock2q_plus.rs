@@ -111,35 +111,11 @@ pub fn with_params(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eviction::s3fifo::tests::{play, queue_keys};
     use crate::eviction::s3fifo::Queue;
     use crate::util::model_check::{check_against_model, steps};
-    use crate::util::NIL;
     use heterarchy_trace::Request;
     use proptest::prelude::*;
-
-    fn play(cache: &mut S3Fifo, keys: &[u64], size: u32) -> (Vec<bool>, Vec<u64>) {
-        let mut evicted = Vec::new();
-        let hits = keys
-            .iter()
-            .map(|&key| cache.get(&Request::new(key, size), &mut evicted))
-            .collect();
-        (hits, evicted.iter().map(|e| e.key).collect())
-    }
-
-    fn queue_keys(cache: &S3Fifo, queue: Queue) -> Vec<u64> {
-        let list = match queue {
-            Queue::Small => &cache.small,
-            Queue::Main => &cache.main,
-            Queue::Ghost => &cache.ghost,
-        };
-        let mut keys = Vec::new();
-        let mut index = list.head;
-        while index != NIL {
-            keys.push(cache.slab.get(index).key);
-            index = cache.slab.next(index);
-        }
-        keys
-    }
 
     fn hits_of(cache: &S3Fifo, key: u64) -> u32 {
         u32::from(cache.meta[cache.map.get(key).unwrap() as usize].freq)

@@ -30,7 +30,6 @@ struct Bucket {
 
 /// LFU over a byte capacity.
 pub struct Lfu {
-    capacity: u64,
     map: KeyTable,
     /// Each object's data is the index of its bucket.
     slab: Slab<u32>,
@@ -38,22 +37,19 @@ pub struct Lfu {
     free_buckets: Vec<u32>,
     /// The least frequent non-empty bucket, or [`NIL`].
     lowest: u32,
-    used_bytes: u64,
-    len: usize,
+    space: Space,
 }
 
 impl Lfu {
     /// An empty LFU cache of `capacity` bytes.
     pub fn new(capacity: u64) -> Lfu {
         Lfu {
-            capacity,
             map: KeyTable::default(),
             slab: Slab::with_capacity(0),
             buckets: Vec::new(),
             free_buckets: Vec::new(),
             lowest: NIL,
-            used_bytes: 0,
-            len: 0,
+            space: Space::new(capacity),
         }
     }
 
@@ -126,11 +122,7 @@ impl Lfu {
 
 impl EvictionPolicy for Lfu {
     fn space(&self) -> Space {
-        Space {
-            capacity_bytes: self.capacity,
-            used_bytes: self.used_bytes,
-            objects: self.len,
-        }
+        self.space
     }
 
     #[inline]
@@ -161,10 +153,10 @@ impl EvictionPolicy for Lfu {
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
         let size = u64::from(request.size);
-        if size > self.capacity {
+        if size > self.space.capacity_bytes {
             return;
         }
-        while self.used_bytes + size > self.capacity {
+        while !self.space.fits(size) {
             let lowest = self.lowest;
             // Bytes are only held by objects, so an over-full cache has a lowest bucket.
             let Some(victim) = self
@@ -180,8 +172,7 @@ impl EvictionPolicy for Lfu {
                 key: node.key,
                 size: node.size,
             });
-            self.used_bytes -= u64::from(node.size);
-            self.len -= 1;
+            self.space.release(node.size);
             self.map.remove(node.key);
             self.slab.release(victim);
         }
@@ -196,8 +187,7 @@ impl EvictionPolicy for Lfu {
             .objects
             .push_front(&mut self.slab, index);
         self.map.insert(request.key, index);
-        self.used_bytes += size;
-        self.len += 1;
+        self.space.charge(request.size);
     }
 
     fn contains(&self, key: u64) -> Option<bool> {
@@ -209,8 +199,7 @@ impl EvictionPolicy for Lfu {
             return false;
         };
         self.detach(index);
-        self.used_bytes -= u64::from(self.slab.get(index).size);
-        self.len -= 1;
+        self.space.release(self.slab.get(index).size);
         self.slab.release(index);
         true
     }

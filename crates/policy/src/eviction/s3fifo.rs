@@ -420,13 +420,18 @@ impl EvictionPolicy for S3Fifo {
     }
 }
 
+/// Also the test helpers of Clock2Q+, which is an S3-FIFO.
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::util::model_check::{check_against_model, steps};
     use proptest::prelude::*;
 
-    fn play(cache: &mut S3Fifo, keys: &[u64], size: u32) -> (Vec<bool>, Vec<u64>) {
+    pub(in crate::eviction) fn play(
+        cache: &mut S3Fifo,
+        keys: &[u64],
+        size: u32,
+    ) -> (Vec<bool>, Vec<u64>) {
         let mut evicted = Vec::new();
         let hits = keys
             .iter()
@@ -435,7 +440,7 @@ mod tests {
         (hits, evicted.iter().map(|e| e.key).collect())
     }
 
-    fn queue_keys(cache: &S3Fifo, queue: Queue) -> Vec<u64> {
+    pub(in crate::eviction) fn queue_keys(cache: &S3Fifo, queue: Queue) -> Vec<u64> {
         let list = match queue {
             Queue::Small => &cache.small,
             Queue::Main => &cache.main,
