@@ -120,12 +120,19 @@ impl FilterSpec {
 pub struct Admitted {
     policy: Box<dyn EvictionPolicy>,
     filter: Box<dyn AdmissionFilter>,
+    /// The policy's capacity, which never changes: the filter sees it on every request.
+    capacity_bytes: u64,
 }
 
 impl Admitted {
     /// `policy` with `filter` in front.
     pub fn new(policy: Box<dyn EvictionPolicy>, filter: Box<dyn AdmissionFilter>) -> Admitted {
-        Admitted { policy, filter }
+        let capacity_bytes = policy.capacity_bytes();
+        Admitted {
+            policy,
+            filter,
+            capacity_bytes,
+        }
     }
 }
 
@@ -141,7 +148,7 @@ impl EvictionPolicy for Admitted {
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         let hit = self.policy.lookup(request);
-        self.filter.observe(request, self.policy.capacity_bytes());
+        self.filter.observe(request, self.capacity_bytes);
         hit
     }
 
