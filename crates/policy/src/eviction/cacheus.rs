@@ -84,8 +84,6 @@ enum Place {
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     place: Place,
-    /// A resident's node in CR-LFU's frequency buckets; [`NIL`] in H.
-    frequency_node: u32,
     /// In H: the frequency the object had when it left.
     frequency_left_with: u64,
     /// Entered SR as a new object and has not been hit since (kept into H).
@@ -99,7 +97,6 @@ impl Entry {
     fn arriving() -> Entry {
         Entry {
             place: Place::ScanResistant,
-            frequency_node: NIL,
             frequency_left_with: 0,
             new: true,
             demoted: false,
@@ -232,14 +229,9 @@ impl Cacheus {
             key: node.key,
             size: node.size,
         });
-        let Entry {
-            frequency_node,
-            new,
-            demoted,
-            ..
-        } = node.data;
-        let frequency = self.frequency.frequency(frequency_node);
-        self.frequency.remove(frequency_node);
+        let Entry { new, demoted, .. } = node.data;
+        let frequency = self.frequency.frequency(slot);
+        self.frequency.remove(slot);
         self.relink(slot, Place::History);
         if new {
             self.new_in_history += 1;
@@ -248,7 +240,6 @@ impl Cacheus {
             self.demoted_in_cache -= 1;
         }
         let entry = &mut self.slab.get_mut(slot).data;
-        entry.frequency_node = NIL;
         entry.frequency_left_with = frequency;
         entry.demoted = false;
     }
@@ -368,8 +359,7 @@ impl Cacheus {
                 (slot, 1)
             }
         };
-        self.slab.get_mut(slot).data.frequency_node =
-            self.frequency.insert(key, size, slot, frequency);
+        self.frequency.insert(slot, key, size, frequency);
         while self.scan_resistant.bytes as i64 > self.scan_resistant_limit_bytes {
             self.retire(self.scan_resistant.tail, evicted);
         }
@@ -384,10 +374,7 @@ impl Cacheus {
         } else {
             self.reused.tail
         };
-        let lfu_choice = self
-            .frequency
-            .least_frequent_latest()
-            .map_or(lru_choice, |node| self.frequency.owner(node));
+        let lfu_choice = self.frequency.least_frequent_latest().unwrap_or(lru_choice);
         let lru_drawn = self.rng.percent() < self.weight_lru;
         let victim = if lru_drawn { lru_choice } else { lfu_choice };
         self.retire(victim, evicted);
@@ -445,7 +432,7 @@ impl EvictionPolicy for Cacheus {
                     entry.demoted = false;
                     self.demote_while_reused_over(self.reused_limit_bytes);
                 }
-                self.frequency.increment(entry.frequency_node);
+                self.frequency.increment(slot);
                 self.window_hits += 1;
                 true
             }
@@ -510,10 +497,12 @@ impl EvictionPolicy for Cacheus {
         self.map.prefetch(key);
     }
 
+    /// A resident's node and its CR-LFU member share its slot: load both at once.
     #[inline]
     fn prefetch_node(&self, key: u64) {
         if let Some(slot) = self.map.get(key) {
             prefetch_read(self.slab.get(slot));
+            self.frequency.prefetch(slot);
         }
     }
 
@@ -522,7 +511,7 @@ impl EvictionPolicy for Cacheus {
         if let Some(slot) = self.map.get(key) {
             let entry = self.slab.get(slot).data;
             if entry.place != Place::History {
-                self.frequency.prefetch(entry.frequency_node);
+                self.frequency.prefetch_neighbours(slot);
                 for neighbour in [self.slab.prev(slot), self.slab.next(slot)] {
                     if neighbour != NIL {
                         prefetch_read(self.slab.get(neighbour));
@@ -618,8 +607,7 @@ mod tests {
         assert_eq!(keys_in(&cache, Place::History), vec![1]);
         assert!(!cache.get(&Request::new(1, 1), &mut evicted));
         let slot = cache.map.get(1).unwrap();
-        let node = cache.slab.get(slot).data.frequency_node;
-        assert_eq!(cache.frequency.frequency(node), 4);
+        assert_eq!(cache.frequency.frequency(slot), 4);
     }
 
     #[test]

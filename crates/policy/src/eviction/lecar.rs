@@ -68,8 +68,6 @@ enum Expert {
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     place: Place,
-    /// The resident's node in the frequency buckets; [`NIL`] in a history.
-    frequency_node: u32,
     /// Request count when the object was evicted (history entries).
     evicted_at: u64,
 }
@@ -171,7 +169,7 @@ impl LeCaR {
         let lfu_choice = self
             .frequency
             .least_frequent_earliest()
-            .map_or(lru_choice, |node| self.frequency.owner(node));
+            .unwrap_or(lru_choice);
         let (victim, expert) = if lru_choice == lfu_choice {
             (lru_choice, None)
         } else if self.rng.percent() < self.weight_lru {
@@ -182,7 +180,7 @@ impl LeCaR {
         self.recency.unlink(&mut self.slab, victim);
         let node = self.slab.get(victim);
         let (key, size) = (node.key, node.size);
-        self.frequency.remove(node.data.frequency_node);
+        self.frequency.remove(victim);
         evicted.push(Evicted { key, size });
         let place = match expert {
             None => {
@@ -195,7 +193,6 @@ impl LeCaR {
         };
         self.slab.get_mut(victim).data = Entry {
             place,
-            frequency_node: NIL,
             evicted_at: self.requests,
         };
         let mut history = *self.history(place);
@@ -224,7 +221,7 @@ impl EvictionPolicy for LeCaR {
         match entry.place {
             Place::Resident => {
                 self.recency.move_to_front(&mut self.slab, slot);
-                self.frequency.increment(entry.frequency_node);
+                self.frequency.increment(slot);
                 true
             }
             Place::LruHistory | Place::LfuHistory => {
@@ -260,12 +257,10 @@ impl EvictionPolicy for LeCaR {
             request.size,
             Entry {
                 place: Place::Resident,
-                frequency_node: NIL,
                 evicted_at: 0,
             },
         );
-        self.slab.get_mut(slot).data.frequency_node =
-            self.frequency.insert(request.key, request.size, slot, 1);
+        self.frequency.insert(slot, request.key, request.size, 1);
         self.recency.push_front(&mut self.slab, slot);
         self.map.insert(request.key, slot);
     }
@@ -279,7 +274,7 @@ impl EvictionPolicy for LeCaR {
             return false;
         }
         self.recency.unlink(&mut self.slab, slot);
-        self.frequency.remove(entry.frequency_node);
+        self.frequency.remove(slot);
         self.map.remove(key);
         self.slab.release(slot);
         true
@@ -298,23 +293,49 @@ impl EvictionPolicy for LeCaR {
         self.map.prefetch(key);
     }
 
+    /// A resident's node and its frequency member share its slot: load both at once.
     #[inline]
     fn prefetch_node(&self, key: u64) {
         if let Some(slot) = self.map.get(key) {
             prefetch_read(self.slab.get(slot));
+            self.frequency.prefetch(slot);
+        }
+    }
+
+    /// The next eviction touches both experts' candidates and the oldest entry of each
+    /// history (dropped from the table once the history is over its limit): load them, their
+    /// neighbours, and the history tails' table slots.
+    #[inline]
+    fn prefetch_victims(&self) {
+        if let Some(victim) = self.frequency.prefetch_least_frequent_earliest() {
+            prefetch_read(self.slab.get(victim));
+        }
+        for list in [&self.recency, &self.lru_history, &self.lfu_history] {
+            if list.tail != NIL {
+                let before = self.slab.prev(list.tail);
+                if before != NIL {
+                    prefetch_read(self.slab.get(before));
+                }
+            }
+        }
+        for history in [&self.lru_history, &self.lfu_history] {
+            if history.tail != NIL {
+                self.map.prefetch(self.slab.get(history.tail).key);
+            }
         }
     }
 
     #[inline]
     fn prefetch_neighbours(&self, key: u64) {
         if let Some(slot) = self.map.get(key) {
-            let entry = self.slab.get(slot).data;
-            if entry.place == Place::Resident {
-                self.frequency.prefetch(entry.frequency_node);
-                for neighbour in [self.slab.prev(slot), self.slab.next(slot)] {
-                    if neighbour != NIL {
-                        prefetch_read(self.slab.get(neighbour));
-                    }
+            // A resident relinks in the recency list and its bucket, a history entry leaves
+            // its history: either way its list neighbours.
+            if self.slab.get(slot).data.place == Place::Resident {
+                self.frequency.prefetch_neighbours(slot);
+            }
+            for neighbour in [self.slab.prev(slot), self.slab.next(slot)] {
+                if neighbour != NIL {
+                    prefetch_read(self.slab.get(neighbour));
                 }
             }
         }

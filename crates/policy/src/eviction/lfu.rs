@@ -6,37 +6,22 @@
 //! - Ties among the least frequent objects go to the one that reached that frequency first
 //!   (FIFO within a frequency: a hit appends the object to the back of its new frequency).
 //!
-//! O(1) per request: objects of equal frequency share a bucket (a FIFO list), and the non-empty
-//! buckets form a list sorted by frequency, so the least frequent bucket is always the first.
-//! libCacheSim finds the next minimum by scanning frequencies upwards; the sorted bucket list
-//! gives the same minimum without the scan.
+//! O(1) per request: the objects are in [`FrequencyBuckets`] (shared with LeCaR's and Cacheus'
+//! LFU experts), whose buckets form a list sorted by frequency, so the least frequent bucket is
+//! always the first. libCacheSim finds the next minimum by scanning frequencies upwards; the
+//! sorted bucket list gives the same minimum without the scan.
 
 use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy, Space};
+use crate::util::frequency::FrequencyBuckets;
 use crate::util::key_table::KeyTable;
-use crate::util::prefetch::prefetch_read;
-use crate::util::{List, Slab, NIL};
-
-/// A set of objects with the same frequency, linked in ascending frequency order.
-#[derive(Clone, Copy, Debug)]
-struct Bucket {
-    frequency: u64,
-    /// Front: the object that reached this frequency last.
-    objects: List,
-    lower: u32,
-    higher: u32,
-}
 
 /// LFU over a byte capacity.
 pub struct Lfu {
+    /// Each resident's slot in `objects`.
     map: KeyTable,
-    /// Each object's data is the index of its bucket.
-    slab: Slab<u32>,
-    buckets: Vec<Bucket>,
-    free_buckets: Vec<u32>,
-    /// The least frequent non-empty bucket, or [`NIL`].
-    lowest: u32,
+    objects: FrequencyBuckets,
     space: Space,
 }
 
@@ -45,78 +30,14 @@ impl Lfu {
     pub fn new(capacity: u64) -> Lfu {
         Lfu {
             map: KeyTable::default(),
-            slab: Slab::with_capacity(0),
-            buckets: Vec::new(),
-            free_buckets: Vec::new(),
-            lowest: NIL,
+            objects: FrequencyBuckets::default(),
             space: Space::new(capacity),
         }
     }
 
     /// The frequency of `key` if it is resident.
     pub fn frequency(&self, key: u64) -> Option<u64> {
-        let index = self.map.get(key)?;
-        Some(self.buckets[self.slab.get(index).data as usize].frequency)
-    }
-
-    /// A new empty bucket for `frequency`, linked between `lower` and `higher`.
-    fn new_bucket(&mut self, frequency: u64, lower: u32, higher: u32) -> u32 {
-        let bucket = Bucket {
-            frequency,
-            objects: List::default(),
-            lower,
-            higher,
-        };
-        let index = match self.free_buckets.pop() {
-            Some(index) => {
-                self.buckets[index as usize] = bucket;
-                index
-            }
-            None => {
-                self.buckets.push(bucket);
-                (self.buckets.len() - 1) as u32
-            }
-        };
-        if lower == NIL {
-            self.lowest = index;
-        } else {
-            self.buckets[lower as usize].higher = index;
-        }
-        if higher != NIL {
-            self.buckets[higher as usize].lower = index;
-        }
-        index
-    }
-
-    /// Unlinks `bucket` from the bucket list if it holds no object.
-    fn drop_bucket_if_empty(&mut self, bucket: u32) {
-        let Bucket {
-            objects,
-            lower,
-            higher,
-            ..
-        } = self.buckets[bucket as usize];
-        if !objects.is_empty() {
-            return;
-        }
-        if lower == NIL {
-            self.lowest = higher;
-        } else {
-            self.buckets[lower as usize].higher = higher;
-        }
-        if higher != NIL {
-            self.buckets[higher as usize].lower = lower;
-        }
-        self.free_buckets.push(bucket);
-    }
-
-    /// Unlinks object `index` from its bucket, dropping the bucket if it empties.
-    fn detach(&mut self, index: u32) {
-        let bucket = self.slab.get(index).data;
-        self.buckets[bucket as usize]
-            .objects
-            .unlink(&mut self.slab, index);
-        self.drop_bucket_if_empty(bucket);
+        Some(self.objects.frequency(self.map.get(key)?))
     }
 }
 
@@ -127,26 +48,10 @@ impl EvictionPolicy for Lfu {
 
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
-        let Some(index) = self.map.get(request.key) else {
+        let Some(slot) = self.map.get(request.key) else {
             return false;
         };
-        let bucket = self.slab.get(index).data;
-        let Bucket {
-            frequency, higher, ..
-        } = self.buckets[bucket as usize];
-        let target = if higher != NIL && self.buckets[higher as usize].frequency == frequency + 1 {
-            higher
-        } else {
-            self.new_bucket(frequency + 1, bucket, higher)
-        };
-        self.buckets[bucket as usize]
-            .objects
-            .unlink(&mut self.slab, index);
-        self.slab.get_mut(index).data = target;
-        self.buckets[target as usize]
-            .objects
-            .push_front(&mut self.slab, index);
-        self.drop_bucket_if_empty(bucket);
+        self.objects.increment(slot);
         true
     }
 
@@ -157,36 +62,18 @@ impl EvictionPolicy for Lfu {
             return;
         }
         while !self.space.fits(size) {
-            let lowest = self.lowest;
-            // Bytes are only held by objects, so an over-full cache has a lowest bucket.
-            let Some(victim) = self
-                .buckets
-                .get_mut(lowest as usize)
-                .and_then(|bucket| bucket.objects.pop_back(&mut self.slab))
-            else {
+            // Bytes are only held by objects, so an over-full cache has a least frequent one.
+            let Some(victim) = self.objects.least_frequent_earliest() else {
                 break;
             };
-            self.drop_bucket_if_empty(lowest);
-            let node = self.slab.get(victim);
-            evicted.push(Evicted {
-                key: node.key,
-                size: node.size,
-            });
-            self.space.release(node.size);
-            self.map.remove(node.key);
-            self.slab.release(victim);
+            let (key, size) = self.objects.object(victim);
+            self.objects.remove_new(victim);
+            evicted.push(Evicted { key, size });
+            self.space.release(size);
+            self.map.remove(key);
         }
-        let lowest = self.lowest;
-        let bucket = if lowest != NIL && self.buckets[lowest as usize].frequency == 1 {
-            lowest
-        } else {
-            self.new_bucket(1, NIL, lowest)
-        };
-        let index = self.slab.alloc(request.key, request.size, bucket);
-        self.buckets[bucket as usize]
-            .objects
-            .push_front(&mut self.slab, index);
-        self.map.insert(request.key, index);
+        let slot = self.objects.insert_new(request.key, request.size, 1);
+        self.map.insert(request.key, slot);
         self.space.charge(request.size);
     }
 
@@ -195,12 +82,11 @@ impl EvictionPolicy for Lfu {
     }
 
     fn remove(&mut self, key: u64) -> bool {
-        let Some(index) = self.map.remove(key) else {
+        let Some(slot) = self.map.remove(key) else {
             return false;
         };
-        self.detach(index);
-        self.space.release(self.slab.get(index).size);
-        self.slab.release(index);
+        self.space.release(self.objects.object(slot).1);
+        self.objects.remove_new(slot);
         true
     }
 
@@ -211,24 +97,17 @@ impl EvictionPolicy for Lfu {
 
     #[inline]
     fn prefetch_node(&self, key: u64) {
-        if let Some(index) = self.map.get(key) {
-            prefetch_read(self.slab.get(index));
+        if let Some(slot) = self.map.get(key) {
+            self.objects.prefetch(slot);
         }
     }
 
-    /// The oldest object of the lowest bucket goes next: load its neighbour and table slot.
+    /// The oldest object of the lowest bucket goes next: load it, its neighbour and its table
+    /// slot.
     #[inline]
     fn prefetch_victims(&self) {
-        let Some(bucket) = self.buckets.get(self.lowest as usize) else {
-            return;
-        };
-        let oldest = bucket.objects.tail;
-        if oldest != NIL {
-            let before = self.slab.prev(oldest);
-            if before != NIL {
-                prefetch_read(self.slab.get(before));
-            }
-            self.map.prefetch(self.slab.get(oldest).key);
+        if let Some(victim) = self.objects.prefetch_least_frequent_earliest() {
+            self.map.prefetch(self.objects.object(victim).0);
         }
     }
 }

@@ -1,138 +1,197 @@
-//! Objects grouped by access frequency, for the LFU experts of LeCaR and Cacheus: the least
-//! frequent objects, in the order they reached their frequency, in O(1) per hit.
+//! Objects grouped by access frequency, for LFU and the LFU experts of LeCaR and Cacheus: the
+//! least frequent objects, in the order they reached their frequency, in O(1) per hit.
 //!
 //! Each frequency that some object has is a bucket (a list, front: the object that reached that
-//! frequency last), found by frequency in a [`KeyTable`]. The lowest non-empty frequency comes
-//! from a bitset over frequencies with a summary bit per 64-bit word, levels up to one word,
-//! so finding it costs one word per level. Unlike a sorted list of buckets, this places an
-//! object at any frequency (CR-LFU restores a frequency from its history) without a search.
+//! frequency last), and the buckets form a list sorted by frequency, so a hit moves its object
+//! to the next bucket or a new one beside it without a search, and the least frequent bucket is
+//! the first. Placing an object at any other frequency than 1 (CR-LFU restores the frequency an
+//! object left with) walks the bucket list from the least frequent end: at most one step per
+//! distinct frequency held, and objects coming back from a history are mostly rare ones.
 
-use super::key_table::KeyTable;
 use super::prefetch::prefetch_read;
-use super::{List, Slab};
+use super::{List, Slab, NIL};
 
-/// What a member node records besides its key and size.
-#[derive(Clone, Copy, Debug)]
-struct Member {
-    bucket: u32,
-    /// The caller's slot for this object.
-    owner: u32,
-}
-
-/// The objects of one frequency.
+/// The objects of one frequency, linked in ascending frequency order.
 #[derive(Clone, Copy, Debug)]
 struct Bucket {
     frequency: u64,
     /// Front: the object that reached this frequency last.
     members: List,
+    lower: u32,
+    higher: u32,
 }
 
-/// Objects by frequency; each object is a member node the caller keeps the index of.
+/// Objects by frequency. An object is named by a slot: the caller's (a slab index of its own,
+/// given to [`Self::insert`], so that one index finds the object in both and a caller that
+/// knows a slot can prefetch the member without first reading its own node) or one handed out
+/// here ([`Self::insert_new`]); one structure uses one way or the other.
 #[derive(Clone, Debug)]
 pub struct FrequencyBuckets {
-    nodes: Slab<Member>,
+    /// Member nodes; the datum is the member's bucket.
+    members: Slab<u32>,
     buckets: Vec<Bucket>,
     free_buckets: Vec<u32>,
-    by_frequency: KeyTable,
-    present: FrequencySet,
+    /// The least frequent non-empty bucket, or [`NIL`].
+    lowest: u32,
 }
 
 impl Default for FrequencyBuckets {
     fn default() -> Self {
         FrequencyBuckets {
-            nodes: Slab::with_capacity(0),
+            members: Slab::with_capacity(0),
             buckets: Vec::new(),
             free_buckets: Vec::new(),
-            by_frequency: KeyTable::default(),
-            present: FrequencySet::default(),
+            lowest: NIL,
         }
     }
 }
 
 impl FrequencyBuckets {
-    /// Adds an object at `frequency`, as the last to reach it; returns its member node.
-    pub fn insert(&mut self, key: u64, size: u32, owner: u32, frequency: u64) -> u32 {
-        let bucket = self.bucket_of(frequency);
-        let node = self.nodes.alloc(key, size, Member { bucket, owner });
+    /// Adds the object in the caller's `slot` at `frequency`, as the last to reach it.
+    pub fn insert(&mut self, slot: u32, key: u64, size: u32, frequency: u64) {
+        let bucket = self.bucket_at(frequency);
+        self.members.put(slot, key, size, bucket);
         self.buckets[bucket as usize]
             .members
-            .push_front(&mut self.nodes, node);
-        node
+            .push_front(&mut self.members, slot);
     }
 
-    /// Moves `node` up one frequency, as the last to reach it there.
+    /// Adds an object at `frequency`, as the last to reach it, in a slot handed out here;
+    /// returns the slot.
     #[inline]
-    pub fn increment(&mut self, node: u32) {
-        let bucket = self.nodes.get(node).data.bucket;
-        let frequency = self.buckets[bucket as usize].frequency;
-        let target = self.bucket_of(frequency + 1);
+    pub fn insert_new(&mut self, key: u64, size: u32, frequency: u64) -> u32 {
+        let bucket = self.bucket_at(frequency);
+        let slot = self.members.alloc(key, size, bucket);
         self.buckets[bucket as usize]
             .members
-            .unlink(&mut self.nodes, node);
-        self.drop_if_empty(bucket);
-        self.nodes.get_mut(node).data.bucket = target;
+            .push_front(&mut self.members, slot);
+        slot
+    }
+
+    /// Moves the object in `slot` up one frequency, as the last to reach it there.
+    #[inline]
+    pub fn increment(&mut self, slot: u32) {
+        let bucket = self.members.get(slot).data;
+        let Bucket {
+            frequency, higher, ..
+        } = self.buckets[bucket as usize];
+        let target = if higher != NIL && self.buckets[higher as usize].frequency == frequency + 1 {
+            higher
+        } else {
+            self.new_bucket(frequency + 1, bucket, higher)
+        };
+        self.buckets[bucket as usize]
+            .members
+            .unlink(&mut self.members, slot);
+        self.members.get_mut(slot).data = target;
         self.buckets[target as usize]
             .members
-            .push_front(&mut self.nodes, node);
+            .push_front(&mut self.members, slot);
+        self.drop_if_empty(bucket);
     }
 
-    /// Drops `node`; its index may be handed out again.
+    /// Drops the object in `slot`; a caller's slot may be inserted again.
     #[inline]
-    pub fn remove(&mut self, node: u32) {
-        let bucket = self.nodes.get(node).data.bucket;
+    pub fn remove(&mut self, slot: u32) {
+        let bucket = self.members.get(slot).data;
         self.buckets[bucket as usize]
             .members
-            .unlink(&mut self.nodes, node);
+            .unlink(&mut self.members, slot);
         self.drop_if_empty(bucket);
-        self.nodes.release(node);
     }
 
-    /// The frequency of `node`.
+    /// Drops the object in a slot handed out by [`Self::insert_new`], which may be handed out
+    /// again.
     #[inline]
-    pub fn frequency(&self, node: u32) -> u64 {
-        self.buckets[self.nodes.get(node).data.bucket as usize].frequency
+    pub fn remove_new(&mut self, slot: u32) {
+        self.remove(slot);
+        self.members.release(slot);
     }
 
-    /// The caller's slot of `node`.
+    /// The key and size of the object in `slot`.
     #[inline]
-    pub fn owner(&self, node: u32) -> u32 {
-        self.nodes.get(node).data.owner
+    pub fn object(&self, slot: u32) -> (u64, u32) {
+        let member = self.members.get(slot);
+        (member.key, member.size)
     }
 
-    /// The least frequent object that reached its frequency first (plain LFU's victim).
+    /// The frequency of the object in `slot`.
+    #[inline]
+    pub fn frequency(&self, slot: u32) -> u64 {
+        self.buckets[self.members.get(slot).data as usize].frequency
+    }
+
+    /// The slot of the least frequent object that reached its frequency first (plain LFU's
+    /// victim).
     #[inline]
     pub fn least_frequent_earliest(&self) -> Option<u32> {
-        let bucket = self.lowest_bucket()?;
-        Some(self.buckets[bucket as usize].members.tail)
+        let bucket = self.buckets.get(self.lowest as usize)?;
+        Some(bucket.members.tail)
     }
 
-    /// The least frequent object that reached its frequency last (CR-LFU's victim).
+    /// The slot of the least frequent object that reached its frequency last (CR-LFU's
+    /// victim).
     #[inline]
     pub fn least_frequent_latest(&self) -> Option<u32> {
-        let bucket = self.lowest_bucket()?;
-        Some(self.buckets[bucket as usize].members.head)
+        let bucket = self.buckets.get(self.lowest as usize)?;
+        Some(bucket.members.head)
     }
 
-    /// Starts loading `node` (a hint).
+    /// Starts loading the member node of `slot` (a hint; any slot, member or not).
     #[inline]
-    pub fn prefetch(&self, node: u32) {
-        prefetch_read(self.nodes.get(node));
-    }
-
-    fn lowest_bucket(&self) -> Option<u32> {
-        let frequency = self.present.first()?;
-        self.by_frequency.get(frequency)
-    }
-
-    /// The bucket of `frequency`, made if there is none.
-    #[inline]
-    fn bucket_of(&mut self, frequency: u64) -> u32 {
-        if let Some(bucket) = self.by_frequency.get(frequency) {
-            return bucket;
+    pub fn prefetch(&self, slot: u32) {
+        if let Some(member) = self.members.try_get(slot) {
+            prefetch_read(member);
         }
+    }
+
+    /// Starts loading what moving `slot` to its next bucket touches: its neighbours in its
+    /// bucket (its member node should have arrived).
+    #[inline]
+    pub fn prefetch_neighbours(&self, slot: u32) {
+        for neighbour in [self.members.prev(slot), self.members.next(slot)] {
+            if neighbour != NIL {
+                prefetch_read(self.members.get(neighbour));
+            }
+        }
+    }
+
+    /// Starts loading the next plain-LFU victim ([`Self::least_frequent_earliest`]) and the
+    /// member that follows it out; returns the victim's slot.
+    #[inline]
+    pub fn prefetch_least_frequent_earliest(&self) -> Option<u32> {
+        let victim = self.least_frequent_earliest()?;
+        prefetch_read(self.members.get(victim));
+        let before = self.members.prev(victim);
+        if before != NIL {
+            prefetch_read(self.members.get(before));
+        }
+        Some(victim)
+    }
+
+    /// The bucket of `frequency`, made if there is none, found from the least frequent end.
+    #[inline]
+    fn bucket_at(&mut self, frequency: u64) -> u32 {
+        let (mut lower, mut higher) = (NIL, self.lowest);
+        while let Some(bucket) = self.buckets.get(higher as usize) {
+            if bucket.frequency == frequency {
+                return higher;
+            }
+            if bucket.frequency > frequency {
+                break;
+            }
+            (lower, higher) = (higher, bucket.higher);
+        }
+        self.new_bucket(frequency, lower, higher)
+    }
+
+    /// A new empty bucket for `frequency`, linked between `lower` and `higher`.
+    fn new_bucket(&mut self, frequency: u64, lower: u32, higher: u32) -> u32 {
         let bucket = Bucket {
             frequency,
             members: List::default(),
+            lower,
+            higher,
         };
         let index = match self.free_buckets.pop() {
             Some(index) => {
@@ -144,104 +203,37 @@ impl FrequencyBuckets {
                 (self.buckets.len() - 1) as u32
             }
         };
-        self.by_frequency.insert(frequency, index);
-        self.present.insert(frequency);
+        if lower == NIL {
+            self.lowest = index;
+        } else {
+            self.buckets[lower as usize].higher = index;
+        }
+        if higher != NIL {
+            self.buckets[higher as usize].lower = index;
+        }
         index
     }
 
+    /// Unlinks `bucket` from the bucket list if it holds no object.
     fn drop_if_empty(&mut self, bucket: u32) {
-        let Bucket { frequency, members } = self.buckets[bucket as usize];
-        if members.is_empty() {
-            self.by_frequency.remove(frequency);
-            self.present.remove(frequency);
-            self.free_buckets.push(bucket);
-        }
-    }
-}
-
-/// A set of frequencies that finds its smallest member in one word per level: level 0 has a
-/// bit per frequency, each level above a bit per non-zero word of the level below, up to a
-/// level of one word.
-#[derive(Clone, Debug)]
-struct FrequencySet {
-    levels: Vec<Vec<u64>>,
-}
-
-impl Default for FrequencySet {
-    fn default() -> Self {
-        FrequencySet {
-            levels: vec![vec![0]],
-        }
-    }
-}
-
-impl FrequencySet {
-    fn insert(&mut self, value: u64) {
-        self.make_room_for(value);
-        let mut index = value as usize;
-        for level in &mut self.levels {
-            let word = &mut level[index / 64];
-            let was_empty = *word == 0;
-            *word |= 1 << (index % 64);
-            if !was_empty {
-                return;
-            }
-            index /= 64;
-        }
-    }
-
-    fn remove(&mut self, value: u64) {
-        let mut index = value as usize;
-        for level in &mut self.levels {
-            let word = &mut level[index / 64];
-            *word &= !(1 << (index % 64));
-            if *word != 0 {
-                return;
-            }
-            index /= 64;
-        }
-    }
-
-    fn first(&self) -> Option<u64> {
-        let top = self.levels.last().expect("at least one level")[0];
-        if top == 0 {
-            return None;
-        }
-        let mut index = top.trailing_zeros() as usize;
-        for level in self.levels.iter().rev().skip(1) {
-            index = index * 64 + level[index].trailing_zeros() as usize;
-        }
-        Some(index as u64)
-    }
-
-    /// Grows the levels so that level 0 has a bit for `value` and the top is one word.
-    fn make_room_for(&mut self, value: u64) {
-        let mut words = value as usize / 64 + 1;
-        if words <= self.levels[0].len() {
+        let Bucket {
+            members,
+            lower,
+            higher,
+            ..
+        } = self.buckets[bucket as usize];
+        if !members.is_empty() {
             return;
         }
-        let mut level = 0;
-        loop {
-            if level == self.levels.len() {
-                let below = &self.levels[level - 1];
-                let mut summary = vec![0u64; below.len().div_ceil(64)];
-                for (index, word) in below.iter().enumerate() {
-                    if *word != 0 {
-                        summary[index / 64] |= 1 << (index % 64);
-                    }
-                }
-                self.levels.push(summary);
-            }
-            if self.levels[level].len() < words {
-                self.levels[level].resize(words, 0);
-            }
-            let len = self.levels[level].len();
-            if len == 1 {
-                return;
-            }
-            words = len.div_ceil(64);
-            level += 1;
+        if lower == NIL {
+            self.lowest = higher;
+        } else {
+            self.buckets[lower as usize].higher = higher;
         }
+        if higher != NIL {
+            self.buckets[higher as usize].lower = lower;
+        }
+        self.free_buckets.push(bucket);
     }
 }
 
@@ -249,14 +241,15 @@ impl FrequencySet {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::collections::BTreeSet;
+    use std::collections::BTreeMap;
 
     #[test]
     fn lowest_bucket_in_arrival_order() {
         let mut buckets = FrequencyBuckets::default();
-        let a = buckets.insert(1, 1, 10, 1);
-        let b = buckets.insert(2, 1, 20, 1);
-        let c = buckets.insert(3, 1, 30, 5);
+        let (a, b, c) = (0, 1, 7);
+        buckets.insert(a, 1, 1, 1);
+        buckets.insert(b, 2, 1, 1);
+        buckets.insert(c, 3, 1, 5);
         assert_eq!(buckets.least_frequent_earliest(), Some(a));
         assert_eq!(buckets.least_frequent_latest(), Some(b));
         buckets.increment(a);
@@ -266,27 +259,49 @@ mod tests {
         assert_eq!(buckets.least_frequent_earliest(), Some(a));
         buckets.remove(a);
         assert_eq!(buckets.least_frequent_latest(), Some(c));
-        assert_eq!(buckets.owner(c), 30);
         buckets.remove(c);
         assert_eq!(buckets.least_frequent_latest(), None);
+        // A slot may come back, at any frequency.
+        buckets.insert(b, 4, 1, 3);
+        assert_eq!(buckets.least_frequent_earliest(), Some(b));
+        assert_eq!(buckets.frequency(b), 3);
     }
 
     proptest! {
+        /// Against a model: each object's frequency and arrival order at it; the victims are
+        /// the least frequent object that arrived first and last.
         #[test]
-        fn set_finds_its_smallest_member(ops in proptest::collection::vec((0u64..300_000, any::<bool>()), 1..200)) {
-            let mut set = FrequencySet::default();
-            let mut model = BTreeSet::new();
-            for (value, add) in ops {
-                // Small values are common in practice; fold half the draws down.
-                let value = if value % 2 == 0 { value % 200 } else { value };
-                if add {
-                    if model.insert(value) {
-                        set.insert(value);
+        fn victims_match_a_model(ops in proptest::collection::vec((0u32..12, 0u8..4, 1u64..9), 1..300)) {
+            let mut buckets = FrequencyBuckets::default();
+            // slot -> (frequency, arrival stamp at that frequency)
+            let mut model: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+            for (stamp, (slot, op, frequency)) in (0u64..).zip(ops) {
+                match (op, model.contains_key(&slot)) {
+                    (0 | 1, false) => {
+                        buckets.insert(slot, u64::from(slot), 1, frequency);
+                        model.insert(slot, (frequency, stamp));
                     }
-                } else if model.remove(&value) {
-                    set.remove(value);
+                    (0 | 1, true) => {
+                        buckets.increment(slot);
+                        let entry = model.get_mut(&slot).unwrap();
+                        *entry = (entry.0 + 1, stamp);
+                    }
+                    (2, true) => {
+                        buckets.remove(slot);
+                        model.remove(&slot);
+                    }
+                    _ => {}
                 }
-                prop_assert_eq!(set.first(), model.first().copied());
+                let earliest = model.iter().min_by_key(|(_, &(f, s))| (f, s)).map(|(&slot, _)| slot);
+                let latest = model
+                    .iter()
+                    .min_by_key(|(_, &(f, s))| (f, std::cmp::Reverse(s)))
+                    .map(|(&slot, _)| slot);
+                prop_assert_eq!(buckets.least_frequent_earliest(), earliest);
+                prop_assert_eq!(buckets.least_frequent_latest(), latest);
+                for (&slot, &(frequency, _)) in &model {
+                    prop_assert_eq!(buckets.frequency(slot), frequency);
+                }
             }
         }
     }

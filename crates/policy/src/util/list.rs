@@ -50,6 +50,28 @@ impl<T> Slab<T> {
         }
     }
 
+    /// Stores an unlinked node at `index`, chosen by the caller (another slab's slot, so that
+    /// one index finds an object in both), growing the slab with unlinked copies if needed.
+    /// Such a slab never hands out slots itself: do not mix with [`Self::alloc`].
+    #[inline]
+    pub fn put(&mut self, index: u32, key: u64, size: u32, data: T)
+    where
+        T: Clone,
+    {
+        let node = Node {
+            key,
+            size,
+            prev: NIL,
+            next: NIL,
+            data,
+        };
+        let index = index as usize;
+        if index >= self.nodes.len() {
+            self.nodes.resize(index + 1, node.clone());
+        }
+        self.nodes[index] = node;
+    }
+
     /// Returns a node's slot for reuse; the node must already be unlinked.
     #[inline]
     pub fn release(&mut self, index: u32) {
@@ -60,6 +82,12 @@ impl<T> Slab<T> {
     #[inline]
     pub fn get(&self, index: u32) -> &Node<T> {
         &self.nodes[index as usize]
+    }
+
+    /// The node at `index`, if the slab reaches that far.
+    #[inline]
+    pub fn try_get(&self, index: u32) -> Option<&Node<T>> {
+        self.nodes.get(index as usize)
     }
 
     /// The node at `index`, mutably.
