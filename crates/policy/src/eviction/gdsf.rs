@@ -16,7 +16,7 @@
 //!   rises to its priority as libCacheSim's does.
 //! - Equal priorities leave in FIFO order of the request that last set them (libCacheSim keeps a
 //!   `std::set` ordered by priority, then by the request counter `n_req` at the last insert or
-//!   hit); see [`OrderedHeap`].
+//!   hit); a min-heap of that pair pops the same (see [`IndexedHeap`]).
 //! - An object's size is the one it was inserted with; a hit with another size changes neither
 //!   its priority's size nor the bytes counted.
 //! - libCacheSim's `GDSF_get` does not go through `cache_get_base`, so an admissioner's `update`
@@ -30,19 +30,22 @@
 //! The paper's `Cost` can be 1 or a retrieval cost; with the same cost for all objects the
 //! ranking is the same as libCacheSim's up to rounding, so no parameter selects it.
 
+use std::cmp::Reverse;
+
 use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy, Space};
+use crate::util::heap::IndexedHeap;
 use crate::util::key_table::KeyTable;
-use crate::util::ordered_heap::OrderedHeap;
 use crate::util::prefetch::prefetch_read;
 use crate::util::{Slab, NIL};
 
 /// libCacheSim's per-object cost.
 const COST: f64 = 1.0e6;
 
-/// A resident object's rank: priority, then the request count when the priority was set.
-type Rank = (f64, u64);
+/// A resident object's rank: priority, then the request count when the priority was set; the
+/// heap holds its reverse, so that the lowest rank comes out first.
+type Rank = Reverse<(f64, u64)>;
 
 /// GDSF over a byte capacity.
 pub struct Gdsf {
@@ -52,7 +55,7 @@ pub struct Gdsf {
     /// Each object's data is its request count since insertion (libCacheSim's `int32` freq).
     slab: Slab<u32>,
     /// Resident slab indices, lowest rank first.
-    queue: OrderedHeap<Rank>,
+    queue: IndexedHeap<Rank>,
     /// `L`: the priority of the last evicted object.
     inflation: f64,
     /// Requests looked up so far (libCacheSim's `n_req`), which orders equal priorities.
@@ -75,7 +78,7 @@ impl Gdsf {
             used_bytes: 0,
             map: KeyTable::default(),
             slab: Slab::default(),
-            queue: OrderedHeap::default(),
+            queue: IndexedHeap::default(),
             inflation: 0.0,
             requests: 0,
             evict_first,
@@ -89,7 +92,9 @@ impl Gdsf {
 
     /// The priority of `key` if it is resident.
     pub fn priority(&self, key: u64) -> Option<f64> {
-        self.map.get(key).map(|index| self.queue.key(index).0)
+        self.map
+            .get(key)
+            .map(|index| self.queue.priority(index).0 .0)
     }
 
     /// `L + Fr × Cost / Size` in libCacheSim's order of operations.
@@ -102,9 +107,10 @@ impl Gdsf {
     /// `newcomer` (the object being admitted).
     #[inline]
     fn evict_lowest(&mut self, newcomer: u32, evicted: &mut Vec<Evicted>) -> bool {
-        let Some(((priority, _), victim)) = self.queue.pop() else {
+        let Some((Reverse((priority, _)), victim)) = self.queue.peek() else {
             return false;
         };
+        self.queue.pop();
         self.inflation = priority;
         let node = self.slab.get(victim);
         if victim != newcomer {
@@ -139,7 +145,8 @@ impl EvictionPolicy for Gdsf {
         node.data += 1;
         let (frequency, size) = (node.data, node.size);
         let priority = self.priority_of(frequency, size);
-        self.queue.change_key(index, (priority, self.requests));
+        self.queue
+            .change_priority(index, Reverse((priority, self.requests)));
         true
     }
 
@@ -154,7 +161,7 @@ impl EvictionPolicy for Gdsf {
         }
         let index = self.slab.alloc(request.key, request.size, 1);
         let priority = self.priority_of(1, request.size);
-        self.queue.push(index, (priority, self.requests));
+        self.queue.push(index, Reverse((priority, self.requests)));
         self.map.insert(request.key, index);
         self.used_bytes += size;
         while self.used_bytes > self.capacity && self.evict_lowest(index, evicted) {}

@@ -1,13 +1,19 @@
-//! An addressable binary max-heap of `u32` items (slab indices) by `f64` priority.
+//! An addressable binary max-heap of `u32` items (slab indices) by priority.
 //!
 //! Equal priorities are common in caching (every object never requested again has the same
 //! next access), and which of them comes out first changes byte miss ratios. So the sift
 //! rules are exactly those of the binary heap libCacheSim's Belady and related policies use
-//! (`dataStructure/pqueue.c`, after Volkan Yazıcı's libpqueue): 1-based array; moving up while
-//! the parent is strictly smaller; moving down while a child is strictly larger, preferring
-//! the right child only when it is strictly larger than the left; a changed priority moves up
-//! if it grew and down otherwise; a removed item is replaced by the last one, which moves up
-//! if it is strictly larger than the removed item's priority and down otherwise.
+//! (`dataStructure/pqueue.c`, after Volkan Yazıcı's libpqueue): moving up while the parent is
+//! strictly smaller; moving down while a child is strictly larger, preferring the right child
+//! only when it is strictly larger than the left; a changed priority moves up if it grew and
+//! down otherwise; a removed item is replaced by the last one, which moves up if it is strictly
+//! larger than the removed item's priority and down otherwise. (libpqueue's array is 1-based;
+//! this one is 0-based, the same tree laid out one slot earlier, so every step is the same.)
+//!
+//! With priorities that never tie, any correct heap pops the same order, which is how the
+//! policies libCacheSim ranks in a C++ `std::set` by (priority, time of last request), GDSF
+//! for one, use this heap too: a priority that is such a pair, in [`std::cmp::Reverse`] for
+//! the smallest first.
 
 use super::prefetch::prefetch_read;
 
@@ -17,31 +23,30 @@ const ABSENT: u32 = u32::MAX;
 /// Max-heap of items with priorities (never NaN), each item's position tracked so that any item
 /// can be re-prioritised or removed in O(log n).
 #[derive(Clone, Debug)]
-pub struct IndexedHeap {
-    /// `entries[0]` is unused so that children of `i` are `2i` and `2i + 1`.
-    entries: Vec<(f64, u32)>,
+pub struct IndexedHeap<P = f64> {
+    entries: Vec<(P, u32)>,
     /// Position of each item in `entries`, indexed by item.
     position: Vec<u32>,
 }
 
-impl Default for IndexedHeap {
+impl<P> Default for IndexedHeap<P> {
     fn default() -> Self {
         IndexedHeap {
-            entries: vec![(0.0, ABSENT)],
+            entries: Vec::new(),
             position: Vec::new(),
         }
     }
 }
 
-impl IndexedHeap {
+impl<P: PartialOrd + Copy> IndexedHeap<P> {
     /// Number of items.
     pub fn len(&self) -> usize {
-        self.entries.len() - 1
+        self.entries.len()
     }
 
     /// True when the heap holds no item.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.entries.is_empty()
     }
 
     /// True when `item` is in the heap.
@@ -49,6 +54,16 @@ impl IndexedHeap {
         self.position
             .get(item as usize)
             .is_some_and(|&position| position != ABSENT)
+    }
+
+    /// The item of highest priority, with its priority.
+    pub fn peek(&self) -> Option<(P, u32)> {
+        self.entries.first().copied()
+    }
+
+    /// The priority of `item`, which must be in the heap.
+    pub fn priority(&self, item: u32) -> P {
+        self.entries[self.position[item as usize] as usize].0
     }
 
     /// Asks the CPU to start loading `item`'s entry (a hint with no effect on results).
@@ -62,7 +77,7 @@ impl IndexedHeap {
     }
 
     /// Adds `item`, which must not be in the heap, with `priority`.
-    pub fn push(&mut self, item: u32, priority: f64) {
+    pub fn push(&mut self, item: u32, priority: P) {
         let slot = item as usize;
         if slot >= self.position.len() {
             self.position.resize(slot + 1, ABSENT);
@@ -73,21 +88,19 @@ impl IndexedHeap {
 
     /// Removes and returns the item of highest priority.
     pub fn pop(&mut self) -> Option<u32> {
-        if self.is_empty() {
-            return None;
-        }
-        let top = self.entries[1].1;
-        let last = self.entries.pop().expect("non-empty");
+        let last = self.entries.pop()?;
+        let Some(&(_, top)) = self.entries.first() else {
+            self.position[last.1 as usize] = ABSENT;
+            return Some(last.1);
+        };
         self.position[top as usize] = ABSENT;
-        if !self.is_empty() {
-            self.entries[1] = last;
-            self.sift_down(1);
-        }
+        self.entries[0] = last;
+        self.sift_down(0);
         Some(top)
     }
 
     /// Gives `item`, which must be in the heap, a new priority.
-    pub fn change_priority(&mut self, item: u32, priority: f64) {
+    pub fn change_priority(&mut self, item: u32, priority: P) {
         let position = self.position[item as usize] as usize;
         let old = std::mem::replace(&mut self.entries[position].0, priority);
         if old < priority {
@@ -119,10 +132,10 @@ impl IndexedHeap {
 
     fn sift_up(&mut self, mut position: usize) {
         let moving = self.entries[position];
-        while position > 1 && self.entries[position / 2].0 < moving.0 {
-            let parent = self.entries[position / 2];
+        while position > 0 && self.entries[(position - 1) / 2].0 < moving.0 {
+            let parent = self.entries[(position - 1) / 2];
             self.place(position, parent);
-            position /= 2;
+            position = (position - 1) / 2;
         }
         self.place(position, moving);
     }
@@ -130,7 +143,7 @@ impl IndexedHeap {
     fn sift_down(&mut self, mut position: usize) {
         let moving = self.entries[position];
         loop {
-            let mut child = 2 * position;
+            let mut child = 2 * position + 1;
             if child >= self.entries.len() {
                 break;
             }
@@ -148,7 +161,7 @@ impl IndexedHeap {
     }
 
     #[inline]
-    fn place(&mut self, position: usize, entry: (f64, u32)) {
+    fn place(&mut self, position: usize, entry: (P, u32)) {
         self.entries[position] = entry;
         self.position[entry.1 as usize] = position as u32;
     }

@@ -8,7 +8,6 @@ pub mod keyed_queue;
 pub mod list;
 #[cfg(test)]
 pub(crate) mod model_check;
-pub mod ordered_heap;
 pub mod prefetch;
 pub mod resident_draw;
 pub mod rng;
