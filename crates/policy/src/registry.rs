@@ -23,7 +23,7 @@ use crate::eviction::{
     lirs::Lirs,
     lru::Lru,
     lru_k::{LruK, Subsidiary},
-    lru_prob::LruProb,
+    lru_prob,
     mq::Mq,
     random::Random,
     s3fifo::S3Fifo,
@@ -79,6 +79,17 @@ const UNIFORM: ParamSpec = ParamSpec {
     kind: ParamKind::Bool,
     default: "false",
     doc: "draw residents uniformly instead of as libCacheSim's hash table does",
+};
+
+/// S3-FIFO's ghost queue size, which Clock2Q+ shares with it.
+const GHOST_SIZE_RATIO: ParamSpec = ParamSpec {
+    name: "ghost-size-ratio",
+    kind: ParamKind::Float {
+        min: 0.0,
+        max: 64.0,
+    },
+    default: "0.9",
+    doc: "bytes of evicted keys the ghost queue remembers, over the capacity",
 };
 
 /// Every policy, in the order `--policy all` runs them.
@@ -145,15 +156,7 @@ pub const POLICIES: &[PolicyEntry] = &[
                 default: "0.1",
                 doc: "share of the capacity for the small FIFO queue",
             },
-            ParamSpec {
-                name: "ghost-size-ratio",
-                kind: ParamKind::Float {
-                    min: 0.0,
-                    max: 64.0,
-                },
-                default: "0.9",
-                doc: "bytes of evicted keys the ghost queue remembers, over the capacity",
-            },
+            GHOST_SIZE_RATIO,
             ParamSpec {
                 name: "move-to-main-threshold",
                 kind: ParamKind::Int { min: 1, max: 255 },
@@ -302,7 +305,7 @@ pub const POLICIES: &[PolicyEntry] = &[
         source: "LRU with probabilistic promotion; libCacheSim LRUProb.c",
         takes_admission: true,
         build: |capacity, params| {
-            Ok(Box::new(LruProb::new(
+            Ok(Box::new(lru_prob::new(
                 capacity,
                 params.float("prob"),
                 params.int("seed"),
@@ -473,15 +476,7 @@ pub const POLICIES: &[PolicyEntry] = &[
                 default: "0.1",
                 doc: "share of the capacity for the small FIFO queue",
             },
-            ParamSpec {
-                name: "ghost-size-ratio",
-                kind: ParamKind::Float {
-                    min: 0.0,
-                    max: 64.0,
-                },
-                default: "0.9",
-                doc: "bytes of evicted keys the ghost queue remembers, over the capacity",
-            },
+            GHOST_SIZE_RATIO,
             ParamSpec {
                 name: "move-to-main-threshold",
                 kind: ParamKind::Int { min: 0, max: 255 },

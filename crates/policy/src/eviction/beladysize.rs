@@ -562,7 +562,7 @@ impl EvictionPolicy for BeladySize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{steps, with_next_access, Step};
+    use crate::util::model_check::{drain_keys, steps, with_next_access, Step};
     use proptest::prelude::*;
     use std::collections::HashMap;
 
@@ -570,10 +570,6 @@ mod tests {
         let mut request = Request::new(key, size);
         request.next_access = next_access;
         request
-    }
-
-    fn keys(evicted: &mut Vec<Evicted>) -> Vec<u64> {
-        evicted.drain(..).map(|e| e.key).collect()
     }
 
     #[test]
@@ -587,10 +583,10 @@ mod tests {
         cache.get(&request(3, 1, 100), &mut evicted);
         // Scores 35, 51, 97: 3 goes even though it is the smallest.
         assert!(!cache.get(&request(4, 1, 50), &mut evicted));
-        assert_eq!(keys(&mut evicted), vec![3]);
+        assert_eq!(drain_keys(&mut evicted), vec![3]);
         // At request 4: 1 scores 6 × 5 = 30, 2 scores 16 × 3 = 48, 4 scores 46 × 1 = 46.
         assert!(!cache.get(&request(5, 2, 60), &mut evicted));
-        assert_eq!(keys(&mut evicted), vec![2]);
+        assert_eq!(drain_keys(&mut evicted), vec![2]);
         assert_eq!((cache.len(), cache.used_bytes()), (3, 8));
     }
 
@@ -602,14 +598,14 @@ mod tests {
         cache.get(&request(2, 2, 6), &mut evicted);
         // A miss that is never requested again still makes room first, then is not inserted.
         assert!(!cache.get(&request(3, 1, NEXT_ACCESS_NEVER), &mut evicted));
-        assert_eq!(keys(&mut evicted), vec![2]);
+        assert_eq!(drain_keys(&mut evicted), vec![2]);
         assert_eq!((cache.len(), cache.used_bytes()), (1, 2));
         // A last hit drops the object; the next admission reports it.
         assert!(cache.get(&request(1, 2, NEXT_ACCESS_NEVER), &mut evicted));
         assert!(evicted.is_empty());
         assert!(cache.is_empty());
         assert!(!cache.get(&request(4, 1, 9), &mut evicted));
-        assert_eq!(keys(&mut evicted), vec![1]);
+        assert_eq!(drain_keys(&mut evicted), vec![1]);
         assert!(
             !cache.get(&request(5, 9, 9), &mut evicted),
             "larger than the cache"

@@ -200,16 +200,8 @@ impl EvictionPolicy for Gdsf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, steps};
+    use crate::util::model_check::{check_against_model, drain_keys, get, steps};
     use proptest::prelude::*;
-
-    fn get(gdsf: &mut Gdsf, key: u64, size: u32, evicted: &mut Vec<Evicted>) -> bool {
-        gdsf.get(&Request::new(key, size), evicted)
-    }
-
-    fn keys(evicted: &mut Vec<Evicted>) -> Vec<u64> {
-        evicted.drain(..).map(|e| e.key).collect()
-    }
 
     #[test]
     fn evicts_lowest_frequency_over_size_and_inflates_by_the_victim() {
@@ -224,17 +216,17 @@ mod tests {
         assert_eq!(gdsf.priority(1), Some(500_000.0));
         // 4 (1e6/2 = 500000) overflows the cache: 3 has the lowest priority.
         assert!(!get(&mut gdsf, 4, 2, &mut evicted));
-        assert_eq!(keys(&mut evicted), vec![3]);
+        assert_eq!(drain_keys(&mut evicted), vec![3]);
         assert_eq!(gdsf.inflation(), 250_000.0);
         // 1, 2 and 4 all have 500000 now; equal priorities leave in FIFO order of the request
         // that set them: 2 (request 2), then 1 (request 4), then 4 (request 5).
         assert!(!get(&mut gdsf, 5, 3, &mut evicted));
-        assert_eq!(keys(&mut evicted), vec![2]);
+        assert_eq!(drain_keys(&mut evicted), vec![2]);
         assert_eq!(gdsf.inflation(), 500_000.0);
         // 5 entered at L + 1e6/3 with L = 250000: priced before the eviction raised L.
         assert_eq!(gdsf.priority(5), Some(250_000.0 + 1.0e6 / 3.0));
         assert!(!get(&mut gdsf, 6, 3, &mut evicted));
-        assert_eq!(keys(&mut evicted), vec![1]);
+        assert_eq!(drain_keys(&mut evicted), vec![1]);
         assert_eq!(gdsf.priority(6), Some(500_000.0 + 1.0e6 / 3.0));
         assert_eq!((gdsf.len(), gdsf.used_bytes()), (3, 8));
     }
@@ -279,7 +271,7 @@ mod tests {
         // Where libCacheSim's order drops 3 at once (see above), the paper's evicts 1 and 2
         // (200000 each) and prices 3 at 200000 + 100000.
         assert!(!get(&mut gdsf, 3, 10, &mut evicted));
-        assert_eq!(keys(&mut evicted), vec![1, 2]);
+        assert_eq!(drain_keys(&mut evicted), vec![1, 2]);
         assert_eq!(gdsf.inflation(), 200_000.0);
         assert_eq!(gdsf.priority(3), Some(300_000.0));
         assert_eq!((gdsf.len(), gdsf.used_bytes()), (1, 10));

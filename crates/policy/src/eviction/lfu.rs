@@ -115,12 +115,8 @@ impl EvictionPolicy for Lfu {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, steps};
+    use crate::util::model_check::{check_against_model, get, steps};
     use proptest::prelude::*;
-
-    fn get(lfu: &mut Lfu, key: u64, size: u32, evicted: &mut Vec<Evicted>) -> bool {
-        lfu.get(&Request::new(key, size), evicted)
-    }
 
     #[test]
     fn evicts_least_frequent_and_breaks_ties_by_arrival_at_that_frequency() {

@@ -348,16 +348,8 @@ impl EvictionPolicy for Lfuda {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, steps};
+    use crate::util::model_check::{check_against_model, drain_keys, get, steps};
     use proptest::prelude::*;
-
-    fn get(cache: &mut Lfuda, key: u64, size: u32, evicted: &mut Vec<Evicted>) -> bool {
-        cache.get(&Request::new(key, size), evicted)
-    }
-
-    fn keys(evicted: &mut Vec<Evicted>) -> Vec<u64> {
-        evicted.drain(..).map(|e| e.key).collect()
-    }
 
     #[test]
     fn before_the_first_eviction_hits_only_reorder() {
@@ -369,7 +361,7 @@ mod tests {
         assert_eq!(cache.key_of(1), Some(1), "L = 0: a hit adds nothing");
         // All at key 1: the first to reach it, counting moves behind on hits, is 3.
         get(&mut cache, 4, 1, &mut evicted);
-        assert_eq!(keys(&mut evicted), vec![3]);
+        assert_eq!(drain_keys(&mut evicted), vec![3]);
         assert_eq!(cache.age(), 1);
         assert_eq!(cache.key_of(4), Some(2), "L + 1");
     }
@@ -382,19 +374,19 @@ mod tests {
             get(&mut cache, key, 1, &mut evicted);
         }
         // 1 was evicted at key 1; L = 1. 2 and 3 are at 1, 4 at 2.
-        assert_eq!(keys(&mut evicted), vec![1]);
+        assert_eq!(drain_keys(&mut evicted), vec![1]);
         assert!(get(&mut cache, 2, 1, &mut evicted));
         assert_eq!(cache.key_of(2), Some(2));
         // 3 is alone at key 1 and goes next; the age moves to 2.
         get(&mut cache, 5, 1, &mut evicted);
-        assert_eq!(keys(&mut evicted), vec![3]);
+        assert_eq!(drain_keys(&mut evicted), vec![3]);
         assert_eq!(cache.age(), 2);
         assert_eq!(cache.key_of(5), Some(3));
         // A hit on 5 gives 3 + 2 = 5; 4 and 2 share key 2 and leave in the order they got there.
         assert!(get(&mut cache, 5, 1, &mut evicted));
         assert_eq!(cache.key_of(5), Some(5));
         get(&mut cache, 6, 2, &mut evicted);
-        assert_eq!(keys(&mut evicted), vec![4, 2]);
+        assert_eq!(drain_keys(&mut evicted), vec![4, 2]);
         assert_eq!(cache.age(), 5, "the next key up after 2 emptied is 5's");
     }
 
@@ -406,12 +398,12 @@ mod tests {
             get(&mut cache, key, 1, &mut evicted);
         }
         // L = 1 after evicting 1: 2, 3 and 4 are at key 1, 5 at 2. Lift 4 and 5 to 3.
-        assert_eq!(keys(&mut evicted), vec![1]);
+        assert_eq!(drain_keys(&mut evicted), vec![1]);
         for key in [4, 4, 5] {
             assert!(get(&mut cache, key, 1, &mut evicted));
         }
         get(&mut cache, 6, 1, &mut evicted);
-        assert_eq!(keys(&mut evicted), vec![2]);
+        assert_eq!(drain_keys(&mut evicted), vec![2]);
         assert!(get(&mut cache, 6, 1, &mut evicted));
         assert_eq!(cache.key_of(6), Some(3));
         // 3 is alone at the smallest key, 1, and every other object is at 3. Its hit gives it
@@ -420,7 +412,7 @@ mod tests {
         assert_eq!((cache.age(), cache.key_of(3)), (3, Some(2)));
         get(&mut cache, 7, 1, &mut evicted);
         assert_eq!(
-            keys(&mut evicted),
+            drain_keys(&mut evicted),
             vec![4],
             "3 has the smallest key, yet 4 goes"
         );
@@ -439,12 +431,12 @@ mod tests {
         evicted.clear();
         // A 4-byte object empties the cache; the age stays at the last bucket's key.
         get(&mut cache, 6, 4, &mut evicted);
-        assert_eq!(keys(&mut evicted), vec![2, 3, 4, 5]);
+        assert_eq!(drain_keys(&mut evicted), vec![2, 3, 4, 5]);
         let age = cache.age();
         assert_eq!(cache.key_of(6), Some(age + 1));
         // The age's bucket is empty now: the next eviction finds 6 above it.
         get(&mut cache, 7, 1, &mut evicted);
-        assert_eq!(keys(&mut evicted), vec![6]);
+        assert_eq!(drain_keys(&mut evicted), vec![6]);
         assert_eq!(cache.age(), age + 1);
         assert!(cache.remove(7));
         assert!(!cache.remove(7));
@@ -469,18 +461,18 @@ mod tests {
             (Some(3), Some(2), Some(1))
         );
         get(&mut cache, 4, 1, &mut evicted);
-        assert_eq!(keys(&mut evicted), vec![3]);
+        assert_eq!(drain_keys(&mut evicted), vec![3]);
         assert_eq!((cache.age(), cache.key_of(4)), (1, Some(2)));
         // 2 and 4 share key 2; 2 got there first. L = 2 afterwards.
         get(&mut cache, 5, 1, &mut evicted);
-        assert_eq!(keys(&mut evicted), vec![2]);
+        assert_eq!(drain_keys(&mut evicted), vec![2]);
         assert_eq!(cache.age(), 2);
         // A hit on 4 (F = 2) gives 2 + 2 = 4, above 1's 3; emptying key 2 leaves L alone.
         assert!(get(&mut cache, 4, 1, &mut evicted));
         assert_eq!((cache.key_of(4), cache.age()), (Some(4), 2));
         // The smallest key is 5's 3 (L + 1 = 3, reached after 1's 3): 1 goes first.
         get(&mut cache, 6, 1, &mut evicted);
-        assert_eq!(keys(&mut evicted), vec![1]);
+        assert_eq!(drain_keys(&mut evicted), vec![1]);
         assert_eq!(cache.age(), 3);
         assert!(cache.remove(5));
         assert_eq!((cache.len(), cache.used_bytes()), (2, 2));

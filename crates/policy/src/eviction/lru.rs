@@ -1,24 +1,35 @@
 //! Least recently used: evict the object whose last access is oldest.
-//! Same decisions as libCacheSim's `LRU.c`.
+//! Same decisions as libCacheSim's `LRU.c`. The same queue with a promotion draw on hits is
+//! LRU-Prob ([`super::lru_prob`]).
 
 use heterarchy_trace::Request;
 
+use super::lru_prob::Promotion;
 use super::{Evicted, EvictionPolicy, Space};
 use crate::util::keyed_queue::KeyedQueue;
 
 /// LRU over a byte capacity.
 pub struct Lru {
     capacity: u64,
-    /// Front: most recently used.
+    /// Front: most recently used (or promoted).
     queue: KeyedQueue,
+    /// LRU-Prob's draw: a hit moves to the front only when it says so; plain LRU has none.
+    promotion: Option<Promotion>,
 }
 
 impl Lru {
     /// An empty LRU cache of `capacity` bytes.
     pub fn new(capacity: u64) -> Lru {
+        Lru::with_promotion(capacity, None)
+    }
+
+    /// An empty cache of `capacity` bytes whose hits move to the front when `promotion` draws
+    /// so (always without one).
+    pub fn with_promotion(capacity: u64, promotion: Option<Promotion>) -> Lru {
         Lru {
             capacity,
             queue: KeyedQueue::default(),
+            promotion,
         }
     }
 }
@@ -32,7 +43,9 @@ impl EvictionPolicy for Lru {
     fn lookup(&mut self, request: &Request) -> bool {
         match self.queue.find(request.key) {
             Some(index) => {
-                self.queue.move_to_front(index);
+                if self.promotion.as_mut().is_none_or(Promotion::draw) {
+                    self.queue.move_to_front(index);
+                }
                 true
             }
             None => false,

@@ -118,16 +118,8 @@ impl EvictionPolicy for Size {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, steps};
+    use crate::util::model_check::{check_against_model, drain_keys, get, steps};
     use proptest::prelude::*;
-
-    fn get(cache: &mut Size, key: u64, size: u32, evicted: &mut Vec<Evicted>) -> bool {
-        cache.get(&Request::new(key, size), evicted)
-    }
-
-    fn keys(evicted: &mut Vec<Evicted>) -> Vec<u64> {
-        evicted.drain(..).map(|e| e.key).collect()
-    }
 
     #[test]
     fn evicts_the_largest_objects_first() {
@@ -140,11 +132,11 @@ mod tests {
         // 7 bytes do not fit in the 0 left: 2 (5 bytes) goes, then one of the 2-byte objects:
         // 4, which the heap moved into the root when 2 left (an equal child does not pass it).
         assert!(!get(&mut cache, 5, 7, &mut evicted));
-        assert_eq!(keys(&mut evicted), vec![2, 4]);
+        assert_eq!(drain_keys(&mut evicted), vec![2, 4]);
         assert_eq!((cache.len(), cache.used_bytes()), (3, 10));
         // The newcomer is now the largest.
         assert!(!get(&mut cache, 6, 1, &mut evicted));
-        assert_eq!(keys(&mut evicted), vec![5]);
+        assert_eq!(drain_keys(&mut evicted), vec![5]);
         assert!(
             !get(&mut cache, 7, 11, &mut evicted),
             "larger than the cache"
@@ -167,7 +159,7 @@ mod tests {
         assert!(get(&mut cache, 0, 1, &mut evicted));
         get(&mut cache, 4, 1, &mut evicted);
         get(&mut cache, 5, 1, &mut evicted);
-        assert_eq!(keys(&mut evicted), vec![0, 3]);
+        assert_eq!(drain_keys(&mut evicted), vec![0, 3]);
     }
 
     proptest! {

@@ -325,7 +325,7 @@ impl EvictionPolicy for Slru {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::model_check::{check_against_model, steps};
+    use crate::util::model_check::{check_against_model, get, steps};
     use proptest::prelude::*;
 
     /// Each segment's keys, MRU first, segment 0 first.
@@ -342,10 +342,6 @@ mod tests {
                 keys
             })
             .collect()
-    }
-
-    fn get(slru: &mut Slru, key: u64, size: u32, evicted: &mut Vec<Evicted>) -> bool {
-        slru.get(&Request::new(key, size), evicted)
     }
 
     #[test]

@@ -9,7 +9,7 @@ use heterarchy_trace::Request;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use crate::eviction::EvictionPolicy;
+use crate::eviction::{Evicted, EvictionPolicy};
 
 /// One step of a generated stream: a key, its size, and what to do with it.
 #[derive(Clone, Copy, Debug)]
@@ -47,6 +47,21 @@ pub fn with_next_access(steps: &[Step]) -> Vec<Request> {
             .unwrap_or(NEXT_ACCESS_NEVER);
     }
     requests
+}
+
+/// Serves one request for `key` of `size` bytes; whether it hit.
+pub fn get(
+    policy: &mut dyn EvictionPolicy,
+    key: u64,
+    size: u32,
+    evicted: &mut Vec<Evicted>,
+) -> bool {
+    policy.get(&Request::new(key, size), evicted)
+}
+
+/// The keys in `evicted`, in order, leaving it empty.
+pub fn drain_keys(evicted: &mut Vec<Evicted>) -> Vec<u64> {
+    evicted.drain(..).map(|victim| victim.key).collect()
 }
 
 /// Plays `steps` on `policy` and fails on the first inconsistency with the model.
