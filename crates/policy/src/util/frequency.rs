@@ -203,15 +203,21 @@ impl FrequencyBuckets {
                 (self.buckets.len() - 1) as u32
             }
         };
+        self.join(lower, index);
+        self.join(index, higher);
+        index
+    }
+
+    /// Makes `higher` follow `lower` in the bucket list (either may be [`NIL`]: the ends).
+    fn join(&mut self, lower: u32, higher: u32) {
         if lower == NIL {
-            self.lowest = index;
+            self.lowest = higher;
         } else {
-            self.buckets[lower as usize].higher = index;
+            self.buckets[lower as usize].higher = higher;
         }
         if higher != NIL {
-            self.buckets[higher as usize].lower = index;
+            self.buckets[higher as usize].lower = lower;
         }
-        index
     }
 
     /// Unlinks `bucket` from the bucket list if it holds no object.
@@ -225,14 +231,7 @@ impl FrequencyBuckets {
         if !members.is_empty() {
             return;
         }
-        if lower == NIL {
-            self.lowest = higher;
-        } else {
-            self.buckets[lower as usize].higher = higher;
-        }
-        if higher != NIL {
-            self.buckets[higher as usize].lower = lower;
-        }
+        self.join(lower, higher);
         self.free_buckets.push(bucket);
     }
 }

@@ -15,6 +15,19 @@ pub struct Node<T> {
     pub data: T,
 }
 
+impl<T> Node<T> {
+    /// A node in no list.
+    fn unlinked(key: u64, size: u32, data: T) -> Node<T> {
+        Node {
+            key,
+            size,
+            prev: NIL,
+            next: NIL,
+            data,
+        }
+    }
+}
+
 /// Storage for nodes; freed slots are reused.
 #[derive(Clone, Debug, Default)]
 pub struct Slab<T> {
@@ -34,13 +47,7 @@ impl<T> Slab<T> {
     /// Stores a new unlinked node and returns its index.
     #[inline]
     pub fn alloc(&mut self, key: u64, size: u32, data: T) -> u32 {
-        let node = Node {
-            key,
-            size,
-            prev: NIL,
-            next: NIL,
-            data,
-        };
+        let node = Node::unlinked(key, size, data);
         if let Some(index) = self.free.pop() {
             self.nodes[index as usize] = node;
             index
@@ -58,13 +65,7 @@ impl<T> Slab<T> {
     where
         T: Clone,
     {
-        let node = Node {
-            key,
-            size,
-            prev: NIL,
-            next: NIL,
-            data,
-        };
+        let node = Node::unlinked(key, size, data);
         let index = index as usize;
         if index >= self.nodes.len() {
             self.nodes.resize(index + 1, node.clone());
