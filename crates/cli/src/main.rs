@@ -22,7 +22,8 @@ enum Command {
     Sim(commands::sim::SimArgs),
     /// Every eviction policy and admission filter, with its parameters and source.
     Policies(commands::policies::PoliciesArgs),
-    /// The LRU miss-ratio curve at all sizes in one pass (exact or SHARDS).
+    /// Miss-ratio curves: LRU's at all sizes in one pass (exact or SHARDS), or any policy's
+    /// simulated at log-spaced sizes.
     Mrc(commands::mrc::MrcArgs),
     /// Trace statistics, conversion and generation.
     #[command(subcommand)]

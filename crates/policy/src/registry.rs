@@ -22,9 +22,9 @@ use crate::eviction::{
     lhd::Lhd,
     lirs::Lirs,
     lru::Lru,
-    lru_k::{LruK, Subsidiary},
+    lru_k::{self, LruK, Subsidiary},
     lru_prob,
-    mq::Mq,
+    mq::{self, Mq},
     random::Random,
     s3fifo::S3Fifo,
     sieve::Sieve,
@@ -519,7 +519,10 @@ pub const POLICIES: &[PolicyEntry] = &[
         params: &[
             ParamSpec {
                 name: "n-queue",
-                kind: ParamKind::Int { min: 1, max: 64 },
+                kind: ParamKind::Int {
+                    min: 1,
+                    max: mq::MAX_QUEUES as u64,
+                },
                 default: "8",
                 doc: "number of LRU queues, one per power of two of the reference count",
             },
@@ -560,7 +563,10 @@ pub const POLICIES: &[PolicyEntry] = &[
         params: &[
             ParamSpec {
                 name: "k",
-                kind: ParamKind::Int { min: 1, max: 64 },
+                kind: ParamKind::Int {
+                    min: 1,
+                    max: lru_k::MAX_K as u64,
+                },
                 default: "2",
                 doc: "references whose times rank an object (the K-th most recent decides)",
             },
@@ -810,10 +816,7 @@ impl PolicySpec {
 /// Builds the policy written as `spec` (a name, then any parameters: `"s3fifo"`,
 /// `"s3fifo:small-size-ratio=0.2"`) with `capacity` bytes.
 pub fn create(spec: &str, capacity: u64) -> Result<Box<dyn EvictionPolicy>, PolicyError> {
-    let named = NamedSpec::parse(spec, "policy")?;
-    let entry = find(&named.name)?;
-    let params = Params::parse(entry.name, entry.params, &named.given)?;
-    (entry.build)(capacity, &params)
+    PolicySpec::parse(spec, None)?.build(capacity)
 }
 
 #[cfg(test)]

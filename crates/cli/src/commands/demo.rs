@@ -1,5 +1,5 @@
 //! `heterarchy demo`: the main job on an embedded default. Generates a built-in workload,
-//! simulates every policy at several sizes, prints a comparison table and writes an HTML report
+//! simulates the ten classic policies at several sizes, prints a comparison table and writes an HTML report
 //! with the miss-ratio curves — no input data and no network needed.
 
 use std::path::PathBuf;

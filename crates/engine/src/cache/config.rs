@@ -8,7 +8,7 @@
 //! ```toml
 //! [cache]
 //! mode = "wb"            # wt | wb | wa | wo | pt | wi
-//! policy = "lru"         # any eviction policy of the registry
+//! policy = "lru"         # any eviction policy of the registry but the oracles
 //! layout = "inclusive"   # inclusive | exclusive (two or more cache tiers)
 //! cleaning = "alru"      # nop | alru | acp
 //! promotion = "nhit"     # always | nhit

@@ -39,8 +39,8 @@ mod tiers;
 use std::cmp::Ordering;
 
 use heterarchy_policy::eviction::{Evicted, EvictionPolicy, PREFETCH_NODE_DISTANCE};
-use heterarchy_policy::registry;
 use heterarchy_policy::util::key_table::KeyTable;
+use heterarchy_policy::PolicySpec;
 use heterarchy_trace::{Op, Request};
 
 use crate::admission::{Tuning, TuningHistory};
@@ -135,15 +135,18 @@ impl CacheController {
                 ),
             ));
         }
+        if let Some(index) = tier_capacity_bytes.iter().position(|&bytes| bytes == 0) {
+            return Err(ConfigError::new(
+                &format!("tier[{index}]"),
+                "a cache tier of 0 bytes holds nothing".to_string(),
+            ));
+        }
+        let spec = PolicySpec::parse(&config.policy, None)
+            .map_err(|error| ConfigError::new("policy", error.to_string()))?;
         let mut tiers = Vec::with_capacity(tier_capacity_bytes.len());
-        for (index, &capacity) in tier_capacity_bytes.iter().enumerate() {
-            if capacity == 0 {
-                return Err(ConfigError::new(
-                    &format!("tier[{index}]"),
-                    "a cache tier of 0 bytes holds nothing".to_string(),
-                ));
-            }
-            let policy = registry::create(&config.policy, capacity)
+        for &capacity in tier_capacity_bytes {
+            let policy = spec
+                .build(capacity)
                 .map_err(|error| ConfigError::new("policy", error.to_string()))?;
             if policy.needs_next_access() {
                 return Err(ConfigError::new(

@@ -29,7 +29,7 @@
 //!   than 3·10⁻⁸ of its inner points; c becomes 2 to the better of the last two points, and
 //!   stays as it was if a score is not a number.
 //! - Admission: a miss is admitted when a draw from `0..10⁷`, divided by 10⁷, is below
-//!   e^(−size/c), with libCacheSim's generator (`admission/random.rs`). libCacheSim has no seed;
+//!   e^(−size/c), with libCacheSim's generator ([`crate::util::rng`]). libCacheSim has no seed;
 //!   here seed 0 replays a fresh libCacheSim process.
 //!
 //! One difference in rounding: libCacheSim keeps the statistics in `std::unordered_map`s and

@@ -188,6 +188,11 @@ impl EvictionPolicy for Admitted {
         self.policy.prefetch_victims();
     }
 
+    /// A hit can evict (SLRU's demotions) whatever the filter says: the policy's own report.
+    fn drain_hit_evictions(&mut self, evicted: &mut Vec<Evicted>) {
+        self.policy.drain_hit_evictions(evicted);
+    }
+
     #[inline]
     fn prefetch_neighbours(&self, key: u64) {
         self.policy.prefetch_neighbours(key);
@@ -238,7 +243,7 @@ mod tests {
     proptest! {
         #[test]
         fn filtered_caches_keep_their_accounts(capacity in 1u64..200, steps in steps(20)) {
-            for policy in ["lru", "s3fifo"] {
+            for policy in ["lru", "s3fifo", "slru"] {
                 for filter in WRITTEN {
                     let spec = PolicySpec::parse(policy, Some(filter)).unwrap();
                     check_against_model(spec.build(capacity).unwrap().as_mut(), &steps)?;

@@ -2,7 +2,7 @@
 //! object, libCacheSim's `prob` admissioner (`admission/prob.c`, `lcs.ProbAdmissioner(prob)`).
 //!
 //! As in libCacheSim the probability is cut to 10⁻⁷ steps: a miss is admitted when a draw from
-//! `0..10⁷` is below ⌊prob·10⁷⌋, with libCacheSim's generator (`admission/random.rs`). libCacheSim
+//! `0..10⁷` is below ⌊prob·10⁷⌋, with libCacheSim's generator ([`crate::util::rng`]). libCacheSim
 //! draws from one generator per thread and has no seed of its own; here each filter has a
 //! `seed`, and seed 0 replays a fresh libCacheSim process.
 

@@ -5,7 +5,7 @@
 //! same rule with the exponent tuned as it goes.
 //!
 //! As in libCacheSim a miss is admitted when a draw from `0..10⁷`, divided by 10⁷, is below
-//! the probability, with libCacheSim's generator (`admission/random.rs`). libCacheSim has no seed
+//! the probability, with libCacheSim's generator ([`crate::util::rng`]). libCacheSim has no seed
 //! of its own; here seed 0 replays a fresh libCacheSim process.
 
 use heterarchy_trace::Request;

@@ -110,10 +110,7 @@ impl Arc {
         if let Some(index) = data.pop_back(&mut self.slab) {
             let node = self.slab.get_mut(index);
             node.data = ghost_place;
-            evicted.push(Evicted {
-                key: node.key,
-                size: node.size,
-            });
+            evicted.push(node.evicted());
             ghost.push_front(&mut self.slab, index);
         }
     }
@@ -138,10 +135,7 @@ impl Arc {
                 self.replace(evicted);
             } else if let Some(index) = self.t1.pop_back(&mut self.slab) {
                 let node = self.slab.get(index);
-                evicted.push(Evicted {
-                    key: node.key,
-                    size: node.size,
-                });
+                evicted.push(node.evicted());
                 self.map.remove(node.key);
                 self.slab.release(index);
             }

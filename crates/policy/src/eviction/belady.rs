@@ -61,10 +61,7 @@ impl Belady {
                 break;
             };
             let node = self.slab.get(victim);
-            evicted.push(Evicted {
-                key: node.key,
-                size: node.size,
-            });
+            evicted.push(node.evicted());
             self.used -= u64::from(node.size);
             self.map.remove(node.key);
             self.slab.release(victim);

@@ -39,12 +39,14 @@
 //!   so it is reported by the next [`EvictionPolicy::admit`], and [`EvictionPolicy::contains`]
 //!   offers no answer. A request whose next access is unknown counts as never requested again.
 
+use heterarchy_trace::generate::{mix64, unit_from_bits};
 use heterarchy_trace::request::{NEXT_ACCESS_NEVER, NEXT_ACCESS_UNKNOWN};
 use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy, Space};
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
+use crate::util::resident_draw::bucket_hash;
 use crate::util::NIL;
 
 /// libCacheSim's default number of objects drawn per eviction.
@@ -68,24 +70,22 @@ pub enum Sampling {
     Uniform,
 }
 
-/// SplitMix64.
+/// SplitMix64: the state steps by the golden ratio and each step's output is its mix.
 #[derive(Clone, Copy, Debug)]
 struct Random(u64);
 
 impl Random {
     #[inline]
     fn next_u64(&mut self) -> u64 {
+        let out = mix64(self.0);
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        out
     }
 
     /// Uniform in [0, 1), in steps of 2^-53.
     #[inline]
     fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        unit_from_bits(self.next_u64())
     }
 
     /// Uniform in `0..len` (Lemire's multiply-shift), `len` > 0.
@@ -93,18 +93,6 @@ impl Random {
     fn below(&mut self, len: usize) -> usize {
         ((u128::from(self.next_u64()) * len as u128) >> 64) as usize
     }
-}
-
-/// The bucket hash: MurmurHash3's 64-bit finalizer (libCacheSim uses XXH3; any well-mixed hash
-/// gives the same statistics).
-#[inline]
-fn bucket_hash(key: u64) -> u64 {
-    let mut h = key;
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
-    h ^ (h >> 33)
 }
 
 /// Tables up to this many buckets find a bucket's chain through an array; larger ones (only

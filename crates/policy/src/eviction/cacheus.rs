@@ -67,7 +67,7 @@ use crate::util::key_table::KeyTable;
 use crate::util::keyed_queue::KeyedQueue;
 use crate::util::prefetch::prefetch_read;
 use crate::util::rng::Lehmer64;
-use crate::util::{List, Slab, NIL};
+use crate::util::{List, Slab};
 
 /// Where a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,10 +225,7 @@ impl Cacheus {
     /// "new" mark.
     fn retire(&mut self, slot: u32, evicted: &mut Vec<Evicted>) {
         let node = self.slab.get(slot);
-        evicted.push(Evicted {
-            key: node.key,
-            size: node.size,
-        });
+        evicted.push(node.evicted());
         let Entry { new, demoted, .. } = node.data;
         let frequency = self.frequency.frequency(slot);
         self.frequency.remove(slot);
@@ -279,15 +276,15 @@ impl Cacheus {
     /// A miss: a key in an expert's history shrinks that expert's weight; both histories
     /// forget the key.
     fn learn_from_miss(&mut self, key: u64) {
-        if self.lru_evicted.find(key).is_some() {
+        let in_lru_history = self.lru_evicted.remove(key).is_some();
+        let in_lfu_history = self.lfu_evicted.remove(key).is_some();
+        if in_lru_history {
             self.weight_lru *= (-self.learning_rate).exp();
-        } else if self.lfu_evicted.find(key).is_some() {
+        } else if in_lfu_history {
             self.weight_lfu *= (-self.learning_rate).exp();
         }
         self.weight_lru /= self.weight_lru + self.weight_lfu;
         self.weight_lfu = 1.0 - self.weight_lru;
-        self.lru_evicted.remove(key);
-        self.lfu_evicted.remove(key);
     }
 
     /// Revises the learning rate at the end of a window of `capacity` requests.
@@ -512,11 +509,7 @@ impl EvictionPolicy for Cacheus {
             let entry = self.slab.get(slot).data;
             if entry.place != Place::History {
                 self.frequency.prefetch_neighbours(slot);
-                for neighbour in [self.slab.prev(slot), self.slab.next(slot)] {
-                    if neighbour != NIL {
-                        prefetch_read(self.slab.get(neighbour));
-                    }
-                }
+                self.slab.prefetch_neighbours(slot);
             }
         }
     }
@@ -527,6 +520,7 @@ mod tests {
     use super::*;
     use crate::eviction::lecar::tests::{play, small_trace};
     use crate::util::model_check::{check_against_model, steps};
+    use crate::util::NIL;
     use proptest::prelude::*;
 
     fn keys_in(cache: &Cacheus, place: Place) -> Vec<u64> {

@@ -500,10 +500,7 @@ impl ClockPro {
             return;
         }
         let node = self.slab.get(at);
-        evicted.push(Evicted {
-            key: node.key,
-            size: node.size,
-        });
+        evicted.push(node.evicted());
         self.cold_bytes -= size;
         self.cold_pages -= 1;
         self.unlink_cold(at);

@@ -114,10 +114,7 @@ impl Gdsf {
         self.inflation = priority;
         let node = self.slab.get(victim);
         if victim != newcomer {
-            evicted.push(Evicted {
-                key: node.key,
-                size: node.size,
-            });
+            evicted.push(node.evicted());
         }
         self.used_bytes -= u64::from(node.size);
         self.map.remove(node.key);

@@ -333,11 +333,7 @@ impl EvictionPolicy for LeCaR {
             if self.slab.get(slot).data.place == Place::Resident {
                 self.frequency.prefetch_neighbours(slot);
             }
-            for neighbour in [self.slab.prev(slot), self.slab.next(slot)] {
-                if neighbour != NIL {
-                    prefetch_read(self.slab.get(neighbour));
-                }
-            }
+            self.slab.prefetch_neighbours(slot);
         }
     }
 }

@@ -236,10 +236,7 @@ impl Lfuda {
             HitKey::CountPlusAge => self.age = key,
         }
         let node = self.slab.get(victim);
-        evicted.push(Evicted {
-            key: node.key,
-            size: node.size,
-        });
+        evicted.push(node.evicted());
         self.used_bytes -= u64::from(node.size);
         self.objects -= 1;
         self.map.remove(node.key);

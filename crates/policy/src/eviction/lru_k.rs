@@ -194,10 +194,7 @@ impl LruK {
             }
         };
         let node = self.slab.get(victim);
-        let gone = Evicted {
-            key: node.key,
-            size: node.size,
-        };
+        let gone = node.evicted();
         self.space.release(gone.size);
         if self.retained_period > 0 {
             self.slab.get_mut(victim).data.retained = true;

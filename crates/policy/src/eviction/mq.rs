@@ -319,11 +319,7 @@ impl EvictionPolicy for Mq {
     #[inline]
     fn prefetch_neighbours(&self, key: u64) {
         if let Some(index) = self.map.get(key) {
-            for neighbour in [self.slab.prev(index), self.slab.next(index)] {
-                if neighbour != NIL {
-                    prefetch_read(self.slab.get(neighbour));
-                }
-            }
+            self.slab.prefetch_neighbours(index);
         }
     }
 

@@ -236,10 +236,7 @@ impl S3Fifo {
                 continue;
             }
             let node = self.slab.get(tail);
-            evicted.push(Evicted {
-                key: node.key,
-                size: node.size,
-            });
+            evicted.push(node.evicted());
             self.forget(tail);
             return;
         }

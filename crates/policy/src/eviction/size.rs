@@ -73,10 +73,7 @@ impl EvictionPolicy for Size {
                 break;
             };
             let node = self.slab.get(victim);
-            evicted.push(Evicted {
-                key: node.key,
-                size: node.size,
-            });
+            evicted.push(node.evicted());
             self.used_bytes -= u64::from(node.size);
             self.map.remove(node.key);
             self.slab.release(victim);

@@ -133,10 +133,7 @@ impl Slru {
         let index = self.segments[segment].tail;
         self.segments[segment].unlink(&mut self.slab, index);
         let node = self.slab.get(index);
-        let gone = Evicted {
-            key: node.key,
-            size: node.size,
-        };
+        let gone = node.evicted();
         self.map.remove(gone.key);
         self.slab.release(index);
         self.used_bytes -= u64::from(gone.size);
@@ -270,10 +267,7 @@ impl EvictionPolicy for Slru {
     fn next_victim(&self) -> Option<Evicted> {
         let segment = self.victim_segment()?;
         let node = self.slab.get(self.segments[segment].tail);
-        Some(Evicted {
-            key: node.key,
-            size: node.size,
-        })
+        Some(node.evicted())
     }
 
     fn evict_one(&mut self, evicted: &mut Vec<Evicted>) -> bool {

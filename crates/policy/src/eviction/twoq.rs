@@ -82,10 +82,7 @@ impl TwoQ {
             return;
         };
         let node = self.slab.get_mut(index);
-        evicted.push(Evicted {
-            key: node.key,
-            size: node.size,
-        });
+        evicted.push(node.evicted());
         let size = u64::from(node.size);
         if size > self.out_capacity {
             self.map.remove(node.key);
@@ -108,10 +105,7 @@ impl TwoQ {
         };
         let index = list.pop_back(&mut self.slab)?;
         let node = self.slab.get(index);
-        let gone = Evicted {
-            key: node.key,
-            size: node.size,
-        };
+        let gone = node.evicted();
         self.map.remove(gone.key);
         self.slab.release(index);
         Some(gone)

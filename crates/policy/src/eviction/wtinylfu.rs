@@ -63,8 +63,6 @@ use crate::util::key_table::KeyTable;
 use crate::util::keyed_queue::KeyedQueue;
 use crate::util::prefetch::prefetch_read;
 
-/// libCacheSim's default share of the capacity for the window.
-pub const WINDOW_SIZE: f64 = 0.01;
 /// The sketch's target error rate, which sets its width and depth (libCacheSim's `0.001`).
 const SKETCH_ERROR: f64 = 0.001;
 /// Main-cache hits between agings, per byte of the main cache (libCacheSim's "sample size").

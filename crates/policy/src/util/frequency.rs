@@ -149,11 +149,7 @@ impl FrequencyBuckets {
     /// bucket (its member node should have arrived).
     #[inline]
     pub fn prefetch_neighbours(&self, slot: u32) {
-        for neighbour in [self.members.prev(slot), self.members.next(slot)] {
-            if neighbour != NIL {
-                prefetch_read(self.members.get(neighbour));
-            }
-        }
+        self.members.prefetch_neighbours(slot);
     }
 
     /// Starts loading the next plain-LFU victim ([`Self::least_frequent_earliest`]) and the

@@ -58,10 +58,7 @@ impl KeyedQueue {
         let tail = self.list.tail;
         (tail != NIL).then(|| {
             let node = self.slab.get(tail);
-            Evicted {
-                key: node.key,
-                size: node.size,
-            }
+            node.evicted()
         })
     }
 
@@ -112,10 +109,7 @@ impl KeyedQueue {
     pub fn evict(&mut self, index: u32) -> Evicted {
         self.list.unlink(&mut self.slab, index);
         let node = self.slab.get(index);
-        let gone = Evicted {
-            key: node.key,
-            size: node.size,
-        };
+        let gone = node.evicted();
         self.map.remove(gone.key);
         self.slab.release(index);
         gone
@@ -146,11 +140,7 @@ impl KeyedQueue {
     #[inline]
     pub fn prefetch_neighbours(&self, key: u64) {
         if let Some(index) = self.map.get(key) {
-            for neighbour in [self.slab.prev(index), self.slab.next(index)] {
-                if neighbour != NIL {
-                    prefetch_read(self.slab.get(neighbour));
-                }
-            }
+            self.slab.prefetch_neighbours(index);
         }
     }
 

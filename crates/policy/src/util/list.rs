@@ -16,6 +16,15 @@ pub struct Node<T> {
 }
 
 impl<T> Node<T> {
+    /// This node's object, as an eviction reports it.
+    #[inline]
+    pub fn evicted(&self) -> crate::eviction::Evicted {
+        crate::eviction::Evicted {
+            key: self.key,
+            size: self.size,
+        }
+    }
+
     /// A node in no list.
     fn unlinked(key: u64, size: u32, data: T) -> Node<T> {
         Node {
@@ -101,6 +110,17 @@ impl<T> Slab<T> {
     #[inline]
     pub fn prev(&self, index: u32) -> u32 {
         self.nodes[index as usize].prev
+    }
+
+    /// Starts loading the nodes before and after `index` in its list (what relinking it
+    /// touches; a hint).
+    #[inline]
+    pub fn prefetch_neighbours(&self, index: u32) {
+        for neighbour in [self.prev(index), self.next(index)] {
+            if neighbour != NIL {
+                super::prefetch::prefetch_read(self.get(neighbour));
+            }
+        }
     }
 
     /// The node after `index` in its list (towards the back), or [`NIL`].

@@ -113,14 +113,7 @@ impl HashBucketDraw {
         if self.bits == 0 {
             return 0;
         }
-        // MurmurHash3's 64-bit finaliser: every key bit reaches the top bits.
-        let mut mixed = key;
-        mixed ^= mixed >> 33;
-        mixed = mixed.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-        mixed ^= mixed >> 33;
-        mixed = mixed.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
-        mixed ^= mixed >> 33;
-        (mixed >> (64 - self.bits)) as usize
+        (bucket_hash(key) >> (64 - self.bits)) as usize
     }
 
     #[inline]
@@ -201,6 +194,19 @@ impl HashBucketDraw {
             }
         }
     }
+}
+
+/// The bucket of a key in a model of libCacheSim's hash table: MurmurHash3's 64-bit finaliser,
+/// in which every key bit reaches the top bits (libCacheSim hashes with its own function; any
+/// well-mixed hash gives the same bucket statistics).
+#[inline]
+pub fn bucket_hash(key: u64) -> u64 {
+    let mut mixed = key;
+    mixed ^= mixed >> 33;
+    mixed = mixed.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    mixed ^= mixed >> 33;
+    mixed = mixed.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    mixed ^ (mixed >> 33)
 }
 
 #[cfg(test)]
