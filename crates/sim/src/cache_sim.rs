@@ -32,6 +32,19 @@ impl SimJob {
         let policy = PolicySpec::parse(policy, None).map_err(|e| SimError::Policy(e.0))?;
         Ok(SimJob { policy, cache_size })
     }
+
+    /// Every (policy, size) pair, policy by policy, sizes in the order given.
+    pub fn grid(policies: &[PolicySpec], sizes: &[u64]) -> Vec<SimJob> {
+        policies
+            .iter()
+            .flat_map(|policy| {
+                sizes.iter().map(move |&cache_size| SimJob {
+                    policy: policy.clone(),
+                    cache_size,
+                })
+            })
+            .collect()
+    }
 }
 
 /// How every job of a run counts the trace.
@@ -190,26 +203,22 @@ pub fn run_jobs(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<SimResult>, SimError> {
-    let running: Vec<Mutex<Running>> = jobs
+    let running: Vec<Running> = jobs
         .iter()
         .map(|job| {
             let policy = job
                 .policy
                 .build(job.cache_size)
                 .map_err(|e| SimError::Policy(e.0))?;
-            Ok(Mutex::new(Running {
+            Ok(Running {
                 policy,
                 counters: SimCounters::default(),
                 warmup_left: settings.warmup_requests,
-            }))
+            })
         })
         .collect::<Result<_, SimError>>()?;
-    let needs_future = running.iter().any(|job| {
-        job.lock()
-            .expect("not shared yet")
-            .policy
-            .needs_next_access()
-    });
+    let needs_future = running.iter().any(|job| job.policy.needs_next_access());
+    let running: Vec<Mutex<Running>> = running.into_iter().map(Mutex::new).collect();
     let mut reader = source.open()?;
     let read_chunk = |reader: &mut dyn TraceReader| -> Result<Vec<Request>, SimError> {
         let mut chunk = Vec::with_capacity(CHUNK);

@@ -3,7 +3,11 @@
 
 use std::path::PathBuf;
 
-use heterarchy_sim::cache_sim::{run_job, run_jobs, working_set, SimJob, SimSettings, TraceFile};
+use heterarchy_sim::cache_sim::{
+    run_job, run_jobs, working_set, GeneratedTrace, SimJob, SimSettings, TraceFile, CHUNK,
+};
+use heterarchy_sim::mrc::exact_mrc;
+use heterarchy_trace::generate::{generator, WorkloadSpec};
 use heterarchy_trace::ReaderOptions;
 
 /// A shared real trace, or `None` (with a message) when the folder is absent.
@@ -121,4 +125,24 @@ fn an_unknown_policy_is_an_error_naming_the_choices() {
             .starts_with("unknown policy \"nope\"; expected one of: lru"),
         "{error}"
     );
+}
+
+#[test]
+fn jobs_fed_across_chunk_boundaries_equal_the_stack_algorithm() {
+    // Past two chunk boundaries (CHUNK is 2^19 requests), so the decode-ahead hand-over is
+    // played; LRU at each size must equal the exact curve of one stack pass.
+    let spec = WorkloadSpec::parse("zipf:theta=0.8,keys=50000,requests=1200000,seed=5").unwrap();
+    const { assert!(1_200_000 > 2 * CHUNK) };
+    let settings = SimSettings {
+        ignore_obj_size: true,
+        warmup_requests: 0,
+    };
+    let sizes = [100, 2_000, 20_000];
+    let jobs: Vec<SimJob> = sizes.iter().map(|&size| job("lru", size)).collect();
+    let results = run_jobs(&GeneratedTrace(spec.clone()), &settings, &jobs, 2, &|_| {}).unwrap();
+    let exact = exact_mrc(generator(&spec).unwrap().as_mut(), true, &|_| {}).unwrap();
+    for (size, result) in sizes.iter().zip(&results) {
+        assert_eq!(result.requests, 1_200_000);
+        assert_eq!(result.miss_ratio, exact.miss_ratio_at(*size), "size {size}");
+    }
 }

@@ -51,15 +51,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         .iter()
         .map(|&f| resolve(crate::size::SizeSpec::Fraction(f), base.bytes))
         .collect();
-    let jobs: Vec<SimJob> = policies
-        .iter()
-        .flat_map(|policy| {
-            sizes.iter().map(move |&cache_size| SimJob {
-                policy: policy.clone(),
-                cache_size,
-            })
-        })
-        .collect();
+    let jobs = SimJob::grid(&policies, &sizes);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let bar = requests_bar(Some(base.requests * jobs.len() as u64), "simulating");
     let results = run_jobs(&source, &SimSettings::default(), &jobs, threads, &|n| {

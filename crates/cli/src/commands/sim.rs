@@ -94,15 +94,11 @@ pub fn simulate(args: &SimArgs) -> Result<Vec<SimResult>> {
             ws.bytes
         }
     });
-    let mut jobs = Vec::new();
-    for policy in &policies {
-        for &size in &sizes {
-            jobs.push(SimJob {
-                policy: policy.clone(),
-                cache_size: resolve(size, working_set_units),
-            });
-        }
-    }
+    let sizes: Vec<u64> = sizes
+        .iter()
+        .map(|&size| resolve(size, working_set_units))
+        .collect();
+    let jobs = SimJob::grid(&policies, &sizes);
     let settings = SimSettings {
         ignore_obj_size: args.ignore_obj_size,
         warmup_requests: args.warmup,

@@ -53,8 +53,7 @@ impl CacheController {
             self.stats.installs_per_tier[tier] += 1;
         }
         let kept = admitted && evicted.iter().all(|victim| victim.key != key);
-        self.depart(tier, &mut evicted, now_ns);
-        self.evicted[tier] = evicted;
+        self.depart(tier, evicted, now_ns);
         kept
     }
 
@@ -65,12 +64,12 @@ impl CacheController {
         policy.lookup(request);
         let mut evicted = std::mem::take(&mut self.evicted[tier]);
         policy.drain_hit_evictions(&mut evicted);
-        self.depart(tier, &mut evicted, now_ns);
-        self.evicted[tier] = evicted;
+        self.depart(tier, evicted, now_ns);
     }
 
-    /// Takes `evicted`'s lines out of tier `tier`, emptying it.
-    fn depart(&mut self, tier: usize, evicted: &mut Vec<Evicted>, now_ns: u64) {
+    /// Takes `evicted`'s lines out of tier `tier`, then keeps the emptied vector as the tier's
+    /// buffer for its next evictions.
+    fn depart(&mut self, tier: usize, mut evicted: Vec<Evicted>, now_ns: u64) {
         for victim in evicted.drain(..) {
             self.stats.evictions_per_tier[tier] += 1;
             self.note_departure(tier, victim.key);
@@ -83,6 +82,7 @@ impl CacheController {
                 TierLayout::Exclusive => self.leave_exclusive(tier, victim.key, now_ns),
             }
         }
+        self.evicted[tier] = evicted;
     }
 
     /// Returns a victim's line to the table if some tier still holds it.

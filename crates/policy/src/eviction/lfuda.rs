@@ -76,9 +76,7 @@ struct Bucket {
 
 /// LFU-DA over a byte capacity.
 pub struct Lfuda {
-    capacity: u64,
-    used_bytes: u64,
-    objects: usize,
+    space: Space,
     map: KeyTable,
     slab: Slab<Placement>,
     buckets: Vec<Bucket>,
@@ -104,9 +102,7 @@ impl Lfuda {
     /// An empty LFU-DA cache of `capacity` bytes whose hits set keys as `hit_key` says.
     pub fn with_hit_key(capacity: u64, hit_key: HitKey) -> Lfuda {
         Lfuda {
-            capacity,
-            used_bytes: 0,
-            objects: 0,
+            space: Space::new(capacity),
             map: KeyTable::default(),
             slab: Slab::with_capacity(0),
             buckets: Vec::new(),
@@ -237,8 +233,7 @@ impl Lfuda {
         }
         let node = self.slab.get(victim);
         evicted.push(node.evicted());
-        self.used_bytes -= u64::from(node.size);
-        self.objects -= 1;
+        self.space.release(node.size);
         self.map.remove(node.key);
         self.slab.release(victim);
         true
@@ -247,11 +242,7 @@ impl Lfuda {
 
 impl EvictionPolicy for Lfuda {
     fn space(&self) -> Space {
-        Space {
-            capacity_bytes: self.capacity,
-            used_bytes: self.used_bytes,
-            objects: self.objects,
-        }
+        self.space
     }
 
     #[inline]
@@ -289,10 +280,10 @@ impl EvictionPolicy for Lfuda {
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
         let size = u64::from(request.size);
-        if size > self.capacity || self.map.get(request.key).is_some() {
+        if size > self.space.capacity_bytes || self.map.get(request.key).is_some() {
             return;
         }
-        while self.used_bytes + size > self.capacity {
+        while !self.space.fits(size) {
             if !self.evict(evicted) {
                 break;
             }
@@ -305,8 +296,7 @@ impl EvictionPolicy for Lfuda {
         let bucket = self.bucket(self.age.saturating_add(1));
         self.append(bucket, index);
         self.map.insert(request.key, index);
-        self.used_bytes += size;
-        self.objects += 1;
+        self.space.charge(request.size);
     }
 
     fn contains(&self, key: u64) -> Option<bool> {
@@ -323,8 +313,7 @@ impl EvictionPolicy for Lfuda {
         if self.hit_key == HitKey::PlusAge && emptied && bucket_key == self.age {
             self.raise_age();
         }
-        self.used_bytes -= u64::from(self.slab.get(index).size);
-        self.objects -= 1;
+        self.space.release(self.slab.get(index).size);
         self.slab.release(index);
         true
     }

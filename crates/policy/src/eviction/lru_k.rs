@@ -29,6 +29,8 @@
 //! of objects short of K references and for retained histories, O(log n) for the heap of the
 //! others.
 
+use std::cmp::Reverse;
+
 use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy, Space};
@@ -71,7 +73,6 @@ const NEW_HISTORY: History = History {
 
 /// LRU-K over a byte capacity.
 pub struct LruK {
-    capacity: u64,
     k: usize,
     subsidiary: Subsidiary,
     /// Requests an evicted object's history outlives its last reference; 0: none.
@@ -84,8 +85,8 @@ pub struct LruK {
     /// Histories of evicted objects; front is the most recently evicted.
     retained: List,
     /// Objects with K references, by their K-th most recent reference time, oldest on top
-    /// (priorities are negated times).
-    by_kth_reference: IndexedHeap,
+    /// (reversed times: no two are equal, so the order is exact).
+    by_kth_reference: IndexedHeap<Reverse<u64>>,
     /// K reference times per slab slot, a ring each.
     times: Vec<u64>,
     /// Requests seen so far, the time of the current one.
@@ -123,7 +124,6 @@ impl LruK {
 
     fn build(capacity: u64, k: usize, subsidiary: Subsidiary, retained_period: u64) -> LruK {
         LruK {
-            capacity,
             k,
             subsidiary,
             retained_period,
@@ -175,8 +175,8 @@ impl LruK {
 
     /// The heap's priority for a K-th most recent reference at `time`: older is higher.
     #[inline]
-    fn priority(time: u64) -> f64 {
-        -(time as f64)
+    fn priority(time: u64) -> Reverse<u64> {
+        Reverse(time)
     }
 
     /// Evicts the object of largest backward K-distance: the back of the objects short of K
@@ -271,7 +271,7 @@ impl EvictionPolicy for LruK {
 
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
         let (key, size) = (request.key, request.size);
-        if u64::from(size) > self.capacity {
+        if u64::from(size) > self.space.capacity_bytes {
             return;
         }
         let resumed = match self.map.get(key) {

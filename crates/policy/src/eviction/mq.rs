@@ -72,7 +72,6 @@ struct QoutHit {
 
 /// MQ over a byte capacity.
 pub struct Mq {
-    capacity: u64,
     lifetime: u64,
     qout_capacity: u64,
     /// Resident objects and Qout entries alike (a key is never both).
@@ -122,7 +121,6 @@ impl Mq {
 
     fn build(capacity: u64, queues: usize, lifetime: u64, qout_size_ratio: f64) -> Mq {
         Mq {
-            capacity,
             lifetime,
             // Truncated, as libCacheSim sizes Qout's FIFO cache.
             qout_capacity: (capacity as f64 * qout_size_ratio) as u64,
@@ -261,7 +259,7 @@ impl EvictionPolicy for Mq {
             let frequency = self.take_from_qout(index);
             remembered = Some(QoutHit { key, frequency });
         }
-        if u64::from(size) > self.capacity {
+        if u64::from(size) > self.space.capacity_bytes {
             return;
         }
         while !self.space.fits(u64::from(size)) {

@@ -43,13 +43,11 @@ pub const MAX_SEGMENTS: usize = 255;
 
 /// Segmented LRU over a byte capacity.
 pub struct Slru {
-    capacity: u64,
     /// Byte limit of each segment, segment 0 (probationary) first.
     limits: Vec<u64>,
     /// Each segment's LRU list, front most recently used.
     segments: Vec<List>,
-    used_bytes: u64,
-    objects: usize,
+    space: Space,
     map: KeyTable,
     /// A node's segment number.
     slab: Slab<u8>,
@@ -104,11 +102,9 @@ impl Slru {
 
     fn with_limits(capacity: u64, limits: Vec<u64>) -> Slru {
         Slru {
-            capacity,
             segments: vec![List::default(); limits.len()],
             limits,
-            used_bytes: 0,
-            objects: 0,
+            space: Space::new(capacity),
             map: KeyTable::default(),
             slab: Slab::with_capacity(0),
             evicted_on_hits: Vec::new(),
@@ -136,8 +132,7 @@ impl Slru {
         let gone = node.evicted();
         self.map.remove(gone.key);
         self.slab.release(index);
-        self.used_bytes -= u64::from(gone.size);
-        self.objects -= 1;
+        self.space.release(gone.size);
         evicted.push(gone);
         true
     }
@@ -169,7 +164,7 @@ impl Slru {
         {
             Some(segment) => segment,
             None => {
-                while self.used_bytes + size > self.capacity {
+                while !self.space.fits(size) {
                     if !self.evict_lowest(evicted) {
                         break;
                     }
@@ -180,18 +175,13 @@ impl Slru {
         let index = self.slab.alloc(request.key, request.size, segment as u8);
         self.segments[segment].push_front(&mut self.slab, index);
         self.map.insert(request.key, index);
-        self.used_bytes += size;
-        self.objects += 1;
+        self.space.charge(request.size);
     }
 }
 
 impl EvictionPolicy for Slru {
     fn space(&self) -> Space {
-        Space {
-            capacity_bytes: self.capacity,
-            used_bytes: self.used_bytes,
-            objects: self.objects,
-        }
+        self.space
     }
 
     #[inline]
@@ -229,8 +219,7 @@ impl EvictionPolicy for Slru {
         if !self.can_insert(request) || self.map.get(request.key).is_some() {
             return;
         }
-        let size = u64::from(request.size);
-        while self.used_bytes + size > self.capacity {
+        while !self.space.fits(u64::from(request.size)) {
             if !self.evict_lowest(evicted) {
                 return;
             }
@@ -246,8 +235,7 @@ impl EvictionPolicy for Slru {
         let (segment, size) = (usize::from(node.data), node.size);
         self.segments[segment].unlink(&mut self.slab, index);
         self.slab.release(index);
-        self.used_bytes -= u64::from(size);
-        self.objects -= 1;
+        self.space.release(size);
         true
     }
 
@@ -285,7 +273,7 @@ impl EvictionPolicy for Slru {
     /// Objects larger than segment 0 are refused (libCacheSim's `SLRU_can_insert`).
     fn can_insert(&self, request: &Request) -> bool {
         let size = u64::from(request.size);
-        size <= self.capacity && size <= self.limits[0]
+        size <= self.space.capacity_bytes && size <= self.limits[0]
     }
 
     #[inline]

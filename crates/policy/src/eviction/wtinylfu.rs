@@ -131,9 +131,8 @@ impl WTinyLfu {
                 return self.main.evict_one(evicted);
             };
             let moving = Request::new(candidate.key, candidate.size);
-            let main = self.main.space();
             let mut done = true;
-            if main.used_bytes + u64::from(candidate.size) <= main.capacity_bytes {
+            if self.main.space().fits(u64::from(candidate.size)) {
                 self.window.evict(self.window.tail());
                 self.main.insert(&moving, evicted);
                 done = false;

@@ -30,13 +30,7 @@ pub fn simulated_mrc(
     sizes.extend_from_slice(extra_sizes);
     sizes.sort_unstable();
     sizes.dedup();
-    let jobs: Vec<SimJob> = sizes
-        .iter()
-        .map(|&cache_size| SimJob {
-            policy: policy.clone(),
-            cache_size,
-        })
-        .collect();
+    let jobs = SimJob::grid(std::slice::from_ref(policy), &sizes);
     let results = run_jobs(source, settings, &jobs, threads, progress)?;
     let curve = Mrc {
         points: results
