@@ -78,3 +78,8 @@ FILTERED_POLICIES = [("lru", "LRU"), ("s3fifo", "S3FIFO")]
 def with_param(spec: str, name: str, value) -> str:
     """`spec` with one more `name=value` parameter."""
     return f"{spec}{',' if ':' in spec else ':'}{name}={value}"
+
+
+def variants(spec: str, kind: str) -> list:
+    """The labels `spec` runs under: one per seed in `SEEDS` when it is SEEDED, else itself."""
+    return [with_param(spec, "seed", seed) for seed in SEEDS] if kind == SEEDED else [spec]

@@ -16,7 +16,7 @@ import pytest
 import numpy as np
 
 from helpers import run_json
-from policy_pairs import EXACT, FILTERED_POLICIES, FILTERS, FRESH, POLICIES, SEEDED, SEEDS, TOLERANCE, with_param
+from policy_pairs import EXACT, FILTERED_POLICIES, FILTERS, FRESH, POLICIES, SEEDED, TOLERANCE, variants
 from zipf_trace import ORACLE_GENERAL, working_set_bytes
 
 # Cache sizes as fractions of the working set (bytes of distinct objects, or their number).
@@ -91,15 +91,11 @@ def ours(heterarchy, trace):
         if (name, admission) not in made:
             path, sizes, objects = trace(name)
             if admission is None:
-                specs = [spec for spec, _, _, kind in POLICIES if kind != SEEDED]
-                specs += [with_param(spec, "seed", seed) for spec, _, _, kind in POLICIES if kind == SEEDED for seed in SEEDS]
+                specs = [label for spec, _, _, kind in POLICIES for label in variants(spec, kind)]
             else:
                 specs = [spec for spec, _ in FILTERED_POLICIES]
                 admission_kind = next(kind for spec, _, _, kind in FILTERS if spec == admission)
-                if admission_kind == SEEDED:
-                    admission_list = [with_param(admission, "seed", seed) for seed in SEEDS]
-                else:
-                    admission_list = [admission]
+                admission_list = variants(admission, admission_kind)
             args = ["--size", ",".join(map(str, sizes))] + (["--ignore-obj-size"] if objects else [])
             rows = []
             for admitted in [None] if admission is None else admission_list:
@@ -175,10 +171,10 @@ def test_policy_equals_libcachesim(ours, trace, name, spec, cache_class, kwargs,
     path, sizes, objects = trace(name)
     size = sizes[size_index]
     rows = {label: row for (label, cache_size), row in ours(name).items() if cache_size == size}
-    labels = [with_param(spec, "seed", seed) for seed in SEEDS] if kind == SEEDED else [spec]
+    labels = variants(spec, kind)
     assert all(rows[label]["requests"] == path.stat().st_size // 24 for label in labels if label in rows)
     # A seeded policy against as many libcachesim runs as ours, so both sides' noise shrinks alike.
-    runs = len(SEEDS) if kind == SEEDED else 1
+    runs = len(labels)
     expected = theirs(path, objects, cache_class, kwargs, size, fresh=kind != EXACT, runs=runs)
     compare(rows, labels, kind, expected, f"{spec} at {size} {'objects' if objects else 'bytes'}")
 
@@ -203,8 +199,8 @@ def test_admission_filter_equals_libcachesim(
     path, sizes, objects = trace(name)
     size = sizes[size_index]
     rows = {label: row for (label, cache_size), row in ours(name, spec).items() if cache_size == size}
-    filters = [with_param(spec, "seed", seed) for seed in SEEDS] if kind == SEEDED else [spec]
+    filters = variants(spec, kind)
     labels = [f"{policy}+{admitted}" for admitted in filters]
-    runs = len(SEEDS) if kind == SEEDED else 1
+    runs = len(filters)
     expected = theirs(path, objects, cache_class, {}, size, (filter_class, kwargs), fresh=kind != EXACT, runs=runs)
     compare(rows, labels, kind, expected, f"{policy}+{spec} at {size}")
