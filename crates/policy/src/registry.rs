@@ -81,6 +81,14 @@ const UNIFORM: ParamSpec = ParamSpec {
     doc: "draw residents uniformly instead of as libCacheSim's hash table does",
 };
 
+/// S3-FIFO's small queue size, which Clock2Q+ shares with it as `fifo-size-ratio`.
+const SMALL_SIZE_RATIO: ParamSpec = ParamSpec {
+    name: "small-size-ratio",
+    kind: ParamKind::Float { min: 0.0, max: 1.0 },
+    default: "0.1",
+    doc: "share of the capacity for the small FIFO queue",
+};
+
 /// S3-FIFO's ghost queue size, which Clock2Q+ shares with it.
 const GHOST_SIZE_RATIO: ParamSpec = ParamSpec {
     name: "ghost-size-ratio",
@@ -150,12 +158,7 @@ pub const POLICIES: &[PolicyEntry] = &[
         name: "s3fifo",
         aliases: &["s3-fifo"],
         params: &[
-            ParamSpec {
-                name: "small-size-ratio",
-                kind: ParamKind::Float { min: 0.0, max: 1.0 },
-                default: "0.1",
-                doc: "share of the capacity for the small FIFO queue",
-            },
+            SMALL_SIZE_RATIO,
             GHOST_SIZE_RATIO,
             ParamSpec {
                 name: "move-to-main-threshold",
@@ -323,10 +326,9 @@ pub const POLICIES: &[PolicyEntry] = &[
                 doc: "residents sampled per eviction",
             },
             ParamSpec {
-                name: "uniform",
-                kind: ParamKind::Bool,
                 default: "true",
                 doc: "sample uniformly; false: with the weights of libCacheSim's hash table",
+                ..UNIFORM
             },
             SEED,
         ],
@@ -407,13 +409,8 @@ pub const POLICIES: &[PolicyEntry] = &[
                 doc: "share of the capacity for the window LRU",
             },
             ParamSpec {
-                name: "seed",
-                kind: ParamKind::Int {
-                    min: 0,
-                    max: u64::MAX,
-                },
-                default: "0",
                 doc: "the frequency sketch's hash seeds; 0 hashes as libCacheSim",
+                ..SEED
             },
         ],
         source:
@@ -472,9 +469,7 @@ pub const POLICIES: &[PolicyEntry] = &[
         params: &[
             ParamSpec {
                 name: "fifo-size-ratio",
-                kind: ParamKind::Float { min: 0.0, max: 1.0 },
-                default: "0.1",
-                doc: "share of the capacity for the small FIFO queue",
+                ..SMALL_SIZE_RATIO
             },
             GHOST_SIZE_RATIO,
             ParamSpec {

@@ -52,7 +52,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         .map(|&f| resolve(crate::size::SizeSpec::Fraction(f), base.bytes))
         .collect();
     let jobs = SimJob::grid(&policies, &sizes);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = super::threads_or_cores(None);
     let bar = requests_bar(Some(base.requests * jobs.len() as u64), "simulating");
     let results = run_jobs(&source, &SimSettings::default(), &jobs, threads, &|n| {
         bar.inc(n)

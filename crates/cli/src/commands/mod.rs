@@ -14,3 +14,9 @@ pub mod simulate;
 pub mod sizing;
 pub mod trace;
 pub mod volume;
+
+/// Threads for a command that spreads jobs over the machine: `--threads` when given, else
+/// one per core the process may use.
+pub fn threads_or_cores(threads: Option<usize>) -> usize {
+    threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |cores| cores.get()))
+}

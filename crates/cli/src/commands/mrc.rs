@@ -176,7 +176,7 @@ fn simulated(
         warmup_requests: 0,
     };
     let points = args.points.unwrap_or(SIMULATED_CURVE_POINTS).max(2);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = super::threads_or_cores(None);
     let bar = requests_bar(None, "simulating");
     let (curve, whole) = simulated_mrc(
         source,

@@ -103,11 +103,7 @@ pub fn simulate(args: &SimArgs) -> Result<Vec<SimResult>> {
         ignore_obj_size: args.ignore_obj_size,
         warmup_requests: args.warmup,
     };
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
+    let threads = super::threads_or_cores(args.threads);
     let bar = requests_bar(base.map(|ws| ws.requests * jobs.len() as u64), "simulating");
     let results = run_jobs(&source, &settings, &jobs, threads, &|n| bar.inc(n))?;
     bar.finish_and_clear();

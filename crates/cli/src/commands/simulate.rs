@@ -67,9 +67,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let hierarchy = hierarchy(args)?;
     let source = workload(args, &hierarchy)?;
     if hierarchy.scheme == Scheme::SplitSearch {
-        let threads = args
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |cores| cores.get()));
+        let threads = super::threads_or_cores(args.threads);
         let search = search_split(&hierarchy, &*source, threads)?;
         print!("{}", render_search(args.format, &search));
         if let Some(path) = &args.report {

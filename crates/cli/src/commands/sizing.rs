@@ -201,9 +201,7 @@ pub fn run(args: &SizingArgs) -> Result<()> {
     let paths: Vec<&std::path::Path> = std::iter::once(args.trace.path.as_path())
         .chain(args.more_traces.iter().map(|path| path.as_path()))
         .collect();
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = super::threads_or_cores(args.threads);
     let started = Instant::now();
     for path in &paths {
         let format = match options.format {

@@ -70,7 +70,7 @@ impl Belady {
 
     /// Admits the object of a request that missed, unless it is larger than the cache.
     #[inline]
-    fn insert(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
+    fn insert_missed(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
         let size = u64::from(request.size);
         if size > self.capacity {
             return;
@@ -110,7 +110,7 @@ impl EvictionPolicy for Belady {
     #[inline]
     fn admit(&mut self, request: &Request, evicted: &mut Vec<Evicted>) {
         if self.map.get(request.key).is_none() {
-            self.insert(request, evicted);
+            self.insert_missed(request, evicted);
         }
     }
 
@@ -119,7 +119,7 @@ impl EvictionPolicy for Belady {
         if self.lookup(request) {
             return true;
         }
-        self.insert(request, evicted);
+        self.insert_missed(request, evicted);
         false
     }
 

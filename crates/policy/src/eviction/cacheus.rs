@@ -145,11 +145,17 @@ pub struct Cacheus {
     rng: Lehmer64,
 }
 
+/// libCacheSim's fresh learning rate, at the start and after ten flat windows:
+/// `0.001 + (next_rand() % 1000) / 1000`.
+fn random_learning_rate(rng: &mut Lehmer64) -> f64 {
+    0.001 + (rng.next_u64() % 1000) as f64 / 1000.0
+}
+
 impl Cacheus {
     /// An empty Cacheus cache of `capacity` bytes, drawing with `seed` (0: libCacheSim's).
     pub fn new(capacity: u64, seed: u64) -> Cacheus {
         let mut rng = Lehmer64::new(seed);
-        let learning_rate = 0.001 + (rng.next_u64() % 1000) as f64 / 1000.0;
+        let learning_rate = random_learning_rate(&mut rng);
         Cacheus {
             capacity,
             expert_history_bytes: capacity / 2,
@@ -309,7 +315,7 @@ impl Cacheus {
             self.unlearn_count += 1;
         } else if self.unlearn_count >= 10 {
             self.unlearn_count = 0;
-            self.learning_rate = 0.001 + (self.rng.next_u64() % 1000) as f64 / 1000.0;
+            self.learning_rate = random_learning_rate(&mut self.rng);
         }
         self.window_hits = 0;
     }
