@@ -321,6 +321,37 @@ impl NamedSpec {
     }
 }
 
+/// A registry entry found by name: a policy or an admission filter.
+pub trait Named {
+    /// The name the entry is listed under.
+    fn name(&self) -> &'static str;
+    /// Other accepted names (libCacheSim's spellings).
+    fn aliases(&self) -> &'static [&'static str];
+}
+
+/// The entry of `entries` called `name` or one of its aliases, case-insensitive; else an error
+/// naming `what` was asked for and every choice.
+pub fn find_entry<E: Named>(
+    entries: &'static [E],
+    name: &str,
+    what: &str,
+) -> Result<&'static E, PolicyError> {
+    let answers_to = |entry: &&E| {
+        entry.name().eq_ignore_ascii_case(name)
+            || entry
+                .aliases()
+                .iter()
+                .any(|alias| alias.eq_ignore_ascii_case(name))
+    };
+    entries.iter().find(answers_to).ok_or_else(|| {
+        let names: Vec<&str> = entries.iter().map(Named::name).collect();
+        PolicyError(format!(
+            "unknown {what} \"{name}\"; expected one of: {}",
+            names.join(", ")
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,7 +34,7 @@ use crate::eviction::{
     wtinylfu::WTinyLfu,
     EvictionPolicy,
 };
-use crate::params::{NamedSpec, ParamKind, ParamSpec, Params, SEED};
+use crate::params::{find_entry, Named, NamedSpec, ParamKind, ParamSpec, Params, SEED};
 
 pub use crate::params::PolicyError;
 
@@ -56,13 +56,13 @@ pub struct PolicyEntry {
     pub build: BuildPolicy,
 }
 
-impl PolicyEntry {
-    fn answers_to(&self, name: &str) -> bool {
-        self.name.eq_ignore_ascii_case(name)
-            || self
-                .aliases
-                .iter()
-                .any(|alias| alias.eq_ignore_ascii_case(name))
+impl Named for PolicyEntry {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        self.aliases
     }
 }
 
@@ -708,15 +708,7 @@ pub fn policy_names() -> impl Iterator<Item = &'static str> {
 
 /// The entry of `name` (case-insensitive; libCacheSim's spellings are accepted too).
 pub fn find(name: &str) -> Result<&'static PolicyEntry, PolicyError> {
-    POLICIES
-        .iter()
-        .find(|entry| entry.answers_to(name))
-        .ok_or_else(|| {
-            PolicyError(format!(
-                "unknown policy \"{name}\"; expected one of: {}",
-                policy_names().collect::<Vec<_>>().join(", ")
-            ))
-        })
+    find_entry(POLICIES, name, "policy")
 }
 
 /// A checked policy with its parameters and optional admission filter, ready to build at any

@@ -19,7 +19,7 @@ pub mod size_prob;
 use heterarchy_trace::Request;
 
 use crate::eviction::{Evicted, EvictionPolicy, Space};
-use crate::params::{NamedSpec, ParamSpec, Params, PolicyError};
+use crate::params::{find_entry, Named, NamedSpec, ParamSpec, Params, PolicyError};
 
 /// Decides whether a missed object enters the cache.
 pub trait AdmissionFilter: Send {
@@ -50,6 +50,16 @@ pub struct FilterEntry {
     pub build: BuildFilter,
 }
 
+impl Named for FilterEntry {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        self.aliases
+    }
+}
+
 impl std::fmt::Debug for FilterEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name)
@@ -77,23 +87,7 @@ impl FilterSpec {
     /// Checks a filter as written (`"size:size=4096"`).
     pub fn parse(text: &str) -> Result<FilterSpec, PolicyError> {
         let named = NamedSpec::parse(text, "admission filter")?;
-        let entry = FILTERS
-            .iter()
-            .find(|entry| {
-                entry.name.eq_ignore_ascii_case(&named.name)
-                    || entry
-                        .aliases
-                        .iter()
-                        .any(|a| a.eq_ignore_ascii_case(&named.name))
-            })
-            .ok_or_else(|| {
-                let names: Vec<&str> = FILTERS.iter().map(|entry| entry.name).collect();
-                PolicyError(format!(
-                    "unknown admission filter \"{}\"; expected one of: {}",
-                    named.name,
-                    names.join(", ")
-                ))
-            })?;
+        let entry = find_entry(FILTERS, &named.name, "admission filter")?;
         let params = Params::parse(entry.name, entry.params, &named.given)?;
         (entry.build)(&params)?;
         let label = named.label();
