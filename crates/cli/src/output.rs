@@ -96,16 +96,80 @@ fn csv_cell(cell: &str) -> String {
     }
 }
 
-/// Renders `table` or `json` according to `format`.
-pub fn render<T: Serialize + ?Sized>(format: Format, table: &Table, json: &T) -> String {
-    match format {
-        Format::Table => table.to_text(),
-        Format::Csv => table.to_csv(),
-        Format::Json => {
-            let mut text = serde_json::to_string_pretty(json).expect("results serialise");
-            text.push('\n');
-            text
+/// Where a command's results go: printed on standard output (the command line), or kept as
+/// the JSON values `--format json` would print (the Python API, which runs the same commands in
+/// its process so that its results are the CLI's by construction; docs/architecture.md,
+/// "Python API").
+#[derive(Debug)]
+pub enum Sink {
+    Print,
+    Keep(Vec<serde_json::Value>),
+}
+
+impl Sink {
+    /// Text for people: printed as it is, and dropped when keeping (the library returns
+    /// results, not prose).
+    pub fn text(&mut self, text: &str) {
+        if let Sink::Print = self {
+            print!("{text}");
         }
+    }
+
+    /// A line of text for people (see [`Sink::text`]).
+    pub fn line(&mut self, text: &str) {
+        self.text(&format!("{text}\n"));
+    }
+
+    /// A result for programs: printed as pretty JSON, or kept.
+    pub fn json<T: Serialize + ?Sized>(&mut self, value: &T) -> anyhow::Result<()> {
+        match self {
+            Sink::Print => println!("{}", serde_json::to_string_pretty(value)?),
+            Sink::Keep(values) => values.push(serde_json::to_value(value)?),
+        }
+        Ok(())
+    }
+
+    /// The results kept (none when printing).
+    pub fn into_kept(self) -> Vec<serde_json::Value> {
+        match self {
+            Sink::Print => Vec::new(),
+            Sink::Keep(values) => values,
+        }
+    }
+
+    /// `json` when `format` is JSON, else the text `text` makes (a table or CSV for people).
+    pub fn emit<T: Serialize + ?Sized>(
+        &mut self,
+        format: Format,
+        json: &T,
+        text: impl FnOnce() -> String,
+    ) -> anyhow::Result<()> {
+        match format {
+            Format::Json => self.json(json),
+            Format::Table | Format::Csv => {
+                self.text(&text());
+                Ok(())
+            }
+        }
+    }
+
+    /// `table` as text or CSV, or `json`, according to `format`.
+    pub fn render<T: Serialize + ?Sized>(
+        &mut self,
+        format: Format,
+        table: &Table,
+        json: &T,
+    ) -> anyhow::Result<()> {
+        self.emit(format, json, || table_text(format, table))
+    }
+}
+
+/// `table` as aligned text, or as CSV when `format` asks for CSV (or, wrongly, JSON: callers
+/// send JSON through [`Sink::emit`]).
+pub fn table_text(format: Format, table: &Table) -> String {
+    match format {
+        Format::Csv => table.to_csv(),
+        Format::Table | Format::Json => table.to_text(),
     }
 }
 

@@ -12,7 +12,7 @@ use heterarchy_sim::cache_sim::{run_jobs, working_set, GeneratedTrace, SimJob, S
 use heterarchy_trace::generate::WorkloadSpec;
 
 use crate::commands::mrc::{compute, Method};
-use crate::output::{render, Format, Table};
+use crate::output::{Format, Sink, Table};
 use crate::progress::requests_bar;
 use crate::size::{human_bytes, resolve, AUTO_FRACTIONS};
 
@@ -40,7 +40,7 @@ pub struct DemoArgs {
 const DEMO_POLICIES: &str = "lru,fifo,clock,sieve,s3fifo,lfu,arc,twoq,lirs,belady";
 
 /// Runs the demo.
-pub fn run(args: &DemoArgs) -> Result<()> {
+pub fn run(args: &DemoArgs, sink: &mut Sink) -> Result<()> {
     let spec = WorkloadSpec::parse(&args.workload).map_err(|e| anyhow::anyhow!(e.0))?;
     let source = GeneratedTrace(spec);
     let bar = requests_bar(None, "measuring the working set");
@@ -86,15 +86,15 @@ pub fn run(args: &DemoArgs) -> Result<()> {
                 .collect(),
         });
     }
-    println!(
+    sink.line(&format!(
         "workload: {} ({} requests, {} objects, working set {})",
         args.workload,
         base.requests,
         base.objects,
         human_bytes(base.bytes)
-    );
-    println!("request miss ratio at cache sizes given as % of the working set:");
-    print!("{}", render(args.format, &table, &results));
+    ));
+    sink.line("request miss ratio at cache sizes given as % of the working set:");
+    sink.render(args.format, &table, &results)?;
 
     let mut curves = LineChart::new(
         "LRU miss-ratio curve: exact vs SHARDS (rate 0.01)",

@@ -9,7 +9,7 @@ use heterarchy_device::{run_probe, DeviceKind, DeviceSpec, DirectionSpec, Probe,
 use heterarchy_engine::staging::StagingScheme;
 use serde::Serialize;
 
-use crate::output::{render, Format, Table};
+use crate::output::{Format, Sink, Table};
 use crate::size::{human_bytes, parse_bytes};
 
 /// Deepest queue a probe accepts: NVMe's largest queue (64 Ki entries), far past any device's
@@ -109,17 +109,17 @@ pub struct ProbeArgs {
 }
 
 /// Runs the subcommand.
-pub fn run(command: &DeviceCommand) -> Result<()> {
+pub fn run(command: &DeviceCommand, sink: &mut Sink) -> Result<()> {
     match command {
-        DeviceCommand::List(args) => list(args),
-        DeviceCommand::Show(args) => show(args),
-        DeviceCommand::Probe(args) => probe(args),
-        DeviceCommand::StagingCosts(args) => staging_costs(args),
-        DeviceCommand::CodecCosts(args) => codec_costs(args),
+        DeviceCommand::List(args) => list(args, sink),
+        DeviceCommand::Show(args) => show(args, sink),
+        DeviceCommand::Probe(args) => probe(args, sink),
+        DeviceCommand::StagingCosts(args) => staging_costs(args, sink),
+        DeviceCommand::CodecCosts(args) => codec_costs(args, sink),
     }
 }
 
-fn codec_costs(args: &CodecCostsArgs) -> Result<()> {
+fn codec_costs(args: &CodecCostsArgs, sink: &mut Sink) -> Result<()> {
     use heterarchy_device::codec::{measure, Codec};
     let codecs = args
         .codec
@@ -164,17 +164,17 @@ fn codec_costs(args: &CodecCostsArgs) -> Result<()> {
             format!("{:.2}", cost.mean_sectors),
         ]);
     }
-    print!("{}", render(args.format, &table, &costs));
+    sink.render(args.format, &table, &costs)?;
     if args.format == Format::Table {
-        println!(
+        sink.line(
             "seed 004 Fig 4c, LZ78 on a 2.2 GHz Azure VM: 11 us to compress and 4 us to \
-             decompress a 4 KiB page (2.75 and 1.0 us per KiB)"
+             decompress a 4 KiB page (2.75 and 1.0 us per KiB)",
         );
     }
     Ok(())
 }
 
-fn staging_costs(args: &StagingCostsArgs) -> Result<()> {
+fn staging_costs(args: &StagingCostsArgs, sink: &mut Sink) -> Result<()> {
     let costs = heterarchy_sim::staging::measure_costs(args.rounds)?;
     let mut table = Table::new(&["cost", "ns", "from"]);
     for (name, ns, from) in [
@@ -205,7 +205,7 @@ fn staging_costs(args: &StagingCostsArgs) -> Result<()> {
     ] {
         table.row(vec![name.to_string(), format!("{ns:.1}"), from.to_string()]);
     }
-    print!("{}", render(args.format, &table, &costs));
+    sink.render(args.format, &table, &costs)?;
     Ok(())
 }
 
@@ -257,7 +257,7 @@ fn max_iops(spec: &DeviceSpec, direction: &DirectionSpec) -> f64 {
         .map_or(bandwidth_bound, |cap| cap.min(bandwidth_bound))
 }
 
-fn list(args: &ListArgs) -> Result<()> {
+fn list(args: &ListArgs, sink: &mut Sink) -> Result<()> {
     let devices: Vec<ListedDevice> = preset_names()
         .filter_map(preset)
         .map(|spec| ListedDevice::new(&spec))
@@ -315,7 +315,7 @@ fn list(args: &ListArgs) -> Result<()> {
             device.description.clone(),
         ]);
     }
-    print!("{}", render(args.format, &table, &devices));
+    sink.render(args.format, &table, &devices)?;
     Ok(())
 }
 
@@ -334,16 +334,16 @@ fn human_count(value: f64) -> String {
     }
 }
 
-fn show(args: &ShowArgs) -> Result<()> {
+fn show(args: &ShowArgs, sink: &mut Sink) -> Result<()> {
     if let Some(text) = preset_toml(&args.device) {
-        print!("{text}");
+        sink.text(text);
         return Ok(());
     }
     // A device file: check it the way a config naming it would, then print it as written.
     resolve_device(&args.device, None)?;
     let text = std::fs::read_to_string(&args.device)
         .with_context(|| format!("{}: cannot read", args.device))?;
-    print!("{text}");
+    sink.text(&text);
     Ok(())
 }
 
@@ -381,7 +381,7 @@ impl From<ProbeResult> for ProbePoint {
     }
 }
 
-fn probe(args: &ProbeArgs) -> Result<()> {
+fn probe(args: &ProbeArgs, sink: &mut Sink) -> Result<()> {
     let spec = resolve_device(&args.device, None)?;
     let write_fraction = parse_op(&args.op)?;
     let size_bytes = parse_size(&args.size)?;
@@ -453,10 +453,10 @@ fn probe(args: &ProbeArgs) -> Result<()> {
         results,
     };
     if for_people {
-        println!("{}", describe(&report));
-        println!();
+        sink.line(&describe(&report));
+        sink.line("");
     }
-    print!("{}", render(args.format, &table, &report));
+    sink.render(args.format, &table, &report)?;
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use heterarchy_experiment::{find, Options, Output, EXPERIMENTS};
 use heterarchy_report::Report;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::output::{render, Format, Table};
+use crate::output::{table_text, Format, Sink, Table};
 
 /// Arguments of `heterarchy experiment`.
 #[derive(Args, Debug)]
@@ -44,10 +44,9 @@ pub enum CodecCosts {
 }
 
 /// Lists the experiments or runs one.
-pub fn run(args: &ExperimentArgs) -> Result<()> {
+pub fn run(args: &ExperimentArgs, sink: &mut Sink) -> Result<()> {
     if args.name == "list" {
-        print!("{}", list(args.format));
-        return Ok(());
+        return list(args.format, sink);
     }
     let experiment = find(&args.name).ok_or_else(|| {
         let names: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
@@ -70,7 +69,9 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
         ));
     }
     let output = with_progress(&options, experiment.name, || (experiment.run)(&options))?;
-    print!("{}", render_output(args.format, &output));
+    sink.emit(args.format, &output.rows, || {
+        render_output(args.format, &output)
+    })?;
     if let Some(path) = &args.report {
         std::fs::write(path, report(&output, experiment.reproduces).to_html())
             .with_context(|| format!("cannot write report {}", path.display()))?;
@@ -78,7 +79,7 @@ pub fn run(args: &ExperimentArgs) -> Result<()> {
     Ok(())
 }
 
-fn list(format: Format) -> String {
+fn list(format: Format, sink: &mut Sink) -> Result<()> {
     let mut table = Table::new(&["name", "reproduces", "description"]);
     for experiment in EXPERIMENTS {
         table.row(vec![
@@ -97,7 +98,7 @@ fn list(format: Format) -> String {
             })
         })
         .collect();
-    render(format, &table, &json)
+    sink.render(format, &table, &json)
 }
 
 /// Runs `work` with a bar of simulation runs done, on a terminal.
@@ -164,7 +165,7 @@ fn render_output(format: Format, output: &Output) -> String {
             }
             text
         }
-        _ => render(format, &rows_table(output, false), &output.rows),
+        _ => table_text(format, &rows_table(output, false)),
     }
 }
 

@@ -22,7 +22,7 @@ use heterarchy_loadgen::{
 use heterarchy_report::{LineChart, Series};
 use serde::Serialize;
 
-use crate::output::{render, Format, Table};
+use crate::output::{Format, Sink, Table};
 use crate::size::parse_bytes;
 
 /// Subcommands of `heterarchy loadgen`.
@@ -128,10 +128,10 @@ impl BlockArgs {
     }
 }
 
-fn run_block_command(args: &BlockArgs) -> Result<()> {
+fn run_block_command(args: &BlockArgs, sink: &mut Sink) -> Result<()> {
     let target = args.target()?;
     let report = run_block(&target, &args.load())?;
-    print!("{}", render(args.format, &block_table(&report), &report));
+    sink.render(args.format, &block_table(&report), &report)?;
     if let Some(path) = &args.report {
         std::fs::write(path, block_html(&report))
             .with_context(|| format!("cannot write report {}", path.display()))?;
@@ -388,10 +388,10 @@ fn target(spec: &str, index: usize, args: &KvArgs, base: &Config) -> Result<(Str
     Ok((name, config))
 }
 
-pub fn run(command: &LoadgenCommand) -> Result<()> {
+pub fn run(command: &LoadgenCommand, sink: &mut Sink) -> Result<()> {
     let args = match command {
         LoadgenCommand::Kv(args) => args,
-        LoadgenCommand::Block(args) => return run_block_command(args),
+        LoadgenCommand::Block(args) => return run_block_command(args, sink),
     };
     let targets = args.targets()?;
     let configs: Vec<Config> = targets.iter().map(|(_, config)| config.clone()).collect();
@@ -412,16 +412,14 @@ pub fn run(command: &LoadgenCommand) -> Result<()> {
     let series = series_table(&named);
     match args.format {
         // One document: a report, or a list of named ones with several targets.
-        Format::Json if args.targets.is_empty() => {
-            print!("{}", render(args.format, &summary, &reports[0]))
-        }
-        Format::Json => print!("{}", render(args.format, &summary, &named)),
-        Format::Csv if args.interval.is_some() => print!("{}", series.to_csv()),
-        Format::Csv => print!("{}", summary.to_csv()),
+        Format::Json if args.targets.is_empty() => sink.json(&reports[0])?,
+        Format::Json => sink.json(&named)?,
+        Format::Csv if args.interval.is_some() => sink.text(&series.to_csv()),
+        Format::Csv => sink.text(&summary.to_csv()),
         Format::Table => {
-            print!("{}", summary.to_text());
+            sink.text(&summary.to_text());
             if args.interval.is_some() {
-                print!("\n{}", series.to_text());
+                sink.text(&format!("\n{}", series.to_text()));
             }
         }
     }

@@ -10,7 +10,7 @@ use heterarchy_report::{LineChart, Report, Series};
 use heterarchy_sim::analytic::{ModelPoint, Ratio};
 use serde::Serialize;
 
-use crate::output::{render, Format, Table};
+use crate::output::{table_text, Format, Sink, Table};
 
 /// The four device ratios of seed 000 Figure 4.3 (the fast device at 100 ops/s).
 const FIGURE_4_3_RATIOS: &str = "100:1,100:10,100:50,100:100";
@@ -45,7 +45,7 @@ struct RatioModel {
 }
 
 /// Evaluates the model for every ratio, prints it and writes the report if asked.
-pub fn run(args: &ModelArgs) -> Result<()> {
+pub fn run(args: &ModelArgs, sink: &mut Sink) -> Result<()> {
     let ratios = parse_ratios(&args.ratio)?;
     let models = ratios
         .iter()
@@ -87,16 +87,18 @@ pub fn run(args: &ModelArgs) -> Result<()> {
             ]);
         }
     }
-    let mut text = render(args.format, &table, &models);
-    if args.format == Format::Table {
-        text.push('\n');
-        let mut summary = Table::new(&SUMMARY_HEADERS);
-        for row in summary_rows(&ratios, &models, number) {
-            summary.row(row);
+    sink.emit(args.format, &models, || {
+        let mut text = table_text(args.format, &table);
+        if args.format == Format::Table {
+            text.push('\n');
+            let mut summary = Table::new(&SUMMARY_HEADERS);
+            for row in summary_rows(&ratios, &models, number) {
+                summary.row(row);
+            }
+            text.push_str(&summary.to_text());
         }
-        text.push_str(&summary.to_text());
-    }
-    print!("{text}");
+        text
+    })?;
 
     if let Some(path) = &args.report {
         let html = report(&ratios, &models);

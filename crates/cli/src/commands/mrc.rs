@@ -12,7 +12,7 @@ use heterarchy_sim::mrc::{
 };
 use serde::Serialize;
 
-use crate::output::{render, Format, Table};
+use crate::output::{table_text, Format, Sink, Table};
 use crate::progress::requests_bar;
 use crate::size::{parse_sizes, SizeSpec};
 use crate::trace_args::TraceArgs;
@@ -81,7 +81,7 @@ struct MrcOutput {
 const SIMULATED_CURVE_POINTS: usize = 30;
 
 /// Computes the curve and prints it.
-pub fn run(args: &MrcArgs) -> Result<()> {
+pub fn run(args: &MrcArgs, sink: &mut Sink) -> Result<()> {
     let source = args.trace.source()?;
     let extra_sizes = match &args.size {
         None => Vec::new(),
@@ -120,20 +120,22 @@ pub fn run(args: &MrcArgs) -> Result<()> {
                 .map_or_else(|| "-".to_string(), |r| format!("{r:.6}")),
         ]);
     }
-    let mut text = render(args.format, &table, &output);
-    if let (Format::Table, Some(histogram)) = (args.format, &output.reuse_histogram) {
-        let mut reuse = Table::new(&["reuse_distance", "requests"]);
-        reuse.row(vec!["cold".into(), format!("{:.0}", histogram.cold_misses)]);
-        for bucket in &histogram.buckets {
-            reuse.row(vec![
-                format!("{}..={}", bucket.min_distance, bucket.max_distance),
-                format!("{:.0}", bucket.requests),
-            ]);
+    sink.emit(args.format, &output, || {
+        let mut text = table_text(args.format, &table);
+        if let (Format::Table, Some(histogram)) = (args.format, &output.reuse_histogram) {
+            let mut reuse = Table::new(&["reuse_distance", "requests"]);
+            reuse.row(vec!["cold".into(), format!("{:.0}", histogram.cold_misses)]);
+            for bucket in &histogram.buckets {
+                reuse.row(vec![
+                    format!("{}..={}", bucket.min_distance, bucket.max_distance),
+                    format!("{:.0}", bucket.requests),
+                ]);
+            }
+            text.push('\n');
+            text.push_str(&reuse.to_text());
         }
-        text.push('\n');
-        text.push_str(&reuse.to_text());
-    }
-    print!("{text}");
+        text
+    })?;
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use heterarchy_policy::params::ParamSpec;
 use heterarchy_policy::registry::POLICIES;
 use serde::Serialize;
 
-use crate::output::{render, Format, Table};
+use crate::output::{Format, Sink, Table};
 
 /// Arguments of `heterarchy policies`.
 #[derive(Args, Debug)]
@@ -50,7 +50,7 @@ fn listed_params(params: &[ParamSpec]) -> Vec<ListedParam> {
 }
 
 /// Prints the list.
-pub fn run(args: &PoliciesArgs) -> Result<()> {
+pub fn run(args: &PoliciesArgs, sink: &mut Sink) -> Result<()> {
     let mut listed: Vec<Listed> = POLICIES
         .iter()
         .map(|entry| Listed {
@@ -88,6 +88,6 @@ pub fn run(args: &PoliciesArgs) -> Result<()> {
             item.source.to_string(),
         ]);
     }
-    print!("{}", render(args.format, &table, &listed));
+    sink.render(args.format, &table, &listed)?;
     Ok(())
 }

@@ -14,7 +14,7 @@ use heterarchy_server::config::{ExportConfig, ServeConfig};
 use heterarchy_trace::read::open_block_records;
 use heterarchy_volume::Volume;
 
-use crate::output::{Format, Table};
+use crate::output::{Format, Sink, Table};
 use crate::trace_args::TraceArgs;
 
 /// Lanes of a timed replay unless told otherwise.
@@ -59,7 +59,7 @@ pub struct ReplayArgs {
 }
 
 /// Runs `heterarchy replay`.
-pub fn run(args: &ReplayArgs) -> Result<()> {
+pub fn run(args: &ReplayArgs, sink: &mut Sink) -> Result<()> {
     let options = ReplayOptions {
         pacing: match args.outstanding {
             Some(_) => Pacing::ClosedLoop,
@@ -98,8 +98,8 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         );
     }
     match args.format {
-        Format::Table => print!("{}", to_text(&report)),
-        Format::Csv | Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => sink.text(&to_text(&report)),
+        Format::Csv | Format::Json => sink.json(&report)?,
     }
     if let Some(path) = &args.report {
         std::fs::write(path, to_html(&report))

@@ -5,7 +5,7 @@ use clap::Args;
 use heterarchy_policy::PolicySpec;
 use heterarchy_sim::cache_sim::{run_jobs, working_set, SimJob, SimResult, SimSettings};
 
-use crate::output::{render, Format, Table};
+use crate::output::{Format, Sink, Table};
 use crate::progress::requests_bar;
 use crate::size::{human_bytes, parse_sizes, resolve, SizeSpec};
 use crate::trace_args::TraceArgs;
@@ -42,7 +42,7 @@ pub struct SimArgs {
 }
 
 /// Runs the simulations and prints their results.
-pub fn run(args: &SimArgs) -> Result<()> {
+pub fn run(args: &SimArgs, sink: &mut Sink) -> Result<()> {
     let results = simulate(args)?;
     let mut table = Table::new(&[
         "policy",
@@ -69,7 +69,7 @@ pub fn run(args: &SimArgs) -> Result<()> {
             format!("{:.6}", result.byte_miss_ratio),
         ]);
     }
-    print!("{}", render(args.format, &table, &results));
+    sink.render(args.format, &table, &results)?;
     Ok(())
 }
 

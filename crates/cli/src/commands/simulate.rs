@@ -14,7 +14,7 @@ use heterarchy_sim::timed::{
 };
 use heterarchy_trace::generate::WorkloadSpec;
 
-use crate::output::{render, Format, Table};
+use crate::output::{table_text, Format, Sink, Table};
 use crate::progress::requests_bar;
 use crate::trace_args::TraceArgs;
 
@@ -63,13 +63,13 @@ pub struct SimulateArgs {
 }
 
 /// Runs the simulation and prints its results.
-pub fn run(args: &SimulateArgs) -> Result<()> {
+pub fn run(args: &SimulateArgs, sink: &mut Sink) -> Result<()> {
     let hierarchy = hierarchy(args)?;
     let source = workload(args, &hierarchy)?;
     if hierarchy.scheme == Scheme::SplitSearch {
         let threads = super::threads_or_cores(args.threads);
         let search = search_split(&hierarchy, &*source, threads)?;
-        print!("{}", render_search(args.format, &search));
+        sink.emit(args.format, &search, || render_search(args.format, &search))?;
         if let Some(path) = &args.report {
             write_report(path, &search_report(&search, &hierarchy))?;
         }
@@ -95,7 +95,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             hierarchy.load.warmup_requests
         ));
     }
-    print!("{}", render_result(args.format, &result));
+    sink.emit(args.format, &result, || render_result(args.format, &result))?;
     if let Some(path) = &args.report {
         let mut report = Report::new("heterarchy simulate");
         add_result(&mut report, &result, &describe(&hierarchy));
@@ -299,7 +299,7 @@ fn render_result(format: Format, result: &TimedResult) -> String {
             }
             text
         }
-        _ => render(format, &summary_table(result), result),
+        _ => table_text(format, &summary_table(result)),
     }
 }
 
@@ -325,7 +325,7 @@ fn render_search(format: Format, search: &SplitSearch) -> String {
             search.best().rate,
             search.best().result.throughput_ops
         ),
-        _ => render(format, &table, search),
+        _ => table_text(format, &table),
     }
 }
 

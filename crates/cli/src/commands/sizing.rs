@@ -15,7 +15,7 @@ use heterarchy_sim::sizing::{
 };
 use heterarchy_trace::TraceFormat;
 
-use crate::output::{render, Format, Table};
+use crate::output::{Format, Sink, Table};
 use crate::trace_args::TraceArgs;
 
 /// Arguments of `heterarchy sizing`.
@@ -178,7 +178,7 @@ fn row(
     }
 }
 
-pub fn run(args: &SizingArgs) -> Result<()> {
+pub fn run(args: &SizingArgs, sink: &mut Sink) -> Result<()> {
     let configs = configs(args)?;
     let budgets = budgets(&args.budget)?;
     let policy = match args.policy {
@@ -314,21 +314,21 @@ pub fn run(args: &SizingArgs) -> Result<()> {
             row.pyramidal.map_or("-".into(), |p| p.to_string()),
         ]);
     }
-    print!("{}", render(args.format, &table, &rows));
+    sink.render(args.format, &table, &rows)?;
     if let Some(path) = &args.report {
         let html = report(&table, &rows, &configs, &budgets, &traces, policy);
         std::fs::write(path, html)
             .with_context(|| format!("cannot write report {}", path.display()))?;
     }
     if args.format == Format::Table {
-        print!("{}", budget_summary(&rows, &budgets, policy));
+        sink.text(&budget_summary(&rows, &budgets, policy));
         let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-        println!(
+        sink.line(&format!(
             "{} x {} x {} over {accesses} page accesses in {seconds:.2} s",
             count(traces.len(), "trace"),
             count(configs.len(), "configuration"),
             count(budgets.len(), "budget"),
-        );
+        ));
     }
     Ok(())
 }

@@ -23,7 +23,7 @@ use heterarchy_trace::write::{
 };
 use heterarchy_trace::{ReaderOptions, TraceFormat};
 
-use crate::output::{Format, Table};
+use crate::output::{Format, Sink, Table};
 use crate::progress::requests_bar;
 use crate::trace_args::TraceArgs;
 
@@ -132,9 +132,9 @@ pub struct CompareArgs {
 }
 
 /// Runs a `trace` subcommand.
-pub fn run(command: &TraceCommand) -> Result<()> {
+pub fn run(command: &TraceCommand, sink: &mut Sink) -> Result<()> {
     match command {
-        TraceCommand::Stats(args) => stats(args),
+        TraceCommand::Stats(args) => stats(args, sink),
         TraceCommand::Convert(args) => {
             copy(&args.trace.source()?, &args.output, &args.output_format)
         }
@@ -154,8 +154,8 @@ pub fn run(command: &TraceCommand) -> Result<()> {
             let format = args.output_format.as_deref().unwrap_or("oracleGeneral");
             copy(&GeneratedTrace(spec), &args.output, format)
         }
-        TraceCommand::Sample(args) => sample(args),
-        TraceCommand::Compare(args) => compare(args),
+        TraceCommand::Sample(args) => sample(args, sink),
+        TraceCommand::Compare(args) => compare(args, sink),
     }
 }
 
@@ -187,7 +187,7 @@ struct SampleOutput<'a> {
     mean_feature_error: f64,
 }
 
-fn sample(args: &SampleArgs) -> Result<()> {
+fn sample(args: &SampleArgs, sink: &mut Sink) -> Result<()> {
     let method = match args.method.to_ascii_lowercase().as_str() {
         "spatial" => SampleMethod::Spatial,
         "blksample" => SampleMethod::BlkSample,
@@ -224,9 +224,9 @@ fn sample(args: &SampleArgs) -> Result<()> {
     };
     match args.format {
         Format::Table => {
-            print!("{}", feature_table(&output.features).to_text());
+            sink.text(&feature_table(&output.features).to_text());
             let errors = &report.iteration_errors;
-            println!(
+            sink.line(&format!(
                 "{} sample of {} at rate {} (regions of {} KiB): {} I/Os of {} (ratio {:.4}), {} \
                  before post-processing, {} regions removed; mean feature error {:.2}% ({:.2}% \
                  before post-processing)",
@@ -241,13 +241,16 @@ fn sample(args: &SampleArgs) -> Result<()> {
                 report.regions_removed,
                 output.mean_feature_error,
                 errors[0]
-            );
+            ));
             if errors.len() > 1 {
                 let shown: Vec<String> = errors.iter().map(|e| format!("{e:.2}")).collect();
-                println!("mean feature error per iteration (%): {}", shown.join(" "));
+                sink.line(&format!(
+                    "mean feature error per iteration (%): {}",
+                    shown.join(" ")
+                ));
             }
         }
-        Format::Csv | Format::Json => println!("{}", serde_json::to_string_pretty(&output)?),
+        Format::Csv | Format::Json => sink.json(&output)?,
     }
     Ok(())
 }
@@ -266,7 +269,7 @@ fn feature_table(features: &[FeatureError]) -> Table {
     table
 }
 
-fn compare(args: &CompareArgs) -> Result<()> {
+fn compare(args: &CompareArgs, sink: &mut Sink) -> Result<()> {
     let comparison = compare_sample(
         &args.full,
         &args.sample,
@@ -275,7 +278,7 @@ fn compare(args: &CompareArgs) -> Result<()> {
     )?;
     match args.format {
         Format::Table => {
-            print!("{}", feature_table(&comparison.features).to_text());
+            sink.text(&feature_table(&comparison.features).to_text());
             let mut hits = Table::new(&[
                 "wss_fraction",
                 "full_pages",
@@ -294,13 +297,13 @@ fn compare(args: &CompareArgs) -> Result<()> {
                     format!("{:.2}", point.error),
                 ]);
             }
-            print!("{}", hits.to_text());
-            println!(
+            sink.text(&hits.to_text());
+            sink.line(&format!(
                 "mean feature error {:.2}%, hit-rate error {:.2} points (rate {})",
                 comparison.mean_feature_error, comparison.hit_rate_error, comparison.rate
-            );
+            ));
         }
-        Format::Csv | Format::Json => println!("{}", serde_json::to_string_pretty(&comparison)?),
+        Format::Csv | Format::Json => sink.json(&comparison)?,
     }
     Ok(())
 }
@@ -314,7 +317,7 @@ struct StatsOutput {
     block: Option<BlockStats>,
 }
 
-fn stats(args: &StatsArgs) -> Result<()> {
+fn stats(args: &StatsArgs, sink: &mut Sink) -> Result<()> {
     let source = args.trace.source()?;
     let mut reader = source.open()?;
     let bar = requests_bar(None, "reading");
@@ -334,14 +337,12 @@ fn stats(args: &StatsArgs) -> Result<()> {
     let output = StatsOutput { requests, block };
     match args.format {
         Format::Table => {
-            print!("{}", output.requests.to_table());
+            sink.text(&output.requests.to_table());
             if let Some(block) = &output.block {
-                print!("{}", block.to_table());
+                sink.text(&block.to_table());
             }
         }
-        Format::Csv | Format::Json => {
-            println!("{}", serde_json::to_string_pretty(&output)?)
-        }
+        Format::Csv | Format::Json => sink.json(&output)?,
     }
     Ok(())
 }

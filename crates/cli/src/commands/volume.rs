@@ -12,7 +12,7 @@ use heterarchy_engine::{TierLayout, WriteMode};
 use heterarchy_volume::{Volume, VolumeConfig, VolumeStats};
 
 use crate::commands::serve::{parse_layout, parse_tiers};
-use crate::output::{render, Format, Table};
+use crate::output::{Format, Sink, Table};
 use crate::size::{human_bytes, parse_bytes};
 
 /// Subcommands of `heterarchy volume`.
@@ -99,20 +99,20 @@ pub struct FlushArgs {
     pub layout: TierLayout,
 }
 
-pub fn run(command: &VolumeCommand) -> Result<()> {
+pub fn run(command: &VolumeCommand, sink: &mut Sink) -> Result<()> {
     match command {
         VolumeCommand::Create(args) => {
             // Write-back, so opening keeps any dirty lines a matching cache already holds.
             let volume = Volume::open(&args.config(WriteMode::Wb)?).map_err(|e| anyhow!("{e}"))?;
             let stats = volume.stats();
             volume.shut_down().context("flushing the new volume")?;
-            println!(
+            sink.line(&format!(
                 "volume of {} with a cache of {} lines of {} ({} found in it)",
                 human_bytes(stats.size_bytes),
                 stats.slots,
                 human_bytes(u64::from(stats.line_bytes)),
                 stats.restored_lines
-            );
+            ));
             Ok(())
         }
         VolumeCommand::Stats(args) => {
@@ -131,7 +131,7 @@ pub fn run(command: &VolumeCommand) -> Result<()> {
                     bail!("the server has no export named \"{name}\"");
                 }
             }
-            print!("{}", render(args.format, &stats_table(&stats), &stats));
+            sink.render(args.format, &stats_table(&stats), &stats)?;
             Ok(())
         }
         VolumeCommand::Flush(args) => {
@@ -156,7 +156,7 @@ pub fn run(command: &VolumeCommand) -> Result<()> {
                     volume.shut_down()?
                 }
             };
-            println!("{lines} dirty lines written back");
+            sink.line(&format!("{lines} dirty lines written back"));
             Ok(())
         }
     }
