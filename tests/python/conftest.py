@@ -1,9 +1,11 @@
-"""Fixtures shared by the Python tests: the release binary, the shared traces, Zipf traces."""
+"""Fixtures shared by the Python tests: the release binary, the shared traces, Zipf traces,
+servers, and a headless browser page."""
 
 from pathlib import Path
 
 import pytest
 
+from browser import VIEWPORT, BrowserPage, launch, unavailable
 from helpers import BINARY, TRACES, free_port
 from kv_support import Servers
 from nbd_support import EXPORT, VOLUME_BYTES, Server
@@ -91,3 +93,32 @@ def volume(serve, tmp_path):
         return serve(*args, nbd=nbd, metrics=metrics_port)
 
     return start
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's headless Chromium through Playwright, one for the session (browser.py); skips
+    the tests that use it when either is missing, except in CI, where that fails."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("the Python package playwright is not installed (tests/python/requirements.txt)")
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def browser_page(chromium):
+    """A fresh page (browser.BrowserPage, VIEWPORT-sized) in a context of its own: `open(url)`,
+    `check_no_errors()`, `check_not_blank()`, `check_charts()`, `screenshot(name, tmp_path)`,
+    and the Playwright page as `.page`. Any error the page reported up to the test's end fails
+    it at teardown too."""
+    context = chromium.new_context(viewport=VIEWPORT)
+    page = BrowserPage(context)
+    yield page
+    errors = list(page.errors)
+    context.close()
+    if errors:
+        pytest.fail(f"{page.page.url} reported errors:\n" + "\n".join(errors))

@@ -1,6 +1,9 @@
-//! The HTTP admin endpoint (docs/architecture.md, "Serving"): `GET /metrics` in Prometheus' text format (volumes and key-value tenants),
-//! `GET /stats` as JSON (`{"exports": [...], "tenants": [...]}`), and `POST /flush?export=NAME`
-//! to write an export's dirty lines back (`heterarchy volume flush`).
+//! The HTTP admin endpoint (docs/architecture.md, "Serving"): `GET /metrics` in Prometheus' text
+//! format (volumes and key-value tenants), `GET /stats` as JSON (`{"exports": [...],
+//! "tenants": [...]}`), `POST /flush?export=NAME` to write an export's dirty lines back
+//! (`heterarchy volume flush`), and `GET /` (or `/index.html`): a live dashboard, one
+//! self-contained page (`assets/dashboard.html`: inline CSS and JavaScript, no outside asset, so
+//! it works with no network) that reads `/stats` every second and charts the last five minutes.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -32,11 +35,16 @@ pub fn serve(server: tiny_http::Server, served: Served) {
 
 const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 const JSON: &str = "application/json";
+const HTML: &str = "text/html; charset=utf-8";
+
+/// The dashboard page, built into the binary so that the server needs no files beside it.
+const DASHBOARD: &str = include_str!("../assets/dashboard.html");
 
 fn respond(method: &tiny_http::Method, url: &str, served: &Served) -> (u16, &'static str, String) {
     let volumes = &served.volumes;
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
     match (method, path) {
+        (tiny_http::Method::Get, "/" | "/index.html") => (200, HTML, DASHBOARD.to_string()),
         (tiny_http::Method::Get, "/metrics") => {
             let stats: Vec<VolumeStats> = volumes.iter().map(|v| v.stats()).collect();
             let tenants: Vec<TenantStats> = served.tenants.iter().map(|t| t.stats()).collect();
@@ -78,7 +86,7 @@ fn respond(method: &tiny_http::Method, url: &str, served: &Served) -> (u16, &'st
         _ => (
             404,
             JSON,
-            json_error("expected GET /metrics, GET /stats or POST /flush?export=NAME"),
+            json_error("expected GET / (the dashboard), GET /metrics, GET /stats or POST /flush?export=NAME"),
         ),
     }
 }
@@ -427,5 +435,31 @@ mod tests {
         let (status, _, body) = respond(&tiny_http::Method::Get, "/stats", &served);
         assert_eq!(status, 200);
         assert!(body.contains("\"hits\": 1"), "{body}");
+    }
+
+    #[test]
+    fn the_dashboard_is_one_page_that_reads_stats_and_loads_nothing_from_outside() {
+        let served = Served {
+            volumes: Vec::new(),
+            tenants: Vec::new(),
+        };
+        for path in ["/", "/index.html", "/?refresh=1"] {
+            let (status, content_type, body) = respond(&tiny_http::Method::Get, path, &served);
+            assert_eq!(
+                (status, content_type),
+                (200, "text/html; charset=utf-8"),
+                "{path}"
+            );
+            assert!(body.starts_with("<!doctype html>"), "{path}");
+            assert!(body.contains("fetch(STATS_URL") && body.contains("\"/stats\""));
+            // The SVG namespace is a name, never fetched; any other URL would be an asset.
+            let rest = body.replace("\"http://www.w3.org/2000/svg\"", "");
+            for outside in ["http://", "https://", "src=\"//", "href=\"//", "@import"] {
+                assert!(!rest.contains(outside), "the page names {outside}");
+            }
+        }
+        let (status, _, body) = respond(&tiny_http::Method::Post, "/", &served);
+        assert_eq!(status, 404);
+        assert!(body.contains("GET / (the dashboard)"), "{body}");
     }
 }

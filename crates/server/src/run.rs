@@ -107,7 +107,9 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
             .server_addr()
             .to_ip()
             .map_or_else(|| address.clone(), |addr| addr.to_string());
-        eprintln!("heterarchy: metrics listening on http://{shown}/metrics");
+        eprintln!(
+            "heterarchy: metrics listening on http://{shown}/metrics, dashboard on http://{shown}/"
+        );
         let served = Served {
             volumes: volumes.clone(),
             tenants: tenants.clone(),

@@ -1,7 +1,8 @@
 //! A tenant's request latency over windows (issue 18, item 7; seed 000 §5.3.3: "As in Parties,
 //! Nyx measures tail latency for 500ms"): what its requests took, from their bytes arriving
 //! to their answers being due (time behind a held answer included), in the window now filling
-//! and the last one completed, whose p99 and throughput `stats` show and a QoS policy reads.
+//! and the last one completed, whose percentiles and throughput the JSON stats show (the
+//! dashboard charts p50, p99 and p99.9) and whose p99 the metrics endpoint exports.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -19,7 +20,9 @@ pub struct LatencyWindow {
     pub requests: u64,
     #[serde(rename = "window_requests_per_second")]
     pub requests_per_second: f64,
+    pub p50_latency_us: f64,
     pub p99_latency_us: f64,
+    pub p999_latency_us: f64,
 }
 
 /// Latency windows of one tenant, shared by the workers serving it.
@@ -82,10 +85,13 @@ impl State {
             return;
         }
         let requests = self.filling.len();
+        let us = |quantile| self.filling.value_at_quantile(quantile) as f64 / 1000.0;
         self.last = LatencyWindow {
             requests,
             requests_per_second: requests as f64 / age.as_secs_f64(),
-            p99_latency_us: self.filling.value_at_quantile(0.99) as f64 / 1000.0,
+            p50_latency_us: us(0.5),
+            p99_latency_us: us(0.99),
+            p999_latency_us: us(0.999),
         };
         self.filling.reset();
         self.started = now;
@@ -108,7 +114,9 @@ mod tests {
         assert_eq!(latencies.last(start).requests, 0, "still filling");
         let window = latencies.last(start + WINDOW);
         assert_eq!(window.requests, 1000);
+        assert!((window.p50_latency_us - 10.0).abs() < 0.1, "{window:?}");
         assert!((window.p99_latency_us - 10.0).abs() < 0.1, "{window:?}");
+        assert!((window.p999_latency_us - 1000.0).abs() < 1.0, "{window:?}");
         assert!(
             (window.requests_per_second - 2000.0).abs() < 50.0,
             "{window:?}"

@@ -48,8 +48,10 @@ pub struct TenantStats {
 }
 
 /// A tenant's use of its shared `[[pm]]` (NyxCache's M2 counters and its M1 throttle).
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct NyxStats {
+    /// The `[[pm]]` it shares, so that a reader can group the tenants that share one.
+    pub nyx_pm: String,
     /// Device time its accesses cost, by the device's MaxIOPS profile: its rate is the
     /// tenant's utilization of the device.
     pub nyx_cost_seconds: f64,
@@ -137,6 +139,7 @@ impl Tenant {
             nyx: self.gate.as_ref().map(|gate| {
                 let usage = gate.usage();
                 NyxStats {
+                    nyx_pm: self.config.pm.clone().unwrap_or_default(),
                     nyx_cost_seconds: usage.cost_ps as f64 / 1e12,
                     nyx_accesses: usage.accesses,
                     nyx_bytes: usage.bytes,
