@@ -192,14 +192,15 @@ def mrc(
 
 
 def policies() -> dict:
-    """Every eviction policy and admission filter by name: its kind, aliases, whether it
-    takes an admission filter, its source, and its parameters as a dict of name ->
-    ``{"default", "range", "doc"}``."""
-    listed = command(["policies"])
-    return {
-        entry["name"]: {**entry, "params": {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in entry["params"]}}
-        for entry in listed
-    }
+    """Every eviction policy and admission filter: ``{"policy": {name: entry}, "admission":
+    {name: entry}}`` (a policy and a filter may share a name, as ``size`` does), each entry with
+    its aliases, whether it takes an admission filter, its source, and its parameters as a dict
+    of name -> ``{"default", "range", "doc"}``."""
+    found: dict = {"policy": {}, "admission": {}}
+    for entry in command(["policies"]):
+        params = {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in entry["params"]}
+        found[entry["kind"]][entry["name"]] = {**entry, "params": params}
+    return found
 
 
 def simulate(

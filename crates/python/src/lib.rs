@@ -16,7 +16,7 @@ use pyo3::exceptions::{PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 
 create_exception!(
-    _native,
+    heterarchy,
     HeterarchyError,
     PyValueError,
     "A heterarchy command failed; the message is the command line's one-line error."
