@@ -206,7 +206,12 @@ def expand(spec: Mapping[str, Any], base: Path) -> tuple[list[str], list[dict]]:
         configs.extend(dict(zip(names, combination)) for combination in itertools.product(*choices))
     if not configs:
         raise ValueError("no [[config]] or [[grid]] table: nothing to run")
-    return [str((base / trace)) for trace in traces], configs
+    for config in configs:
+        hierarchy = config.get("config")
+        # A hierarchy file, like a trace, is named relative to the spec.
+        if config.get("kind") == "simulate" and isinstance(hierarchy, str) and "=" not in hierarchy and "\n" not in hierarchy:
+            config["config"] = str((base / hierarchy).resolve())
+    return [str((base / trace).resolve()) for trace in traces], configs
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

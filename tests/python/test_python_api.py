@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 import threading
 import time
 
@@ -246,3 +247,10 @@ def test_ctrl_c_interrupts_a_long_call(tmp_path, zipf_trace):
     out, _ = child.communicate(timeout=60)
     assert child.returncode == 3, out
     assert time.monotonic() - sent < 2.0
+
+
+def test_the_tour_runs(tmp_path):
+    tour = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "examples" / "python_tour.py")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert tour.returncode == 0, tour.stderr[-2000:]
+    assert "miss_ratio" in tour.stdout and "simulated:" in tour.stdout

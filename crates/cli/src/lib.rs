@@ -52,6 +52,9 @@ pub enum Command {
     /// Cached volumes: create one, ask a server for stats, flush dirty data.
     #[command(subcommand)]
     Volume(commands::volume::VolumeCommand),
+    /// Every (trace, config) pair of a sweep spec on a Dask cluster, into Parquet (runs the
+    /// Python package's sweep: `pip install ./python`).
+    Sweep(commands::sweep::SweepArgs),
     /// Load a server, measure throughput and latency (`loadgen kv`: memcached's protocol).
     #[command(subcommand)]
     Loadgen(commands::loadgen::LoadgenCommand),
@@ -74,6 +77,7 @@ pub fn run(command: &Command, sink: &mut Sink) -> Result<()> {
         Command::Serve(args) => commands::serve::run(args),
         Command::Volume(command) => commands::volume::run(command, sink),
         Command::Loadgen(command) => commands::loadgen::run(command, sink),
+        Command::Sweep(args) => commands::sweep::run(args),
     }
 }
 

@@ -12,6 +12,7 @@ pub mod serve;
 pub mod sim;
 pub mod simulate;
 pub mod sizing;
+pub mod sweep;
 pub mod trace;
 pub mod volume;
 
