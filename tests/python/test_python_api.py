@@ -225,28 +225,42 @@ def test_a_long_call_releases_the_gil(trace):
     assert ticks > took * 100
 
 
-def test_ctrl_c_interrupts_a_long_call(tmp_path, zipf_trace):
-    trace = zipf_trace(0.9, keys=200_000, requests=2_000_000, seed=7)
+@pytest.mark.parametrize("call", [
+    'heterarchy.sim(TRACE, ["lru", "s3fifo", "arc"], ["0.001", "0.01", "0.1"], threads=1)',
+    'heterarchy.mrc(TRACE, policy="arc", points=12)',
+])
+def test_ctrl_c_stops_a_long_call(tmp_path, zipf_trace, call):
+    trace = zipf_trace(0.9, keys=200_000, requests=4_000_000, seed=7)
     script = tmp_path / "long.py"
     script.write_text(textwrap.dedent(f"""
         import sys, time, heterarchy
+        TRACE = {str(trace)!r}
         print("start", flush=True)
         started = time.monotonic()
         try:
-            heterarchy.sim({str(trace)!r}, "all", ["0.001", "0.01", "0.1"], threads=1)
+            {call}
         except KeyboardInterrupt:
-            print(f"interrupted {{time.monotonic() - started:.2f}}", flush=True)
+            took = time.monotonic() - started
+            # The command stopped too, at its next read of the trace: after that, the process
+            # uses no more CPU.
+            time.sleep(2.0)
+            cpu = time.process_time()
+            time.sleep(1.0)
+            print(f"interrupted {{took:.2f}} {{time.process_time() - cpu:.3f}}", flush=True)
             sys.exit(3)
         print("finished", flush=True)
     """))
     child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "start"
-    time.sleep(1.0)
+    time.sleep(0.5)
     sent = time.monotonic()
     child.send_signal(signal.SIGINT)
     out, _ = child.communicate(timeout=60)
     assert child.returncode == 3, out
-    assert time.monotonic() - sent < 2.0
+    took = float(out.split()[-2])
+    assert took < 2.0, f"the call raised only {took} s after it started"
+    cpu_after = float(out.split()[-1])
+    assert cpu_after < 0.1, f"the command went on using {cpu_after} s of CPU after Ctrl-C"
 
 
 def test_the_tour_runs(tmp_path):

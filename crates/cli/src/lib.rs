@@ -8,6 +8,9 @@ mod progress;
 mod size;
 pub mod trace_args;
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -82,15 +85,19 @@ pub fn run(command: &Command, sink: &mut Sink) -> Result<()> {
 }
 
 /// Parses `args` (without the program's name) as the command line would and runs the command,
-/// keeping the JSON results it would print. A usage error is the first line of clap's message.
-pub fn run_keeping(args: &[String]) -> Result<Vec<serde_json::Value>> {
+/// keeping the JSON results it would print; setting `stop` stops a trace-driven command within a
+/// batch of requests, with an error. A usage error is the first line of clap's message.
+pub fn run_keeping(args: &[String], stop: Arc<AtomicBool>) -> Result<Vec<serde_json::Value>> {
     let argv = std::iter::once("heterarchy").chain(args.iter().map(String::as_str));
     let cli = Cli::try_parse_from(argv).map_err(|error| {
         let text = error.to_string();
         let first = text.lines().next().unwrap_or("bad arguments");
         anyhow::anyhow!("{}", first.trim_start_matches("error: "))
     })?;
-    let mut sink = Sink::Keep(Vec::new());
+    let mut sink = Sink::Keep {
+        values: Vec::new(),
+        stop,
+    };
     run(&cli.command, &mut sink)?;
     Ok(sink.into_kept())
 }

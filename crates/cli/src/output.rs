@@ -1,6 +1,12 @@
 //! Results for people (aligned tables) and for programs (CSV, JSON), chosen by `--format`.
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use clap::ValueEnum;
+use heterarchy_sim::cache_sim::{TraceFile, TraceSource};
+use heterarchy_trace::{Request, TraceError, TraceReader};
 use serde::Serialize;
 
 /// The output format of a command.
@@ -96,14 +102,18 @@ fn csv_cell(cell: &str) -> String {
     }
 }
 
-/// Where a command's results go: printed on standard output (the command line), or kept as
-/// the JSON values `--format json` would print (the Python API, which runs the same commands in
-/// its process so that its results are the CLI's by construction; docs/architecture.md,
-/// "Python API").
+/// Where a command's results go, and whether its caller still wants them: printed on standard
+/// output (the command line), or kept as the JSON values `--format json` would print, with a
+/// flag the caller sets to stop the command (the Python API, which runs the same commands in its
+/// process so that its results are the CLI's by construction, and stops them at Ctrl-C;
+/// docs/architecture.md, "Python API").
 #[derive(Debug)]
 pub enum Sink {
     Print,
-    Keep(Vec<serde_json::Value>),
+    Keep {
+        values: Vec<serde_json::Value>,
+        stop: Arc<AtomicBool>,
+    },
 }
 
 impl Sink {
@@ -124,16 +134,29 @@ impl Sink {
     pub fn json<T: Serialize + ?Sized>(&mut self, value: &T) -> anyhow::Result<()> {
         match self {
             Sink::Print => println!("{}", serde_json::to_string_pretty(value)?),
-            Sink::Keep(values) => values.push(serde_json::to_value(value)?),
+            Sink::Keep { values, .. } => values.push(serde_json::to_value(value)?),
         }
         Ok(())
+    }
+
+    /// `file` as a trace source that, when the caller can stop the command, fails its next
+    /// batch of requests once the caller has (so that every trace-driven command stops within a
+    /// batch, its threads and all).
+    pub fn watch(&self, file: TraceFile) -> WatchedTrace {
+        WatchedTrace {
+            file,
+            stop: match self {
+                Sink::Print => None,
+                Sink::Keep { stop, .. } => Some(Arc::clone(stop)),
+            },
+        }
     }
 
     /// The results kept (none when printing).
     pub fn into_kept(self) -> Vec<serde_json::Value> {
         match self {
             Sink::Print => Vec::new(),
-            Sink::Keep(values) => values,
+            Sink::Keep { values, .. } => values,
         }
     }
 
@@ -164,12 +187,66 @@ impl Sink {
     }
 }
 
-/// `table` as aligned text, or as CSV when `format` asks for CSV (or, wrongly, JSON: callers
-/// send JSON through [`Sink::emit`]).
+/// `table` as aligned text, or as CSV when `format` asks for CSV (JSON goes through
+/// [`Sink::emit`], so a JSON `format` here gets the text).
 pub fn table_text(format: Format, table: &Table) -> String {
     match format {
         Format::Csv => table.to_csv(),
         Format::Table | Format::Json => table.to_text(),
+    }
+}
+
+/// A trace file whose readers stop when their command's caller says so ([`Sink::watch`]).
+pub struct WatchedTrace {
+    file: TraceFile,
+    stop: Option<Arc<AtomicBool>>,
+}
+
+impl WatchedTrace {
+    /// The trace file watched.
+    pub fn file(&self) -> &TraceFile {
+        &self.file
+    }
+}
+
+impl TraceSource for WatchedTrace {
+    fn open(&self) -> Result<Box<dyn TraceReader>, TraceError> {
+        let reader = self.file.open()?;
+        Ok(match &self.stop {
+            None => reader,
+            Some(stop) => Box::new(StoppableReader {
+                reader,
+                path: self.file.path.clone(),
+                stop: Arc::clone(stop),
+            }),
+        })
+    }
+}
+
+struct StoppableReader {
+    reader: Box<dyn TraceReader>,
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+}
+
+impl StoppableReader {
+    fn check(&self) -> Result<(), TraceError> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(TraceError::file(&self.path, "stopped by the caller"));
+        }
+        Ok(())
+    }
+}
+
+impl TraceReader for StoppableReader {
+    fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
+        self.check()?;
+        self.reader.next_request()
+    }
+
+    fn read_batch(&mut self, batch: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
+        self.check()?;
+        self.reader.read_batch(batch, max)
     }
 }
 

@@ -4,8 +4,8 @@
 //! construction; a trace reader as a Python iterator; and the option names of every command,
 //! from which the Python half maps keyword arguments to flags.
 
-use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use clap::CommandFactory;
@@ -34,37 +34,56 @@ fn error_of(error: anyhow::Error) -> PyErr {
 
 /// Runs `heterarchy ARGS...` and returns its JSON results as one JSON array. The command runs
 /// on its own thread with the GIL released, while this thread looks for Ctrl-C: on one, the call
-/// raises `KeyboardInterrupt` at once and the command's thread is left to finish on its own.
+/// tells the command to stop and raises `KeyboardInterrupt` at once; a trace-driven command stops
+/// on its own thread at its next read of the trace (within a chunk of requests).
 #[pyfunction]
 fn run(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
+    let stop = Arc::new(AtomicBool::new(false));
     let (sender, receiver) = mpsc::channel();
+    // A Mutex makes the receiver Sync, as a GIL-free closure needs.
+    let receiver = Mutex::new(receiver);
+    let command_stop = Arc::clone(&stop);
     std::thread::Builder::new()
         .name("heterarchy".into())
         .spawn(move || {
-            let outcome = heterarchy::run_keeping(&args);
+            let outcome = heterarchy::run_keeping(&args, command_stop);
             let _ = sender.send(outcome);
         })
         .map_err(|e| HeterarchyError::new_err(format!("cannot start a thread: {e}")))?;
-    // The receiver is not Sync, so it travels into each GIL-free wait and back out.
-    let mut receiver = receiver;
     loop {
-        let (received, returned) = py.detach(move || {
-            let received = receiver.recv_timeout(SIGNAL_POLL);
-            (received, receiver)
-        });
-        receiver = returned;
-        match received {
+        match wait(py, &receiver, SIGNAL_POLL) {
             Ok(outcome) => {
                 let values = outcome.map_err(error_of)?;
                 return serde_json::to_string(&values)
                     .map_err(|e| HeterarchyError::new_err(e.to_string()));
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(interrupt) = py.check_signals() {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(interrupt);
+                }
+            }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(HeterarchyError::new_err("the command's thread stopped"))
             }
         }
     }
+}
+
+type Outcome = anyhow::Result<Vec<serde_json::Value>>;
+
+/// Waits up to `timeout` for the command's outcome with the GIL released.
+fn wait(
+    py: Python<'_>,
+    receiver: &Mutex<mpsc::Receiver<Outcome>>,
+    timeout: Duration,
+) -> Result<Outcome, mpsc::RecvTimeoutError> {
+    py.detach(|| {
+        receiver
+            .lock()
+            .expect("only this thread waits")
+            .recv_timeout(timeout)
+    })
 }
 
 /// The options of the subcommand at `path` (`["sim"]`, `["trace", "stats"]`): for each, its

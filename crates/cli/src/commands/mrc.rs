@@ -82,7 +82,7 @@ const SIMULATED_CURVE_POINTS: usize = 30;
 
 /// Computes the curve and prints it.
 pub fn run(args: &MrcArgs, sink: &mut Sink) -> Result<()> {
-    let source = args.trace.source()?;
+    let source = sink.watch(args.trace.source()?);
     let extra_sizes = match &args.size {
         None => Vec::new(),
         Some(list) => parse_sizes(list)

@@ -43,7 +43,7 @@ pub struct SimArgs {
 
 /// Runs the simulations and prints their results.
 pub fn run(args: &SimArgs, sink: &mut Sink) -> Result<()> {
-    let results = simulate(args)?;
+    let results = simulate(args, sink)?;
     let mut table = Table::new(&[
         "policy",
         "cache_size",
@@ -74,10 +74,10 @@ pub fn run(args: &SimArgs, sink: &mut Sink) -> Result<()> {
 }
 
 /// Expands the policy and size lists into jobs and runs them.
-pub fn simulate(args: &SimArgs) -> Result<Vec<SimResult>> {
+pub fn simulate(args: &SimArgs, sink: &Sink) -> Result<Vec<SimResult>> {
     let policies = PolicySpec::parse_list(&args.policy, args.admission.as_deref())?;
     let sizes = parse_sizes(&args.size).map_err(anyhow::Error::msg)?;
-    let source = args.trace.source()?;
+    let source = sink.watch(args.trace.source()?);
     let needs_working_set = sizes.iter().any(|s| matches!(s, SizeSpec::Fraction(_)));
     let base = if needs_working_set {
         let bar = requests_bar(None, "measuring the working set");

@@ -318,8 +318,9 @@ struct StatsOutput {
 }
 
 fn stats(args: &StatsArgs, sink: &mut Sink) -> Result<()> {
-    let source = args.trace.source()?;
-    let mut reader = source.open()?;
+    let watched = sink.watch(args.trace.source()?);
+    let source = watched.file();
+    let mut reader = watched.open()?;
     let bar = requests_bar(None, "reading");
     let requests = trace_stats_with_progress(reader.as_mut(), &mut |n| bar.inc(n))?;
     bar.finish_and_clear();
