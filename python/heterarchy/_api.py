@@ -138,6 +138,7 @@ def sim(
     ignore_obj_size: bool = False,
     warmup: Optional[int] = None,
     threads: Optional[int] = None,
+    inline_decode: bool = False,
     trace_format: Optional[str] = None,
     block_size: Optional[str] = None,
     no_split: bool = False,
@@ -155,7 +156,7 @@ def sim(
     rows = command(
         ["sim"], trace, policy=policies, size=sizes, admission=admission,
         ignore_obj_size=ignore_obj_size, warmup=warmup, threads=threads,
-        trace_format=trace_format, block_size=block_size, no_split=no_split,
+        inline_decode=inline_decode, trace_format=trace_format, block_size=block_size, no_split=no_split,
         trace_type_params=trace_type_params,
     )
     return _frame(rows)

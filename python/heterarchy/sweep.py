@@ -75,9 +75,10 @@ def run_pair(trace: str, config: Mapping[str, Any]) -> dict:
 
     options = {name: value for name, value in config.items() if name != "kind"}
     kind = config["kind"]
-    # One thread per task: the cluster spreads the tasks over the cores.
+    # One core per task: the cluster spreads the tasks over the cores.
     options.setdefault("threads", 1)
     if kind == "sim":
+        options.setdefault("inline_decode", True)
         rows = _api.command(["sim"], trace, **options)
     elif kind == "sizing":
         rows = _api.command(["sizing"], trace, **options)

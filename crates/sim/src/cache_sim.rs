@@ -54,6 +54,9 @@ pub struct SimSettings {
     pub ignore_obj_size: bool,
     /// Requests at the start that warm the cache but are not counted.
     pub warmup_requests: u64,
+    /// Decode the trace on the thread that plays it rather than on a second one, so that a
+    /// one-thread run takes one core (`--inline-decode`: sweeps spread whole runs over the cores).
+    pub inline_decode: bool,
 }
 
 /// The outcome of one job, in the shape of the `sim --format json` rows.
@@ -250,6 +253,11 @@ pub fn run_jobs(
         }
         annotate_next_access(&mut chunk);
         play_chunk(&running, &chunk, threads, progress);
+    } else if settings.inline_decode {
+        while !chunk.is_empty() {
+            play_chunk(&running, &chunk, threads, progress);
+            chunk = read_chunk(reader.as_mut())?;
+        }
     } else {
         while !chunk.is_empty() {
             let next = std::thread::scope(|scope| {

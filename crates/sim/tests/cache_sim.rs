@@ -130,19 +130,30 @@ fn an_unknown_policy_is_an_error_naming_the_choices() {
 #[test]
 fn jobs_fed_across_chunk_boundaries_equal_the_stack_algorithm() {
     // Past two chunk boundaries (CHUNK is 2^19 requests), so the decode-ahead hand-over is
-    // played; LRU at each size must equal the exact curve of one stack pass.
+    // played, and decoded inline too; LRU at each size must equal the exact curve of one stack
+    // pass.
     let spec = WorkloadSpec::parse("zipf:theta=0.8,keys=50000,requests=1200000,seed=5").unwrap();
     const { assert!(1_200_000 > 2 * CHUNK) };
-    let settings = SimSettings {
-        ignore_obj_size: true,
-        warmup_requests: 0,
-    };
     let sizes = [100, 2_000, 20_000];
     let jobs: Vec<SimJob> = sizes.iter().map(|&size| job("lru", size)).collect();
-    let results = run_jobs(&GeneratedTrace(spec.clone()), &settings, &jobs, 2, &|_| {}).unwrap();
     let exact = exact_mrc(generator(&spec).unwrap().as_mut(), true, &|_| {}).unwrap();
-    for (size, result) in sizes.iter().zip(&results) {
-        assert_eq!(result.requests, 1_200_000);
-        assert_eq!(result.miss_ratio, exact.miss_ratio_at(*size), "size {size}");
+    for (inline_decode, threads) in [(false, 2), (true, 1)] {
+        let settings = SimSettings {
+            ignore_obj_size: true,
+            inline_decode,
+            ..SimSettings::default()
+        };
+        let results = run_jobs(
+            &GeneratedTrace(spec.clone()),
+            &settings,
+            &jobs,
+            threads,
+            &|_| {},
+        )
+        .unwrap();
+        for (size, result) in sizes.iter().zip(&results) {
+            assert_eq!(result.requests, 1_200_000);
+            assert_eq!(result.miss_ratio, exact.miss_ratio_at(*size), "size {size}");
+        }
     }
 }

@@ -85,7 +85,7 @@ fn object_curve_equals_lru_simulation_on_cloudphysics() {
     };
     let settings = SimSettings {
         ignore_obj_size: true,
-        warmup_requests: 0,
+        ..SimSettings::default()
     };
     let mut sizes = log_sizes(1, unique, 20);
     sizes.push(unique + 1);

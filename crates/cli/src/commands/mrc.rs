@@ -175,7 +175,7 @@ fn simulated(
     }
     let settings = SimSettings {
         ignore_obj_size: args.ignore_obj_size,
-        warmup_requests: 0,
+        ..SimSettings::default()
     };
     let points = args.points.unwrap_or(SIMULATED_CURVE_POINTS).max(2);
     let threads = super::threads_or_cores(None);

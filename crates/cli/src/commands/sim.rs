@@ -36,6 +36,10 @@ pub struct SimArgs {
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Decode the trace on the simulating thread, not on a second one: with `--threads 1` the
+    /// run takes one core (sweeps spread whole runs over the cores instead).
+    #[arg(long)]
+    pub inline_decode: bool,
     /// How to print the results: a table for people, CSV or JSON for programs.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
@@ -102,6 +106,7 @@ pub fn simulate(args: &SimArgs, sink: &Sink) -> Result<Vec<SimResult>> {
     let settings = SimSettings {
         ignore_obj_size: args.ignore_obj_size,
         warmup_requests: args.warmup,
+        inline_decode: args.inline_decode,
     };
     let threads = super::threads_or_cores(args.threads);
     let bar = requests_bar(base.map(|ws| ws.requests * jobs.len() as u64), "simulating");

@@ -58,7 +58,7 @@ mod tests {
         let spec = WorkloadSpec::parse("zipf:theta=0.9,keys=2000,requests=30000,seed=3").unwrap();
         let settings = SimSettings {
             ignore_obj_size: true,
-            warmup_requests: 0,
+            ..SimSettings::default()
         };
         let lru = PolicySpec::parse("lru", None).unwrap();
         let source = GeneratedTrace(spec.clone());
