@@ -5,6 +5,7 @@
 pub mod commands;
 pub mod output;
 mod progress;
+mod report_charts;
 mod size;
 pub mod trace_args;
 

@@ -1,6 +1,11 @@
-//! Results for people (aligned tables) and for programs (CSV, JSON), chosen by `--format`.
+//! Results for people (aligned tables) and for programs (CSV, JSON), chosen by `--format`, and
+//! HTML reports (`--report`).
 
+use std::path::Path;
+
+use anyhow::Context;
 use clap::ValueEnum;
+use heterarchy_report::Report;
 use serde::Serialize;
 
 /// The output format of a command.
@@ -173,9 +178,54 @@ pub fn table_text(format: Format, table: &Table) -> String {
     }
 }
 
+/// Writes the report `build` makes to `path`, a command's `--report` (nothing, and `build` not
+/// called, without one). Every command writes its report here, so that each fails the same way:
+/// "cannot write report PATH: why".
+pub fn write_report(path: Option<&Path>, build: impl FnOnce() -> Report) -> anyhow::Result<()> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    std::fs::write(path, build().to_html())
+        .with_context(|| format!("cannot write report {}", path.display()))
+}
+
+/// A file's name without its folders, for a report's title (the page's text gives the whole
+/// path).
+pub fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |name| name.to_string_lossy().into_owned(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reports_are_written_or_fail_with_one_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.html");
+        write_report(Some(&path), || Report::new("r")).unwrap();
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("<title>r</title>"));
+        write_report(None, || panic!("no --report: nothing is built")).unwrap();
+        let missing = dir.path().join("no/such/dir/r.html");
+        let error = write_report(Some(&missing), || Report::new("r")).unwrap_err();
+        let message = format!("{error:#}");
+        assert!(
+            message.starts_with(&format!("cannot write report {}: ", missing.display())),
+            "{message}"
+        );
+        assert!(!message.contains('\n'), "{message}");
+    }
+
+    #[test]
+    fn titles_name_files_without_their_folders() {
+        assert_eq!(file_name(Path::new("/tmp/t/z.bin")), "z.bin");
+        assert_eq!(file_name(Path::new("..")), "..");
+    }
 
     #[test]
     fn table_aligns_and_csv_quotes() {
