@@ -1,7 +1,7 @@
 """The command line's jobs as Python functions (docs/architecture.md, "Python API").
 
 Each function runs the same Rust code as its command, in this process, and returns what that
-command prints with ``--format json``: tables as pandas DataFrames, documents as dicts. Keyword
+command prints with ``--format json`` (``report=PATH`` also writes the command's HTML report): tables as pandas DataFrames, documents as dicts. Keyword
 arguments are the command's flags with ``_`` for ``-`` (``ignore_obj_size=True`` is
 ``--ignore-obj-size``); ``None`` leaves a flag at the command's default. A failed command raises
 :class:`HeterarchyError` (a ``ValueError``) carrying the command line's one-line message.
@@ -120,12 +120,13 @@ def trace_stats(
     block_size: Optional[str] = None,
     no_split: bool = False,
     trace_type_params: Optional[str] = None,
+    report: Optional[PathArg] = None,
 ) -> dict:
     """``heterarchy trace stats``: counts, working set, sizes, reuse and, for a block trace,
-    its I/Os' measures."""
+    its I/Os' measures; ``report`` also writes the HTML report there."""
     return command(
         ["trace", "stats"], trace, trace_format=trace_format, block_size=block_size,
-        no_split=no_split, trace_type_params=trace_type_params,
+        no_split=no_split, trace_type_params=trace_type_params, report=report,
     )
 
 
@@ -143,6 +144,7 @@ def sim(
     block_size: Optional[str] = None,
     no_split: bool = False,
     trace_type_params: Optional[str] = None,
+    report: Optional[PathArg] = None,
 ) -> pd.DataFrame:
     """``heterarchy sim``: one row per (policy, size) with ``sim --format json``'s fields.
 
@@ -157,7 +159,7 @@ def sim(
         ["sim"], trace, policy=policies, size=sizes, admission=admission,
         ignore_obj_size=ignore_obj_size, warmup=warmup, threads=threads,
         inline_decode=inline_decode, trace_format=trace_format, block_size=block_size, no_split=no_split,
-        trace_type_params=trace_type_params,
+        trace_type_params=trace_type_params, report=report,
     )
     return _frame(rows)
 
@@ -177,6 +179,7 @@ def mrc(
     block_size: Optional[str] = None,
     no_split: bool = False,
     trace_type_params: Optional[str] = None,
+    report: Optional[PathArg] = None,
 ) -> pd.DataFrame:
     """``heterarchy mrc``: the miss-ratio curve, one row per point; ``method`` is ``exact``
     or ``shards`` (LRU's curve in one pass), ``policy`` simulates any other policy's. The
@@ -186,7 +189,7 @@ def mrc(
         ["mrc"], trace, method=method, rate=rate, max_keys=max_keys, policy=policy,
         admission=admission, points=points, size=size, ignore_obj_size=ignore_obj_size,
         trace_format=trace_format, block_size=block_size, no_split=no_split,
-        trace_type_params=trace_type_params,
+        trace_type_params=trace_type_params, report=report,
     )
     points_found = document.pop("points")
     return _frame(points_found, **document)
@@ -271,12 +274,13 @@ def device_probe(
     sequential: bool = False,
     preconditioned: Optional[str] = None,
     seed: Optional[int] = None,
+    report: Optional[PathArg] = None,
 ) -> pd.DataFrame:
     """``heterarchy device probe``: what a device model (a preset or a ``.toml`` file) does at
     each queue depth, one row per depth; ``attrs`` hold what was probed."""
     document = command(
         ["device", "probe"], device, op=op, size=size, qd=qd, offset=offset,
-        sequential=sequential, preconditioned=preconditioned, seed=seed,
+        sequential=sequential, preconditioned=preconditioned, seed=seed, report=report,
     )
     return _frame(document.pop("results"), **document)
 
@@ -331,7 +335,7 @@ def trace_sample(
     )
 
 
-def trace_compare(full: PathArg, sample: PathArg, *, rate: float) -> dict:
+def trace_compare(full: PathArg, sample: PathArg, *, rate: float, report: Optional[PathArg] = None) -> dict:
     """``heterarchy trace compare``: a sample's features and hit rates against its full
     trace."""
-    return command(["trace", "compare"], full, sample, rate=rate)
+    return command(["trace", "compare"], full, sample, rate=rate, report=report)

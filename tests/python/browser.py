@@ -95,24 +95,29 @@ class BrowserPage:
                         f"{shown['sized']} elements with an area")
 
     def charts(self) -> int:
-        """How many SVG elements hold a drawn line: a path with at least two points, or a
-        polyline with at least two."""
+        """How many SVG elements hold a drawn line or bar: a path with at least two points, a
+        polyline with at least two, or a bar with an area (a `rect` of class `bar`, as
+        crates/report draws bar charts; a chart's frame is a `rect` too, so class it is)."""
         return self.page.evaluate("""() => [...document.querySelectorAll("svg")].filter((svg) =>
             [...svg.querySelectorAll("path, polyline")].some((line) => {
                 const drawn = line.getAttribute(line.tagName === "path" ? "d" : "points") || "";
                 return (drawn.match(/-?\\d+(\\.\\d+)?/g) || []).length >= 4;
+            }) || [...svg.querySelectorAll("rect.bar")].some((bar) => {
+                const box = bar.getBBox();
+                return box.width > 0 && box.height > 0;
             })).length""")
 
     def check_charts(self, at_least: int = 1):
-        """Fails the test unless at least `at_least` charts have lines drawn."""
+        """Fails the test unless at least `at_least` charts have lines or bars drawn."""
         drawn = self.charts()
         if drawn < at_least:
-            pytest.fail(f"{self.page.url}: {drawn} SVG charts with a line drawn, expected at least {at_least}")
+            pytest.fail(f"{self.page.url}: {drawn} SVG charts with a line or bar drawn, expected at least {at_least}")
 
-    def screenshot(self, name: str, tmp_path: Path) -> Path:
-        """A PNG of the viewport, into docs/img/`name` with HETERARCHY_UPDATE_SCREENSHOTS=1 (to
-        commit), else into tmp_path; returns its path."""
-        folder = SCREENSHOTS if os.environ.get("HETERARCHY_UPDATE_SCREENSHOTS") == "1" else tmp_path
+    def screenshot(self, name: str, tmp_path: Path, keep: bool = True) -> Path:
+        """A PNG of the viewport, into docs/img/`name` with HETERARCHY_UPDATE_SCREENSHOTS=1 and
+        `keep` (to commit), else into tmp_path; returns its path."""
+        update = keep and os.environ.get("HETERARCHY_UPDATE_SCREENSHOTS") == "1"
+        folder = SCREENSHOTS if update else tmp_path
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / name
         self.page.screenshot(path=str(path), type="png")

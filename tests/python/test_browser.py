@@ -16,6 +16,17 @@ def test_a_static_page_with_a_chart_passes(browser_page, tmp_path):
     browser_page.check_no_errors()
 
 
+def test_a_bar_chart_counts_and_a_bare_frame_does_not(browser_page, tmp_path):
+    report = tmp_path / "bars.html"
+    report.write_text("<!doctype html><meta charset='utf-8'><title>bars</title><h1>Hit ratio</h1>"
+                      "<svg width='200' height='100'><rect x='0' y='0' width='200' height='100' fill='none'/>"
+                      "<rect class='bar' x='20' y='40' width='30' height='60'/></svg>"
+                      "<svg width='200' height='100'><rect x='0' y='0' width='200' height='100' fill='none'/>"
+                      "<rect class='bar' x='20' y='100' width='30' height='0'/></svg>")
+    browser_page.open(report.as_uri())
+    assert browser_page.charts() == 1
+
+
 def test_blank_pages_missing_charts_and_errors_are_caught(browser_page, tmp_path):
     blank = tmp_path / "blank.html"
     blank.write_text("<!doctype html><meta charset='utf-8'><title>blank</title><svg><path d=''/></svg>")

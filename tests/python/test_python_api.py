@@ -268,3 +268,11 @@ def test_the_tour_runs(tmp_path):
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert tour.returncode == 0, tour.stderr[-2000:]
     assert "miss_ratio" in tour.stdout and "simulated:" in tour.stdout
+
+
+def test_report_writes_the_commands_html_report(trace, tmp_path):
+    heterarchy_py.sim(trace, ["lru", "sieve"], ["0.01", "0.1"], report=tmp_path / "sim.html")
+    heterarchy_py.mrc(trace, report=tmp_path / "mrc.html")
+    for name in ("sim.html", "mrc.html"):
+        page = (tmp_path / name).read_text()
+        assert page.startswith("<!DOCTYPE html>") and "<svg" in page

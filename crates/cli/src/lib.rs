@@ -5,8 +5,10 @@
 pub mod commands;
 pub mod output;
 mod progress;
+mod report_charts;
 mod size;
 pub mod trace_args;
+pub mod watch;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use crate::output::Sink;
+
 /// Caching for modern storage hierarchies.
 #[derive(Parser, Debug)]
 #[command(name = "heterarchy", version, about)]

@@ -1,13 +1,17 @@
-//! Results for people (aligned tables) and for programs (CSV, JSON), chosen by `--format`.
+//! Results for people (aligned tables) and for programs (CSV, JSON), chosen by `--format`, and
+//! HTML reports (`--report`).
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use anyhow::Context;
 use clap::ValueEnum;
-use heterarchy_sim::cache_sim::{TraceFile, TraceSource};
-use heterarchy_trace::{Request, TraceError, TraceReader};
+use heterarchy_report::Report;
+use heterarchy_sim::cache_sim::TraceFile;
 use serde::Serialize;
+
+use crate::watch::WatchedTrace;
 
 /// The output format of a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -143,13 +147,11 @@ impl Sink {
     /// batch of requests once the caller has (so that every trace-driven command stops within a
     /// batch, its threads and all).
     pub fn watch(&self, file: TraceFile) -> WatchedTrace {
-        WatchedTrace {
-            file,
-            stop: match self {
-                Sink::Print => None,
-                Sink::Keep { stop, .. } => Some(Arc::clone(stop)),
-            },
-        }
+        let stop = match self {
+            Sink::Print => None,
+            Sink::Keep { stop, .. } => Some(Arc::clone(stop)),
+        };
+        WatchedTrace::new(file, stop)
     }
 
     /// The results kept (none when printing).
@@ -196,63 +198,54 @@ pub fn table_text(format: Format, table: &Table) -> String {
     }
 }
 
-/// A trace file whose readers stop when their command's caller says so ([`Sink::watch`]).
-pub struct WatchedTrace {
-    file: TraceFile,
-    stop: Option<Arc<AtomicBool>>,
+/// Writes the report `build` makes to `path`, a command's `--report` (nothing, and `build` not
+/// called, without one). Every command writes its report here, so that each fails the same way:
+/// "cannot write report PATH: why".
+pub fn write_report(path: Option<&Path>, build: impl FnOnce() -> Report) -> anyhow::Result<()> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    std::fs::write(path, build().to_html())
+        .with_context(|| format!("cannot write report {}", path.display()))
 }
 
-impl WatchedTrace {
-    /// The trace file watched.
-    pub fn file(&self) -> &TraceFile {
-        &self.file
-    }
-}
-
-impl TraceSource for WatchedTrace {
-    fn open(&self) -> Result<Box<dyn TraceReader>, TraceError> {
-        let reader = self.file.open()?;
-        Ok(match &self.stop {
-            None => reader,
-            Some(stop) => Box::new(StoppableReader {
-                reader,
-                path: self.file.path.clone(),
-                stop: Arc::clone(stop),
-            }),
-        })
-    }
-}
-
-struct StoppableReader {
-    reader: Box<dyn TraceReader>,
-    path: PathBuf,
-    stop: Arc<AtomicBool>,
-}
-
-impl StoppableReader {
-    fn check(&self) -> Result<(), TraceError> {
-        if self.stop.load(Ordering::Relaxed) {
-            return Err(TraceError::file(&self.path, "stopped by the caller"));
-        }
-        Ok(())
-    }
-}
-
-impl TraceReader for StoppableReader {
-    fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
-        self.check()?;
-        self.reader.next_request()
-    }
-
-    fn read_batch(&mut self, batch: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
-        self.check()?;
-        self.reader.read_batch(batch, max)
-    }
+/// A file's name without its folders, for a report's title (the page's text gives the whole
+/// path).
+pub fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |name| name.to_string_lossy().into_owned(),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reports_are_written_or_fail_with_one_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.html");
+        write_report(Some(&path), || Report::new("r")).unwrap();
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .contains("<title>r</title>"));
+        write_report(None, || panic!("no --report: nothing is built")).unwrap();
+        let missing = dir.path().join("no/such/dir/r.html");
+        let error = write_report(Some(&missing), || Report::new("r")).unwrap_err();
+        let message = format!("{error:#}");
+        assert!(
+            message.starts_with(&format!("cannot write report {}: ", missing.display())),
+            "{message}"
+        );
+        assert!(!message.contains('\n'), "{message}");
+    }
+
+    #[test]
+    fn titles_name_files_without_their_folders() {
+        assert_eq!(file_name(Path::new("/tmp/t/z.bin")), "z.bin");
+        assert_eq!(file_name(Path::new("..")), "..");
+    }
 
     #[test]
     fn table_aligns_and_csv_quotes() {

@@ -1,6 +1,6 @@
 //! An HTML page of headings, paragraphs, tables and charts.
 
-use crate::chart::LineChart;
+use crate::Chart;
 
 /// A report under construction; [`Report::to_html`] renders the page.
 #[derive(Clone, Debug, Default)]
@@ -30,9 +30,10 @@ impl Report {
         self
     }
 
-    /// Adds a table; cells that parse as numbers are right-aligned.
+    /// Adds a table; cells that parse as numbers are right-aligned. A table wider than the
+    /// page scrolls sideways in its own box rather than widening the page.
     pub fn table(&mut self, headers: &[&str], rows: &[Vec<String>]) -> &mut Report {
-        self.body.push_str("<table>\n<tr>");
+        self.body.push_str("<div class=\"wide\"><table>\n<tr>");
         for header in headers {
             self.body.push_str(&format!("<th>{}</th>", escape(header)));
         }
@@ -50,12 +51,12 @@ impl Report {
             }
             self.body.push_str("</tr>\n");
         }
-        self.body.push_str("</table>\n");
+        self.body.push_str("</table></div>\n");
         self
     }
 
-    /// Adds a chart.
-    pub fn chart(&mut self, chart: &LineChart) -> &mut Report {
+    /// Adds a chart (a [`crate::LineChart`] or a [`crate::BarChart`]).
+    pub fn chart(&mut self, chart: &impl Chart) -> &mut Report {
         self.body.push_str("<figure>");
         self.body.push_str(&chart.to_svg());
         self.body.push_str("</figure>\n");
@@ -78,7 +79,8 @@ table{border-collapse:collapse;margin:1em 0}\n\
 th,td{border:1px solid #ccc;padding:.25em .6em}\n\
 th{background:#f3f3f3}\n\
 td.num{text-align:right;font-variant-numeric:tabular-nums}\n\
-figure{margin:1em 0}\n";
+figure{margin:1em 0}\n\
+.wide{overflow-x:auto}\n";
 
 /// Escapes text for HTML and SVG.
 pub fn escape(text: &str) -> String {

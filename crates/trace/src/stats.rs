@@ -277,9 +277,23 @@ impl TraceStats {
     /// A table for people: one measure per line, then the two histograms.
     pub fn to_table(&self) -> String {
         let mut out = String::new();
-        let mut row = |name: &str, value: String| {
+        for (name, value) in self.summary() {
             let _ = writeln!(out, "{name:<22} {value}");
-        };
+        }
+        write_histogram(&mut out, "reuse time (requests)", &self.reuse_time_requests);
+        write_histogram(
+            &mut out,
+            "object size (bytes)",
+            &self.object_sizes.histogram,
+        );
+        out
+    }
+
+    /// The measures for people, each a name and its value with units, in table order (the
+    /// histograms apart).
+    pub fn summary(&self) -> Vec<(&'static str, String)> {
+        let mut rows = Vec::new();
+        let mut row = |name: &'static str, value: String| rows.push((name, value));
         row("requests", self.requests.to_string());
         row("unique keys", self.unique_keys.to_string());
         row("working set", bytes_with_unit(self.working_set_bytes));
@@ -336,13 +350,7 @@ impl TraceStats {
                 self.end_time_ns
             ),
         );
-        write_histogram(&mut out, "reuse time (requests)", &self.reuse_time_requests);
-        write_histogram(
-            &mut out,
-            "object size (bytes)",
-            &self.object_sizes.histogram,
-        );
-        out
+        rows
     }
 }
 

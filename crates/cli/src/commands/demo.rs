@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use heterarchy_policy::PolicySpec;
 use heterarchy_report::{LineChart, Report, Series};
@@ -12,8 +12,9 @@ use heterarchy_sim::cache_sim::{run_jobs, working_set, GeneratedTrace, SimJob, S
 use heterarchy_trace::generate::WorkloadSpec;
 
 use crate::commands::mrc::{compute, Method};
-use crate::output::{Format, Sink, Table};
+use crate::output::{write_report, Format, Sink, Table};
 use crate::progress::requests_bar;
+use crate::report_charts::{miss_ratio_chart, Ratio};
 use crate::size::{human_bytes, resolve, AUTO_FRACTIONS};
 
 /// The built-in workload: a Zipf(0.9) key-value mix over 100,000 objects of log-normal sizes
@@ -65,26 +66,15 @@ pub fn run(args: &DemoArgs, sink: &mut Sink) -> Result<()> {
     headers.extend(AUTO_FRACTIONS.iter().map(|f| format!("{}%", f * 100.0)));
     let header_refs: Vec<&str> = headers.iter().map(String::as_str).collect();
     let mut table = Table::new(&header_refs);
-    let mut chart = LineChart::new(
-        "Miss ratio by policy",
-        "cache size (bytes, log scale)",
-        "request miss ratio",
-    );
-    chart.x_log = true;
-    chart.y_range = Some((0.0, 1.0));
-    let labels: Vec<&str> = policies.iter().map(PolicySpec::label).collect();
-    for &policy in &labels {
-        let rows: Vec<_> = results.iter().filter(|r| r.policy == policy).collect();
+    for policy in policies.iter().map(PolicySpec::label) {
         let mut cells = vec![policy.to_string()];
-        cells.extend(rows.iter().map(|r| format!("{:.4}", r.miss_ratio)));
-        table.row(cells);
-        chart.series.push(Series {
-            name: policy.to_string(),
-            points: rows
+        cells.extend(
+            results
                 .iter()
-                .map(|r| (r.cache_size as f64, r.miss_ratio))
-                .collect(),
-        });
+                .filter(|r| r.policy == policy)
+                .map(|r| format!("{:.4}", r.miss_ratio)),
+        );
+        table.row(cells);
     }
     sink.line(&format!(
         "workload: {} ({} requests, {} objects, working set {})",
@@ -104,57 +94,40 @@ pub fn run(args: &DemoArgs, sink: &mut Sink) -> Result<()> {
     curves.x_log = true;
     curves.y_range = Some((0.0, 1.0));
     for (name, result) in [("exact", &exact), ("SHARDS 1%", &sampled)] {
-        curves.series.push(Series {
-            name: name.to_string(),
-            points: result
+        curves.series.push(Series::new(
+            name,
+            result
                 .curve(200, &[])
                 .points
                 .iter()
                 .map(|p| (p.cache_size as f64, p.miss_ratio))
                 .collect(),
-        });
+        ));
     }
-    let mut report = Report::new("heterarchy demo");
-    report
-        .paragraph(&format!(
-            "Workload {}: {} requests over {} objects, working set {}.",
-            args.workload,
-            base.requests,
-            base.objects,
-            human_bytes(base.bytes)
-        ))
-        .heading("Eviction policies")
-        .chart(&chart)
-        .table(&header_refs, &table_rows(&labels, &results))
-        .heading("Miss-ratio curve")
-        .paragraph(
-            "The exact curve comes from every request's stack distance in one pass; SHARDS \
-             tracks 1% of the keys. Below about a hundred objects' worth of cache the sample \
-             has no resolution, so its curve starts flat there (all sampled reuses closer than \
-             that fall into its first bucket).",
-        )
-        .chart(&curves);
-    std::fs::write(&args.report, report.to_html())
-        .with_context(|| format!("cannot write {}", args.report.display()))?;
+    write_report(Some(&args.report), || {
+        let mut report = Report::new("heterarchy demo");
+        report
+            .paragraph(&format!(
+                "Workload {}: {} requests over {} objects, working set {}.",
+                args.workload,
+                base.requests,
+                base.objects,
+                human_bytes(base.bytes)
+            ))
+            .heading("Eviction policies")
+            .chart(&miss_ratio_chart(&results, Ratio::Requests, false))
+            .table(&table.headers(), table.rows())
+            .heading("Miss-ratio curve")
+            .paragraph(
+                "The exact curve comes from every request's stack distance in one pass; SHARDS \
+                 tracks 1% of the keys. Below about a hundred objects' worth of cache the \
+                 sample has no resolution, so its curve starts flat there (all sampled reuses \
+                 closer than that fall into its first bucket).",
+            )
+            .chart(&curves);
+        report
+    })?;
+    // Written without being asked for by name: say where.
     eprintln!("wrote {}", args.report.display());
     Ok(())
-}
-
-fn table_rows(
-    policies: &[&str],
-    results: &[heterarchy_sim::cache_sim::SimResult],
-) -> Vec<Vec<String>> {
-    policies
-        .iter()
-        .map(|policy| {
-            let mut row = vec![policy.to_string()];
-            row.extend(
-                results
-                    .iter()
-                    .filter(|r| r.policy == *policy)
-                    .map(|r| format!("{:.4}", r.miss_ratio)),
-            );
-            row
-        })
-        .collect()
 }

@@ -2,14 +2,17 @@
 //! from the command line — list the presets, print one as a starting point for a custom device,
 //! and probe what a device does at each queue depth, as fio would measure it.
 
+use std::path::PathBuf;
+
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use heterarchy_device::presets::{preset, preset_names, preset_toml, resolve_device};
 use heterarchy_device::{run_probe, DeviceKind, DeviceSpec, DirectionSpec, Probe, ProbeResult};
 use heterarchy_engine::staging::StagingScheme;
+use heterarchy_report::{LineChart, Report, Series};
 use serde::Serialize;
 
-use crate::output::{Format, Sink, Table};
+use crate::output::{write_report, Format, Sink, Table};
 use crate::size::{human_bytes, parse_bytes};
 
 /// Deepest queue a probe accepts: NVMe's largest queue (64 Ki entries), far past any device's
@@ -106,6 +109,10 @@ pub struct ProbeArgs {
     /// How to print the results: a table for people, CSV or JSON for programs.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Also write an HTML report: mean latency, IOPS and bandwidth against queue depth, and
+    /// the table.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// Runs the subcommand.
@@ -414,33 +421,7 @@ fn probe(args: &ProbeArgs, sink: &mut Sink) -> Result<()> {
         .collect();
 
     let for_people = args.format == Format::Table;
-    let mut table = if for_people {
-        Table::new(&["qd", "mean_latency_us", "iops", "bandwidth"])
-    } else {
-        Table::new(&[
-            "queue_depth",
-            "mean_latency_us",
-            "iops",
-            "bandwidth_bytes_per_s",
-        ])
-    };
-    for point in &results {
-        table.row(if for_people {
-            vec![
-                point.queue_depth.to_string(),
-                format!("{:.3}", point.mean_latency_us),
-                format!("{:.0}", point.iops),
-                human_rate(point.bandwidth_bytes_per_s),
-            ]
-        } else {
-            vec![
-                point.queue_depth.to_string(),
-                point.mean_latency_us.to_string(),
-                point.iops.to_string(),
-                point.bandwidth_bytes_per_s.to_string(),
-            ]
-        });
-    }
+    let table = probe_table(&results, for_people);
     let report = ProbeReport {
         device: spec.name.clone(),
         op: args.op.trim().to_ascii_lowercase(),
@@ -457,7 +438,81 @@ fn probe(args: &ProbeArgs, sink: &mut Sink) -> Result<()> {
         sink.line("");
     }
     sink.render(args.format, &table, &report)?;
-    Ok(())
+    write_report(args.report.as_deref(), || probe_html(&report))
+}
+
+/// One row per queue depth: for people (bandwidth as `2.36 GB/s`), or numbers as they are.
+fn probe_table(results: &[ProbePoint], for_people: bool) -> Table {
+    let mut table = if for_people {
+        Table::new(&["qd", "mean_latency_us", "iops", "bandwidth"])
+    } else {
+        Table::new(&[
+            "queue_depth",
+            "mean_latency_us",
+            "iops",
+            "bandwidth_bytes_per_s",
+        ])
+    };
+    for point in results {
+        table.row(if for_people {
+            vec![
+                point.queue_depth.to_string(),
+                format!("{:.3}", point.mean_latency_us),
+                format!("{:.0}", point.iops),
+                human_rate(point.bandwidth_bytes_per_s),
+            ]
+        } else {
+            vec![
+                point.queue_depth.to_string(),
+                point.mean_latency_us.to_string(),
+                point.iops.to_string(),
+                point.bandwidth_bytes_per_s.to_string(),
+            ]
+        });
+    }
+    table
+}
+
+/// The `device probe --report` page: one chart per measure against queue depth.
+fn probe_html(report: &ProbeReport) -> Report {
+    let mut html = Report::new("heterarchy device probe");
+    html.paragraph(&describe(report));
+    let depths: Vec<f64> = report
+        .results
+        .iter()
+        .map(|point| f64::from(point.queue_depth))
+        .collect();
+    // Queue depths are usually powers of two spanning decades.
+    let log = depths.iter().copied().fold(f64::NAN, f64::max)
+        >= 10.0 * depths.iter().copied().fold(f64::NAN, f64::min);
+    let x_label = if log {
+        "queue depth (outstanding accesses, log scale)"
+    } else {
+        "queue depth (outstanding accesses)"
+    };
+    let chart = |title: &str, y_label: &str, measure: fn(&ProbePoint) -> f64| {
+        let mut chart = LineChart::new(&format!("{title} by queue depth"), x_label, y_label);
+        chart.x_log = log;
+        chart.series.push(Series::new(
+            &format!("{} {}", report.device, report.op),
+            depths
+                .iter()
+                .zip(&report.results)
+                .map(|(&depth, point)| (depth, measure(point)))
+                .collect(),
+        ));
+        chart
+    };
+    html.chart(&chart("Mean latency", "mean latency (µs)", |p| {
+        p.mean_latency_us
+    }))
+    .chart(&chart("Throughput", "IOPS (accesses/s)", |p| p.iops))
+    .chart(&chart("Bandwidth", "bandwidth (MB/s)", |p| {
+        p.bandwidth_bytes_per_s / 1e6
+    }));
+    let table = probe_table(&report.results, true);
+    html.table(&table.headers(), table.rows());
+    html
 }
 
 /// One line saying what was probed, above the table.

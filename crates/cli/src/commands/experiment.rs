@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use clap::Args;
 use heterarchy_experiment::{find, Options, Output, EXPERIMENTS};
 use heterarchy_report::Report;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::output::{table_text, Format, Sink, Table};
+use crate::output::{table_text, write_report, Format, Sink, Table};
 
 /// Arguments of `heterarchy experiment`.
 #[derive(Args, Debug)]
@@ -72,11 +72,9 @@ pub fn run(args: &ExperimentArgs, sink: &mut Sink) -> Result<()> {
     sink.emit(args.format, &output.rows, || {
         render_output(args.format, &output)
     })?;
-    if let Some(path) = &args.report {
-        std::fs::write(path, report(&output, experiment.reproduces).to_html())
-            .with_context(|| format!("cannot write report {}", path.display()))?;
-    }
-    Ok(())
+    write_report(args.report.as_deref(), || {
+        report(&output, experiment.reproduces)
+    })
 }
 
 fn list(format: Format, sink: &mut Sink) -> Result<()> {

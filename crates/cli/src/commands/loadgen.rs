@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -16,13 +16,13 @@ use heterarchy_device::backend::Throttles;
 use heterarchy_engine::staging::StagingScheme;
 use heterarchy_loadgen::block::{run_block, BlockLoad, BlockReport, BlockTarget};
 use heterarchy_loadgen::{
-    parse_duration, Config, Distribution, Diurnal, Phase, RateSchedule, RateStep, Report,
-    ServerAddr,
+    parse_duration, Config, Distribution, Diurnal, IntervalReport, Phase, RateSchedule, RateStep,
+    Report, ServerAddr,
 };
-use heterarchy_report::{LineChart, Series};
+use heterarchy_report::{BarChart, Bars, LineChart, Series};
 use serde::Serialize;
 
-use crate::output::{Format, Sink, Table};
+use crate::output::{write_report, Format, Sink, Table};
 use crate::size::parse_bytes;
 
 /// Subcommands of `heterarchy loadgen`.
@@ -132,11 +132,7 @@ fn run_block_command(args: &BlockArgs, sink: &mut Sink) -> Result<()> {
     let target = args.target()?;
     let report = run_block(&target, &args.load())?;
     sink.render(args.format, &block_table(&report), &report)?;
-    if let Some(path) = &args.report {
-        std::fs::write(path, block_html(&report))
-            .with_context(|| format!("cannot write report {}", path.display()))?;
-    }
-    Ok(())
+    write_report(args.report.as_deref(), || block_html(&report))
 }
 
 fn block_table(report: &BlockReport) -> Table {
@@ -179,7 +175,7 @@ fn block_table(report: &BlockReport) -> Table {
 }
 
 /// The report's table and its latency series over time (seed 001 Fig 5b's scatter plot).
-fn block_html(report: &BlockReport) -> String {
+fn block_html(report: &BlockReport) -> heterarchy_report::Report {
     let mut html =
         heterarchy_report::Report::new(&format!("heterarchy loadgen block: {}", report.target));
     let table = block_table(report);
@@ -198,7 +194,7 @@ fn block_html(report: &BlockReport) -> String {
             .collect(),
     });
     html.chart(&chart);
-    html.to_html()
+    html
 }
 
 /// Arguments of `heterarchy loadgen kv`.
@@ -266,6 +262,10 @@ pub struct KvArgs {
     pub seed: u64,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Also write an HTML report: each target's latency percentiles, and with --interval its
+    /// throughput and p99 over time; the tables. Written even when replies were errors.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// One target's report, named (with several `--target`s).
@@ -423,6 +423,10 @@ pub fn run(command: &LoadgenCommand, sink: &mut Sink) -> Result<()> {
             }
         }
     }
+    // Before the error check: a report of a run whose replies went wrong shows when they did.
+    write_report(args.report.as_deref(), || {
+        kv_html(&named, &summary, &series)
+    })?;
     for ((_, config), report) in targets.iter().zip(&reports) {
         if report.errors > 0 {
             bail!(
@@ -435,6 +439,84 @@ pub fn run(command: &LoadgenCommand, sink: &mut Sink) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The `loadgen kv --report` page: latency percentiles by target, throughput and p99 over
+/// time when the run kept a series, and the tables.
+fn kv_html(reports: &[TargetReport], summary: &Table, series: &Table) -> heterarchy_report::Report {
+    let mut html = heterarchy_report::Report::new("heterarchy loadgen kv");
+    if let Some(first) = reports.first() {
+        html.paragraph(&format!(
+            "{} s measured against {}.",
+            first.report.duration_secs,
+            reports
+                .iter()
+                .map(|named| if named.target == named.server {
+                    named.server.clone()
+                } else {
+                    format!("{} ({})", named.target, named.server)
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    html.table(&summary.headers(), summary.rows());
+    let mut latency = BarChart::new(
+        "Latency percentiles",
+        "percentile",
+        "latency (µs, log scale)",
+        ["p50", "p90", "p99", "p99.9", "max"]
+            .map(String::from)
+            .to_vec(),
+    );
+    // The tail is orders of magnitude above the median.
+    latency.y_log = true;
+    for named in reports {
+        let report = named.report;
+        latency.series.push(Bars::new(
+            named.target,
+            vec![
+                report.latency_us_p50,
+                report.latency_us_p90,
+                report.latency_us_p99,
+                report.latency_us_p999,
+                report.latency_us_max,
+            ],
+        ));
+    }
+    html.chart(&latency);
+    if reports.iter().all(|named| named.report.series.is_empty()) {
+        html.paragraph("Run with --interval to chart throughput and p99 over time.");
+        return html;
+    }
+    let over_time = |title: &str, y_label: &str, pick: fn(&IntervalReport) -> f64| {
+        let mut chart = LineChart::new(title, "time into the measured run (s)", y_label);
+        for named in reports {
+            chart.series.push(Series::new(
+                named.target,
+                named
+                    .report
+                    .series
+                    .iter()
+                    .map(|interval| (interval.start_secs, pick(interval)))
+                    .collect(),
+            ));
+        }
+        chart
+    };
+    html.heading("Over time")
+        .chart(&over_time(
+            "Throughput per interval",
+            "throughput (requests/s)",
+            |interval| interval.ops_per_sec,
+        ))
+        .chart(&over_time(
+            "p99 latency per interval",
+            "p99 latency (µs)",
+            |interval| interval.latency_us_p99,
+        ))
+        .table(&series.headers(), series.rows());
+    html
 }
 
 /// Each interval of each target: when it starts, its throughput and p99.

@@ -10,7 +10,7 @@ use heterarchy_report::{LineChart, Report, Series};
 use heterarchy_sim::analytic::{ModelPoint, Ratio};
 use serde::Serialize;
 
-use crate::output::{table_text, Format, Sink, Table};
+use crate::output::{table_text, write_report, Format, Sink, Table};
 
 /// The four device ratios of seed 000 Figure 4.3 (the fast device at 100 ops/s).
 const FIGURE_4_3_RATIOS: &str = "100:1,100:10,100:50,100:100";
@@ -100,12 +100,7 @@ pub fn run(args: &ModelArgs, sink: &mut Sink) -> Result<()> {
         text
     })?;
 
-    if let Some(path) = &args.report {
-        let html = report(&ratios, &models);
-        std::fs::write(path, html).with_context(|| format!("cannot write {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
-    Ok(())
+    write_report(args.report.as_deref(), || report(&ratios, &models))
 }
 
 /// Parses a comma-separated list of `R_hi:R_lo` ratios.
@@ -146,7 +141,7 @@ fn summary_rows(
 }
 
 /// The HTML report: one Figure 4.3-style chart per ratio and the summary table.
-fn report(ratios: &[Ratio], models: &[RatioModel]) -> String {
+fn report(ratios: &[Ratio], models: &[RatioModel]) -> Report {
     let mut report = Report::new("Modelled caching and splitting throughput (seed 000 §4.2.1)");
     report.paragraph(
         "Two devices at fixed rates R_hi and R_lo ops/s, read-only requests, one at a time \
@@ -205,5 +200,5 @@ fn report(ratios: &[Ratio], models: &[RatioModel]) -> String {
         &SUMMARY_HEADERS,
         &summary_rows(ratios, models, |value| format!("{value:.4}")),
     );
-    report.to_html()
+    report
 }

@@ -2,18 +2,22 @@
 //! sampled with SHARDS, and its reuse-distance histogram; or any other policy's curve,
 //! simulated at log-spaced sizes over one decode of the trace.
 
+use std::path::PathBuf;
+
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use heterarchy_policy::PolicySpec;
+use heterarchy_report::{LineChart, Report, Series};
 use heterarchy_sim::cache_sim::{SimSettings, TraceSource};
 use heterarchy_sim::mrc::{
-    exact_mrc, shards_mrc, simulated_mrc, Mrc, MrcResult, ReuseHistogram, ShardsConfig,
-    DEFAULT_CURVE_POINTS,
+    exact_mrc, shards_mrc, simulated_mrc, DistanceUnit, Mrc, MrcResult, ReuseHistogram,
+    ShardsConfig, DEFAULT_CURVE_POINTS,
 };
 use serde::Serialize;
 
-use crate::output::{table_text, Format, Sink, Table};
+use crate::output::{file_name, table_text, write_report, Format, Sink, Table};
 use crate::progress::requests_bar;
+use crate::report_charts::{power_of_two_histogram, Unit};
 use crate::size::{parse_sizes, SizeSpec};
 use crate::trace_args::TraceArgs;
 
@@ -60,6 +64,10 @@ pub struct MrcArgs {
     /// How to print the results: a table for people, CSV or JSON for programs.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Also write an HTML report: the curve (request and byte miss ratio, log scale), LRU's
+    /// reuse-distance histogram, and the table of points.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// The `mrc --format json` document.
@@ -123,20 +131,101 @@ pub fn run(args: &MrcArgs, sink: &mut Sink) -> Result<()> {
     sink.emit(args.format, &output, || {
         let mut text = table_text(args.format, &table);
         if let (Format::Table, Some(histogram)) = (args.format, &output.reuse_histogram) {
-            let mut reuse = Table::new(&["reuse_distance", "requests"]);
-            reuse.row(vec!["cold".into(), format!("{:.0}", histogram.cold_misses)]);
-            for bucket in &histogram.buckets {
-                reuse.row(vec![
-                    format!("{}..={}", bucket.min_distance, bucket.max_distance),
-                    format!("{:.0}", bucket.requests),
-                ]);
-            }
             text.push('\n');
-            text.push_str(&reuse.to_text());
+            text.push_str(&reuse_table(histogram).to_text());
         }
         text
     })?;
-    Ok(())
+    write_report(args.report.as_deref(), || report(args, &output, &table))
+}
+
+/// The reuse-distance histogram, first accesses ("cold") first.
+fn reuse_table(histogram: &ReuseHistogram) -> Table {
+    let mut reuse = Table::new(&["reuse_distance", "requests"]);
+    reuse.row(vec!["cold".into(), format!("{:.0}", histogram.cold_misses)]);
+    for bucket in &histogram.buckets {
+        reuse.row(vec![
+            format!("{}..={}", bucket.min_distance, bucket.max_distance),
+            format!("{:.0}", bucket.requests),
+        ]);
+    }
+    reuse
+}
+
+/// The `--report` page: the curve, the reuse histogram when there is one, the points.
+fn report(args: &MrcArgs, output: &MrcOutput, table: &Table) -> Report {
+    let mut report = Report::new(&format!("heterarchy mrc: {}", file_name(&args.trace.path)));
+    let how = match (output.policy.as_str(), output.method) {
+        ("lru", Method::Exact) => "LRU, exact stack distances".to_string(),
+        ("lru", Method::Shards) => format!("LRU, SHARDS at sampling rate {}", output.sampling_rate),
+        (policy, _) => format!("{policy}, simulated at each size"),
+    };
+    report.paragraph(&format!(
+        "{} requests of {}; {how}.",
+        output.requests,
+        args.trace.path.display()
+    ));
+    let unit = if args.ignore_obj_size {
+        "objects"
+    } else {
+        "bytes"
+    };
+    let mut curve = LineChart::new(
+        &format!("Miss-ratio curve: {how}"),
+        &format!("cache size ({unit}, log scale)"),
+        "miss ratio (fraction)",
+    );
+    curve.x_log = true;
+    curve.y_range = Some((0.0, 1.0));
+    let points = &output.curve.points;
+    curve.series.push(Series::new(
+        "request miss ratio",
+        points
+            .iter()
+            .map(|p| (p.cache_size as f64, p.miss_ratio))
+            .collect(),
+    ));
+    let bytes: Vec<(f64, f64)> = points
+        .iter()
+        .filter_map(|p| p.byte_miss_ratio.map(|ratio| (p.cache_size as f64, ratio)))
+        .collect();
+    if !bytes.is_empty() {
+        curve.series.push(Series::new("byte miss ratio", bytes));
+    }
+    report.chart(&curve);
+    if let Some(histogram) = &output.reuse_histogram {
+        let (unit, unit_name) = match histogram.unit {
+            DistanceUnit::Bytes => (Unit::Bytes, "bytes"),
+            DistanceUnit::Objects => (Unit::Count, "objects"),
+        };
+        let mut chart = power_of_two_histogram(
+            "Reuse (stack) distances",
+            &format!(
+                "stack distance ({unit_name}; each bar from its label to just under twice it; \
+                 cold: first accesses)"
+            ),
+            "requests",
+            unit,
+            &[(
+                "requests",
+                histogram
+                    .buckets
+                    .iter()
+                    .map(|b| (b.min_distance, b.requests))
+                    .collect(),
+            )],
+        );
+        // First accesses have no distance: a bar of their own, left of the rest.
+        chart.categories.insert(0, "cold".to_string());
+        chart.series[0].values.insert(0, histogram.cold_misses);
+        report.heading("Reuse distances").chart(&chart);
+        let reuse = reuse_table(histogram);
+        report.table(&reuse.headers(), reuse.rows());
+    }
+    report
+        .heading("Points")
+        .table(&table.headers(), table.rows());
+    report
 }
 
 /// LRU's curve from stack distances, exact or sampled.

@@ -14,7 +14,7 @@ use heterarchy_server::config::{ExportConfig, ServeConfig};
 use heterarchy_trace::read::open_block_records;
 use heterarchy_volume::Volume;
 
-use crate::output::{Format, Sink, Table};
+use crate::output::{write_report, Format, Sink, Table};
 use crate::trace_args::TraceArgs;
 
 /// Lanes of a timed replay unless told otherwise.
@@ -101,15 +101,12 @@ pub fn run(args: &ReplayArgs, sink: &mut Sink) -> Result<()> {
         Format::Table => sink.text(&to_text(&report)),
         Format::Csv | Format::Json => sink.json(&report)?,
     }
-    if let Some(path) = &args.report {
-        std::fs::write(path, to_html(&report))
-            .with_context(|| format!("cannot write report {}", path.display()))?;
-    }
+    write_report(args.report.as_deref(), || to_html(&report))?;
     Ok(())
 }
 
 /// The HTML report: the tables, MB/s over the run, and latency at each percentile by op.
-fn to_html(report: &ReplayReport) -> String {
+fn to_html(report: &ReplayReport) -> heterarchy_report::Report {
     use heterarchy_report::{LineChart, Report, Series};
     let mut html = Report::new("heterarchy replay");
     html.paragraph(&format!(
@@ -144,7 +141,7 @@ fn to_html(report: &ReplayReport) -> String {
         }
     }
     html.chart(&latency);
-    html.to_html()
+    html
 }
 
 /// The cached export `name` (or the only one) of the serve config at `path`, opened.

@@ -1,12 +1,16 @@
 //! `heterarchy sim`: request and byte miss ratios of every (policy, size) pair over a trace.
 
+use std::path::PathBuf;
+
 use anyhow::Result;
 use clap::Args;
 use heterarchy_policy::PolicySpec;
+use heterarchy_report::{BarChart, Bars, Report};
 use heterarchy_sim::cache_sim::{run_jobs, working_set, SimJob, SimResult, SimSettings};
 
-use crate::output::{Format, Sink, Table};
+use crate::output::{file_name, write_report, Format, Sink, Table};
 use crate::progress::requests_bar;
+use crate::report_charts::{miss_ratio_chart, policies, Ratio};
 use crate::size::{human_bytes, parse_sizes, resolve, SizeSpec};
 use crate::trace_args::TraceArgs;
 
@@ -43,11 +47,25 @@ pub struct SimArgs {
     /// How to print the results: a table for people, CSV or JSON for programs.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Also write an HTML report: request and byte miss ratio over cache size for each policy
+    /// (log scale; bars by policy when there is one size), and the results table.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// Runs the simulations and prints their results.
 pub fn run(args: &SimArgs, sink: &mut Sink) -> Result<()> {
     let results = simulate(args, sink)?;
+    let table = results_table(
+        &results,
+        args.format == Format::Table && !args.ignore_obj_size,
+    );
+    sink.render(args.format, &table, &results)?;
+    write_report(args.report.as_deref(), || report(args, &results))
+}
+
+/// One row per result; cache sizes for people (`64 MiB`) when `human`, else as numbers.
+fn results_table(results: &[SimResult], human: bool) -> Table {
     let mut table = Table::new(&[
         "policy",
         "cache_size",
@@ -56,25 +74,99 @@ pub fn run(args: &SimArgs, sink: &mut Sink) -> Result<()> {
         "miss_ratio",
         "byte_miss_ratio",
     ]);
-    for result in &results {
-        let size = if args.ignore_obj_size {
-            result.cache_size.to_string()
-        } else if args.format == Format::Table {
-            human_bytes(result.cache_size)
-        } else {
-            result.cache_size.to_string()
-        };
+    for result in results {
         table.row(vec![
             result.policy.clone(),
-            size,
+            if human {
+                human_bytes(result.cache_size)
+            } else {
+                result.cache_size.to_string()
+            },
             result.requests.to_string(),
             result.misses.to_string(),
             format!("{:.6}", result.miss_ratio),
             format!("{:.6}", result.byte_miss_ratio),
         ]);
     }
-    sink.render(args.format, &table, &results)?;
-    Ok(())
+    table
+}
+
+/// The `--report` page: the miss ratios charted, then the table.
+fn report(args: &SimArgs, results: &[SimResult]) -> Report {
+    let mut report = Report::new(&format!("heterarchy sim: {}", file_name(&args.trace.path)));
+    let unit = if args.ignore_obj_size {
+        "objects"
+    } else {
+        "bytes"
+    };
+    report.paragraph(&format!(
+        "{} requests of {} counted, after {} warm-up requests; cache sizes in {unit}{}.",
+        results.first().map_or(0, |r| r.requests),
+        args.trace.path.display(),
+        args.warmup,
+        args.admission
+            .as_deref()
+            .map_or(String::new(), |filter| format!(
+                ", admission filter {filter}"
+            ))
+    ));
+    let mut sizes: Vec<u64> = results.iter().map(|r| r.cache_size).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    if sizes.len() > 1 {
+        report.chart(&miss_ratio_chart(
+            results,
+            Ratio::Requests,
+            args.ignore_obj_size,
+        ));
+        // With every object one unit in size, the byte miss ratio repeats the request one.
+        if !args.ignore_obj_size {
+            report.chart(&miss_ratio_chart(results, Ratio::Bytes, false));
+        }
+    } else {
+        let policies = policies(results);
+        let mut chart = BarChart::new(
+            &format!(
+                "Miss ratio by policy at {}",
+                sizes
+                    .first()
+                    .map_or_else(String::new, |&size| if args.ignore_obj_size {
+                        format!("{size} objects")
+                    } else {
+                        human_bytes(size)
+                    })
+            ),
+            "policy",
+            "miss ratio (fraction)",
+            policies.iter().map(|p| p.to_string()).collect(),
+        );
+        chart.y_range = Some((0.0, 1.0));
+        let of = |pick: fn(&SimResult) -> f64| -> Vec<f64> {
+            policies
+                .iter()
+                .map(|&policy| {
+                    results
+                        .iter()
+                        .find(|r| r.policy == policy)
+                        .map_or(f64::NAN, pick)
+                })
+                .collect()
+        };
+        chart
+            .series
+            .push(Bars::new("request miss ratio", of(|r| r.miss_ratio)));
+        if !args.ignore_obj_size {
+            chart
+                .series
+                .push(Bars::new("byte miss ratio", of(|r| r.byte_miss_ratio)));
+        }
+        report.chart(&chart);
+    }
+    let table = results_table(results, !args.ignore_obj_size);
+    report
+        .heading("Results")
+        .table(&table.headers(), table.rows());
+    report
 }
 
 /// Expands the policy and size lists into jobs and runs them.

@@ -14,7 +14,7 @@ use heterarchy_sim::timed::{
 };
 use heterarchy_trace::generate::WorkloadSpec;
 
-use crate::output::{table_text, Format, Sink, Table};
+use crate::output::{table_text, write_report, Format, Sink, Table};
 use crate::progress::requests_bar;
 use crate::trace_args::TraceArgs;
 
@@ -70,9 +70,9 @@ pub fn run(args: &SimulateArgs, sink: &mut Sink) -> Result<()> {
         let threads = super::threads_or_cores(args.threads);
         let search = search_split(&hierarchy, &*source, threads)?;
         sink.emit(args.format, &search, || render_search(args.format, &search))?;
-        if let Some(path) = &args.report {
-            write_report(path, &search_report(&search, &hierarchy))?;
-        }
+        write_report(args.report.as_deref(), || {
+            search_report(&search, &hierarchy)
+        })?;
         return Ok(());
     }
     let mut controller = hierarchy
@@ -96,11 +96,11 @@ pub fn run(args: &SimulateArgs, sink: &mut Sink) -> Result<()> {
         ));
     }
     sink.emit(args.format, &result, || render_result(args.format, &result))?;
-    if let Some(path) = &args.report {
+    write_report(args.report.as_deref(), || {
         let mut report = Report::new("heterarchy simulate");
         add_result(&mut report, &result, &describe(&hierarchy));
-        write_report(path, &report)?;
-    }
+        report
+    })?;
     Ok(())
 }
 
@@ -425,9 +425,4 @@ fn series(name: &str, points: Vec<(f64, f64)>) -> Series {
         name: name.to_string(),
         points,
     }
-}
-
-fn write_report(path: &Path, report: &Report) -> Result<()> {
-    std::fs::write(path, report.to_html())
-        .with_context(|| format!("cannot write report {}", path.display()))
 }

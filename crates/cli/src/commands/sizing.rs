@@ -15,7 +15,7 @@ use heterarchy_sim::sizing::{
 };
 use heterarchy_trace::TraceFormat;
 
-use crate::output::{Format, Sink, Table};
+use crate::output::{write_report, Format, Sink, Table};
 use crate::trace_args::TraceArgs;
 
 /// Arguments of `heterarchy sizing`.
@@ -315,11 +315,9 @@ pub fn run(args: &SizingArgs, sink: &mut Sink) -> Result<()> {
         ]);
     }
     sink.render(args.format, &table, &rows)?;
-    if let Some(path) = &args.report {
-        let html = report(&table, &rows, &configs, &budgets, &traces, policy);
-        std::fs::write(path, html)
-            .with_context(|| format!("cannot write report {}", path.display()))?;
-    }
+    write_report(args.report.as_deref(), || {
+        report(&table, &rows, &configs, &budgets, &traces, policy)
+    })?;
     if args.format == Format::Table {
         sink.text(&budget_summary(&rows, &budgets, policy));
         let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
@@ -427,7 +425,7 @@ fn report(
     budgets: &[f64],
     traces: &[(String, ReuseByOp)],
     policy: WritePolicy,
-) -> String {
+) -> heterarchy_report::Report {
     let mut html = heterarchy_report::Report::new("heterarchy sizing");
     html.table(&table.headers(), table.rows());
     for (trace, reuse, config, budget_dollars) in grid(traces, configs, budgets) {
@@ -472,5 +470,5 @@ fn report(
         }
         html.chart(&chart);
     }
-    html.to_html()
+    html
 }

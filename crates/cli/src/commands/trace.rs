@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use heterarchy_report::{BarChart, Bars, LineChart, Report, Series};
 use heterarchy_sim::cache_sim::{GeneratedTrace, TraceSource};
-use heterarchy_sim::sampling::compare_sample;
+use heterarchy_sim::sampling::{compare_sample, HitRatePoint, SampleComparison};
 use heterarchy_trace::block_stats::{block_stats, BlockStats};
 use heterarchy_trace::generate::{BlockGenerator, BlockWorkloadSpec, WorkloadSpec};
 use heterarchy_trace::read::{
@@ -17,14 +18,15 @@ use heterarchy_trace::sample::{
     feature_errors, mean_error, sample_block_trace, FeatureError, SampleMethod, SampleOptions,
     SampleReport,
 };
-use heterarchy_trace::stats::{trace_stats_with_progress, TraceStats};
+use heterarchy_trace::stats::{trace_stats_with_progress, Log2Histogram, TraceStats};
 use heterarchy_trace::write::{
     create_block_writer, create_writer, BLOCK_WRITABLE_FORMATS, WRITABLE_FORMATS,
 };
 use heterarchy_trace::{ReaderOptions, TraceFormat};
 
-use crate::output::{Format, Sink, Table};
+use crate::output::{file_name, write_report, Format, Sink, Table};
 use crate::progress::requests_bar;
+use crate::report_charts::{power_of_two_histogram, Unit};
 use crate::trace_args::TraceArgs;
 
 /// The `trace` subcommands.
@@ -51,6 +53,10 @@ pub struct StatsArgs {
     /// `table` or `json` (CSV has no shape for nested distributions; it prints JSON).
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Also write an HTML report: the measures, the op mix, the object-size and reuse-time
+    /// distributions, and for a block trace its I/Os' sizes and inter-arrival times by op.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// Arguments of `trace convert`.
@@ -129,6 +135,10 @@ pub struct CompareArgs {
     /// `table` or `json`.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Also write an HTML report: each feature's error, and LRU's hit rate on the full trace
+    /// and on the sample at each share of the working set.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// Runs a `trace` subcommand.
@@ -279,33 +289,90 @@ fn compare(args: &CompareArgs, sink: &mut Sink) -> Result<()> {
     match args.format {
         Format::Table => {
             sink.text(&feature_table(&comparison.features).to_text());
-            let mut hits = Table::new(&[
-                "wss_fraction",
-                "full_pages",
-                "sample_pages",
-                "full_hit_rate",
-                "sample_hit_rate",
-                "error_points",
-            ]);
-            for point in &comparison.hit_rates {
-                hits.row(vec![
-                    format!("{}", point.wss_fraction),
-                    point.full_pages.to_string(),
-                    point.sample_pages.to_string(),
-                    format!("{:.4}", point.full.overall),
-                    format!("{:.4}", point.sample.overall),
-                    format!("{:.2}", point.error),
-                ]);
-            }
-            sink.text(&hits.to_text());
-            sink.line(&format!(
-                "mean feature error {:.2}%, hit-rate error {:.2} points (rate {})",
-                comparison.mean_feature_error, comparison.hit_rate_error, comparison.rate
-            ));
+            sink.text(&hit_rate_table(&comparison).to_text());
+            sink.line(&compare_summary(&comparison));
         }
         Format::Csv | Format::Json => sink.json(&comparison)?,
     }
-    Ok(())
+    write_report(args.report.as_deref(), || compare_report(args, &comparison))
+}
+
+/// One line on how close the sample is.
+fn compare_summary(comparison: &SampleComparison) -> String {
+    format!(
+        "mean feature error {:.2}%, hit-rate error {:.2} points (rate {})",
+        comparison.mean_feature_error, comparison.hit_rate_error, comparison.rate
+    )
+}
+
+/// LRU's hit rate on the full trace and on the sample at each share of the working set.
+fn hit_rate_table(comparison: &SampleComparison) -> Table {
+    let mut hits = Table::new(&[
+        "wss_fraction",
+        "full_pages",
+        "sample_pages",
+        "full_hit_rate",
+        "sample_hit_rate",
+        "error_points",
+    ]);
+    for point in &comparison.hit_rates {
+        hits.row(vec![
+            format!("{}", point.wss_fraction),
+            point.full_pages.to_string(),
+            point.sample_pages.to_string(),
+            format!("{:.4}", point.full.overall),
+            format!("{:.4}", point.sample.overall),
+            format!("{:.2}", point.error),
+        ]);
+    }
+    hits
+}
+
+/// The `trace compare --report` page.
+fn compare_report(args: &CompareArgs, comparison: &SampleComparison) -> Report {
+    let mut report = Report::new(&format!(
+        "heterarchy trace compare: {} and its sample {}",
+        file_name(&args.full),
+        file_name(&args.sample)
+    ));
+    report.paragraph(&format!(
+        "{} against {}: {}.",
+        args.sample.display(),
+        args.full.display(),
+        compare_summary(comparison)
+    ));
+    let features = feature_table(&comparison.features);
+    report
+        .heading("Features")
+        .table(&features.headers(), features.rows());
+    let mut chart = LineChart::new(
+        "LRU hit rate, full trace and sample",
+        "cache size (fraction of the working set)",
+        "hit rate (fraction)",
+    );
+    chart.y_range = Some((0.0, 1.0));
+    for (name, pick) in [
+        (
+            "full trace",
+            (|p| p.full.overall) as fn(&HitRatePoint) -> f64,
+        ),
+        ("sample", |p| p.sample.overall),
+    ] {
+        chart.series.push(Series::new(
+            name,
+            comparison
+                .hit_rates
+                .iter()
+                .map(|point| (point.wss_fraction, pick(point)))
+                .collect(),
+        ));
+    }
+    let hits = hit_rate_table(comparison);
+    report
+        .heading("Hit rates")
+        .chart(&chart)
+        .table(&hits.headers(), hits.rows());
+    report
 }
 
 /// `trace stats --format json`: the request-level measures and, for a block trace, its I/Os'.
@@ -345,7 +412,130 @@ fn stats(args: &StatsArgs, sink: &mut Sink) -> Result<()> {
         }
         Format::Csv | Format::Json => sink.json(&output)?,
     }
-    Ok(())
+    write_report(args.report.as_deref(), || {
+        stats_report(&source.path, &output)
+    })
+}
+
+/// A power-of-two histogram's buckets as the report's charts take them.
+fn buckets(histogram: &Log2Histogram) -> Vec<(u64, f64)> {
+    histogram
+        .buckets
+        .iter()
+        .map(|bucket| (bucket.min, bucket.count as f64))
+        .collect()
+}
+
+/// The `trace stats --report` page.
+fn stats_report(path: &Path, output: &StatsOutput) -> Report {
+    let stats = &output.requests;
+    let mut report = Report::new(&format!("heterarchy trace stats: {}", file_name(path)));
+    report.paragraph(&format!("{}.", path.display()));
+    let summary: Vec<Vec<String>> = stats
+        .summary()
+        .into_iter()
+        .map(|(name, value)| vec![name.to_string(), value])
+        .collect();
+    report.table(&["measure", "value"], &summary);
+    let mut ops = BarChart::new(
+        "Requests by op",
+        "op",
+        "requests",
+        stats
+            .op_counts
+            .iter()
+            .map(|count| count.op.name().to_string())
+            .collect(),
+    );
+    ops.series.push(Bars::new(
+        "requests",
+        stats
+            .op_counts
+            .iter()
+            .map(|count| count.count as f64)
+            .collect(),
+    ));
+    report.heading("Op mix").chart(&ops);
+    let bucket_note = "each bar from its label to just under twice it";
+    report
+        .heading("Object sizes")
+        .chart(&power_of_two_histogram(
+            "Object sizes (each key at its last size)",
+            &format!("object size (bytes; {bucket_note})"),
+            "keys",
+            Unit::Bytes,
+            &[("keys", buckets(&stats.object_sizes.histogram))],
+        ));
+    report.heading("Reuse").chart(&power_of_two_histogram(
+        "Reuse time: requests since the key's previous request",
+        &format!("reuse time (requests; {bucket_note})"),
+        "requests",
+        Unit::Count,
+        &[("re-requests", buckets(&stats.reuse_time_requests))],
+    ));
+    if let Some(block) = &output.block {
+        let ops = [("reads", &block.reads), ("writes", &block.writes)];
+        report.heading(&format!("Block I/Os ({} with data)", block.records));
+        let mut table = Table::new(&[
+            "op",
+            "requests",
+            "size_mean_bytes",
+            "size_p50_bytes",
+            "size_p99_bytes",
+            "size_max_bytes",
+            "iat_mean_us",
+            "iat_p50_us",
+            "iat_p99_us",
+            "iat_max_us",
+            "misaligned_requests",
+            "misaligned_bytes",
+        ]);
+        for (name, op) in ops {
+            table.row(vec![
+                name.to_string(),
+                op.requests.to_string(),
+                format!("{:.1}", op.sizes.mean_bytes),
+                op.sizes.p50_bytes.to_string(),
+                op.sizes.p99_bytes.to_string(),
+                op.sizes.max_bytes.to_string(),
+                format!("{:.1}", op.inter_arrival.mean_us),
+                format!("{:.1}", op.inter_arrival.p50_us),
+                format!("{:.1}", op.inter_arrival.p99_us),
+                format!("{:.1}", op.inter_arrival.max_us),
+                op.misaligned_requests.to_string(),
+                op.misaligned_bytes.to_string(),
+            ]);
+        }
+        report.table(&table.headers(), table.rows());
+        let sizes: Vec<(&str, Vec<(u64, f64)>)> = ops
+            .iter()
+            .map(|(name, op)| (*name, buckets(&op.sizes.histogram)))
+            .collect();
+        report.chart(&power_of_two_histogram(
+            "Block I/O sizes by op",
+            &format!("I/O size (bytes; {bucket_note})"),
+            "I/Os",
+            Unit::Bytes,
+            &sizes,
+        ));
+        let mut gaps = BarChart::new(
+            "Inter-arrival time by op (since the I/O before, whatever its op)",
+            "statistic",
+            "inter-arrival time (µs)",
+            ["mean", "p50", "p90", "p99", "max"]
+                .map(String::from)
+                .to_vec(),
+        );
+        for (name, op) in ops {
+            let t = &op.inter_arrival;
+            gaps.series.push(Bars::new(
+                name,
+                vec![t.mean_us, t.p50_us, t.p90_us, t.p99_us, t.max_us],
+            ));
+        }
+        report.chart(&gaps);
+    }
+    report
 }
 
 /// Streams every request of `source` into a new trace file.

@@ -3,16 +3,18 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 
 use heterarchy_engine::{TierLayout, WriteMode};
+use heterarchy_report::{BarChart, Bars, Report};
 use heterarchy_volume::{Volume, VolumeConfig, VolumeStats};
 
 use crate::commands::serve::{parse_layout, parse_tiers};
-use crate::output::{Format, Sink, Table};
+use crate::output::{write_report, Format, Sink, Table};
 use crate::size::{human_bytes, parse_bytes};
 
 /// Subcommands of `heterarchy volume`.
@@ -74,6 +76,10 @@ pub struct StatsArgs {
     pub export: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Also write an HTML report: per export its hit ratio and NHC admission, cache lines
+    /// (resident, dirty), device bandwidth, and per-tier and admission tables.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// Arguments of `heterarchy volume flush`.
@@ -132,7 +138,9 @@ pub fn run(command: &VolumeCommand, sink: &mut Sink) -> Result<()> {
                 }
             }
             sink.render(args.format, &stats_table(&stats), &stats)?;
-            Ok(())
+            write_report(args.report.as_deref(), || {
+                stats_report(&args.server, &stats)
+            })
         }
         VolumeCommand::Flush(args) => {
             let lines = match (&args.server, &args.export) {
@@ -201,6 +209,122 @@ fn stats_table(stats: &[VolumeStats]) -> Table {
         ]);
     }
     table
+}
+
+/// The `volume stats --report` page.
+fn stats_report(server: &str, stats: &[VolumeStats]) -> Report {
+    let mut report = Report::new(&format!("heterarchy volume stats: {server}"));
+    let table = stats_table(stats);
+    report.table(&table.headers(), table.rows());
+    let exports: Vec<String> = stats.iter().map(|s| s.name.clone()).collect();
+    let mut ratios = BarChart::new(
+        "Hit ratio and NHC admission by export",
+        "export",
+        "fraction",
+        exports.clone(),
+    );
+    ratios.y_range = Some((0.0, 1.0));
+    ratios.series.push(Bars::new(
+        "hit ratio",
+        stats.iter().map(|s| s.hit_ratio).collect(),
+    ));
+    if stats.iter().any(|s| s.admission.is_some()) {
+        // An export without NHC has no load_admit: a gap, not a zero.
+        ratios.series.push(Bars::new(
+            "NHC load_admit",
+            stats
+                .iter()
+                .map(|s| s.admission.as_ref().map_or(f64::NAN, |a| a.load_admit))
+                .collect(),
+        ));
+    }
+    let mut lines = BarChart::new("Cache lines by export", "export", "cache lines", exports);
+    for (name, count) in [
+        ("slots", (|s| s.slots) as fn(&VolumeStats) -> u64),
+        ("resident", |s| s.resident_lines),
+        ("dirty", |s| s.dirty_lines),
+    ] {
+        lines.series.push(Bars::new(
+            name,
+            stats.iter().map(|s| count(s) as f64).collect(),
+        ));
+    }
+    let devices: Vec<(String, f64, f64)> = stats
+        .iter()
+        .flat_map(|s| {
+            s.devices.iter().map(|device| {
+                (
+                    format!("{}/{}", s.name, device.role),
+                    device.read_mb_per_s,
+                    device.write_mb_per_s,
+                )
+            })
+        })
+        .collect();
+    let mut bandwidth = BarChart::new(
+        "Device bandwidth since the volume opened",
+        "export/device",
+        "bandwidth (MB/s)",
+        devices.iter().map(|(name, _, _)| name.clone()).collect(),
+    );
+    bandwidth.series.push(Bars::new(
+        "read",
+        devices.iter().map(|&(_, read, _)| read).collect(),
+    ));
+    bandwidth.series.push(Bars::new(
+        "write",
+        devices.iter().map(|&(_, _, write)| write).collect(),
+    ));
+    report.chart(&ratios).chart(&lines).chart(&bandwidth);
+    let mut tiers = Table::new(&[
+        "export",
+        "tier",
+        "storage",
+        "persistent",
+        "slots",
+        "resident",
+        "dirty",
+        "hits",
+        "installs",
+        "evictions",
+    ]);
+    for s in stats {
+        for tier in &s.tiers {
+            tiers.row(vec![
+                s.name.clone(),
+                tier.tier.to_string(),
+                tier.storage.clone(),
+                tier.persistent.to_string(),
+                tier.slots.to_string(),
+                tier.resident_lines.to_string(),
+                tier.dirty_lines.to_string(),
+                tier.hits.to_string(),
+                tier.installs.to_string(),
+                tier.evictions.to_string(),
+            ]);
+        }
+    }
+    report
+        .heading("Tiers")
+        .table(&tiers.headers(), tiers.rows());
+    let mut admission = Table::new(&["export", "state", "load_admit", "data_admit", "intervals"]);
+    for s in stats {
+        if let Some(a) = &s.admission {
+            admission.row(vec![
+                s.name.clone(),
+                a.state.clone(),
+                format!("{:.3}", a.load_admit),
+                a.data_admit.to_string(),
+                a.intervals.to_string(),
+            ]);
+        }
+    }
+    if !admission.rows().is_empty() {
+        report
+            .heading("NHC admission")
+            .table(&admission.headers(), admission.rows());
+    }
+    report
 }
 
 /// One HTTP/1.0 request to a server's admin endpoint; the body of a 2xx answer.
