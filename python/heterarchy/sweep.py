@@ -31,6 +31,10 @@ KINDS = ("sim", "simulate", "sizing")
 #: Rows gathered before a part file is written, and the longest a finished row waits.
 PART_ROWS = 32
 PART_SECONDS = 2.0
+#: Tasks per worker thread when the pairs are grouped into tasks by themselves: enough that the
+#: last tasks leave little idle time, few enough that the scheduler's cost per task (a few
+#: milliseconds of CPU, taken from the same cores) stays small beside the work.
+TASKS_PER_THREAD = 16
 
 
 def pair_id(trace: str, config: Mapping[str, Any]) -> str:
@@ -69,8 +73,13 @@ def check(traces: Sequence[Any], configs: Sequence[Mapping[str, Any]]) -> tuple[
     return checked_traces, checked_configs
 
 
+def run_pairs(pairs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict]:
+    """Runs a group of pairs one after another (one task of a sweep) and returns their rows."""
+    return [run_pair(trace, config) for trace, config in pairs]
+
+
 def run_pair(trace: str, config: Mapping[str, Any]) -> dict:
-    """Runs one pair in this process and returns its row (one task of a sweep)."""
+    """Runs one pair in this process and returns its row."""
     from . import _api
 
     options = {name: value for name, value in config.items() if name != "kind"}
@@ -137,13 +146,15 @@ def sweep(
     client: Any = None,
     output: Any = "results.parquet",
     *,
+    pairs_per_task: Optional[int] = None,
     progress: bool = True,
 ) -> pd.DataFrame:
     """Runs every (trace, config) pair as a Dask task on ``client`` (a
-    ``dask.distributed.Client``; a LocalCluster with one single-threaded worker per core when
-    ``None``), streams the rows into the Parquet dataset ``output``, skips the pairs already
+    ``dask.distributed.Client``; when ``None``, a LocalCluster in this process with one
+    single-threaded worker per core), streams the rows into the Parquet dataset ``output``, skips the pairs already
     there, and returns the whole dataset. A task whose worker dies is run again elsewhere; each
-    pair is written once."""
+    pair is written once. A task runs ``pairs_per_task`` pairs (by default, as many as give
+    each worker thread about 16 tasks)."""
     from dask.distributed import Client, LocalCluster, as_completed
 
     traces, configs = check(list(traces), list(configs))
@@ -156,13 +167,26 @@ def sweep(
             pending[key] = (trace, config)
     own_cluster = None
     if client is None and pending:
-        own_cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1, processes=True)
+        # Workers as threads of this process: a task spends its time in Rust with the GIL
+        # released, and threads spare the cores the per-process costs of worker processes
+        # (scripts/bench-python measures both).
+        own_cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1, processes=False)
         client = Client(own_cluster)
     try:
         if pending:
+            if pairs_per_task is None:
+                threads = sum(client.nthreads().values()) or 1
+                pairs_per_task = max(1, len(pending) // (threads * TASKS_PER_THREAD))
+            pairs = list(pending.items())
             futures = [
-                client.submit(run_pair, trace, config, key=f"heterarchy-{key}", pure=False, retries=3)
-                for key, (trace, config) in pending.items()
+                client.submit(
+                    run_pairs,
+                    [pair for _, pair in pairs[start:start + pairs_per_task]],
+                    key=f"heterarchy-{pairs[start][0]}",
+                    pure=False,
+                    retries=3,
+                )
+                for start in range(0, len(pairs), pairs_per_task)
             ]
             _gather(futures, output, len(done), len(pending), progress, as_completed)
     finally:
@@ -174,13 +198,14 @@ def sweep(
 
 def _gather(futures, output: Path, before: int, total: int, progress: bool, as_completed) -> None:
     rows: list[dict] = []
-    written = 0
+    finished = 0
     last_write = time.monotonic()
-    for finished, future in enumerate(as_completed(futures), start=1):
-        rows.append(future.result())
+    for future in as_completed(futures):
+        found = future.result()
+        rows.extend(found)
+        finished += len(found)
         if len(rows) >= PART_ROWS or time.monotonic() - last_write >= PART_SECONDS:
             _write_part(output, rows)
-            written += len(rows)
             rows, last_write = [], time.monotonic()
         if progress:
             print(f"\rsweep: {finished}/{total} pairs done ({before} from before)", end="", file=sys.stderr, flush=True)
