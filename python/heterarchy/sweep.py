@@ -3,9 +3,9 @@ Parquet, resumable (docs/architecture.md, "Python API").
 
 A config is a dict with ``kind`` (``sim``, ``simulate`` or ``sizing``) and that command's
 options as keyword arguments of the Python function of the same name (``{"kind": "sim",
-"policy": "lru", "size": "16mb"}``). Each pair is one task and one row: the inputs (``trace``,
-``kind``, each option as ``config.NAME``, a ``pair_id``) and every output field, nested ones
-flattened with dots and lists kept as JSON text. ``output`` is a Parquet dataset, a folder of
+"policy": "lru", "size": "16mb"}``). Pairs run in groups, each group a Dask task; each pair is
+one row: the inputs (``trace``, ``kind``, each option as ``config.NAME``, a ``pair_id``) and
+every output field, nested ones flattened with dots and lists kept as JSON text. ``output`` is a Parquet dataset, a folder of
 part files that ``pandas.read_parquet`` reads whole; a part is written whole and renamed into
 place, so a sweep stopped at any moment resumes from the rows already there.
 """
@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import pandas as pd
 
-#: The kinds of task, each with the trace's place in its call.
+#: The commands a config may run.
 KINDS = ("sim", "simulate", "sizing")
 #: Rows gathered before a part file is written, and the longest a finished row waits.
 PART_ROWS = 32
@@ -64,11 +64,12 @@ def check(traces: Sequence[Any], configs: Sequence[Mapping[str, Any]]) -> tuple[
         kind = config.get("kind")
         if kind not in KINDS:
             raise ValueError(f"sweep: config {index}: kind {kind!r}, expected one of {', '.join(KINDS)}")
-        path = ["sim"] if kind == "sim" else [kind]
-        known = _api._options(tuple(path))
+        known = _api._options((kind,))
         for name in config:
             if name != "kind" and (name not in known or known[name][0]):
                 raise ValueError(f"sweep: config {index} ({kind}): unknown option {name!r}")
+        if kind == "simulate" and ("config" not in config or "workload" in config):
+            raise ValueError(f"sweep: config {index} (simulate): needs a hierarchy as \"config\", and takes the trace as its workload")
         checked_configs.append(dict(config))
     return checked_traces, checked_configs
 

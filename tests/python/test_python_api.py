@@ -276,3 +276,25 @@ def test_report_writes_the_commands_html_report(trace, tmp_path):
     for name in ("sim.html", "mrc.html"):
         page = (tmp_path / name).read_text()
         assert page.startswith("<!DOCTYPE html>") and "<svg" in page
+
+
+def test_the_package_installs_in_a_fresh_virtualenv(tmp_path, trace, heterarchy):
+    # What the README shows: a new virtualenv, `pip install ./python`, a first call.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    repo = Path(__file__).resolve().parents[2]
+    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", str(repo / "python")],
+                               capture_output=True, text=True, timeout=900)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    first = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            f"import heterarchy; print(heterarchy.sim({str(trace)!r}, 'lru', '0.1').to_json(orient='records'))"],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    import json
+
+    # to_json rounds floats to 10 digits: the integers must be equal, the ratios near.
+    [ours] = json.loads(first.stdout)
+    [cli] = run_json(heterarchy, "sim", trace, "--policy", "lru", "--size", "0.1")
+    assert ours.keys() == cli.keys()
+    for field, value in cli.items():
+        assert ours[field] == (pytest.approx(value, rel=1e-9) if isinstance(value, float) else value), field

@@ -112,6 +112,8 @@ def test_bad_specs_fail_before_any_task_naming_the_culprit(client, traces, tmp_p
         heterarchy_py.sweep(traces, [{"kind": "mrc"}], client=client, output=output)
     with pytest.raises(ValueError, match="polcy"):
         heterarchy_py.sweep(traces, [{"kind": "sim", "polcy": "lru"}], client=client, output=output)
+    with pytest.raises(ValueError, match="workload"):
+        heterarchy_py.sweep(traces, [{"kind": "simulate", "config": "h.toml", "workload": "x"}], client=client, output=output)
     with pytest.raises(TypeError, match="config 0"):
         heterarchy_py.sweep(traces, ["lru"], client=client, output=output)
     assert not output.exists()
