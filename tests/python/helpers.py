@@ -21,6 +21,22 @@ BINARY = Path(
     or REPO / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "heterarchy"
 )
 TRACES = REPO.parent / "shared" / "traces"
+# A small timed hierarchy (FlashSim-50 over FlashSim-25, write-through LRU) for tests that need
+# any `simulate` run.
+SMALL_HIERARCHY = """\
+seed = 1
+[cache]
+mode = "wt"
+policy = "lru"
+[[tier]]
+device = "flashsim-50"
+size = "16MiB"
+[[tier]]
+device = "flashsim-25"
+[load]
+outstanding = 16
+requests = 20000
+"""
 
 
 def run(binary: Path, *args, check=True) -> subprocess.CompletedProcess:

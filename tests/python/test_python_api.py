@@ -16,24 +16,10 @@ import time
 import pandas as pd
 import pytest
 
-from helpers import run, run_json
+from helpers import SMALL_HIERARCHY, run, run_json
 
 heterarchy_py = pytest.importorskip("heterarchy", reason="the Python package is not installed: pip install ./python (scripts/test does)")
 
-HIERARCHY = """\
-seed = 1
-[cache]
-mode = "wt"
-policy = "lru"
-[[tier]]
-device = "flashsim-50"
-size = "16MiB"
-[[tier]]
-device = "flashsim-25"
-[load]
-outstanding = 16
-requests = 20000
-"""
 WORKLOAD = "uniform:keys=8000,requests=20000,size=4k,kind=block,seed=1"
 
 
@@ -92,10 +78,10 @@ def test_trace_stats_and_policies_equal_the_cli(heterarchy, trace, block_trace):
 
 def test_simulate_takes_a_path_toml_text_or_a_dict(heterarchy, tmp_path):
     config = tmp_path / "pair.toml"
-    config.write_text(HIERARCHY)
+    config.write_text(SMALL_HIERARCHY)
     cli = run_json(heterarchy, "simulate", "--config", config, "--workload", WORKLOAD)
     assert heterarchy_py.simulate(config, WORKLOAD) == cli
-    assert heterarchy_py.simulate(HIERARCHY, WORKLOAD) == cli
+    assert heterarchy_py.simulate(SMALL_HIERARCHY, WORKLOAD) == cli
     as_dict = {
         "seed": 1,
         "cache": {"mode": "wt", "policy": "lru"},

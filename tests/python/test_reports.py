@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from browser import SCREENSHOTS
-from helpers import BINARY, run
+from helpers import BINARY, SMALL_HIERARCHY, run
 from nbd_support import BLOCK, connect
 
 SIM_SCREENSHOT = "report-sim.png"
@@ -156,27 +156,11 @@ def test_volume_stats_report_charts_each_export(volume, browser_page, tmp_path):
     check_report(browser_page, report, tmp_path, "heterarchy volume stats", charts=3)
 
 
-SIMULATE_CONFIG = """\
-seed = 1
-[cache]
-mode = "wt"
-policy = "lru"
-[[tier]]
-device = "flashsim-50"
-size = "16MiB"
-[[tier]]
-device = "flashsim-25"
-[load]
-outstanding = 16
-requests = 20000
-"""
-
-
 @pytest.mark.parametrize("name", ["simulate", "sizing", "experiment", "model", "demo", "loadgen-block"])
 def test_the_older_reports_load_too(heterarchy, block_trace, browser_page, tmp_path, name):
     report = tmp_path / f"{name}.html"
     config = tmp_path / "hierarchy.toml"
-    config.write_text(SIMULATE_CONFIG)
+    config.write_text(SMALL_HIERARCHY)
     args, title = {
         "simulate": (["simulate", "--config", config, "--workload",
                       "uniform:keys=4000,requests=20000,size=4k,kind=block,seed=1"], "heterarchy simulate"),
