@@ -74,13 +74,21 @@ def test_orthus_cas_has_one_row_per_hierarchy_hit_ratio_and_load(orthus_cas):
     for row in orthus_cas:
         for field in ("hierarchy", "hit_ratio", "load", "classic_throughput", "nhc_throughput"):
             assert field in row
-        assert row["gain"] == pytest.approx(row["nhc_gb_s"] / row["classic_gb_s"] - 1, rel=1e-9)
-        # Both throughputs are normalized by the same peak.
-        assert row["nhc_throughput"] / row["classic_throughput"] == pytest.approx(
-            row["nhc_gb_s"] / row["classic_gb_s"], rel=1e-9
-        )
         assert row["nhc_gb_s"] >= 0.98 * row["classic_gb_s"], row
         assert 0 <= row["nhc_load_admit"] <= 1 and 0 <= row["nhc_data_admit"] <= 1
+        # Throughputs are shares of the cache device's peak: classic caching, which sends every
+        # hit to it, never passes it.
+        assert 0 < row["classic_throughput"] <= 1.001, row
+    # Classic caching saturates the cache device at the highest load on every hierarchy, and
+    # NHC's gain is a high-load effect (seed 000 Figure 4.7): larger at Load-1.5 and 2.0 than at
+    # Load-0.5.
+    for hierarchy in {row["hierarchy"] for row in orthus_cas}:
+        rows = [row for row in orthus_cas if row["hierarchy"] == hierarchy]
+        assert max(row["classic_throughput"] for row in rows if row["load"] == 2.0) > 0.95, hierarchy
+    def mean_gain(loads):
+        gains = [row["gain"] for row in orthus_cas if row["load"] in loads]
+        return sum(gains) / len(gains)
+    assert mean_gain({1.5, 2.0}) > mean_gain({0.5}) + 0.1
 
 
 def test_orthus_cas_notes_state_the_software_cost_and_each_deviation(heterarchy):

@@ -251,11 +251,33 @@ mod tests {
 
     #[test]
     fn the_same_key_always_has_the_same_size() {
-        let distribution = SizeDistribution::Uniform {
-            min: 1,
-            max: 1 << 20,
-        };
-        assert_eq!(distribution.size_of(77, 3), distribution.size_of(77, 3));
-        assert_ne!(distribution.size_of(77, 3), distribution.size_of(78, 3));
+        // Through the generator: every request of a key in a generated trace carries one size,
+        // and keys differ in size (a simulator counting bytes relies on both).
+        for sizes in [
+            "uniform:1:1048576",
+            "pareto:1.2:512:1048576",
+            "lognormal:4096:1.5",
+        ] {
+            let spec = crate::generate::WorkloadSpec::parse(&format!(
+                "zipf:theta=0.9,keys=500,requests=20000,size={sizes},seed=4"
+            ))
+            .unwrap();
+            let mut reader = crate::generate::generator(&spec).unwrap();
+            let mut size_of_key = std::collections::HashMap::new();
+            while let Some(request) = reader.next_request().unwrap() {
+                let first = *size_of_key.entry(request.key).or_insert(request.size);
+                assert_eq!(
+                    request.size, first,
+                    "{sizes}: key {} changed size",
+                    request.key
+                );
+            }
+            let distinct: std::collections::HashSet<u32> = size_of_key.values().copied().collect();
+            assert!(
+                distinct.len() > size_of_key.len() / 2,
+                "{sizes}: {} sizes",
+                distinct.len()
+            );
+        }
     }
 }

@@ -34,8 +34,20 @@ mod tests {
         assert_eq!(next, vec![2, 4, 5, never, never, never]);
     }
 
-    #[test]
-    fn empty_trace_is_fine() {
-        annotate_next_access(&mut []);
+    proptest::proptest! {
+        /// Against the definition, one quadratic scan per request, on traces of 0 to 60
+        /// requests over a few keys (so keys come back, or never do).
+        #[test]
+        fn equals_a_forward_scan(keys in proptest::collection::vec(0u64..6, 0..60)) {
+            let mut requests: Vec<Request> = keys.iter().map(|&k| Request::new(k, 1)).collect();
+            annotate_next_access(&mut requests);
+            for (index, request) in requests.iter().enumerate() {
+                let expected = keys[index + 1..]
+                    .iter()
+                    .position(|&key| key == keys[index])
+                    .map_or(NEXT_ACCESS_NEVER, |offset| (index + 1 + offset) as i64);
+                proptest::prop_assert_eq!(request.next_access, expected, "request {}", index);
+            }
+        }
     }
 }
