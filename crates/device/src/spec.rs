@@ -215,10 +215,12 @@ pub struct DeviceError {
 
 impl fmt::Display for DeviceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One line, whatever the message: toml's own run over several.
+        let message = self.message.replace(['\r', '\n'], " ");
         if self.key.is_empty() {
-            write!(f, "{}: {}", self.source, self.message)
+            write!(f, "{}: {message}", self.source)
         } else {
-            write!(f, "{}: key `{}`: {}", self.source, self.key, self.message)
+            write!(f, "{}: key `{}`: {message}", self.source, self.key)
         }
     }
 }

@@ -269,8 +269,14 @@ impl ServeConfig {
     pub fn from_file(path: &Path) -> Result<ServeConfig, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        let config: ServeConfig = toml::from_str(&text).map_err(|e| {
-            let message = e.message().to_string();
+        ServeConfig::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Parses and checks config text; the error names `source`, and the line or key.
+    pub fn from_toml(text: &str, source: &str) -> Result<ServeConfig, String> {
+        let config: ServeConfig = toml::from_str(text).map_err(|e| {
+            // toml's messages may run over lines; ours are one line.
+            let message = e.message().replace('\n', " ");
             match e.span() {
                 Some(span) => {
                     // An error inside an [[export]] table spans the table: the line is the
@@ -286,16 +292,14 @@ impl ServeConfig {
                         .map(|(key, _)| key.trim())
                         .filter(|key| !key.is_empty() && !message.contains(key));
                     match key {
-                        Some(key) => format!("{}:{line}: {key}: {message}", path.display()),
-                        None => format!("{}:{line}: {message}", path.display()),
+                        Some(key) => format!("{source}:{line}: {key}: {message}"),
+                        None => format!("{source}:{line}: {message}"),
                     }
                 }
-                None => format!("{}: {message}", path.display()),
+                None => format!("{source}: {message}"),
             }
         })?;
-        config
-            .validate()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        config.validate().map_err(|e| format!("{source}: {e}"))?;
         Ok(config)
     }
 
