@@ -151,10 +151,6 @@ def sim(
     ``policies``: names with parameters (``"lru"``, ``"s3fifo:small-size-ratio=0.2"``,
     ``{"name": "lru-k", "k": 2}``) or ``"all"``. ``sizes``: bytes with a unit (``"64mb"``),
     fractions of the working set (``0.01``), or ``"auto"``."""
-    if isinstance(policies, (str, Mapping)):
-        policies = [policies]
-    if isinstance(sizes, (str, int, float)):
-        sizes = [sizes]
     rows = command(
         ["sim"], trace, policy=policies, size=sizes, admission=admission,
         ignore_obj_size=ignore_obj_size, warmup=warmup, threads=threads,

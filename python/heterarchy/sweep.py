@@ -86,14 +86,14 @@ def run_pair(trace: str, config: Mapping[str, Any]) -> dict:
     options = {name: value for name, value in config.items() if name != "kind"}
     kind = config["kind"]
     # One core per task: the cluster spreads the tasks over the cores.
-    options.setdefault("threads", 1)
     if kind == "sim":
+        options.setdefault("threads", 1)
         options.setdefault("inline_decode", True)
         rows = _api.command(["sim"], trace, **options)
     elif kind == "sizing":
+        options.setdefault("threads", 1)
         rows = _api.command(["sizing"], trace, **options)
     else:
-        options.pop("threads")
         rows = [_api.simulate(options.pop("config"), trace, **options)]
     if len(rows) != 1:
         raise ValueError(
@@ -156,7 +156,7 @@ def sweep(
     there, and returns the whole dataset. A task whose worker dies is run again elsewhere; each
     pair is written once. A task runs ``pairs_per_task`` pairs (by default, as many as give
     each worker thread about 16 tasks)."""
-    from dask.distributed import Client, LocalCluster, as_completed
+    from dask.distributed import Client, LocalCluster
 
     traces, configs = check(list(traces), list(configs))
     output = Path(output)
@@ -189,7 +189,7 @@ def sweep(
                 )
                 for start in range(0, len(pairs), pairs_per_task)
             ]
-            _gather(futures, output, len(done), len(pending), progress, as_completed)
+            _gather(futures, output, len(done), len(pending), progress)
     finally:
         if own_cluster is not None:
             client.close()
@@ -197,7 +197,10 @@ def sweep(
     return pd.read_parquet(output) if output.is_dir() else pd.DataFrame()
 
 
-def _gather(futures, output: Path, before: int, total: int, progress: bool, as_completed) -> None:
+def _gather(futures, output: Path, before: int, total: int, progress: bool) -> None:
+    """Writes each finished task's rows into `output`, a part at a time."""
+    from dask.distributed import as_completed
+
     rows: list[dict] = []
     finished = 0
     last_write = time.monotonic()
