@@ -10,7 +10,10 @@
 //! cache_line = "64k"              # 4k .. 64k
 //! cache_throttle = ["none", "optane-pm"]        # pace a tier like a preset (optional)
 //! backing_throttle = "optane-ssd" # pace the backing store like a preset (optional)
+//! cache_faults = ["none", "read-error=1%"]      # inject faults into a tier (optional; tests)
+//! backing_faults = "write-error-at=0+4k"        # ... or into the backing store
 //! queue_depth = 64                # most operations outstanding on a file or block device
+//! fallback_pt_errors = 16         # cache-device errors after which the cache is given up
 //! [export.caching]                # the engine's cache settings: mode, policy, layout,
 //! mode = "wb"                     # cleaning, promotion, admission = "nhc", ...
 //! [export.seq_cutoff]
@@ -21,7 +24,7 @@
 use heterarchy_trace::units::byte_size;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use heterarchy_device::backend::BackendSpec;
+use heterarchy_device::backend::{BackendSpec, FaultSpec};
 use heterarchy_engine::{CacheConfig, MAX_CACHE_TIERS};
 
 /// When sequential streams bypass the cache (casadm `--set-param --name seq-cutoff`).
@@ -78,6 +81,25 @@ pub struct VolumeConfig {
     /// A device preset or device file the backing store is paced like.
     #[serde(default)]
     pub backing_throttle: Option<String>,
+    /// Per cache tier, faults to inject (`none` for a tier left whole); empty for none at all.
+    #[serde(
+        default,
+        deserialize_with = "fault_specs",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub cache_faults: Vec<Option<FaultSpec>>,
+    /// Faults to inject into the backing store.
+    #[serde(
+        default,
+        deserialize_with = "heterarchy_device::backend::fault_spec::deserialize_optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub backing_faults: Option<FaultSpec>,
+    /// Cache-device errors after which the cache is given up for pass-through, once what it
+    /// holds is written back (Open CAS's fallback pass-through threshold); 0: only when a
+    /// cache device is gone.
+    #[serde(default = "default_fallback_pt_errors")]
+    pub fallback_pt_errors: u64,
     /// Most operations outstanding at once on each file or block device (memory takes
     /// whatever comes).
     #[serde(default = "default_queue_depth")]
@@ -90,6 +112,10 @@ pub struct VolumeConfig {
     /// Reformat a cache that holds another volume's lines (its dirty data is lost).
     #[serde(default)]
     pub force: bool,
+}
+
+fn default_fallback_pt_errors() -> u64 {
+    16
 }
 
 fn default_line() -> u64 {
@@ -142,6 +168,17 @@ fn throttles<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Option<St
     Ok(names.into_iter().map(throttle_name).collect())
 }
 
+/// Fault specs, one per tier, `none` for a tier left whole.
+fn fault_specs<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<Option<FaultSpec>>, D::Error> {
+    let specs: Vec<String> = one_or_many(deserializer)?;
+    specs
+        .iter()
+        .map(|text| FaultSpec::parse_optional(text).map_err(serde::de::Error::custom))
+        .collect()
+}
+
 /// A throttle as written: `none` or nothing means no throttle.
 pub fn throttle_name(name: String) -> Option<String> {
     (!name.is_empty() && name != "none").then_some(name)
@@ -171,6 +208,9 @@ impl VolumeConfig {
             cache_line: default_line(),
             cache_throttle: Vec::new(),
             backing_throttle: None,
+            cache_faults: Vec::new(),
+            backing_faults: None,
+            fallback_pt_errors: default_fallback_pt_errors(),
             queue_depth: default_queue_depth(),
             caching: default_caching(),
             seq_cutoff: SeqCutoffConfig::default(),
@@ -209,6 +249,13 @@ impl VolumeConfig {
                 "cache_throttle: {} given for {tiers} cache tiers; expected one per tier (none \
                  for a tier at its own speed)",
                 self.cache_throttle.len()
+            ));
+        }
+        if !self.cache_faults.is_empty() && self.cache_faults.len() != tiers {
+            return Err(format!(
+                "cache_faults: {} given for {tiers} cache tiers; expected one per tier (none \
+                 for a tier left whole)",
+                self.cache_faults.len()
             ));
         }
         if self.queue_depth == 0 {

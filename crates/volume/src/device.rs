@@ -4,7 +4,7 @@
 //! traffic is counted once and its outstanding operations are bounded once.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use heterarchy_device::backend::{Backend, QueueDepth, Throttle};
@@ -24,6 +24,10 @@ pub struct Device {
     queue: Option<QueueDepth>,
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
+    /// Operations that failed (not counting refusals to wait or out-of-range requests).
+    errors: AtomicU64,
+    /// The device said it is gone.
+    gone: AtomicBool,
 }
 
 impl Device {
@@ -42,6 +46,8 @@ impl Device {
             throttle,
             read_bytes: AtomicU64::new(0),
             write_bytes: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            gone: AtomicBool::new(false),
         }
     }
 
@@ -57,16 +63,43 @@ impl Device {
         }
     }
 
+    /// Counts a failed operation's error (docs/architecture.md, "Faults"): a refusal to wait
+    /// or an out-of-range request says nothing about the device; `NotFound` says it is gone.
+    pub fn note<T>(&self, result: io::Result<T>) -> io::Result<T> {
+        if let Err(error) = &result {
+            match error.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::InvalidInput => {}
+                kind => {
+                    self.errors.fetch_add(1, Ordering::Relaxed);
+                    if kind == io::ErrorKind::NotFound {
+                        self.gone.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        result
+    }
+
+    /// Operations that failed since the volume opened.
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    /// True once the device has said it is gone.
+    pub fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Relaxed)
+    }
+
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.read_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        self.queued(|| self.backend.read_at(offset, buf))
+        self.note(self.queued(|| self.backend.read_at(offset, buf)))
     }
 
     /// Reads without waiting for the device, or fails with `WouldBlock` (see
     /// [`Backend::read_at_once`]).
     pub fn read_at_once(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.backend.read_at_once(offset, buf)?;
+        self.note(self.backend.read_at_once(offset, buf))?;
         self.read_bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
         Ok(())
@@ -90,19 +123,19 @@ impl Device {
     pub fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.write_bytes
             .fetch_add(data.len() as u64, Ordering::Relaxed);
-        self.queued(|| self.backend.write_at(offset, data))
+        self.note(self.queued(|| self.backend.write_at(offset, data)))
     }
 
     pub fn persist(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.backend.persist(offset, len)
+        self.note(self.backend.persist(offset, len))
     }
 
     pub fn flush(&self) -> io::Result<()> {
-        self.queued(|| self.backend.flush())
+        self.note(self.queued(|| self.backend.flush()))
     }
 
     pub fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.queued(|| self.backend.discard(offset, len))
+        self.note(self.queued(|| self.backend.discard(offset, len)))
     }
 
     /// Bytes read and written since the volume opened.

@@ -213,8 +213,9 @@ impl Storage {
         for entry in moving.iter_mut().filter(|entry| entry.to_backing) {
             let sectors = entry.merged.dirty;
             if sectors != 0 {
-                let key = job.lines[entry.line].key;
-                self.write_back_sectors(key, sectors, &entry.merged.data)?;
+                let line = &job.lines[entry.line];
+                self.retire_stale_copies(line.key, &line.before, &entry.merged, sectors)?;
+                self.write_back_sectors(line.key, sectors, &entry.merged.data)?;
                 entry.cleaned = sectors;
                 writebacks += 1;
             }
@@ -279,6 +280,12 @@ impl Storage {
                 let unsafe_sectors = entry.merged.dirty & !entry.cleaned;
                 if unsafe_sectors != 0 {
                     self.read_merged(&line.before, &mut entry.merged, unsafe_sectors, Mode::Wait)?;
+                    self.retire_stale_copies(
+                        line.key,
+                        &line.before,
+                        &entry.merged,
+                        unsafe_sectors,
+                    )?;
                     self.write_back_sectors(line.key, unsafe_sectors, &entry.merged.data)?;
                     self.backing().flush()?;
                     entry.cleaned |= unsafe_sectors;
@@ -306,21 +313,33 @@ impl Storage {
                     }
                     for tier in installs {
                         if let Some(slot) = line.after[tier] {
-                            self.fill(tier, slot, part.key, part.start, out, read_info.dirty)?;
+                            // The client's data is read: a tier that fails to take a copy
+                            // does not fail the read. Its slot then does not hold the line,
+                            // so reads go below, where the same data is (`crate::failure`).
+                            let _ =
+                                self.fill(tier, slot, part.key, part.start, out, read_info.dirty);
                         }
                     }
                 }
                 Client::Write(data) if part.access == Access::Write => {
                     let (first, end) = sector_span(part.start, data.len() as u32);
                     let sectors = sector_bits(first, end - first);
-                    let tiers: Vec<(usize, u32, bool)> = writes_to(part.key)
+                    let tiers = writes_to(part.key)
                         .filter(|&device| device < backing)
-                        .filter_map(|device| {
+                        .map(|device| {
                             let tier = usize::from(device);
                             let dirty = part.dirty_after & (1 << tier) != 0;
-                            line.after[tier].map(|slot| (tier, slot, dirty))
+                            // Only while slots are withheld for stranded lines (`crate::failure`).
+                            let slot = line.after[tier].ok_or_else(|| {
+                                io::Error::other(format!(
+                                    "line {} has no slot in tier {tier}: its slots are kept for \
+                                     data a failing cache could not write back",
+                                    part.key
+                                ))
+                            })?;
+                            Ok((tier, slot, dirty))
                         })
-                        .collect();
+                        .collect::<io::Result<Vec<(usize, u32, bool)>>>()?;
                     for &(tier, slot, dirty) in &tiers {
                         self.prepare_overwrite(tier, slot, part.key, sectors, dirty)?;
                     }
@@ -395,8 +414,12 @@ impl Storage {
     fn deliver(&self, entry: &Moving, line: &LineJob, tier: usize, slot: u32) -> io::Result<()> {
         let merged = &entry.merged;
         let sectors = deliverable(merged, line, tier);
-        self.write_sectors(tier, slot, sectors, &merged.data)?;
         let dirty = merged.dirty & sectors & !entry.cleaned;
+        // Valid sectors overwritten in place must read right whatever a crash leaves of them
+        // (a copy stepping down over an older one of the same line).
+        self.prepare_overwrite(tier, slot, line.key, dirty, true)?;
+        self.prepare_overwrite(tier, slot, line.key, sectors & !dirty, false)?;
+        self.write_sectors(tier, slot, sectors, &merged.data)?;
         let unflushed = if self.devices[tier].slots().is_persistent() {
             merged.unflushed & sectors & !dirty & !entry.cleaned
         } else {

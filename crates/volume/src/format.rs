@@ -14,15 +14,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use heterarchy_device::backend::{open_backend, Backend, Throttle, Throttles};
+use heterarchy_device::backend::{open_backend, with_faults, Backend, Throttle, Throttles};
 use heterarchy_engine::{CacheController, Controller, Plan, TierLayout};
 use heterarchy_trace::generate::mix64;
-use heterarchy_trace::{Op, Request};
 
 use crate::config::VolumeConfig;
 use crate::cutoff::SequentialCutoff;
 use crate::device::Device;
 use crate::execute::Client;
+use crate::failure::Failure;
 use crate::layout::{Geometry, Place, SECTOR_BYTES};
 use crate::order::LineOrder;
 use crate::placement::Placement;
@@ -55,13 +55,17 @@ impl Volume {
     pub fn open_with(config: &VolumeConfig, throttles: &Throttles) -> Result<Volume, String> {
         config.validate()?;
         let backing = open_backend(&config.backing).map_err(|e| format!("backing: {e}"))?;
+        let backing = with_faults(backing, config.backing_faults.clone());
         let tiers = config.cache.len();
         let caches = config
             .cache
             .iter()
             .enumerate()
             .map(|(tier, spec)| {
-                open_backend(spec).map_err(|e| format!("{}: {e}", tier_key(tier, tiers)))
+                let cache =
+                    open_backend(spec).map_err(|e| format!("{}: {e}", tier_key(tier, tiers)))?;
+                let faults = config.cache_faults.get(tier).cloned().flatten();
+                Ok(with_faults(cache, faults))
             })
             .collect::<Result<Vec<_>, String>>()?;
         Volume::assemble(config, caches, backing, throttles)
@@ -192,6 +196,7 @@ impl Volume {
             flushing: Mutex::new(()),
             closed: AtomicBool::new(false),
             counters: Counters::default(),
+            failure: Failure::new(config.fallback_pt_errors),
         };
         volume.restore().map_err(|e| format!("cache: {e}"))?;
         Ok(volume)
@@ -294,32 +299,8 @@ impl Volume {
             let control = self.lock_control();
             std::array::from_fn(|tier| control.placement.get(tier).and_then(|p| p.get(key)))
         };
-        let held = (0..self.tiers())
-            .filter(|&tier| copies[tier].is_some())
-            .fold(0u8, |bits, tier| bits | 1 << tier);
-        let mut merged = self.storage.merge(key, &copies, held);
-        if merged.dirty != 0 {
-            let dirty = merged.dirty;
-            self.storage
-                .read_merged(&copies, &mut merged, dirty, Mode::Wait)?;
-            self.storage.write_back_sectors(key, dirty, &merged.data)?;
-            self.storage.backing().flush()?;
-        }
-        let mut control = self.lock_control();
-        let mut plan = Plan::new();
-        control.controller.plan(
-            &Request {
-                op: Op::Trim,
-                ..Request::new(key, self.line_bytes)
-            },
-            0,
-            &mut plan,
-        );
-        for tier in 0..self.tiers() {
-            if let Some(slot) = control.placement[tier].release(key) {
-                self.storage.free(tier, slot, key)?;
-            }
-        }
+        self.storage.rescue(key, &copies)?;
+        self.forget(&mut self.lock_control(), key);
         Ok(())
     }
 }

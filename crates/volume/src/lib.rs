@@ -8,6 +8,7 @@ pub mod config;
 mod cutoff;
 mod device;
 mod execute;
+mod failure;
 mod format;
 pub mod layout;
 mod order;

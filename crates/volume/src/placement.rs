@@ -56,6 +56,27 @@ impl Placement {
         Some(slot)
     }
 
+    /// Every line that has a slot.
+    pub fn keys(&self) -> impl Iterator<Item = u64> + '_ {
+        self.by_key.keys().copied()
+    }
+
+    /// Keeps `slot` from every line until [`give_back`](Self::give_back): its data belongs to
+    /// a line that could not be rescued (`crate::failure`). A line it was handed to loses it
+    /// and gets another when next planned.
+    pub fn withhold(&mut self, slot: u32) {
+        self.free.retain(|&free| free != slot);
+        self.by_key.retain(|_, &mut taken| taken != slot);
+        self.previous[slot as usize] = None;
+    }
+
+    /// Returns a withheld slot to the free ones.
+    pub fn give_back(&mut self, slot: u32) {
+        if !self.free.contains(&slot) && !self.by_key.values().any(|&taken| taken == slot) {
+            self.free.push(slot);
+        }
+    }
+
     /// A slot for `key` (its own if it has one), and the line that held the slot last if it was
     /// handed back since: the request that fills the slot must come after that line's. `None`
     /// when every slot is taken, which the controller's capacity rules out.
@@ -85,5 +106,18 @@ mod tests {
         assert_eq!(placement.release(8), None);
         assert_eq!(placement.assign(10), Some((0, Some(8))));
         assert_eq!(placement.get(10), Some(0));
+    }
+
+    #[test]
+    fn a_withheld_slot_is_handed_to_no_line_until_given_back() {
+        let mut placement = Placement::new(2, [(7, 1)]);
+        placement.withhold(1);
+        placement.withhold(0);
+        assert_eq!(placement.get(7), None);
+        assert_eq!(placement.assign(8), None);
+        placement.give_back(1);
+        placement.give_back(1);
+        assert_eq!(placement.assign(8), Some((1, None)));
+        assert_eq!(placement.assign(9), None);
     }
 }

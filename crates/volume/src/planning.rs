@@ -149,11 +149,13 @@ impl Volume {
         for line in &mut lines {
             for tier in 0..tiers {
                 if control.controller.holds(tier, line.key) {
-                    let (slot, previous) = control.placement[tier]
-                        .assign(line.key)
-                        .expect("the controller holds no more lines than a tier has slots");
-                    line.after[tier] = Some(slot);
-                    predecessors.extend(previous);
+                    // Every slot is taken only while some are withheld for stranded lines
+                    // (`crate::failure`): the line then has no slot, and a move into the tier
+                    // fails with an error rather than overwrite them.
+                    if let Some((slot, previous)) = control.placement[tier].assign(line.key) {
+                        line.after[tier] = Some(slot);
+                        predecessors.extend(previous);
+                    }
                 }
             }
         }

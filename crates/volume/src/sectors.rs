@@ -136,17 +136,36 @@ impl Storage {
                 break;
             }
             let take = state.valid & missing;
-            if tier != from {
-                info.below |= take;
-            }
-            info.dirty |= state.dirty & take;
-            missing &= !take;
             for (first, count) in runs(take) {
                 let from_byte = (first * SECTOR_BYTES).max(start);
                 let to_byte = ((first + count) * SECTOR_BYTES).min(end);
                 let window = &mut out[(from_byte - start) as usize..(to_byte - start) as usize];
                 let offset = self.slot_offset(tier, slot, from_byte);
-                self.devices[tier].read_in(mode, offset, window)?;
+                let run = sector_bits(first * SECTOR_BYTES, count * SECTOR_BYTES);
+                match self.devices[tier].read_in(mode, offset, window) {
+                    Ok(()) => {}
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Err(error),
+                    // Clean sectors hold what the backing store holds (docs/architecture.md,
+                    // "Faults"); copies below may be older. Dirty ones are nowhere else.
+                    Err(_) if state.dirty & run == 0 => {
+                        let at = self.backing_offset(key, from_byte);
+                        self.backing().read_in(mode, at, window)?;
+                    }
+                    Err(error) => {
+                        return Err(io::Error::new(
+                            error.kind(),
+                            format!(
+                                "{error}; line {key} holds data written since its last \
+                                 write-back there, which no other device has"
+                            ),
+                        ))
+                    }
+                }
+                if tier != from {
+                    info.below |= run;
+                }
+                info.dirty |= state.dirty & run;
+                missing &= !run;
             }
         }
         if missing != 0 {
@@ -242,6 +261,33 @@ impl Storage {
         Ok(())
     }
 
+    /// Before a line's newest `sectors` (from `merged`, over `copies`) go to the backing store:
+    /// older copies of them in persistent tiers below are recorded invalid, or a crash that
+    /// loses the tiers above would leave them looking clean while the backing store is newer.
+    pub fn retire_stale_copies(
+        &self,
+        key: u64,
+        copies: &Copies,
+        merged: &Merged,
+        sectors: u128,
+    ) -> io::Result<()> {
+        let held: Vec<(usize, u32, SlotState)> = self.held(key, copies).collect();
+        for (tier, slot, state) in held {
+            if !self.devices[tier].slots().is_persistent() {
+                continue;
+            }
+            let stale = (0..128)
+                .filter(|&sector| merged.source[sector] as usize != tier)
+                .fold(0u128, |bits, sector| bits | 1 << sector)
+                & state.valid
+                & sectors;
+            if stale != 0 {
+                self.prepare_overwrite(tier, slot, key, stale, false)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Writes the `sectors` of a line image to the backing store (not yet durably).
     pub fn write_back_sectors(&self, key: u64, sectors: u128, line: &[u8]) -> io::Result<()> {
         for (first, count) in runs(sectors) {
@@ -263,17 +309,19 @@ impl Storage {
         change: impl FnOnce(&mut SlotState),
     ) -> io::Result<()> {
         let device = &self.devices[tier];
-        device
-            .slots()
-            .update(slot, device.backend.as_ref(), self.epoch(), |state| {
-                if state.key != Some(key) {
-                    *state = SlotState {
-                        key: Some(key),
-                        ..SlotState::default()
-                    };
-                }
-                change(state);
-            })
+        device.note(
+            device
+                .slots()
+                .update(slot, device.backend.as_ref(), self.epoch(), |state| {
+                    if state.key != Some(key) {
+                        *state = SlotState {
+                            key: Some(key),
+                            ..SlotState::default()
+                        };
+                    }
+                    change(state);
+                }),
+        )
     }
 
     /// Frees tier `tier`'s slot `slot` if it still holds `key`.
@@ -282,7 +330,7 @@ impl Storage {
             return Ok(());
         }
         let device = &self.devices[tier];
-        device.slots().free(slot, device.backend.as_ref())
+        device.note(device.slots().free(slot, device.backend.as_ref()))
     }
 
     /// Stores the whole sectors of `data` (line `key`'s current contents at `start`) that tier

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use heterarchy_engine::{CacheController, Controller, WriteMode};
 
+use crate::failure::Failure;
 use crate::sectors::Storage;
 
 /// What the volume counts as it serves; requests on many threads count at once.
@@ -46,6 +47,9 @@ pub struct DeviceStats {
     /// Averages since the volume opened.
     pub read_mb_per_s: f64,
     pub write_mb_per_s: f64,
+    /// Operations that failed (docs/architecture.md, "Faults").
+    #[serde(default)]
+    pub errors: u64,
 }
 
 /// One cache tier's state and what the controller did with it.
@@ -86,6 +90,14 @@ pub struct PairSettings {
 pub struct VolumeStats {
     pub name: String,
     pub mode: String,
+    /// `caching`, or `pass-through: WHY` once the cache is given up (docs/architecture.md,
+    /// "Faults").
+    #[serde(default)]
+    pub state: String,
+    /// Lines whose data only a failing cache holds: requests touching them fail until they
+    /// can be written back.
+    #[serde(default)]
+    pub stranded_lines: u64,
     pub layout: String,
     pub size_bytes: u64,
     pub line_bytes: u32,
@@ -122,6 +134,7 @@ pub(crate) struct StatsSource<'a> {
     pub controller: &'a CacheController,
     pub storage: &'a Storage,
     pub counters: &'a Counters,
+    pub failure: &'a Failure,
 }
 
 impl VolumeStats {
@@ -135,6 +148,7 @@ impl VolumeStats {
             controller,
             storage,
             counters,
+            failure,
         } = source;
         let engine = controller.stats();
         let per_s = |bytes: u64| bytes as f64 / 1e6 / uptime_s.max(1e-9);
@@ -156,6 +170,7 @@ impl VolumeStats {
                     write_bytes,
                     read_mb_per_s: per_s(read_bytes),
                     write_mb_per_s: per_s(write_bytes),
+                    errors: device.errors(),
                 }
             })
             .collect();
@@ -202,6 +217,11 @@ impl VolumeStats {
         VolumeStats {
             name: name.to_string(),
             mode: mode.name().to_string(),
+            state: failure.reason().map_or_else(
+                || "caching".to_string(),
+                |why| format!("pass-through: {why}"),
+            ),
+            stranded_lines: failure.stranded_lines(),
             layout: layout.to_string(),
             size_bytes,
             line_bytes: storage.line_bytes,

@@ -113,6 +113,10 @@ pub struct Submission {
     due: u64,
     /// The device operations' times so far, for a tuner that measures devices.
     times: Vec<DeviceTime>,
+    /// The first job that failed. The jobs after it are still carried out: their plans are
+    /// the controller's already, and a plan left undone would leave its lines' data where
+    /// the controller no longer looks (`crate::failure`).
+    failure: Option<io::Error>,
 }
 
 /// One job of a submission.
@@ -174,6 +178,7 @@ impl Volume {
     pub fn submit(&self, command: Command, offset: u64, len: u64) -> io::Result<Submission> {
         check_range(self.size_bytes, offset, len)?;
         self.check_open()?;
+        self.check_stranded(offset, len)?;
         let arrival = Instant::now();
         let now = self.ns_since_epoch(arrival);
         let access = match command {
@@ -186,7 +191,9 @@ impl Volume {
         let mut jobs = Vec::new();
         if let Some(access) = access {
             let full = control.placement.iter().all(|tier| tier.free_count() == 0);
-            let bypass = access != Access::Trim && control.cutoff.bypass(offset, len, full);
+            // A cache given up (`crate::failure`) is gone around, as Open CAS's pass-through.
+            let bypass = access != Access::Trim
+                && (self.failure.is_failed() || control.cutoff.bypass(offset, len, full));
             Counters::add(&self.counters.cutoff_bypasses, u64::from(bypass));
             for piece in pieces(offset, len, self.line_bytes) {
                 let job = self.plan_piece(&mut control, access, piece, now, bypass);
@@ -209,6 +216,7 @@ impl Volume {
             done: 0,
             due: now,
             times: Vec::new(),
+            failure: None,
         })
     }
 
@@ -281,7 +289,7 @@ impl Volume {
                 Step::Cleaning(job) => (job, Client::None, None),
                 Step::Piece(job, piece) if command == Command::Trim => {
                     if let Err(error) = self.trim_piece(job, piece) {
-                        return Progress::Done(Err(error));
+                        submission.failure.get_or_insert(error);
                     }
                     submission.done += 1;
                     continue;
@@ -314,9 +322,14 @@ impl Volume {
                     submission.steps.push_front(step);
                     return Progress::Paused(submission);
                 }
-                Err(refusal) => return Progress::Done(Err(refusal.into_error())),
+                Err(refusal) => {
+                    submission.failure.get_or_insert(refusal.into_error());
+                }
             }
             submission.done += 1;
+        }
+        if let Some(error) = submission.failure {
+            return Progress::Done(Err(error));
         }
         let Submission {
             len,
@@ -377,7 +390,13 @@ impl Volume {
         work: impl FnOnce(&Storage, &Job) -> io::Result<u64>,
     ) -> io::Result<u64> {
         job.turns.wait();
-        let result = work(&self.storage, &job);
+        let result = self
+            .failure
+            .check_slots(&job)
+            .and_then(|()| work(&self.storage, &job));
+        if result.is_err() {
+            self.repair(&job);
+        }
         self.finish(job, result)
     }
 
@@ -392,11 +411,18 @@ impl Volume {
         mode: Mode,
     ) -> Result<u64, Refusal> {
         job.turns.wait();
-        match self.storage.execute(&job, client, mode) {
+        let result = self
+            .failure
+            .check_slots(&job)
+            .and_then(|()| self.storage.execute(&job, client, mode));
+        match result {
             Err(error) if error.kind() == io::ErrorKind::WouldBlock && mode == Mode::AtOnce => {
                 Err(Refusal::WouldWait(Box::new(job)))
             }
             result => {
+                if result.is_err() {
+                    self.repair(&job);
+                }
                 let wants_times = self.feedback.device_ops;
                 let due = self
                     .storage

@@ -35,6 +35,7 @@ use heterarchy_engine::{CacheController, Controller, Feedback, Plan, TierLayout,
 
 use crate::cutoff::SequentialCutoff;
 use crate::execute::Client;
+use crate::failure::Failure;
 use crate::order::LineOrder;
 use crate::placement::Placement;
 use crate::sectors::Storage;
@@ -57,6 +58,7 @@ pub struct Volume {
     /// Shut down: every request is refused, so nothing is answered after the last clean.
     pub(crate) closed: AtomicBool,
     pub(crate) counters: Counters,
+    pub(crate) failure: Failure,
     /// What the controller's tuner wants measured.
     pub(crate) feedback: Feedback,
 }
@@ -163,6 +165,13 @@ impl Volume {
     /// Runs the cleaner if due; returns how long until it wants to run again (`None`: until
     /// the next request). Requests go on meanwhile: only the lines being cleaned wait.
     pub fn background(&self) -> io::Result<Option<Duration>> {
+        self.give_up_if_failing();
+        if self.failure.is_failed() || self.failure.stranded_lines() > 0 {
+            // The cache is given up, or lines wait to be rescued (`crate::failure`): that is
+            // the cleaning to do, tried again every second.
+            self.rescue_all()?;
+            return Ok(Some(Duration::from_secs(1)));
+        }
         let now = self.ns_since_epoch(Instant::now());
         let (job, next) = {
             let mut control = self.lock_control();
@@ -191,6 +200,7 @@ impl Volume {
             controller: &control.controller,
             storage: &self.storage,
             counters: &self.counters,
+            failure: &self.failure,
         })
     }
 
@@ -227,13 +237,17 @@ impl Volume {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let sealed = self.storage.flush_epoch.fetch_add(1, Ordering::SeqCst);
-        for device in &self.storage.devices {
-            device.flush()?;
+        for (index, device) in self.storage.devices.iter().enumerate() {
+            match device.flush() {
+                // A cache given up holds nothing a flush promises (`crate::failure`).
+                Err(_) if index < self.tiers() && self.failure.is_failed() => {}
+                result => result?,
+            }
         }
         for device in &self.storage.devices[..self.tiers()] {
             let slots = device.slots();
             if slots.is_persistent() {
-                slots.settle(sealed, device.backend.as_ref())?;
+                device.note(slots.settle(sealed, device.backend.as_ref()))?;
             }
         }
         Ok(())

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 
 use heterarchy_blockdev::poly::PolyConfig;
 use heterarchy_blockdev::StagedConfig;
-use heterarchy_device::backend::BackendSpec;
+use heterarchy_device::backend::{BackendSpec, FaultSpec};
 use heterarchy_engine::staging::StagingScheme;
 use heterarchy_engine::{AdmissionScheme, TierLayout, WriteMode};
 use heterarchy_server::config::{ExportConfig, ServeConfig, ServerSection, DEFAULT_IO_WORKERS};
@@ -19,6 +19,17 @@ use heterarchy_volume::config::throttle_name;
 use heterarchy_volume::VolumeConfig;
 
 use crate::size::parse_bytes;
+
+/// A `--faults` flag's value, checked as it is given and kept as written (a spec is large
+/// beside the other flags).
+fn fault_spec(text: &str) -> Result<String, String> {
+    FaultSpec::parse_optional(text).map(|_| text.to_string())
+}
+
+/// A checked `--faults` value, parsed.
+fn faults_of(text: &str) -> Option<FaultSpec> {
+    FaultSpec::parse_optional(text).unwrap_or(None)
+}
 
 /// Arguments of `heterarchy serve`.
 #[derive(Args, Debug)]
@@ -71,6 +82,10 @@ pub struct KvArgs {
     /// HOST:PORT for HTTP metrics and stats.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// Inject faults into the value store, as nbdkit's error filter does (e.g.
+    /// `write-error=1%,file=/run/inject`). For testing what survives a failing device.
+    #[arg(long, value_parser = fault_spec)]
+    pub faults: Option<String>,
     /// With --pmem and --throttle: account every access's device cost (NyxCache, seed 000
     /// §5.2.3), the device's MaxIOPS profile kept in this file (measured again when missing or
     /// stale).
@@ -102,6 +117,7 @@ impl KvArgs {
             slowdown_limit: None,
             throttle: self.throttle.clone(),
             max_connections: self.max_connections,
+            faults: self.faults.as_deref().and_then(faults_of),
             item_max: self.item_max.clone(),
             segment: "1m".to_string(),
         };
@@ -222,6 +238,14 @@ pub struct NbdArgs {
     /// Pace the backing store like this device preset or device file.
     #[arg(long)]
     pub backing_throttle: Option<String>,
+    /// Inject faults into a cache tier, as nbdkit's error filter does (e.g.
+    /// `read-error=1%,file=/run/inject`; `none` for a tier left whole); once per tier, in the
+    /// order of --cache. For testing what survives a failing device.
+    #[arg(long, value_parser = fault_spec)]
+    pub cache_faults: Vec<String>,
+    /// Inject faults into the backing store.
+    #[arg(long, value_parser = fault_spec)]
+    pub backing_faults: Option<String>,
     /// Most operations outstanding at once on each file or block device.
     #[arg(long, default_value_t = 64)]
     pub queue_depth: usize,
@@ -361,6 +385,8 @@ impl NbdArgs {
             .map(throttle_name)
             .collect();
         volume.backing_throttle = self.backing_throttle.clone();
+        volume.cache_faults = self.cache_faults.iter().map(|text| faults_of(text)).collect();
+        volume.backing_faults = self.backing_faults.as_deref().and_then(faults_of);
         volume.force = self.force;
         Ok(volume)
     }

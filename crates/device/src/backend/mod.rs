@@ -16,6 +16,7 @@
 
 pub mod btt;
 mod crash;
+mod fault;
 mod file;
 mod paced;
 mod pmem;
@@ -30,6 +31,11 @@ use std::sync::Arc;
 pub use crash::{
     run_crash_campaign, self_described_version, self_describing_block, CrashAfter, CrashBudget,
 };
+pub use fault::{with_faults, FaultControl, FaultSpec, FaultyBackend};
+/// Config fields holding a [`FaultSpec`].
+pub mod fault_spec {
+    pub use super::fault::deserialize_optional;
+}
 pub use file::FileBackend;
 pub use paced::PacedBackend;
 pub use pmem::{CrashOutcome, PmemBackend};

@@ -11,6 +11,7 @@
 //! #                                     # then `memory` (if given) caps the DRAM index
 //! # throttle = "optane-pm"              # pace the value tier like a preset or a [[device]]
 //! max_connections = 1024
+//! # faults = "write-error=1%"           # inject faults into the value store (tests)
 //! item_max = "1m"
 //! segment = "1m"
 //! ```
@@ -36,7 +37,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use heterarchy_device::backend::BackendSpec;
+use heterarchy_device::backend::{BackendSpec, FaultSpec};
 use heterarchy_engine::nyx::policy::{TenantClass, TenantTerms};
 use heterarchy_engine::nyx::PolicyName;
 use heterarchy_kvstore::{StoreConfig, DEFAULT_ITEM_MAX_BYTES, DEFAULT_SEGMENT_BYTES};
@@ -97,6 +98,14 @@ pub struct TenantConfig {
     pub throttle: Option<String>,
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    /// Faults to inject into the value store (issue 23, item 2; for tests): a
+    /// `heterarchy_device::backend::FaultSpec` such as `"write-error=1%"`.
+    #[serde(
+        default,
+        deserialize_with = "heterarchy_device::backend::fault_spec::deserialize_optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub faults: Option<FaultSpec>,
     /// Largest item (key, value and a 40-byte header), as memcached's `-I`.
     #[serde(default = "default_item_max")]
     pub item_max: String,

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use heterarchy_device::backend::{open_backend, Throttles};
+use heterarchy_device::backend::{open_backend, with_faults, Throttles};
 use heterarchy_engine::nyx::Regulator;
 use heterarchy_kvstore::{Recovery, Store, StoreConfig};
 use serde::Serialize;
@@ -83,6 +83,7 @@ impl Tenant {
                 .map_err(|e| format!("pm {}: {}: {e}", pm.name, pm.path.display()))?;
         }
         let backend = open_backend(&spec).map_err(|e| format!("{spec}: {e}"))?;
+        let backend = with_faults(backend, config.faults.clone());
         let store_config = config.store_config()?;
         let (mut store, recovery) = Store::open(backend, store_config.clone(), unix_now_secs())
             .map_err(|e| e.to_string())?;
