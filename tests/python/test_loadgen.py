@@ -295,3 +295,59 @@ def test_a_stalled_server_ends_the_run_after_the_drain_bound(memcached):
     message = one_line_error(done)
     assert "4 requests unanswered for 2 s" in message, message
     assert 2.5 < elapsed < 10, elapsed
+
+
+def streamed(stdout: str) -> tuple[list, dict]:
+    """The interval lines `--stream` printed, and the report after them."""
+    lines = stdout.splitlines()
+    intervals = [json.loads(line) for line in lines if line.startswith('{"') and line.endswith("}")]
+    rest = [line for line in lines if not (line.startswith('{"') and line.endswith("}"))]
+    return intervals, json.loads("\n".join(rest))
+
+
+@pytest.mark.parametrize("kind", ["heterarchy", "memcached"])
+def test_verified_mixed_load_with_deletes_and_misses_finds_no_error_and_streams_each_interval(servers, kind):
+    server = servers.start(kind, memory_mb=64)
+    done = loadgen("--server", f"127.0.0.1:{server.port}", "--connections", 16, "--pipeline", 4, "--keys", KEYS,
+                   "--value-bytes", 200, "--get-ratio", 0.7, "--delete-ratio", 0.1, "--miss-ratio", 0.2, "--verify",
+                   "--interval", "500ms", "--stream", duration="2s", warmup="0s")
+    assert done.returncode == 0, done.stderr
+    intervals, report = streamed(done.stdout)
+    assert report["errors"] == 0, report["first_error"]
+    assert report["deletes"] > 0 and report["sets"] > 0
+    # A fifth of the gets ask for keys never set, and deleted keys miss too.
+    assert report["get_misses"] > report["gets"] * 0.15, report
+    assert report["verified"] > report["get_hits"] * 0.9, report
+    assert [interval["index"] for interval in intervals] == [0, 1, 2, 3]
+    assert sum(interval["ops"] for interval in intervals) == report["ops"]
+    assert all(interval["latency_us_p99"] > 0 and interval["errors"] == 0 for interval in intervals)
+
+
+def test_verification_catches_values_changed_behind_the_runs_back(servers):
+    """Halfway through a gets-only run, another client overwrites every key with bytes of the
+    same length: the run's gets after that are wrong, and it says so and fails."""
+    server = servers.start("memcached", memory_mb=64)
+    argv = loadgen_argv("--server", f"127.0.0.1:{server.port}", "--connections", 2, "--keys", 64,
+                        "--value-bytes", 64, "--get-ratio", 1.0, "--verify", "--duration", "2s", "--warmup", "0s",
+                        "--format", "json")
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+        with Raw(server.port) as raw:
+            keys = []
+            for _ in range(100):
+                raw.send(b"lru_crawler metadump all\r\n")
+                dump = b""
+                while not dump.endswith(b"END\r\n"):
+                    dump += raw.line()
+                # One line per item, ended by a bare \n.
+                keys = [field[4:] for field in dump.split() if field.startswith(b"key=")]
+                if len(keys) == 64:
+                    break
+                time.sleep(0.05)
+            assert len(keys) == 64, "the prefill set every key"
+            for key in keys:
+                raw.exchange(b"set " + key + b" 0 0 64\r\n" + b"x" * 64 + b"\r\n", b"STORED\r\n")
+        stdout, stderr = run.communicate(timeout=RUN_SECONDS)
+    assert run.returncode != 0
+    report = json.loads(stdout)
+    assert report["errors"] > 0
+    assert "bytes the run never wrote" in report["first_error"], report["first_error"]

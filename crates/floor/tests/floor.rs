@@ -239,7 +239,7 @@ fn answers_a_client_does_not_read_wait_and_are_all_delivered_once_it_reads() {
     let requests: Vec<u8> = b"get k\r\n".repeat(200);
     client.write_all(&requests).unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    let one = format!("VALUE k 0 100000\r\n").len() + 100_000 + b"\r\nEND\r\n".len();
+    let one = b"VALUE k 0 100000\r\n".len() + 100_000 + b"\r\nEND\r\n".len();
     let mut all = vec![0u8; one * 200];
     client.read_exact(&mut all).unwrap();
     assert!(

@@ -188,7 +188,7 @@ impl Tally {
     /// all of them, the thread is done).
     fn close(&mut self, answered_before: Option<Duration>, board: Option<&Board>) {
         if let (Some(series), Some(board)) = (&mut self.intervals, board) {
-            if answered_before.map_or(true, |before| series.closing_due(before)) {
+            if answered_before.is_none_or(|before| series.closing_due(before)) {
                 series.close_until(answered_before, board);
             }
         }
