@@ -197,10 +197,11 @@ fn serve(
     stop: &AtomicBool,
     protocol: Protocol,
 ) -> io::Result<()> {
-    let hit_tail = match protocol {
-        Protocol::Memcached { value_bytes } => memcached::hit_tail(value_bytes),
-        Protocol::Nbd { .. } => memcached::hit_tail(0),
-    };
+    // Composed once, shared by every memcached connection.
+    let hit_tail = memcached::hit_tail(match protocol {
+        Protocol::Memcached { value_bytes } => value_bytes,
+        Protocol::Nbd { .. } => 0,
+    });
     let mut connections: Vec<Option<Connection>> = Vec::new();
     let mut events = Events::with_capacity(EVENTS_PER_POLL);
     loop {
@@ -220,7 +221,11 @@ fn serve(
                         (Protocol::Nbd { size_bytes }, Some(chosen)) => {
                             Session::Nbd(nbd::Session::new(size_bytes, chosen))
                         }
-                        _ => Session::Memcached(memcached::Session::new(hit_tail.clone())),
+                        (Protocol::Memcached { .. }, _) => {
+                            Session::Memcached(memcached::Session::new(hit_tail.clone()))
+                        }
+                        // Every NBD connection comes negotiated.
+                        (Protocol::Nbd { .. }, None) => continue,
                     };
                     if let Err(error) = stream.set_nonblocking(true) {
                         eprintln!("heterarchy-floor: cannot make a socket non-blocking: {error}");
