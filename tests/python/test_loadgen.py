@@ -2,8 +2,12 @@
 against the real memcached (one thread, 64 MiB, as kv_support starts it): the counts add up and
 match memcached's own counters, gets hit after the prefill, latency percentiles are ordered, a
 server's error replies are counted and fail the run, and an unreachable, dying or stalled server
-gives a one-line error and a non-zero exit within a bounded time. Every process is killed at
-teardown, and every run is bounded by RUN_SECONDS."""
+gives a one-line error and a non-zero exit within a bounded time. With --verify (heterarchy's
+server too), a mixed load with deletes and misses finds no wrong reply and values overwritten
+behind the run's back are caught; --stream prints each interval as it ends. `loadgen block`
+over NBD: a verified load reads back what it wrote, data overwritten behind it and refused
+requests count as errors. Every process is killed at teardown, and every run is bounded by
+RUN_SECONDS."""
 
 import json
 import math
@@ -15,7 +19,8 @@ import time
 import pytest
 
 from helpers import BINARY, free_port
-from kv_support import Raw
+from kv_support import Raw, tool_path
+from nbd_support import EXPORT
 
 # A generous bound on any run here: prefill, warm-up, 1 s measured, and the 2 s drain bound.
 RUN_SECONDS = 30
@@ -295,3 +300,117 @@ def test_a_stalled_server_ends_the_run_after_the_drain_bound(memcached):
     message = one_line_error(done)
     assert "4 requests unanswered for 2 s" in message, message
     assert 2.5 < elapsed < 10, elapsed
+
+
+def streamed(stdout: str) -> tuple[list, dict]:
+    """The interval lines `--stream` printed, and the report after them."""
+    lines = stdout.splitlines()
+    intervals = [json.loads(line) for line in lines if line.startswith('{"') and line.endswith("}")]
+    rest = [line for line in lines if not (line.startswith('{"') and line.endswith("}"))]
+    return intervals, json.loads("\n".join(rest))
+
+
+@pytest.mark.parametrize("kind", ["heterarchy", "memcached"])
+def test_verified_mixed_load_with_deletes_and_misses_finds_no_error_and_streams_each_interval(servers, kind):
+    server = servers.start(kind, memory_mb=64)
+    done = loadgen("--server", f"127.0.0.1:{server.port}", "--connections", 16, "--pipeline", 4, "--keys", KEYS,
+                   "--value-bytes", 200, "--get-ratio", 0.7, "--delete-ratio", 0.1, "--miss-ratio", 0.2, "--verify",
+                   "--interval", "500ms", "--stream", duration="2s", warmup="0s")
+    assert done.returncode == 0, done.stderr
+    intervals, report = streamed(done.stdout)
+    assert report["errors"] == 0, report["first_error"]
+    assert report["deletes"] > 0 and report["sets"] > 0
+    # A fifth of the gets ask for keys never set, and deleted keys miss too.
+    assert report["get_misses"] > report["gets"] * 0.15, report
+    assert report["verified"] > report["get_hits"] * 0.9, report
+    assert [interval["index"] for interval in intervals] == [0, 1, 2, 3]
+    assert sum(interval["ops"] for interval in intervals) == report["ops"]
+    assert all(interval["latency_us_p99"] > 0 and interval["errors"] == 0 for interval in intervals)
+
+
+def test_verification_catches_values_changed_behind_the_runs_back(servers):
+    """Halfway through a gets-only run, another client overwrites every key with bytes of the
+    same length: the run's gets after that are wrong, and it says so and fails."""
+    server = servers.start("memcached", memory_mb=64)
+    argv = loadgen_argv("--server", f"127.0.0.1:{server.port}", "--connections", 2, "--keys", 64,
+                        "--value-bytes", 64, "--get-ratio", 1.0, "--verify", "--duration", "2s", "--warmup", "0s",
+                        "--format", "json")
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+        with Raw(server.port) as raw:
+            keys = []
+            for _ in range(100):
+                raw.send(b"lru_crawler metadump all\r\n")
+                dump = b""
+                while not dump.endswith(b"END\r\n"):
+                    dump += raw.line()
+                # One line per item, ended by a bare \n.
+                keys = [field[4:] for field in dump.split() if field.startswith(b"key=")]
+                if len(keys) == 64:
+                    break
+                time.sleep(0.05)
+            assert len(keys) == 64, "the prefill set every key"
+            for key in keys:
+                raw.exchange(b"set " + key + b" 0 0 64\r\n" + b"x" * 64 + b"\r\n", b"STORED\r\n")
+        stdout, stderr = run.communicate(timeout=RUN_SECONDS)
+    assert run.returncode != 0
+    report = json.loads(stdout)
+    assert report["errors"] > 0
+    assert "bytes the run never wrote" in report["first_error"], report["first_error"]
+
+
+def block_loadgen(server, *flags) -> subprocess.CompletedProcess:
+    """`heterarchy loadgen block` over NBD against `server` (a volume of nbd_support)."""
+    return subprocess.run([
+        str(BINARY), "loadgen", "block", "--target", f"nbd://127.0.0.1:{server.port}/{EXPORT}", "--format", "json",
+        *map(str, flags),
+    ], capture_output=True, text=True, timeout=RUN_SECONDS)
+
+
+def test_verified_block_load_over_nbd_reads_back_what_it_wrote_and_streams_each_interval(volume):
+    server = volume("wb", cache="ram:4m")
+    done = block_loadgen(server, "--jobs", 2, "--iodepth", 4, "--read-percent", 60, "--span", "8m",
+                         "--fsync-every", 64, "--verify", "--interval", "500ms", "--stream", "--duration", "2s",
+                         "--series", 0)
+    assert done.returncode == 0, done.stderr
+    intervals, report = streamed(done.stdout)
+    assert report["errors"] == 0, report["first_error"]
+    # 2048 blocks, written at 40%: most reads find a block the run wrote.
+    assert report["verified_reads"] > report["reads"] / 3, report
+    assert [interval["index"] for interval in intervals] == [0, 1, 2, 3]
+    assert all(interval["ops"] > 0 and interval["errors"] == 0 for interval in intervals)
+    assert intervals == report["intervals"]
+
+
+def test_block_verification_catches_data_overwritten_behind_the_runs_back(volume):
+    """Halfway through, qemu-io writes a pattern over the blocks the run uses: its reads of
+    blocks it wrote before then return bytes that are no version of theirs."""
+    server = volume("wb", cache="ram:4m")
+    argv = [str(BINARY), "loadgen", "block", "--target", f"nbd://127.0.0.1:{server.port}/{EXPORT}", "--jobs", 1,
+            "--iodepth", 4, "--read-percent", 80, "--span", "1m", "--verify", "--duration", "2s", "--series", 0,
+            "--format", "json"]
+    with subprocess.Popen(list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+        time.sleep(1)
+        qemu = subprocess.run([tool_path("qemu-io", "qemu-utils"), "-f", "raw", "-c", "write -P 0x55 0 1M",
+                               f"nbd://127.0.0.1:{server.port}/{EXPORT}"],
+                              capture_output=True, text=True, timeout=RUN_SECONDS)
+        stdout, _ = run.communicate(timeout=RUN_SECONDS)
+    assert qemu.returncode == 0, qemu.stderr
+    assert run.returncode != 0
+    report = json.loads(stdout)
+    assert report["errors"] > 0
+    assert "is torn" in report["first_error"], report["first_error"]
+
+
+def test_block_requests_the_server_refuses_count_as_errors_and_the_run_goes_on(servers):
+    """The floor's export is read-only: every write is refused, every read still served."""
+    port = free_port()
+    floor = servers.start_process("floor", [BINARY.with_name("heterarchy-floor"), "nbd", "--listen",
+                                            f"127.0.0.1:{port}", "--size-bytes", 16 << 20], [port])
+    argv = [BINARY, "loadgen", "block", "--target", f"nbd://127.0.0.1:{floor.port}/", "--iodepth", 4,
+            "--read-percent", 50, "--duration", "500ms", "--series", 0, "--format", "json"]
+    done = subprocess.run(list(map(str, argv)), capture_output=True, text=True, timeout=RUN_SECONDS)
+    assert done.returncode != 0
+    report = json.loads(done.stdout)
+    assert report["errors"] == report["writes"] > 0
+    assert report["reads"] > 0
+    assert "EPERM" in report["first_error"] or "not permitted" in report["first_error"], report["first_error"]

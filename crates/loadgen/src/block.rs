@@ -8,6 +8,15 @@
 //! In process, a job's requests in flight are threads of their own (a block call blocks), at
 //! most [`MAX_THREADS`] in all; over NBD a job is one connection with `iodepth` requests
 //! pipelined.
+//!
+//! With `verify`, every write is a self-describing block (block number, version, checksum:
+//! `heterarchy_device::backend::self_describing_block`, the crash tests' oracle) and every read
+//! of a block the run wrote must return the version last acknowledged. Each job (each thread in
+//! process) keeps to blocks of its own and never has two requests of one block in flight, so
+//! that the version a read must return is exact. A request the device fails, and a read that
+//! returns anything else, count as errors and the run goes on; a connection that breaks ends it.
+//! With `interval`, throughput, p99 and errors for each interval, by when requests were sent;
+//! [`run_block_streaming`] also hands each interval out as soon as every job is done with it.
 
 use std::io;
 use std::net::TcpStream;
@@ -17,9 +26,12 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use heterarchy_blockdev::{BlockDevice, StagedExport};
+use heterarchy_device::backend::{self_described_version, self_describing_block};
 use heterarchy_engine::staging::StagingStats;
-use heterarchy_nbd::{Client, Command};
+use heterarchy_nbd::{Client, ClientError, Command};
 use serde::Serialize;
+
+use crate::interval::{Board, IntervalReport, Series};
 
 /// Threads of an in-process run at most.
 pub const MAX_THREADS: usize = 256;
@@ -71,6 +83,10 @@ pub struct BlockLoad {
     pub seed: u64,
     /// Completions kept as (µs since the start, latency µs) for a scatter plot.
     pub series: usize,
+    /// Check every read of a block the run wrote against the version last written.
+    pub verify: bool,
+    /// Report throughput, p99 and errors for each interval this long.
+    pub interval: Option<Duration>,
 }
 
 /// What a run measured.
@@ -100,6 +116,14 @@ pub struct BlockReport {
     pub mean_flush_latency_us: f64,
     /// (µs since the start, latency µs) of the first completions.
     pub series: Vec<(f64, f64)>,
+    /// Requests the device failed, and with `verify` reads that returned the wrong data.
+    pub errors: u64,
+    /// The first of them.
+    pub first_error: Option<String>,
+    /// With `verify`: reads of blocks the run wrote, found to hold the version last written.
+    pub verified_reads: Option<u64>,
+    /// Each interval, with `interval`.
+    pub intervals: Vec<IntervalReport>,
 }
 
 /// One thread's tallies.
@@ -110,10 +134,14 @@ struct Tally {
     flushes: u64,
     flush_ns: u64,
     series: Vec<(f64, f64)>,
+    errors: u64,
+    first_error: Option<String>,
+    verified_reads: u64,
+    intervals: Option<Series>,
 }
 
 impl Tally {
-    fn new() -> Tally {
+    fn new(load: &BlockLoad) -> Tally {
         Tally {
             latency_ns: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3).expect("valid bounds"),
             reads: 0,
@@ -121,6 +149,12 @@ impl Tally {
             flushes: 0,
             flush_ns: 0,
             series: Vec::new(),
+            errors: 0,
+            first_error: None,
+            verified_reads: 0,
+            intervals: load
+                .interval
+                .map(|interval| Series::new(interval, load.duration)),
         }
     }
 
@@ -131,6 +165,121 @@ impl Tally {
         self.flushes += other.flushes;
         self.flush_ns += other.flush_ns;
         self.series.extend(other.series);
+        self.errors += other.errors;
+        self.first_error = self.first_error.take().or(other.first_error);
+        self.verified_reads += other.verified_reads;
+        if let (Some(mine), Some(theirs)) = (&mut self.intervals, &other.intervals) {
+            mine.merge(theirs);
+        }
+    }
+
+    /// Counts a failed or wrong request started `sent_after` into the run.
+    fn error(&mut self, sent_after: Duration, describe: impl FnOnce() -> String) {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(describe());
+        }
+        if let Some(series) = &mut self.intervals {
+            series.record_error(sent_after);
+        }
+    }
+
+    /// Hands `board` the intervals that ended before `answered_before` into the run (none:
+    /// all of them, the thread is done).
+    fn close(&mut self, answered_before: Option<Duration>, board: Option<&Board>) {
+        if let (Some(series), Some(board)) = (&mut self.intervals, board) {
+            if answered_before.is_none_or(|before| series.closing_due(before)) {
+                series.close_until(answered_before, board);
+            }
+        }
+    }
+}
+
+/// What a job (a thread in process) knows of its blocks, with `verify`: the version each block
+/// it wrote holds, and which have a request in flight.
+struct Blocks {
+    job: u64,
+    jobs: u64,
+    /// Blocks of the job: `job + jobs * n` for n below this.
+    own: u64,
+    versions: std::collections::HashMap<u64, u64>,
+    in_flight: std::collections::HashSet<u64>,
+    next_version: u64,
+}
+
+impl Blocks {
+    /// Job `job` of `jobs` over a device of `blocks`.
+    fn new(job: u64, jobs: u64, blocks: u64) -> Blocks {
+        Blocks {
+            job,
+            jobs,
+            own: (blocks.saturating_sub(job)).div_ceil(jobs),
+            versions: Default::default(),
+            in_flight: Default::default(),
+            next_version: 1,
+        }
+    }
+
+    /// The job's block that `choice` (a block of the whole device) stands for.
+    fn own_block(&self, choice: u64) -> u64 {
+        self.job + self.jobs * (choice % self.own.max(1))
+    }
+
+    /// Whether `op` may start now (no request of its block in flight); it is then in flight.
+    fn start(&mut self, op: Op) -> bool {
+        match op {
+            Op::Read(block) | Op::Write(block) => self.in_flight.insert(block),
+            Op::Flush => true,
+        }
+    }
+
+    /// Accounts for a finished request: `Ok(data)` (a read's) or the device's error message;
+    /// `written` is the version a write wrote. The error says what went wrong.
+    fn finish(
+        &mut self,
+        op: Op,
+        written: u64,
+        result: Result<&[u8], String>,
+    ) -> Result<bool, String> {
+        if let Op::Read(block) | Op::Write(block) = op {
+            self.in_flight.remove(&block);
+        }
+        match (op, result) {
+            (Op::Write(block), Ok(_)) => {
+                self.versions.insert(block, written);
+                Ok(false)
+            }
+            (Op::Write(block), Err(error)) => {
+                // It may or may not have reached the device.
+                self.versions.remove(&block);
+                Err(format!("write of block {block} failed: {error}"))
+            }
+            (Op::Read(block), Ok(data)) => {
+                let Some(&expected) = self.versions.get(&block) else {
+                    return Ok(false);
+                };
+                match self_described_version(data, block) {
+                    Ok(found) if found == expected => Ok(true),
+                    Ok(found) => Err(format!(
+                        "read of block {block} returned version {found} where version {expected} \
+                         was written"
+                    )),
+                    Err(why) => Err(format!(
+                        "read of block {block} where version {expected} was written: {why}"
+                    )),
+                }
+            }
+            (Op::Read(block), Err(error)) => Err(format!("read of block {block} failed: {error}")),
+            (Op::Flush, Ok(_)) => Ok(false),
+            (Op::Flush, Err(error)) => Err(format!("flush failed: {error}")),
+        }
+    }
+
+    /// The data of the job's next write of `block`, and its version.
+    fn write_data(&mut self, block: u64) -> (Vec<u8>, u64) {
+        let version = self.next_version;
+        self.next_version += 1;
+        (self_describing_block(block, version, BLOCK), version)
     }
 }
 
@@ -185,6 +334,9 @@ fn record(tally: &mut Tally, op: Op, start: Instant, began: Instant, keep: usize
     let latency = start.elapsed();
     let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX).max(1);
     tally.latency_ns.saturating_record(ns);
+    if let Some(series) = &mut tally.intervals {
+        series.record(start.saturating_duration_since(began), ns);
+    }
     match op {
         Op::Read(_) => tally.reads += 1,
         Op::Write(_) => tally.writes += 1,
@@ -201,6 +353,16 @@ fn record(tally: &mut Tally, op: Op, start: Instant, began: Instant, keep: usize
 
 /// Runs `load` against `target`.
 pub fn run_block(target: &BlockTarget, load: &BlockLoad) -> io::Result<BlockReport> {
+    run_block_streaming(target, load, None)
+}
+
+/// [`run_block`], also handing `on_interval` each interval (with `load.interval`) as soon as
+/// every job is done with it.
+pub fn run_block_streaming(
+    target: &BlockTarget,
+    load: &BlockLoad,
+    on_interval: Option<&(dyn Fn(IntervalReport) + Sync)>,
+) -> io::Result<BlockReport> {
     let size = match target {
         BlockTarget::InProcess(device) => device.size_bytes(),
         BlockTarget::Nbd { address, export } => connect(address, export)?.negotiated().size_bytes,
@@ -220,8 +382,37 @@ pub fn run_block(target: &BlockTarget, load: &BlockLoad) -> io::Result<BlockRepo
     let before = staging_stats(target);
     let jobs = load.jobs.max(1);
     let iodepth = load.iodepth.max(1);
+    let workers = match target {
+        BlockTarget::InProcess(_) => (jobs * iodepth).min(MAX_THREADS),
+        BlockTarget::Nbd { .. } => jobs,
+    };
+    if load.verify && blocks < 2 * (jobs * iodepth) as u64 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "verifying needs at least two {BLOCK} B blocks per request in flight: the device \
+                 holds {blocks} for {} in flight",
+                jobs * iodepth
+            ),
+        ));
+    }
+    let emit = |interval: IntervalReport| {
+        if let Some(on_interval) = on_interval {
+            on_interval(interval);
+        }
+    };
+    let board = match (load.interval, on_interval) {
+        (Some(interval), Some(_)) => Some(Board::new(
+            interval,
+            load.duration,
+            workers + usize::from(load.flush_interval.is_some()),
+            &emit,
+        )),
+        _ => None,
+    };
+    let board = board.as_ref();
     let stop = AtomicBool::new(false);
-    let total = Mutex::new(Tally::new());
+    let total = Mutex::new(Tally::new(load));
     let first_error = Mutex::new(None::<io::Error>);
     let chooser = |job: usize, lane: usize| Chooser {
         state: load.seed ^ ((job * 1024 + lane + 1) as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
@@ -243,30 +434,57 @@ pub fn run_block(target: &BlockTarget, load: &BlockLoad) -> io::Result<BlockRepo
         };
         match target {
             BlockTarget::InProcess(device) => {
-                let threads = (jobs * iodepth).min(MAX_THREADS);
-                for thread in 0..threads {
+                for thread in 0..workers {
                     let mut choose = chooser(thread / iodepth, thread % iodepth);
                     let device = device.as_ref();
                     scope.spawn(move || {
-                        let mut tally = Tally::new();
+                        let mut tally = Tally::new(load);
                         let mut buffer = Box::new(AlignedBlock([0; BLOCK]));
                         let data = &mut buffer.0;
+                        // One request at a time: the thread's blocks are its own.
+                        let mut own = load
+                            .verify
+                            .then(|| Blocks::new(thread as u64, workers as u64, blocks));
                         while !stop.load(Ordering::Relaxed) {
-                            let op = choose.next();
+                            let op = match (choose.next(), &own) {
+                                (Op::Read(block), Some(own)) => Op::Read(own.own_block(block)),
+                                (Op::Write(block), Some(own)) => Op::Write(own.own_block(block)),
+                                (op, _) => op,
+                            };
+                            let mut version = 0;
                             let start = Instant::now();
                             let result = match op {
                                 Op::Read(block) => device.read(block * BLOCK as u64, data),
                                 Op::Write(block) => {
-                                    data[..8].copy_from_slice(&block.to_le_bytes());
+                                    match &mut own {
+                                        Some(own) => {
+                                            let written;
+                                            (written, version) = own.write_data(block);
+                                            data.copy_from_slice(&written);
+                                        }
+                                        None => data[..8].copy_from_slice(&block.to_le_bytes()),
+                                    }
                                     device.write(block * BLOCK as u64, data, false)
                                 }
                                 Op::Flush => device.flush(),
                             };
-                            if let Err(error) = result {
-                                return fail(error);
-                            }
+                            let sent_after = start.saturating_duration_since(began);
+                            let outcome = match &mut own {
+                                Some(own) => own.finish(
+                                    op,
+                                    version,
+                                    result.map(|()| &data[..]).map_err(|e| e.to_string()),
+                                ),
+                                None => result.map(|()| false).map_err(|e| e.to_string()),
+                            };
                             record(&mut tally, op, start, began, keep);
+                            match outcome {
+                                Ok(verified) => tally.verified_reads += u64::from(verified),
+                                Err(message) => tally.error(sent_after, || message),
+                            }
+                            tally.close(Some(began.elapsed()), board);
                         }
+                        tally.close(None, board);
                         total.lock().unwrap_or_else(|p| p.into_inner()).merge(tally);
                     });
                 }
@@ -274,17 +492,24 @@ pub fn run_block(target: &BlockTarget, load: &BlockLoad) -> io::Result<BlockRepo
             BlockTarget::Nbd { address, export } => {
                 for job in 0..jobs {
                     let mut choose = chooser(job, 0);
+                    let mut own = load
+                        .verify
+                        .then(|| Blocks::new(job as u64, jobs as u64, blocks));
                     scope.spawn(move || {
-                        if let Err(error) = nbd_job(
+                        let mut tally = Tally::new(load);
+                        let job = NbdJob {
                             address,
                             export,
                             iodepth,
-                            &mut choose,
                             stop,
-                            total,
                             began,
                             keep,
-                        ) {
+                            board,
+                        };
+                        let outcome = job.run(&mut choose, own.as_mut(), &mut tally);
+                        tally.close(None, board);
+                        total.lock().unwrap_or_else(|p| p.into_inner()).merge(tally);
+                        if let Err(error) = outcome {
                             fail(error);
                         }
                     });
@@ -293,7 +518,7 @@ pub fn run_block(target: &BlockTarget, load: &BlockLoad) -> io::Result<BlockRepo
         }
         if let Some(interval) = load.flush_interval {
             scope.spawn(move || {
-                let mut tally = Tally::new();
+                let mut tally = Tally::new(load);
                 let mut next = Instant::now() + interval;
                 while !stop.load(Ordering::Relaxed) {
                     if Instant::now() < next {
@@ -307,11 +532,15 @@ pub fn run_block(target: &BlockTarget, load: &BlockLoad) -> io::Result<BlockRepo
                         BlockTarget::Nbd { address, export } => connect(address, export)
                             .and_then(|mut client| client.flush().map_err(io::Error::other)),
                     };
-                    if let Err(error) = result {
-                        return fail(error);
-                    }
                     record(&mut tally, Op::Flush, start, began, 0);
+                    if let Err(error) = result {
+                        tally.error(start.saturating_duration_since(began), || {
+                            format!("flush failed: {error}")
+                        });
+                    }
+                    tally.close(Some(began.elapsed()), board);
                 }
+                tally.close(None, board);
                 total.lock().unwrap_or_else(|p| p.into_inner()).merge(tally);
             });
         }
@@ -362,6 +591,13 @@ pub fn run_block(target: &BlockTarget, load: &BlockLoad) -> io::Result<BlockRepo
             tally.flush_ns as f64 / tally.flushes as f64 / 1e3
         },
         series: tally.series,
+        errors: tally.errors,
+        first_error: tally.first_error,
+        verified_reads: load.verify.then_some(tally.verified_reads),
+        intervals: tally
+            .intervals
+            .as_ref()
+            .map_or_else(Vec::new, Series::report),
     })
 }
 
@@ -380,57 +616,107 @@ pub(crate) fn connect(address: &str, export: &str) -> io::Result<Client<TcpStrea
 }
 
 /// One job over NBD: a connection with `iodepth` requests in flight until told to stop.
-#[allow(clippy::too_many_arguments)]
-fn nbd_job(
-    address: &str,
-    export: &str,
+struct NbdJob<'a> {
+    address: &'a str,
+    export: &'a str,
     iodepth: usize,
-    choose: &mut Chooser,
-    stop: &AtomicBool,
-    total: &Mutex<Tally>,
+    stop: &'a AtomicBool,
     began: Instant,
     keep: usize,
-) -> io::Result<()> {
-    let mut client = connect(address, export)?;
-    let mut tally = Tally::new();
-    let mut started: std::collections::HashMap<u64, (Op, Instant)> = Default::default();
-    let mut data = vec![0u8; BLOCK];
-    loop {
-        while !stop.load(Ordering::Relaxed) && client.in_flight() < iodepth {
-            let op = choose.next();
-            let cookie = match op {
-                Op::Read(block) => client.submit_read(block * BLOCK as u64, BLOCK as u32),
-                Op::Write(block) => {
-                    data[..8].copy_from_slice(&block.to_le_bytes());
-                    client.submit_write(block * BLOCK as u64, &data, false)
+    board: Option<&'a Board<'a>>,
+}
+
+impl NbdJob<'_> {
+    /// Runs the job's requests, chosen by `choose` (on its `own` blocks when verifying), into
+    /// `tally`; a connection that fails or breaks the protocol ends it.
+    fn run(
+        &self,
+        choose: &mut Chooser,
+        mut own: Option<&mut Blocks>,
+        tally: &mut Tally,
+    ) -> io::Result<()> {
+        let mut client = connect(self.address, self.export)?;
+        // Cookie -> the request, when it started, and the version a write wrote.
+        let mut started: std::collections::HashMap<u64, (Op, Instant, u64)> = Default::default();
+        let mut data = vec![0u8; BLOCK];
+        loop {
+            while !self.stop.load(Ordering::Relaxed) && client.in_flight() < self.iodepth {
+                let op = self.next_op(choose, own.as_deref_mut());
+                let mut version = 0;
+                let cookie = match op {
+                    Op::Read(block) => client.submit_read(block * BLOCK as u64, BLOCK as u32),
+                    Op::Write(block) => {
+                        match own.as_deref_mut() {
+                            Some(own) => {
+                                let written;
+                                (written, version) = own.write_data(block);
+                                data.copy_from_slice(&written);
+                            }
+                            None => data[..8].copy_from_slice(&block.to_le_bytes()),
+                        }
+                        client.submit_write(block * BLOCK as u64, &data, false)
+                    }
+                    Op::Flush => client.submit_flush(),
                 }
-                Op::Flush => client.submit_flush(),
+                .map_err(io::Error::other)?;
+                started.insert(cookie, (op, Instant::now(), version));
             }
-            .map_err(io::Error::other)?;
-            started.insert(cookie, (op, Instant::now()));
-        }
-        if client.in_flight() == 0 {
-            break;
-        }
-        let done = client.complete().map_err(io::Error::other)?;
-        if let Err(error) = done.result {
-            return Err(io::Error::other(format!(
-                "{:?} failed: {error}",
-                done.command
-            )));
-        }
-        if let Some((op, start)) = started.remove(&done.cookie) {
+            if client.in_flight() == 0 {
+                return Ok(());
+            }
+            let done = client.complete().map_err(io::Error::other)?;
+            let Some((op, start, version)) = started.remove(&done.cookie) else {
+                continue;
+            };
             debug_assert!(matches!(
                 (op, done.command),
                 (Op::Read(_), Command::Read)
                     | (Op::Write(_), Command::Write)
                     | (Op::Flush, Command::Flush)
             ));
-            record(&mut tally, op, start, began, keep);
+            record(tally, op, start, self.began, self.keep);
+            let result = done
+                .result
+                .as_deref()
+                .map_err(|error| ClientError::Request(error.clone()).to_string());
+            let outcome = match own.as_deref_mut() {
+                Some(own) => own.finish(op, version, result),
+                None => result.map(|_| false),
+            };
+            match outcome {
+                Ok(verified) => tally.verified_reads += u64::from(verified),
+                Err(message) => {
+                    tally.error(start.saturating_duration_since(self.began), || message)
+                }
+            }
+            if self.board.is_some() {
+                let oldest = started.values().map(|&(_, at, _)| at).min();
+                let answered_before = oldest.unwrap_or_else(Instant::now);
+                tally.close(
+                    Some(answered_before.saturating_duration_since(self.began)),
+                    self.board,
+                );
+            }
         }
     }
-    total.lock().unwrap_or_else(|p| p.into_inner()).merge(tally);
-    Ok(())
+
+    /// The next request: `choose`'s, kept to the job's own blocks and to blocks with no request
+    /// in flight when verifying.
+    fn next_op(&self, choose: &mut Chooser, own: Option<&mut Blocks>) -> Op {
+        let Some(own) = own else {
+            return choose.next();
+        };
+        loop {
+            let op = match choose.next() {
+                Op::Read(block) => Op::Read(own.own_block(block)),
+                Op::Write(block) => Op::Write(own.own_block(block)),
+                Op::Flush => Op::Flush,
+            };
+            if own.start(op) {
+                return op;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -458,6 +744,8 @@ mod tests {
             span_bytes: 0,
             seed: 7,
             series: 100,
+            verify: false,
+            interval: None,
         };
         let report = run_block(&BlockTarget::InProcess(device), &load).unwrap();
         assert!(report.requests > 100, "{report:?}");
@@ -490,5 +778,88 @@ mod tests {
             .unwrap()
             .contains("nbd://HOST:PORT/EXPORT"));
         assert!(BlockTarget::nbd("nbd://localhost/x").is_err());
+    }
+
+    #[test]
+    fn verified_blocks_catch_stale_misplaced_and_torn_reads() {
+        let mut own = Blocks::new(1, 2, 100);
+        // Job 1 of 2 keeps to odd blocks.
+        assert_eq!(own.own_block(0), 1);
+        assert_eq!(own.own_block(7), 15);
+        let (first, v1) = own.write_data(15);
+        assert!(own.start(Op::Write(15)));
+        assert!(!own.start(Op::Read(15)), "one request of a block in flight");
+        assert_eq!(own.finish(Op::Write(15), v1, Ok(&[])), Ok(false));
+        let (second, v2) = own.write_data(15);
+        own.start(Op::Write(15));
+        own.finish(Op::Write(15), v2, Ok(&[])).unwrap();
+        own.start(Op::Read(15));
+        assert_eq!(own.finish(Op::Read(15), 0, Ok(&second)), Ok(true));
+        let mut torn = second.clone();
+        torn[100] ^= 1;
+        let misplaced = self_describing_block(17, v2, BLOCK);
+        for (data, expected) in [
+            (&first, "returned version 1 where version 2"),
+            (&misplaced, "holds block 17"),
+            (&torn, "torn"),
+        ] {
+            own.start(Op::Read(15));
+            let error = own.finish(Op::Read(15), 0, Ok(data)).unwrap_err();
+            assert!(error.contains(expected), "{error}");
+        }
+        // A block the run never wrote holds whatever it held.
+        own.start(Op::Read(13));
+        assert_eq!(own.finish(Op::Read(13), 0, Ok(&[7u8; BLOCK])), Ok(false));
+        // A failed write leaves its block unknown, and is an error.
+        own.start(Op::Write(15));
+        assert!(own.finish(Op::Write(15), 3, Err("EIO".into())).is_err());
+        own.start(Op::Read(15));
+        assert_eq!(own.finish(Op::Read(15), 0, Ok(&first)), Ok(false));
+    }
+
+    #[test]
+    fn a_verified_in_process_run_reads_back_what_it_wrote_and_reports_each_interval() {
+        let config = StagedConfig {
+            staging_size: 1 << 20,
+            evictors: Some(1),
+            ..StagedConfig::new("pm", "ram:16m".parse().unwrap(), StagingScheme::CAITI)
+        };
+        let device = Arc::new(StagedExport::open(&config, &Throttles::default()).unwrap());
+        let load = BlockLoad {
+            jobs: 2,
+            iodepth: 2,
+            duration: Duration::from_millis(600),
+            read_percent: 50,
+            fsync_every: Some(32),
+            flush_interval: None,
+            span_bytes: 256 * BLOCK as u64,
+            seed: 3,
+            series: 0,
+            verify: true,
+            interval: Some(Duration::from_millis(200)),
+        };
+        let streamed = Mutex::new(Vec::new());
+        let emit = |interval: IntervalReport| streamed.lock().unwrap().push(interval);
+        let report =
+            run_block_streaming(&BlockTarget::InProcess(device), &load, Some(&emit)).unwrap();
+        assert_eq!(report.errors, 0, "{:?}", report.first_error);
+        let verified = report.verified_reads.unwrap();
+        // 256 blocks, so most reads after the first few find a block the run wrote.
+        assert!(
+            verified > report.reads / 4,
+            "{verified} of {} reads",
+            report.reads
+        );
+        let streamed = streamed.into_inner().unwrap();
+        assert_eq!(streamed.len(), 3);
+        assert_eq!(
+            streamed.iter().map(|i| i.index).collect::<Vec<_>>(),
+            [0, 1, 2]
+        );
+        assert_eq!(
+            streamed.iter().map(|i| i.ops).sum::<u64>(),
+            report.intervals.iter().map(|i| i.ops).sum::<u64>()
+        );
+        assert!(streamed.iter().all(|interval| interval.ops > 0));
     }
 }

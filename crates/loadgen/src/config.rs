@@ -12,10 +12,14 @@ use heterarchy_memcache::PROTOCOL_MAX_KEY_BYTES;
 use crate::error::LoadError;
 use crate::keys::KeySpace;
 use crate::schedule::RateSchedule;
+use crate::verify::NAMED_BYTES;
 
 /// The largest value asked for: memcached's largest item size (`-I 1024m`). The run holds the
 /// whole value in memory once.
 pub const VALUE_BYTES_MAX: usize = 1 << 30;
+
+/// The most keys a verified run keeps the state of (nine bytes each).
+pub const VERIFIED_KEYS_MAX: u64 = 1 << 30;
 
 /// Where the server listens: `HOST:PORT` or `unix:PATH`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,8 +154,15 @@ pub struct Config {
     pub key_bytes: usize,
     /// The length of every value set.
     pub value_bytes: usize,
-    /// The fraction of requests that are gets; the rest are sets.
+    /// The fraction of requests that are gets.
     pub get_ratio: f64,
+    /// The fraction of requests that are deletes; the rest (after gets) are sets.
+    pub delete_ratio: f64,
+    /// The fraction of gets that ask for keys the run never sets (they must miss).
+    pub miss_ratio: f64,
+    /// Check every reply against what the run wrote (`verify.rs`); every value then names its
+    /// key and version, and no two requests of one key are outstanding at once.
+    pub verify: bool,
     /// How each request's key is chosen.
     pub distribution: Distribution,
     /// Set every key once before the warm-up, so that gets hit.
@@ -167,6 +178,16 @@ pub struct Config {
 }
 
 impl Config {
+    /// The keys requests name: the `keys` the run writes, and as many it never writes when
+    /// some gets are to miss.
+    pub(crate) fn keyspace(&self) -> u64 {
+        if self.miss_ratio > 0.0 {
+            self.keys.saturating_mul(2)
+        } else {
+            self.keys
+        }
+    }
+
     /// Checks that the workload can run, saying which setting is wrong if not.
     pub fn validate(&self) -> Result<(), LoadError> {
         let bad = |message: String| Err(LoadError::Config(message));
@@ -197,10 +218,16 @@ impl Config {
                 self.key_bytes
             ));
         }
-        if !KeySpace::fits(self.keys, self.key_bytes) {
+        if !KeySpace::fits(self.keyspace(), self.key_bytes) {
             return bad(format!(
-                "--keys {} distinct keys do not fit in {} bytes",
-                self.keys, self.key_bytes
+                "--keys {} distinct keys{} do not fit in {} bytes",
+                self.keys,
+                if self.miss_ratio > 0.0 {
+                    " and as many for --miss-ratio"
+                } else {
+                    ""
+                },
+                self.key_bytes
             ));
         }
         if self.value_bytes > VALUE_BYTES_MAX {
@@ -210,11 +237,43 @@ impl Config {
                 VALUE_BYTES_MAX >> 20
             ));
         }
-        if !(0.0..=1.0).contains(&self.get_ratio) {
+        for (flag, ratio) in [
+            ("--get-ratio", self.get_ratio),
+            ("--delete-ratio", self.delete_ratio),
+            ("--miss-ratio", self.miss_ratio),
+        ] {
+            if !(0.0..=1.0).contains(&ratio) {
+                return bad(format!("{flag} {ratio} is not a fraction between 0 and 1"));
+            }
+        }
+        if self.get_ratio + self.delete_ratio > 1.0 {
             return bad(format!(
-                "--get-ratio {} is not a fraction between 0 and 1",
-                self.get_ratio
+                "--get-ratio {} and --delete-ratio {} add up to more than 1",
+                self.get_ratio, self.delete_ratio
             ));
+        }
+        if self.verify {
+            if self.value_bytes < NAMED_BYTES {
+                return bad(format!(
+                    "--verify needs --value-bytes of at least {NAMED_BYTES} (a value names its key \
+                     and version), not {}",
+                    self.value_bytes
+                ));
+            }
+            let outstanding = (self.connections as u64).saturating_mul(self.pipeline as u64);
+            if self.keys < outstanding.saturating_mul(2) {
+                return bad(format!(
+                    "--verify needs --keys at least twice the requests outstanding ({outstanding}), \
+                     not {}: a key has one request outstanding at a time",
+                    self.keys
+                ));
+            }
+            if self.keys > VERIFIED_KEYS_MAX {
+                return bad(format!(
+                    "--verify keeps every key's state: at most {VERIFIED_KEYS_MAX} --keys, not {}",
+                    self.keys
+                ));
+            }
         }
         Ok(())
     }
@@ -278,6 +337,9 @@ mod tests {
             key_bytes: 32,
             value_bytes: 100,
             get_ratio: 0.9,
+            delete_ratio: 0.0,
+            miss_ratio: 0.0,
+            verify: false,
             distribution: Distribution::Uniform,
             prefill: true,
             seed: 1,
@@ -291,7 +353,7 @@ mod tests {
         assert!(default_config().validate().is_ok());
         /// A change that makes the config invalid, and the setting the error must name.
         type Case = (fn(&mut Config), &'static str);
-        let cases: [Case; 5] = [
+        let cases: [Case; 9] = [
             (|config| config.key_bytes = 2, "--keys 100000"),
             (|config| config.threads = 33, "--threads 33"),
             (|config| config.duration = Duration::ZERO, "--duration"),
@@ -299,6 +361,29 @@ mod tests {
             (
                 |config| config.value_bytes = VALUE_BYTES_MAX + 1,
                 "--value-bytes",
+            ),
+            (|config| config.delete_ratio = 0.2, "add up to more than 1"),
+            (
+                |config| {
+                    config.verify = true;
+                    config.value_bytes = 31;
+                },
+                "--value-bytes of at least 32",
+            ),
+            (
+                |config| {
+                    config.verify = true;
+                    config.keys = 63;
+                },
+                "twice the requests outstanding (32)",
+            ),
+            (
+                |config| {
+                    config.key_bytes = 3;
+                    config.keys = 200_000;
+                    config.miss_ratio = 0.1;
+                },
+                "and as many for --miss-ratio",
             ),
         ];
         for (spoil, named) in cases {

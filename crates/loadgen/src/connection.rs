@@ -24,6 +24,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) enum Kind {
     Get,
     Set,
+    Delete,
 }
 
 /// A request written (or being written) and not yet answered.
@@ -31,6 +32,8 @@ pub(crate) enum Kind {
 pub(crate) struct Pending {
     pub(crate) kind: Kind,
     pub(crate) key: u64,
+    /// The version a verified set writes.
+    pub(crate) version: u64,
     /// When its bytes were first handed to the socket.
     pub(crate) sent_at: Instant,
 }
@@ -80,11 +83,13 @@ pub(crate) struct Connection {
 impl Connection {
     /// Connects to `server` (whose TCP addresses are `resolved`): blocking while connecting so
     /// that a refused or unreachable server is reported at once, non-blocking after, and with
-    /// Nagle's algorithm off so that each batch of requests leaves at once.
+    /// Nagle's algorithm off so that each batch of requests leaves at once. With `capture`,
+    /// replies keep what their first value holds, for verification.
     pub(crate) fn open(
         server: &ServerAddr,
         resolved: &[SocketAddr],
         number: usize,
+        capture: bool,
     ) -> Result<Connection, LoadError> {
         let failed = |error| LoadError::Connect {
             server: server.to_string(),
@@ -110,8 +115,17 @@ impl Connection {
             out: Vec::new(),
             written: 0,
             pending: VecDeque::new(),
-            parser: ReplyParser::new(),
+            parser: if capture {
+                ReplyParser::capturing()
+            } else {
+                ReplyParser::new()
+            },
         })
+    }
+
+    /// When the oldest request still unanswered was handed to the socket.
+    pub(crate) fn oldest_sent(&self) -> Option<Instant> {
+        self.pending.front().map(|request| request.sent_at)
     }
 
     /// Watches the socket in `registry` under `token`, edge-triggered.
@@ -139,12 +153,13 @@ impl Connection {
     ) -> Result<usize, LoadError> {
         let before = self.pending.len();
         while self.pending.len() < depth {
-            let Some((kind, key)) = requests.next(&mut self.out) else {
+            let Some((kind, key, version)) = requests.next(&mut self.out) else {
                 break;
             };
             self.pending.push_back(Pending {
                 kind,
                 key,
+                version,
                 sent_at: self.opened,
             });
         }

@@ -3,6 +3,8 @@
 //! two reads is buffered, so parsing allocates nothing once that buffer has grown to the
 //! longest line.
 
+use crate::verify::{digest, DIGEST_START, NAMED_BYTES};
+
 /// The longest reply line accepted; memcached's lines are far shorter (a `VALUE` line with the
 /// longest key is under 300 bytes), so a longer one means the stream is not memcached's.
 const LINE_MAX: usize = 4096;
@@ -11,13 +13,26 @@ const LINE_MAX: usize = 4096;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
     /// `VALUE <key> <flags> <bytes>[ <cas>]` blocks closed by `END`: how many values and the
-    /// length of the first (a miss is no value at all).
-    Values { count: u32, first_bytes: u64 },
+    /// length of the first (a miss is no value at all), and, from a capturing parser, what the
+    /// first held.
+    Values {
+        count: u32,
+        first_bytes: u64,
+        first: Option<Captured>,
+    },
     /// `STORED`.
     Stored,
     /// Any other line, without its `\r\n`: `NOT_STORED`, `EXISTS`, `ERROR`, `CLIENT_ERROR ...`,
     /// `SERVER_ERROR ...`. Only these replies allocate, and a healthy run has none.
     Line(String),
+}
+
+/// What a capturing parser keeps of a reply's first value: its first bytes (those that name
+/// a verified value's key and version) and a hash of all of it (`verify::digest`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Captured {
+    pub prefix: [u8; NAMED_BYTES],
+    pub digest: u64,
 }
 
 /// Bytes that cannot be memcached's replies: the reply stream is lost from there on.
@@ -44,6 +59,11 @@ pub struct ReplyParser {
     /// Values of the `VALUE ... END` reply under way.
     values: u32,
     first_bytes: u64,
+    /// Whether to keep what the first value holds, and what is kept so far: its bytes seen,
+    /// first bytes and hash.
+    capture: bool,
+    first_seen: u64,
+    first: Captured,
 }
 
 impl ReplyParser {
@@ -54,6 +74,20 @@ impl ReplyParser {
             line: Vec::new(),
             values: 0,
             first_bytes: 0,
+            capture: false,
+            first_seen: 0,
+            first: Captured {
+                prefix: [0; NAMED_BYTES],
+                digest: DIGEST_START,
+            },
+        }
+    }
+
+    /// A parser that also keeps what each reply's first value holds ([`Captured`]).
+    pub fn capturing() -> ReplyParser {
+        ReplyParser {
+            capture: true,
+            ..ReplyParser::new()
         }
     }
 
@@ -88,6 +122,16 @@ impl ReplyParser {
                 }
                 State::Data { remaining } => {
                     let skipped = remaining.min(rest.len() as u64);
+                    if self.capture && self.values == 1 {
+                        let data = &rest[..skipped as usize];
+                        let seen = self.first_seen as usize;
+                        if seen < NAMED_BYTES {
+                            let copied = data.len().min(NAMED_BYTES - seen);
+                            self.first.prefix[seen..seen + copied].copy_from_slice(&data[..copied]);
+                        }
+                        self.first.digest = digest(self.first.digest, data);
+                        self.first_seen += skipped;
+                    }
                     used += skipped as usize;
                     self.state = match remaining - skipped {
                         0 => State::DataEnd { matched: 0 },
@@ -148,12 +192,18 @@ impl ReplyParser {
             b"END" => Reply::Values {
                 count: self.values,
                 first_bytes: self.first_bytes,
+                first: (self.capture && self.values > 0).then_some(self.first),
             },
             b"STORED" => Reply::Stored,
             other => Reply::Line(String::from_utf8_lossy(other).into_owned()),
         };
         self.values = 0;
         self.first_bytes = 0;
+        self.first_seen = 0;
+        self.first = Captured {
+            prefix: [0; NAMED_BYTES],
+            digest: DIGEST_START,
+        };
         Ok(Some(reply))
     }
 }
@@ -200,7 +250,11 @@ mod tests {
         bytes.extend_from_slice(b"VALUE a 0 2\r\nab\r\nVALUE b 0 0\r\n\r\nEND\r\n");
         bytes.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
         bytes.extend_from_slice(b"ERROR\r\nCLIENT_ERROR bad data chunk\r\nNOT_STORED\r\n");
-        let values = |count, first_bytes| Reply::Values { count, first_bytes };
+        let values = |count, first_bytes| Reply::Values {
+            count,
+            first_bytes,
+            first: None,
+        };
         let expected = vec![
             values(1, 7),
             values(0, 0),
@@ -246,6 +300,47 @@ mod tests {
                 let (head, tail) = bytes.split_at(cut);
                 assert!(replies([head, tail]).is_err(), "cut at {cut}");
             }
+        }
+    }
+
+    #[test]
+    fn a_capturing_parser_keeps_the_first_values_start_and_hash_however_it_is_cut() {
+        let mut value = Vec::new();
+        crate::verify::append_value(7, 3, 100, &mut value);
+        let mut bytes = b"VALUE k 0 100\r\n".to_vec();
+        bytes.extend_from_slice(&value);
+        bytes.extend_from_slice(b"\r\nVALUE k2 0 2\r\nzz\r\nEND\r\nEND\r\n");
+        let expected_first = Captured {
+            prefix: value[..NAMED_BYTES].try_into().unwrap(),
+            digest: crate::verify::digest_of(&value),
+        };
+        for cut in 0..=bytes.len() {
+            let mut parser = ReplyParser::capturing();
+            let (head, tail) = bytes.split_at(cut);
+            let mut replies = Vec::new();
+            for mut chunk in [head, tail] {
+                while !chunk.is_empty() {
+                    let (used, reply) = parser.parse(chunk).unwrap();
+                    replies.extend(reply);
+                    chunk = &chunk[used..];
+                }
+            }
+            assert_eq!(
+                replies,
+                [
+                    Reply::Values {
+                        count: 2,
+                        first_bytes: 100,
+                        first: Some(expected_first)
+                    },
+                    Reply::Values {
+                        count: 0,
+                        first_bytes: 0,
+                        first: None
+                    }
+                ],
+                "cut at {cut}"
+            );
         }
     }
 }

@@ -6,6 +6,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::interval::{Board, IntervalReport, Series};
+
 /// The longest latency the histogram tells apart; longer ones count as this long. Far beyond
 /// the bounded drain at the end of a run.
 const LATENCY_MAX_NS: u64 = 60_000_000_000;
@@ -17,7 +19,7 @@ const NS_PER_US: f64 = 1_000.0;
 /// counts once its reply has arrived.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
-    /// Requests answered: `gets + sets`, failed ones included.
+    /// Requests answered: `gets + sets + deletes`, failed ones included.
     pub ops: u64,
     /// `ops` over the measured time.
     pub ops_per_sec: f64,
@@ -29,6 +31,10 @@ pub struct Report {
     pub get_misses: u64,
     /// Sets answered, failed ones included.
     pub sets: u64,
+    /// Deletes answered, failed ones included.
+    pub deletes: u64,
+    /// With `--verify`: values read and found to be the version last written.
+    pub verified: Option<u64>,
     /// Requests whose reply was not the one expected: a set not `STORED`, a get that returned
     /// an error line or a value of the wrong length.
     pub errors: u64,
@@ -55,33 +61,6 @@ pub struct Report {
     pub series: Vec<IntervalReport>,
 }
 
-/// One interval of a run's series.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct IntervalReport {
-    /// Seconds into the measured time where it starts.
-    pub start_secs: f64,
-    pub ops_per_sec: f64,
-    pub latency_us_p99: f64,
-}
-
-/// Requests and latencies of one interval.
-#[derive(Clone, Debug)]
-struct IntervalTally {
-    ops: u64,
-    latency_ns: Histogram<u64>,
-}
-
-impl IntervalTally {
-    fn new() -> IntervalTally {
-        IntervalTally {
-            ops: 0,
-            // Two digits (1%) are enough for a series, and keep each interval small.
-            latency_ns: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 2)
-                .expect("constant histogram bounds are valid"),
-        }
-    }
-}
-
 /// One thread's counts and latencies.
 #[derive(Clone, Debug)]
 pub(crate) struct Tally {
@@ -89,28 +68,28 @@ pub(crate) struct Tally {
     pub(crate) get_hits: u64,
     pub(crate) get_misses: u64,
     pub(crate) sets: u64,
+    pub(crate) deletes: u64,
     pub(crate) errors: u64,
     pub(crate) first_error: Option<String>,
     latency_ns: Histogram<u64>,
-    /// The series' interval and what each interval so far measured.
-    interval: Option<Duration>,
-    series: Vec<IntervalTally>,
+    /// Each interval of the measured time, with `--interval`.
+    series: Option<Series>,
 }
 
 impl Tally {
-    /// Nothing counted yet; a series of `interval`s if given.
-    pub(crate) fn new(interval: Option<Duration>) -> Tally {
+    /// Nothing counted yet; a series of `interval`s over a measured time of `duration` if given.
+    pub(crate) fn new(interval: Option<Duration>, duration: Duration) -> Tally {
         Tally {
             gets: 0,
             get_hits: 0,
             get_misses: 0,
             sets: 0,
+            deletes: 0,
             errors: 0,
             first_error: None,
             latency_ns: Histogram::new_with_bounds(1, LATENCY_MAX_NS, LATENCY_DIGITS)
                 .expect("constant histogram bounds are valid"),
-            interval,
-            series: Vec::new(),
+            series: interval.map(|interval| Series::new(interval, duration)),
         }
     }
 
@@ -118,19 +97,17 @@ impl Tally {
     pub(crate) fn record_latency(&mut self, sent_after: Duration, latency: Duration) {
         let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX).max(1);
         self.latency_ns.saturating_record(nanos);
-        if let Some(interval) = self.interval {
-            let index = (sent_after.as_nanos() / interval.as_nanos().max(1)) as usize;
-            if self.series.len() <= index {
-                self.series.resize_with(index + 1, IntervalTally::new);
-            }
-            let bucket = &mut self.series[index];
-            bucket.ops += 1;
-            bucket.latency_ns.saturating_record(nanos);
+        if let Some(series) = &mut self.series {
+            series.record(sent_after, nanos);
         }
     }
 
-    /// Counts an unexpected reply, keeping the first one's description.
-    pub(crate) fn record_error(&mut self, describe: impl FnOnce() -> String) {
+    /// Counts an unexpected reply to a request sent `sent_after` into the measured time,
+    /// keeping the first one's description.
+    pub(crate) fn record_error(&mut self, sent_after: Duration, describe: impl FnOnce() -> String) {
+        if let Some(series) = &mut self.series {
+            series.record_error(sent_after);
+        }
         self.errors += 1;
         if self.first_error.is_none() {
             self.first_error = Some(describe());
@@ -143,29 +120,39 @@ impl Tally {
         self.get_hits += other.get_hits;
         self.get_misses += other.get_misses;
         self.sets += other.sets;
+        self.deletes += other.deletes;
         self.errors += other.errors;
         self.first_error = self.first_error.take().or(other.first_error);
         self.latency_ns
             .add(&other.latency_ns)
             .expect("histograms of the same bounds merge");
-        if self.series.len() < other.series.len() {
-            self.series
-                .resize_with(other.series.len(), IntervalTally::new);
+        if let (Some(mine), Some(theirs)) = (&mut self.series, &other.series) {
+            mine.merge(theirs);
         }
-        for (mine, theirs) in self.series.iter_mut().zip(other.series) {
-            mine.ops += theirs.ops;
-            mine.latency_ns
-                .add(&theirs.latency_ns)
-                .expect("histograms of the same bounds merge");
+    }
+
+    /// Whether an interval of the series ended `after` into the measured time and is not yet
+    /// handed to a board.
+    pub(crate) fn closing_due(&self, after: Duration) -> bool {
+        self.series
+            .as_ref()
+            .is_some_and(|series| series.closing_due(after))
+    }
+
+    /// Hands `board` the intervals of the series that ended by `answered_before` (see
+    /// [`Series::close_until`]).
+    pub(crate) fn close_until(&mut self, answered_before: Option<Duration>, board: &Board) {
+        if let Some(series) = &mut self.series {
+            series.close_until(answered_before, board);
         }
     }
 
     /// The report of a run that measured for `duration`.
     pub(crate) fn report(self, duration: Duration, connections: usize, pipeline: usize) -> Report {
-        let ops = self.gets + self.sets;
+        let ops = self.gets + self.sets + self.deletes;
         let seconds = duration.as_secs_f64();
         let quantile_us = |quantile| self.latency_ns.value_at_quantile(quantile) as f64 / NS_PER_US;
-        let series = self.series_report(duration);
+        let series = self.series.as_ref().map_or_else(Vec::new, Series::report);
         Report {
             ops,
             ops_per_sec: ops as f64 / seconds,
@@ -173,6 +160,8 @@ impl Tally {
             get_hits: self.get_hits,
             get_misses: self.get_misses,
             sets: self.sets,
+            deletes: self.deletes,
+            verified: None,
             errors: self.errors,
             latency_us_p50: quantile_us(0.5),
             latency_us_p90: quantile_us(0.9),
@@ -186,28 +175,6 @@ impl Tally {
             series,
         }
     }
-
-    /// The series over a measured time of `duration`: every interval, empty ones too.
-    fn series_report(&self, duration: Duration) -> Vec<IntervalReport> {
-        let Some(interval) = self.interval else {
-            return Vec::new();
-        };
-        let intervals = duration.as_nanos().div_ceil(interval.as_nanos().max(1)) as usize;
-        let empty = IntervalTally::new();
-        (0..intervals)
-            .map(|index| {
-                let bucket = self.series.get(index).unwrap_or(&empty);
-                let start = interval.as_secs_f64() * index as f64;
-                // The last interval may be cut short by the end of the measured time.
-                let length = (duration.as_secs_f64() - start).min(interval.as_secs_f64());
-                IntervalReport {
-                    start_secs: start,
-                    ops_per_sec: bucket.ops as f64 / length,
-                    latency_us_p99: bucket.latency_ns.value_at_quantile(0.99) as f64 / NS_PER_US,
-                }
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]
@@ -216,17 +183,17 @@ mod tests {
 
     #[test]
     fn merged_tallies_add_counts_and_keep_the_first_error() {
-        let mut first = Tally::new(None);
+        let mut first = Tally::new(None, Duration::from_secs(2));
         first.gets = 9;
         first.get_hits = 9;
         first.sets = 1;
         for micros in 1..=100 {
             first.record_latency(Duration::ZERO, Duration::from_micros(micros));
         }
-        let mut second = Tally::new(None);
+        let mut second = Tally::new(None, Duration::from_secs(2));
         second.sets = 10;
-        second.record_error(|| "SERVER_ERROR out of memory".into());
-        second.record_error(|| "ERROR".into());
+        second.record_error(Duration::ZERO, || "SERVER_ERROR out of memory".into());
+        second.record_error(Duration::ZERO, || "ERROR".into());
         second.record_latency(Duration::ZERO, Duration::from_millis(5));
         first.merge(second);
         let report = first.report(Duration::from_secs(2), 4, 1);
@@ -244,26 +211,5 @@ mod tests {
         );
         assert!(report.latency_us_p99 <= report.latency_us_p999);
         assert!(report.series.is_empty());
-    }
-
-    #[test]
-    fn a_series_counts_each_interval_by_when_its_requests_were_sent() {
-        let interval = Some(Duration::from_secs(1));
-        let mut first = Tally::new(interval);
-        let mut second = Tally::new(interval);
-        for _ in 0..10 {
-            first.record_latency(Duration::from_millis(500), Duration::from_micros(10));
-        }
-        for _ in 0..30 {
-            second.record_latency(Duration::from_millis(2500), Duration::from_micros(200));
-        }
-        first.merge(second);
-        // 3.5 s measured: four intervals, the second empty, the last half long.
-        let report = first.report(Duration::from_millis(3500), 1, 1);
-        let ops: Vec<f64> = report.series.iter().map(|i| i.ops_per_sec).collect();
-        assert_eq!(ops, vec![10.0, 0.0, 30.0, 0.0]);
-        assert_eq!(report.series[2].start_secs, 2.0);
-        assert!((199.0..=201.0).contains(&report.series[2].latency_us_p99));
-        assert!((9.9..=10.1).contains(&report.series[0].latency_us_p99));
     }
 }

@@ -2,7 +2,7 @@
 //! over a shared measured window, and merge what the threads measured.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Barrier, OnceLock};
+use std::sync::{Barrier, Mutex, OnceLock};
 use std::thread;
 use std::time::Instant;
 
@@ -12,7 +12,9 @@ use mio::{Events, Poll, Token};
 use crate::config::{Config, ServerAddr};
 use crate::connection::Connection;
 use crate::error::LoadError;
+use crate::interval::{Board, IntervalReport};
 use crate::report::{Report, Tally};
+use crate::verify::Oracle;
 use crate::workload::{Load, Prefill, Status, Window, Wire, Workload};
 
 /// Set bytes in flight per connection during the prefill: deep enough to keep the server busy,
@@ -49,6 +51,17 @@ pub fn run_together(
     configs: &[Config],
     on_phase: impl Fn(Phase) + Sync,
 ) -> Result<Vec<Report>, LoadError> {
+    run_streaming(configs, on_phase, None)
+}
+
+/// [`run_together`], also handing `on_interval` each interval of each config's series (with the
+/// config's position) as soon as every thread of the config is done with it: a long run shows
+/// its figures as it goes.
+pub fn run_streaming(
+    configs: &[Config],
+    on_phase: impl Fn(Phase) + Sync,
+    on_interval: Option<&(dyn Fn(usize, IntervalReport) + Sync)>,
+) -> Result<Vec<Report>, LoadError> {
     for config in configs {
         config.validate()?;
     }
@@ -58,8 +71,22 @@ pub fn run_together(
     let ready = Barrier::new(configs.len());
     let failed = AtomicBool::new(false);
     let start = OnceLock::new();
-    let target = |config: &Config| -> Result<Report, LoadError> {
-        let prepared = prepare(config);
+    let target = |(position, config): (usize, &Config)| -> Result<Report, LoadError> {
+        let oracle = config
+            .verify
+            .then(|| Mutex::new(Oracle::new(config.keys, config.value_bytes)));
+        let emit = |interval: IntervalReport| {
+            if let Some(on_interval) = on_interval {
+                on_interval(position, interval);
+            }
+        };
+        let board = match (config.interval, on_interval) {
+            (Some(interval), Some(_)) => {
+                Some(Board::new(interval, config.duration, config.threads, &emit))
+            }
+            _ => None,
+        };
+        let prepared = prepare(config, oracle.as_ref());
         if prepared.is_err() {
             failed.store(true, Ordering::Relaxed);
         }
@@ -73,11 +100,24 @@ pub fn run_together(
             on_phase(Phase::Load);
             Instant::now()
         });
-        load(config, connections, &wire, start)
+        let mut report = load(
+            config,
+            connections,
+            &wire,
+            start,
+            oracle.as_ref(),
+            board.as_ref(),
+        )?;
+        if let Some(oracle) = &oracle {
+            report.verified = Some(oracle.lock().unwrap_or_else(|p| p.into_inner()).verified);
+        }
+        Ok(report)
     };
-    let results = on_threads(configs.iter().collect(), "loadgen-target", |_, config| {
-        target(config)
-    });
+    let results = on_threads(
+        configs.iter().enumerate().collect(),
+        "loadgen-target",
+        |_, config| target(config),
+    );
     // The error that caused the others', not "another target failed first".
     if let Some(position) = results.iter().position(|result| {
         result
@@ -93,28 +133,34 @@ pub fn run_together(
     results.into_iter().collect()
 }
 
-/// Opens `config`'s connections and prefills its keys.
-fn prepare(config: &Config) -> Result<(Vec<Connection>, Wire), LoadError> {
+/// Opens `config`'s connections and prefills its keys (with a verified run's `oracle`).
+fn prepare(
+    config: &Config,
+    oracle: Option<&Mutex<Oracle>>,
+) -> Result<(Vec<Connection>, Wire), LoadError> {
     let resolved = config.server.resolve()?;
     let mut connections = (0..config.connections)
-        .map(|number| Connection::open(&config.server, &resolved, number))
+        .map(|number| Connection::open(&config.server, &resolved, number, config.verify))
         .collect::<Result<Vec<_>, _>>()?;
     let wire = Wire::new(config);
     if config.prefill {
         let depth = (PREFILL_BYTES_IN_FLIGHT / wire.set_bytes()).clamp(1, PREFILL_DEPTH_MAX);
-        let mut prefill = Prefill::new(&wire, &config.server, config.keys);
+        let mut prefill = Prefill::new(&wire, &config.server, config.keys, oracle);
         drive(&config.server, &mut connections, &mut prefill, depth)?;
     }
     Ok((connections, wire))
 }
 
 /// Loads `config`'s server over its connections from `start`: the warm-up, then the measured
-/// time; one event loop per thread, their tallies merged.
+/// time; one event loop per thread, their tallies merged. A verified run checks replies
+/// against `oracle`; with a `board`, the threads hand it each interval once done with it.
 fn load(
     config: &Config,
     connections: Vec<Connection>,
     wire: &Wire,
     start: Instant,
+    oracle: Option<&Mutex<Oracle>>,
+    board: Option<&Board>,
 ) -> Result<Report, LoadError> {
     let measure_from = start + config.warmup;
     let window = Window {
@@ -128,12 +174,12 @@ fn load(
     let load_group = |thread: usize, mut group: Vec<Connection>| {
         let seed = mix64(config.seed.wrapping_add(thread as u64));
         let share = group.len() as f64 / config.connections as f64;
-        let mut load = Load::new(config, wire, window, seed, share);
+        let mut load = Load::new(config, wire, window, seed, share, oracle, board);
         drive(&config.server, &mut group, &mut load, config.pipeline)?;
         Ok(load.into_tally())
     };
     let tallies = on_threads(groups, "loadgen", load_group);
-    let mut total = Tally::new(config.interval);
+    let mut total = Tally::new(config.interval, config.duration);
     for tally in tallies {
         total.merge(tally?);
     }
@@ -233,6 +279,11 @@ fn event_loop(
             for connection in connections.iter_mut() {
                 outstanding += connection.send(workload, depth, server)?;
             }
+        }
+        let now = Instant::now();
+        if workload.closing_due(now) {
+            let oldest = connections.iter().filter_map(Connection::oldest_sent).min();
+            workload.close_intervals(now, oldest);
         }
     }
 }

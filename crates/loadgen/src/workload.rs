@@ -1,21 +1,27 @@
 //! What each phase of a run sends, how it accounts for the replies, and when it is over: the
-//! prefill sets every key once; the load mixes gets and sets until the measured time ends, and
-//! counts only the requests sent during it.
+//! prefill sets every key once; the load mixes gets, sets and deletes until the measured time
+//! ends, and counts only the requests sent during it (with `--verify`, every reply is also
+//! checked against the [`Oracle`], whenever it was sent).
 
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, ServerAddr};
 use crate::connection::{Kind, Pending};
 use crate::error::LoadError;
+use crate::interval::Board;
 use crate::keys::{KeyChooser, KeySpace};
 use crate::reply::Reply;
 use crate::report::Tally;
 use crate::schedule::RateSchedule;
+use crate::verify::{append_value, Oracle};
 
 /// How long the prefill may go without any reply before the server counts as stalled.
 const PREFILL_STALL: Duration = Duration::from_secs(10);
 /// How long replies still owed when the measured time ends may take to arrive.
 const DRAIN: Duration = Duration::from_secs(2);
+/// The longest an event loop sleeps while it streams a series.
+const LIVE_TICK: Duration = Duration::from_millis(100);
 /// How far behind its rate a paced load may fall and still catch up.
 const CATCH_UP: Duration = Duration::from_millis(5);
 
@@ -28,11 +34,14 @@ pub(crate) enum Status {
     Done,
 }
 
+/// A request a workload composed: its operation, key, and the version a verified set writes.
+pub(crate) type Composed = (Kind, u64, u64);
+
 /// One phase of a run, as the event loop drives it.
 pub(crate) trait Workload {
     /// Appends the next request to `out` and says what it is, or returns `None` when no more
     /// requests should be sent now.
-    fn next(&mut self, out: &mut Vec<u8>) -> Option<(Kind, u64)>;
+    fn next(&mut self, out: &mut Vec<u8>) -> Option<Composed>;
 
     /// Accounts for the reply to `request`, parsed at `now`.
     fn complete(&mut self, request: &Pending, reply: Reply, now: Instant) -> Result<(), LoadError>;
@@ -45,12 +54,30 @@ pub(crate) trait Workload {
     fn paced(&self) -> bool {
         false
     }
+
+    /// Whether an interval of a streamed series has ended at `now` and waits to be closed.
+    fn closing_due(&self, _now: Instant) -> bool {
+        false
+    }
+
+    /// Closes the intervals of a streamed series that ended before the oldest request still
+    /// unanswered was sent (`oldest_outstanding`; none: before `now`).
+    fn close_intervals(&mut self, _now: Instant, _oldest_outstanding: Option<Instant>) {}
 }
 
-/// The bytes of requests: `get <key>\r\n` and `set <key> 0 0 <bytes>\r\n<value>\r\n`, with
-/// everything but the key composed once.
+/// The oracle of a verified run, locked.
+fn lock(oracle: &Mutex<Oracle>) -> MutexGuard<'_, Oracle> {
+    oracle
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The bytes of requests: `get <key>\r\n`, `delete <key>\r\n` and
+/// `set <key> 0 0 <bytes>\r\n<value>\r\n`, with everything but the key composed once (and
+/// the value of a verified set, which names its key and version).
 pub(crate) struct Wire {
     keyspace: KeySpace,
+    value_bytes: usize,
     /// ` 0 0 <bytes>\r\n`: no flags, no expiry.
     set_header_tail: Vec<u8>,
     /// The value of every set, with its `\r\n`.
@@ -63,7 +90,9 @@ impl Wire {
         let mut value_line: Vec<u8> = (b'a'..=b'z').cycle().take(config.value_bytes).collect();
         value_line.extend_from_slice(b"\r\n");
         Wire {
-            keyspace: KeySpace::new(config.keys, config.key_bytes),
+            // The keys of --miss-ratio follow the keys the run writes.
+            keyspace: KeySpace::new(config.keyspace(), config.key_bytes),
+            value_bytes: config.value_bytes,
             set_header_tail: format!(" 0 0 {}\r\n", config.value_bytes).into_bytes(),
             value_line,
         }
@@ -75,11 +104,23 @@ impl Wire {
         out.extend_from_slice(b"\r\n");
     }
 
-    fn append_set(&self, key: u64, out: &mut Vec<u8>) {
+    fn append_delete(&self, key: u64, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"delete ");
+        self.keyspace.append(key, out);
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// A set of `key`: the run's one value, or with `verified`, version `version` of the key.
+    fn append_set(&self, key: u64, verified: bool, version: u64, out: &mut Vec<u8>) {
         out.extend_from_slice(b"set ");
         self.keyspace.append(key, out);
         out.extend_from_slice(&self.set_header_tail);
-        out.extend_from_slice(&self.value_line);
+        if verified {
+            append_value(key, version, self.value_bytes, out);
+            out.extend_from_slice(b"\r\n");
+        } else {
+            out.extend_from_slice(&self.value_line);
+        }
     }
 
     /// The length of one set request.
@@ -98,34 +139,48 @@ pub(crate) struct Prefill<'a> {
     keys: u64,
     next_key: u64,
     last_reply: Instant,
+    oracle: Option<&'a Mutex<Oracle>>,
 }
 
 impl<'a> Prefill<'a> {
-    /// The prefill of `keys` keys.
-    pub(crate) fn new(wire: &'a Wire, server: &'a ServerAddr, keys: u64) -> Prefill<'a> {
+    /// The prefill of `keys` keys, each a version of its own for a verified run's `oracle`.
+    pub(crate) fn new(
+        wire: &'a Wire,
+        server: &'a ServerAddr,
+        keys: u64,
+        oracle: Option<&'a Mutex<Oracle>>,
+    ) -> Prefill<'a> {
         Prefill {
             wire,
             server,
             keys,
             next_key: 0,
             last_reply: Instant::now(),
+            oracle,
         }
     }
 }
 
 impl Workload for Prefill<'_> {
-    fn next(&mut self, out: &mut Vec<u8>) -> Option<(Kind, u64)> {
+    fn next(&mut self, out: &mut Vec<u8>) -> Option<Composed> {
         if self.next_key == self.keys {
             return None;
         }
         let key = self.next_key;
-        self.wire.append_set(key, out);
+        let version = self.oracle.map_or(0, |oracle| lock(oracle).next_version());
+        self.wire
+            .append_set(key, self.oracle.is_some(), version, out);
         self.next_key += 1;
-        Some((Kind::Set, key))
+        Some((Kind::Set, key, version))
     }
 
     fn complete(&mut self, request: &Pending, reply: Reply, now: Instant) -> Result<(), LoadError> {
         self.last_reply = now;
+        if let Some(oracle) = self.oracle {
+            // Nothing else is outstanding on the key, so a STORED set is the state; anything
+            // else fails the prefill below.
+            let _ = lock(oracle).set_done(request.key, request.version, &reply);
+        }
         if reply == Reply::Stored {
             return Ok(());
         }
@@ -162,44 +217,87 @@ impl Window {
     }
 }
 
-/// Gets and sets in `get_ratio` proportion on keys drawn from the distribution, until the
-/// measured time ends; then no new requests, and the outstanding ones drain.
+/// Gets, deletes and sets in `get_ratio` and `delete_ratio` proportion on keys drawn from the
+/// distribution (a `miss_ratio` of the gets on keys the run never writes), until the measured
+/// time ends; then no new requests, and the outstanding ones drain.
 pub(crate) struct Load<'a> {
     wire: &'a Wire,
     server: &'a ServerAddr,
     chooser: KeyChooser,
+    keys: u64,
     get_ratio: f64,
+    delete_ratio: f64,
+    miss_ratio: f64,
     value_bytes: u64,
     window: Window,
     sending: bool,
     tally: Tally,
     /// With a rate: its schedule, this loop's share of it, and when the next request is due.
     pacing: Option<(&'a RateSchedule, f64, Instant)>,
+    oracle: Option<&'a Mutex<Oracle>>,
+    /// Where closed intervals go while the run goes on.
+    board: Option<&'a Board<'a>>,
 }
 
 impl<'a> Load<'a> {
     /// The load of `config` over `window`, its random choices from the stream of `seed`; with
     /// a rate, this loop's share of it is `share` (its part of the connections).
+    /// A verified run checks every reply against `oracle`; with a `board`, each interval of
+    /// the series goes to it once closed.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         config: &'a Config,
         wire: &'a Wire,
         window: Window,
         seed: u64,
         share: f64,
+        oracle: Option<&'a Mutex<Oracle>>,
+        board: Option<&'a Board<'a>>,
     ) -> Load<'a> {
         Load {
             wire,
             server: &config.server,
             chooser: KeyChooser::new(config.keys, config.distribution, seed),
+            keys: config.keys,
             get_ratio: config.get_ratio,
+            delete_ratio: config.delete_ratio,
+            miss_ratio: config.miss_ratio,
             value_bytes: config.value_bytes as u64,
             window,
             sending: true,
-            tally: Tally::new(config.interval),
+            tally: Tally::new(config.interval, config.duration),
             pacing: config
                 .rate
                 .as_ref()
                 .map(|schedule| (schedule, share, Instant::now())),
+            oracle,
+            board,
+        }
+    }
+
+    /// How long after the start of the measured time `at` is (nothing before it).
+    fn since_start(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.window.measure_from)
+    }
+
+    /// Checks a verified run's reply against the oracle, counting what is wrong.
+    fn verify(&mut self, request: &Pending, reply: &Reply) {
+        let Some(oracle) = self.oracle else {
+            return;
+        };
+        let mut oracle = lock(oracle);
+        let outcome = match request.kind {
+            Kind::Get if request.key >= self.keys => {
+                oracle.get_done(request.key - self.keys, false, reply)
+            }
+            Kind::Get => oracle.get_done(request.key, true, reply),
+            Kind::Set => oracle.set_done(request.key, request.version, reply),
+            Kind::Delete => oracle.delete_done(request.key, reply),
+        };
+        drop(oracle);
+        if let Err(message) = outcome {
+            let sent_after = self.since_start(request.sent_at);
+            self.tally.record_error(sent_after, || message);
         }
     }
 
@@ -210,7 +308,7 @@ impl<'a> Load<'a> {
 }
 
 impl Workload for Load<'_> {
-    fn next(&mut self, out: &mut Vec<u8>) -> Option<(Kind, u64)> {
+    fn next(&mut self, out: &mut Vec<u8>) -> Option<Composed> {
         if !self.sending {
             return None;
         }
@@ -227,28 +325,51 @@ impl Workload for Load<'_> {
             // connection busy saves up no larger burst.
             *due = (*due).max(now - CATCH_UP) + gap;
         }
-        let key = self.chooser.next_key();
-        if self.chooser.unit() < self.get_ratio {
+        let chooser = &mut self.chooser;
+        let key = match self.oracle {
+            // No two requests of one key outstanding, so that each reply has one right answer.
+            Some(oracle) => lock(oracle).claim(|| chooser.next_key()),
+            None => chooser.next_key(),
+        };
+        let unit = self.chooser.unit();
+        if unit < self.get_ratio {
+            if self.miss_ratio > 0.0 && self.chooser.unit() < self.miss_ratio {
+                if let Some(oracle) = self.oracle {
+                    lock(oracle).release(key);
+                }
+                // Its twin among the keys the run never writes.
+                let never_set = self.keys + key;
+                self.wire.append_get(never_set, out);
+                return Some((Kind::Get, never_set, 0));
+            }
             self.wire.append_get(key, out);
-            Some((Kind::Get, key))
+            Some((Kind::Get, key, 0))
+        } else if unit < self.get_ratio + self.delete_ratio {
+            self.wire.append_delete(key, out);
+            Some((Kind::Delete, key, 0))
         } else {
-            self.wire.append_set(key, out);
-            Some((Kind::Set, key))
+            let version = self.oracle.map_or(0, |oracle| lock(oracle).next_version());
+            self.wire
+                .append_set(key, self.oracle.is_some(), version, out);
+            Some((Kind::Set, key, version))
         }
     }
 
     fn complete(&mut self, request: &Pending, reply: Reply, now: Instant) -> Result<(), LoadError> {
+        // Every reply of a verified run is checked, measured or not, so that the oracle's
+        // state stays exact.
+        self.verify(request, &reply);
         if !self.window.measures(request.sent_at) {
             return Ok(());
         }
+        let sent_after = self.since_start(request.sent_at);
+        let verified = self.oracle.is_some();
         let tally = &mut self.tally;
-        tally.record_latency(
-            request.sent_at - self.window.measure_from,
-            now.saturating_duration_since(request.sent_at),
-        );
+        tally.record_latency(sent_after, now.saturating_duration_since(request.sent_at));
         match request.kind {
             Kind::Get => tally.gets += 1,
             Kind::Set => tally.sets += 1,
+            Kind::Delete => tally.deletes += 1,
         }
         match (request.kind, reply) {
             (Kind::Get, Reply::Values { count: 0, .. }) => tally.get_misses += 1,
@@ -257,9 +378,17 @@ impl Workload for Load<'_> {
                 Reply::Values {
                     count: 1,
                     first_bytes,
+                    ..
                 },
             ) if first_bytes == self.value_bytes => tally.get_hits += 1,
-            (Kind::Get, Reply::Values { count, first_bytes }) => tally.record_error(|| {
+            // The oracle has counted what a verified run got wrong.
+            _ if verified => {}
+            (
+                Kind::Get,
+                Reply::Values {
+                    count, first_bytes, ..
+                },
+            ) => tally.record_error(sent_after, || {
                 format!(
                     "get of key #{} returned {count} value(s), the first of {first_bytes} bytes, \
                      where sets write one of {} bytes",
@@ -267,23 +396,31 @@ impl Workload for Load<'_> {
                 )
             }),
             (Kind::Set, Reply::Stored) => {}
-            (_, reply) => tally.record_error(|| describe(&reply)),
+            (Kind::Delete, Reply::Line(line)) if line == "DELETED" || line == "NOT_FOUND" => {}
+            (_, reply) => tally.record_error(sent_after, || describe(&reply)),
         }
         Ok(())
     }
 
     fn status(&mut self, now: Instant, outstanding: usize) -> Result<Status, LoadError> {
         if now < self.window.measure_until {
-            let until = match self.pacing {
+            let mut until = match self.pacing {
                 Some((_, _, due)) => due.min(self.window.measure_until),
                 None => self.window.measure_until,
             };
+            if self.board.is_some() {
+                // Often enough that an interval goes out soon after it ends.
+                until = until.min(now + LIVE_TICK);
+            }
             return Ok(Status::Running {
                 wake_within: until.saturating_duration_since(now),
             });
         }
         self.sending = false;
         if outstanding == 0 {
+            if let Some(board) = self.board {
+                self.tally.close_until(None, board);
+            }
             return Ok(Status::Done);
         }
         let stall = Stall {
@@ -296,6 +433,17 @@ impl Workload for Load<'_> {
 
     fn paced(&self) -> bool {
         self.pacing.is_some()
+    }
+
+    fn closing_due(&self, now: Instant) -> bool {
+        self.board.is_some() && self.tally.closing_due(self.since_start(now))
+    }
+
+    fn close_intervals(&mut self, now: Instant, oldest_outstanding: Option<Instant>) {
+        if let Some(board) = self.board {
+            let answered_before = self.since_start(oldest_outstanding.unwrap_or(now).min(now));
+            self.tally.close_until(Some(answered_before), board);
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use heterarchy_blockdev::{StagedConfig, StagedExport};
 use heterarchy_device::backend::Throttles;
 use heterarchy_engine::staging::StagingScheme;
-use heterarchy_loadgen::block::{run_block, BlockLoad, BlockReport, BlockTarget};
+use heterarchy_loadgen::block::{run_block_streaming, BlockLoad, BlockReport, BlockTarget};
 use heterarchy_loadgen::{
     parse_duration, Config, Distribution, Diurnal, IntervalReport, Phase, RateSchedule, RateStep,
     Report, ServerAddr,
@@ -85,6 +85,18 @@ pub struct BlockArgs {
     /// Completions kept for the latency series (seed 001 Fig 5b: 50,000).
     #[arg(long, default_value_t = 50_000)]
     pub series: usize,
+    /// Write self-describing blocks and check every read of a block the run wrote against the
+    /// version last written; each job keeps to blocks of its own. Wrong reads and failed
+    /// requests count as errors (the run goes on) and make the exit code non-zero.
+    #[arg(long)]
+    pub verify: bool,
+    /// Also report throughput, p99 and errors for each interval this long.
+    #[arg(long, value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+    /// With --interval: write each interval as one JSON line to standard output as soon as it
+    /// is over, before the report.
+    #[arg(long, requires = "interval")]
+    pub stream: bool,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Also write an HTML report with the latency series.
@@ -124,15 +136,66 @@ impl BlockArgs {
             span_bytes: self.span,
             seed: self.seed,
             series: self.series,
+            verify: self.verify,
+            interval: self.interval,
         }
+    }
+}
+
+/// Prints one interval as a JSON line at once (`--stream`), `target` naming a kv target.
+fn print_interval(target: Option<&str>, interval: &IntervalReport) {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        target: Option<&'a str>,
+        #[serde(flatten)]
+        interval: &'a IntervalReport,
+    }
+    if let Ok(line) = serde_json::to_string(&Line { target, interval }) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        // A reader that went away loses the line; the run goes on to its report.
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
     }
 }
 
 fn run_block_command(args: &BlockArgs, sink: &mut Sink) -> Result<()> {
     let target = args.target()?;
-    let report = run_block(&target, &args.load())?;
+    let stream = |interval: IntervalReport| print_interval(None, &interval);
+    let streaming: Option<&(dyn Fn(IntervalReport) + Sync)> =
+        (args.stream && matches!(sink, Sink::Print)).then_some(&stream);
+    let report = run_block_streaming(&target, &args.load(), streaming)?;
     sink.render(args.format, &block_table(&report), &report)?;
-    write_report(args.report.as_deref(), || block_html(&report))
+    if args.interval.is_some() && args.format == Format::Table {
+        sink.text(&format!(
+            "\n{}",
+            intervals_table(&report.intervals).to_text()
+        ));
+    }
+    write_report(args.report.as_deref(), || block_html(&report))?;
+    if report.errors > 0 {
+        bail!(
+            "{} of {} requests failed or read wrong data; the first: {}",
+            report.errors,
+            report.requests,
+            report.first_error.as_deref().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+/// Each interval of a block run: when it starts, its throughput, p99 and errors.
+fn intervals_table(intervals: &[IntervalReport]) -> Table {
+    let mut table = Table::new(&["start_secs", "iops", "p99_us", "errors"]);
+    for interval in intervals {
+        table.row(vec![
+            format!("{:.1}", interval.start_secs),
+            format!("{:.0}", interval.ops_per_sec),
+            format!("{:.1}", interval.latency_us_p99),
+            interval.errors.to_string(),
+        ]);
+    }
+    table
 }
 
 fn block_table(report: &BlockReport) -> Table {
@@ -152,6 +215,8 @@ fn block_table(report: &BlockReport) -> Table {
         "stalled",
         "flushes",
         "flush_mean_us",
+        "errors",
+        "verified_reads",
     ]);
     let count = |value: Option<u64>| value.map_or("-".to_string(), |n| n.to_string());
     table.row(vec![
@@ -170,6 +235,8 @@ fn block_table(report: &BlockReport) -> Table {
         count(report.stalled_writes),
         report.flushes.to_string(),
         format!("{:.1}", report.mean_flush_latency_us),
+        report.errors.to_string(),
+        count(report.verified_reads),
     ]);
     table
 }
@@ -227,9 +294,21 @@ pub struct KvArgs {
     /// The value size of sets (100, 4k).
     #[arg(long, default_value = "100", value_parser = parse_bytes)]
     pub value_bytes: u64,
-    /// The fraction of requests that are gets; the rest are sets.
+    /// The fraction of requests that are gets; the rest are sets (and deletes).
     #[arg(long, default_value_t = 0.9)]
     pub get_ratio: f64,
+    /// The fraction of requests that are deletes.
+    #[arg(long, default_value_t = 0.0)]
+    pub delete_ratio: f64,
+    /// The fraction of gets that ask for keys the run never sets, which must miss.
+    #[arg(long, default_value_t = 0.0)]
+    pub miss_ratio: f64,
+    /// Check every reply against what the run wrote: each value names its key and version,
+    /// a get must return the version last stored (a miss of a key that holds one is an
+    /// error: give the server room for the keyspace), a deleted or never-set key must miss.
+    /// No two requests of one key are outstanding at once.
+    #[arg(long)]
+    pub verify: bool,
     /// Key choice: uniform or zipf:THETA.
     #[arg(long, default_value = "uniform")]
     pub distribution: Distribution,
@@ -251,9 +330,14 @@ pub struct KvArgs {
     /// Also report throughput and p99 for each interval this long of the measured time.
     #[arg(long, value_parser = parse_duration)]
     pub interval: Option<Duration>,
+    /// With --interval: write each interval as one JSON line to standard output as soon as
+    /// every request sent in it is answered, before the report.
+    #[arg(long, requires = "interval")]
+    pub stream: bool,
     /// Load several servers at once, each with its own settings: KEY=VALUE,... with the keys
     /// name, server, connections, pipeline, threads, keys, key-bytes, value-bytes, get-ratio,
-    /// distribution, rate, rate-step (AT:RATE, several joined by +), diurnal and seed; a key
+    /// delete-ratio, miss-ratio, distribution, rate, rate-step (AT:RATE, several joined by +),
+    /// diurnal and seed; a key
     /// left out takes its flag's value. E.g. --target name=lc,server=127.0.0.1:11311,rate=2000
     /// --target name=be,server=127.0.0.1:11312,get-ratio=0.1,rate=1000,rate-step=12s:50000.
     #[arg(long = "target", value_name = "SPEC")]
@@ -294,6 +378,9 @@ impl KvArgs {
             key_bytes: self.key_bytes,
             value_bytes,
             get_ratio: self.get_ratio,
+            delete_ratio: self.delete_ratio,
+            miss_ratio: self.miss_ratio,
+            verify: self.verify,
             distribution: self.distribution,
             prefill: !self.no_prefill,
             seed: self.seed,
@@ -366,6 +453,8 @@ fn target(spec: &str, index: usize, args: &KvArgs, base: &Config) -> Result<(Str
                     .map_err(|_| bad("too large".into()))?
             }
             "get-ratio" => config.get_ratio = number(value).map_err(bad)?,
+            "delete-ratio" => config.delete_ratio = number(value).map_err(bad)?,
+            "miss-ratio" => config.miss_ratio = number(value).map_err(bad)?,
             "distribution" => config.distribution = value.parse().map_err(bad)?,
             "seed" => config.seed = number(value).map_err(bad)?,
             "rate" => rate = Some(number(value).map_err(bad)?),
@@ -379,8 +468,8 @@ fn target(spec: &str, index: usize, args: &KvArgs, base: &Config) -> Result<(Str
             "diurnal" => diurnal = Some(value.parse().map_err(bad)?),
             _ => bail!(
                 "unknown key \"{key}\"; expected name, server, connections, pipeline, threads, \
-                 keys, key-bytes, value-bytes, get-ratio, distribution, rate, rate-step, \
-                 diurnal or seed"
+                 keys, key-bytes, value-bytes, get-ratio, delete-ratio, miss-ratio, \
+                 distribution, rate, rate-step, diurnal or seed"
             ),
         }
     }
@@ -396,7 +485,15 @@ pub fn run(command: &LoadgenCommand, sink: &mut Sink) -> Result<()> {
     let targets = args.targets()?;
     let configs: Vec<Config> = targets.iter().map(|(_, config)| config.clone()).collect();
     let progress = Progress::new(&configs[0]);
-    let outcome = heterarchy_loadgen::run_together(&configs, |phase| progress.enter(phase));
+    let names: Vec<&str> = targets.iter().map(|(name, _)| name.as_str()).collect();
+    let several = !args.targets.is_empty();
+    let stream = |position: usize, interval: IntervalReport| {
+        print_interval(several.then(|| names[position]), &interval)
+    };
+    let streaming: Option<&(dyn Fn(usize, IntervalReport) + Sync)> =
+        (args.stream && matches!(sink, Sink::Print)).then_some(&stream);
+    let outcome =
+        heterarchy_loadgen::run_streaming(&configs, |phase| progress.enter(phase), streaming);
     progress.finish();
     let reports = outcome?;
     let named: Vec<TargetReport> = targets
@@ -545,6 +642,7 @@ fn summary_table(reports: &[TargetReport]) -> Table {
         "get_hits",
         "get_misses",
         "sets",
+        "deletes",
         "errors",
         "p50_us",
         "p90_us",
@@ -563,6 +661,7 @@ fn summary_table(reports: &[TargetReport]) -> Table {
             report.get_hits.to_string(),
             report.get_misses.to_string(),
             report.sets.to_string(),
+            report.deletes.to_string(),
             report.errors.to_string(),
             format!("{:.1}", report.latency_us_p50),
             format!("{:.1}", report.latency_us_p90),
