@@ -98,7 +98,7 @@ fn json_error(message: &str) -> String {
 /// Every volume's stats as Prometheus metrics, labelled by export.
 pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
     type Field = fn(&VolumeStats) -> f64;
-    let metrics: [(&str, &str, &str, Field); 17] = [
+    let metrics: [(&str, &str, &str, Field); 19] = [
         ("reads_total", "counter", "NBD reads served", |s| {
             s.reads as f64
         }),
@@ -162,6 +162,18 @@ pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
             "Lines with data newer than the backing store",
             |s| s.dirty_lines as f64,
         ),
+        (
+            "passthrough",
+            "gauge",
+            "1 once the cache was given up for pass-through (docs/architecture.md, Faults)",
+            |s| f64::from(u8::from(s.state.starts_with("pass-through"))),
+        ),
+        (
+            "stranded_lines",
+            "gauge",
+            "Lines whose data only a failing cache holds; requests touching them fail",
+            |s| s.stranded_lines as f64,
+        ),
         ("slots", "gauge", "Lines the cache can hold", |s| {
             s.slots as f64
         }),
@@ -191,11 +203,24 @@ pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
         family(&mut text, &format!("volume_{name}"), kind, help, samples);
     }
     type DeviceField = fn(&DeviceStats) -> u64;
-    let devices: [(&str, DeviceField); 2] = [
-        ("device_read_bytes_total", |d| d.read_bytes),
-        ("device_write_bytes_total", |d| d.write_bytes),
+    let devices: [(&str, &str, DeviceField); 3] = [
+        (
+            "device_read_bytes_total",
+            "Bytes moved on each device",
+            |d| d.read_bytes,
+        ),
+        (
+            "device_write_bytes_total",
+            "Bytes moved on each device",
+            |d| d.write_bytes,
+        ),
+        (
+            "device_errors_total",
+            "Operations that failed on each device",
+            |d| d.errors,
+        ),
     ];
-    for (name, field) in devices {
+    for (name, help, field) in devices {
         let samples = volumes.iter().flat_map(|s| {
             s.devices.iter().map(move |device| {
                 let labels = format!("{},device=\"{}\"", export_label(s), device.role);
@@ -203,13 +228,7 @@ pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
             })
         });
         let name = format!("volume_{name}");
-        family(
-            &mut text,
-            &name,
-            "counter",
-            "Bytes moved on each device",
-            samples,
-        );
+        family(&mut text, &name, "counter", help, samples);
     }
     type TierField = fn(&TierStats) -> u64;
     let tier_metrics: [(&str, &str, &str, TierField); 5] = [

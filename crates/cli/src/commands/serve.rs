@@ -246,6 +246,11 @@ pub struct NbdArgs {
     /// Inject faults into the backing store.
     #[arg(long, value_parser = fault_spec)]
     pub backing_faults: Option<String>,
+    /// Cache-device errors after which the cache is given up for pass-through, once what it
+    /// holds is written back (Open CAS's fallback pass-through threshold); 0: only when a
+    /// cache device is gone.
+    #[arg(long, default_value_t = 16)]
+    pub fallback_pt_errors: u64,
     /// Most operations outstanding at once on each file or block device.
     #[arg(long, default_value_t = 64)]
     pub queue_depth: usize,
@@ -387,6 +392,7 @@ impl NbdArgs {
         volume.backing_throttle = self.backing_throttle.clone();
         volume.cache_faults = self.cache_faults.iter().map(|text| faults_of(text)).collect();
         volume.backing_faults = self.backing_faults.as_deref().and_then(faults_of);
+        volume.fallback_pt_errors = self.fallback_pt_errors;
         volume.force = self.force;
         Ok(volume)
     }
