@@ -234,6 +234,23 @@ pub struct NbdArgs {
     /// HOST:PORT for HTTP metrics, stats and flush.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// Clients served at once; one more is closed as soon as it is accepted.
+    #[arg(long, default_value_t = heterarchy_server::nbd::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// TLS, as nbdkit's --tls: off, on (offered) or require (every option refused with
+    /// NBD_REP_ERR_TLS_REQD until the client starts TLS).
+    #[arg(long, default_value = "off")]
+    pub tls: String,
+    /// The directory of server-cert.pem, server-key.pem and ca-cert.pem (nbdkit's layout).
+    #[arg(long)]
+    pub tls_certificates: Option<PathBuf>,
+    /// Clients must present a certificate signed by ca-cert.pem.
+    #[arg(long)]
+    pub tls_verify_peer: bool,
+    /// TLS with pre-shared keys (a file of username:hexkey lines): refused, as rustls has
+    /// no external PSKs.
+    #[arg(long)]
+    pub tls_psk: Option<PathBuf>,
     /// Reformat a cache that holds another volume's dirty lines.
     #[arg(long)]
     pub force: bool,
@@ -288,6 +305,11 @@ impl NbdArgs {
                 metrics: self.metrics.clone(),
                 threads: self.threads.unwrap_or(defaults.threads),
                 io_workers: self.io_workers,
+                max_connections: self.max_connections,
+                tls: self.tls.clone(),
+                tls_certificates: self.tls_certificates.clone(),
+                tls_psk: self.tls_psk.clone(),
+                tls_verify_peer: self.tls_verify_peer,
                 ..defaults
             },
             device: Vec::new(),
@@ -295,7 +317,17 @@ impl NbdArgs {
             tenant: Vec::new(),
             pm: Vec::new(),
         };
-        config.validate().map_err(|e| anyhow!("{e}"))?;
+        config.validate().map_err(|e| {
+            // The config's key names its flag.
+            let flag = |key: &str| format!("--{}", key.replace('_', "-"));
+            match e
+                .strip_prefix("server.")
+                .and_then(|rest| rest.split_once(':'))
+            {
+                Some((key, rest)) => anyhow!("{}:{rest}", flag(key)),
+                None => anyhow!("{e}"),
+            }
+        })?;
         Ok(config)
     }
 

@@ -722,7 +722,10 @@ mod tests {
         compose_option(&mut export_name, OPT_EXPORT_NAME, b"vol");
         let (ending, output) = run_with(TlsMode::Require, 1, &export_name);
         assert_eq!(ending, Some(Ok(ServerEvent::Closed)));
-        assert!(output.is_empty(), "proto.md: EXPORT_NAME cannot be refused, only closed");
+        assert!(
+            output.is_empty(),
+            "proto.md: EXPORT_NAME cannot be refused, only closed"
+        );
         let mut abort = Vec::new();
         compose_option(&mut abort, OPT_ABORT, &[]);
         let (ending, output) = run_with(TlsMode::Require, 1, &abort);
