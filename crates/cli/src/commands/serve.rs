@@ -80,6 +80,10 @@ pub struct KvArgs {
     /// (seed 000 Algorithm 2), e.g. 30%.
     #[arg(long, requires = "nyx_profile")]
     pub limit: Option<String>,
+    /// Clients must authenticate first (memcached's -Y): a file of user:password lines; a
+    /// client sends `set <any key> 0 0 <bytes>` with "user password" as its data.
+    #[arg(long)]
+    pub auth_file: Option<PathBuf>,
 }
 
 impl KvArgs {
@@ -104,6 +108,7 @@ impl KvArgs {
             max_connections: self.max_connections,
             item_max: self.item_max.clone(),
             segment: "1m".to_string(),
+            auth_file: self.auth_file.clone(),
         };
         let mut pm = Vec::new();
         if let (Some(profile), Some(pmem), Some(throttle)) =
