@@ -322,6 +322,10 @@ impl ServerHandshake {
                 ServerEvent::Negotiating
             }
             OPT_EXPORT_NAME => {
+                // proto.md "Conventions": a string MUST be no longer than 4096 bytes.
+                if data.len() > MAX_STRING_BYTES {
+                    return ServerEvent::Closed;
+                }
                 let Some(export) = catalog.find(data) else {
                     // proto.md: a server that cannot satisfy NBD_OPT_EXPORT_NAME can only close.
                     return ServerEvent::Closed;
@@ -356,9 +360,12 @@ impl ServerHandshake {
                 ServerEvent::Negotiating
             }
             OPT_INFO | OPT_GO => {
-                let Ok(request) = parse_info_request(data) else {
-                    compose_option_reply(output, option, REP_ERR_INVALID, &[]);
-                    return ServerEvent::Negotiating;
+                let request = match parse_info_request(data) {
+                    Ok(request) if request.name.len() <= MAX_STRING_BYTES => request,
+                    _ => {
+                        compose_option_reply(output, option, REP_ERR_INVALID, &[]);
+                        return ServerEvent::Negotiating;
+                    }
                 };
                 let Some(export) = catalog.find(request.name) else {
                     compose_option_reply(output, option, REP_ERR_UNKNOWN, &[]);
@@ -681,6 +688,23 @@ mod tests {
             .iter()
             .map(|reply| reply.reply_type)
             .collect()
+    }
+
+    #[test]
+    fn export_names_over_the_longest_string_are_refused() {
+        let long = vec![b'v'; MAX_STRING_BYTES + 1];
+        let (ending, output) = run(1, &go(&long, &[]));
+        assert_eq!(ending, None);
+        assert_eq!(kinds(&output), [REP_ERR_INVALID]);
+        let mut export_name = Vec::new();
+        compose_option(&mut export_name, OPT_EXPORT_NAME, &long);
+        let (ending, output) = run(1, &export_name);
+        assert_eq!(ending, Some(Ok(ServerEvent::Closed)));
+        assert!(output.is_empty());
+        // At the limit the name is looked up, and found or not.
+        let (ending, output) = run(1, &go(&long[1..], &[]));
+        assert_eq!(ending, None);
+        assert_eq!(kinds(&output), [REP_ERR_UNKNOWN]);
     }
 
     #[test]

@@ -39,7 +39,10 @@ impl std::fmt::Debug for AuthFile {
             .iter()
             .map(|(user, _)| String::from_utf8_lossy(user))
             .collect();
-        formatter.debug_struct("AuthFile").field("users", &names).finish()
+        formatter
+            .debug_struct("AuthFile")
+            .field("users", &names)
+            .finish()
     }
 }
 
@@ -200,12 +203,21 @@ mod tests {
         let auth = alice_and_bob();
         let limits = Limits::default();
         for (input, gate) in [
-            (&b"set k 0 0 12\r\nalice secret\r\n"[..], Gate::Accepted(ACCEPTED)),
+            (
+                &b"set k 0 0 12\r\nalice secret\r\n"[..],
+                Gate::Accepted(ACCEPTED),
+            ),
             (b"set k 0 0 11\r\nalice wrong\r\n", Gate::Refused(FAILED)),
-            (b"add k 0 0 12\r\nalice secret\r\n", Gate::Refused(UNAUTHENTICATED)),
+            (
+                b"add k 0 0 12\r\nalice secret\r\n",
+                Gate::Refused(UNAUTHENTICATED),
+            ),
             (b"get k\r\n", Gate::Refused(UNAUTHENTICATED)),
             (b"mg k v\r\n", Gate::Refused(UNAUTHENTICATED)),
-            (b"ms k 12\r\nalice secret\r\n", Gate::Refused(UNAUTHENTICATED)),
+            (
+                b"ms k 12\r\nalice secret\r\n",
+                Gate::Refused(UNAUTHENTICATED),
+            ),
             (b"version\r\n", Gate::Refused(UNAUTHENTICATED)),
         ] {
             let parsed = parse(input, &limits).unwrap();

@@ -149,7 +149,14 @@ impl Connection {
     /// than half the loop's time at queue depth 64.
     fn pump(&mut self, context: &Context) -> io::Result<bool> {
         loop {
-            while !self.draining && !self.is_full() && self.serve(context)? {}
+            // Whether serving stopped for want of bytes, rather than for answers piling up.
+            let mut wants_bytes = false;
+            while !self.draining && !self.is_full() {
+                if !self.serve(context)? {
+                    wants_bytes = true;
+                    break;
+                }
+            }
             if !self.send()? {
                 return Ok(true);
             }
@@ -161,7 +168,15 @@ impl Connection {
                 // Done once every answer is out.
                 return Ok(self.in_flight > 0);
             }
-            if self.is_full() || !self.readable || !self.receive()? {
+            if self.is_full() {
+                return Ok(true);
+            }
+            // Requests received while answers piled up are served before any more is read:
+            // the socket may have nothing new to announce, and the client waits for them.
+            if !wants_bytes {
+                continue;
+            }
+            if !self.readable || !self.receive()? {
                 return Ok(true);
             }
         }
