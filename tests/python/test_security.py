@@ -542,6 +542,7 @@ def test_nbd_slow_clients_cost_bounded_memory_and_delay_no_one(volume):
             assert good.read((round_ % 64) * BLOCK, BLOCK) == block
 
         rounds, growth = with_slow_clients(pid, slow, payloads, one)
+    print(f"nbd: {rounds} rounds beside 50 slow clients, RSS grew {growth >> 10} KiB")
     assert rounds > 10, f"only {rounds} rounds served"
     assert growth < SLOW_CLIENTS_BYTES, f"RSS grew {growth >> 20} MiB under slow clients"
     for sock in slow:
@@ -561,6 +562,7 @@ def test_kv_slow_clients_cost_bounded_memory_and_delay_no_one(servers, heterarch
             good.exchange(b"get g\r\n", b"VALUE g 0 8\r\n" + value + b"\r\nEND\r\n")
 
         rounds, growth = with_slow_clients(pid, slow, payloads, one)
+    print(f"kv: {rounds} rounds beside 50 slow clients, RSS grew {growth >> 10} KiB")
     assert rounds > 10, f"only {rounds} rounds served"
     assert growth < SLOW_CLIENTS_BYTES, f"RSS grew {growth >> 20} MiB under slow clients"
     for sock in slow:

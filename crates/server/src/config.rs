@@ -540,6 +540,38 @@ mod tests {
     }
 
     #[test]
+    fn tls_and_connection_limits_are_read_and_refused_by_key_when_wrong() {
+        let export = "[[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\n";
+        let (_dir, path) = write(&format!(
+            "[server]\ntls = \"require\"\ntls_certificates = \"/etc/pki/h\"\n\
+             tls_verify_peer = true\nmax_connections = 8\n{export}"
+        ));
+        let config = ServeConfig::from_file(&path).unwrap();
+        let tls = config.server.tls_settings().unwrap();
+        assert_eq!(tls.mode, heterarchy_nbd::TlsMode::Require);
+        assert_eq!(tls.certificates, Some(Path::new("/etc/pki/h")));
+        assert!(tls.verify_peer);
+        assert_eq!(config.server.max_connections, 8);
+        let defaults = ServerSection::default();
+        assert_eq!(defaults.tls_settings().unwrap(), TlsSettings::default());
+        assert_eq!(defaults.listen, ListenAddr::Tcp("127.0.0.1:10809".into()));
+        for (server, key) in [
+            ("tls = \"on\"\n", "server.tls:"),
+            ("tls = \"always\"\n", "server.tls:"),
+            ("tls_certificates = \"/x\"\n", "server.tls_certificates:"),
+            (
+                "tls = \"on\"\ntls_certificates = \"/x\"\ntls_psk = \"/k\"\n",
+                "server.tls_psk:",
+            ),
+            ("max_connections = 0\n", "server.max_connections:"),
+        ] {
+            let (_dir, path) = write(&format!("[server]\n{server}{export}"));
+            let error = ServeConfig::from_file(&path).unwrap_err();
+            assert!(error.contains(key), "{server}: {error}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_line_or_the_key() {
         let (_dir, path) = write("[server]\nlisten = \"nowhere\"\n");
         let error = ServeConfig::from_file(&path).unwrap_err();
