@@ -44,6 +44,7 @@ pub struct Threads {
 /// How the server serves: its threads, its limit on connections, and TLS.
 #[derive(Clone)]
 pub struct Settings {
+    /// The event loops and I/O workers.
     pub threads: Threads,
     /// Connections served at once; one more is closed as soon as it is accepted, and the
     /// others go on.

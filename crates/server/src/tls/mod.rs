@@ -35,6 +35,7 @@ pub const CA_CERT_FILE: &str = "ca-cert.pem";
 /// The TLS settings of a server, as the config's `[server]` keys name them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TlsSettings<'a> {
+    /// `tls`: how TLS is offered.
     pub mode: TlsMode,
     /// `tls_certificates`: the directory of PEM files.
     pub certificates: Option<&'a Path>,

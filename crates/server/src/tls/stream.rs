@@ -27,10 +27,12 @@ impl Transport {
         Transport { socket, tls: None }
     }
 
+    /// The socket under it, to close.
     pub fn socket(&self) -> &Socket {
         &self.socket
     }
 
+    /// The socket under it, to register with an event loop.
     pub fn socket_mut(&mut self) -> &mut Socket {
         &mut self.socket
     }
