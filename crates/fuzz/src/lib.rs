@@ -113,7 +113,8 @@ pub fn nbd_handshake(data: &[u8]) {
                         assert!(export < exports.len());
                         return nbd_requests(rest);
                     }
-                    ServerEvent::Closed => return,
+                    // Never with TLS off; what follows would be TLS records.
+                    ServerEvent::Closed | ServerEvent::StartTls => return,
                 }
             }
         }

@@ -29,7 +29,7 @@ pub mod transmission;
 pub use blocking::{Client, ClientError, Completion, RequestError};
 pub use handshake::{
     BlockSizes, ClientEvent, ClientHandshake, ExportCatalog, ExportInfo, Negotiated, Refusal,
-    ServerEvent, ServerHandshake,
+    ServerEvent, ServerHandshake, TlsMode,
 };
 pub use parse::{Parsed, ProtocolError};
 pub use transmission::{ChunkHeader, ChunkPayload, Command, Reply, ReplyHeader, Request};

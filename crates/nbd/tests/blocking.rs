@@ -134,7 +134,7 @@ fn serve(mut stream: UnixStream, batch: usize) -> JoinHandle<Vec<u8>> {
                         ServerEvent::Transmission {
                             structured_replies, ..
                         } => break structured_replies,
-                        ServerEvent::Closed => return disk,
+                        ServerEvent::Closed | ServerEvent::StartTls => return disk,
                     }
                 }
             }

@@ -4,6 +4,10 @@
 //! [server]
 //! listen = "127.0.0.1:10809"   # or "unix:/run/heterarchy.sock"
 //! metrics = "127.0.0.1:9109"   # HTTP: /metrics, /stats, POST /flush?export=NAME (optional)
+//! max_connections = 4096       # NBD clients at once; more are closed when accepted
+//! tls = "require"              # NBD over TLS: off (default), on or require, as nbdkit's --tls
+//! tls_certificates = "/etc/pki/heterarchy"  # ca-cert.pem, server-cert.pem, server-key.pem
+//! tls_verify_peer = false      # true: clients need a certificate ca-cert.pem signed
 //!
 //! [[export]]                   # as many as wanted; see heterarchy_volume::config
 //! name = "vol0"
@@ -30,7 +34,7 @@
 //! memory = "64m"
 //! ```
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +47,7 @@ use heterarchy_volume::VolumeConfig;
 
 use crate::kv::{PmConfig, TenantConfig};
 use crate::listen::ListenAddr;
+use crate::tls::TlsSettings;
 
 /// The `[server]` table.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,6 +81,20 @@ pub struct ServerSection {
     /// How long it pauses the others to do so (seed 000 §5.2.6: 1 ms, for in-process
     /// clients; over TCP a pause must span several round trips).
     pub alone_pause_ms: u64,
+    /// NBD clients served at once; one more is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// NBD over TLS (proto.md "TLS support"), as nbdkit's `--tls`: "off", "on" (offered) or
+    /// "require" (every option refused until the client starts TLS).
+    pub tls: String,
+    /// The directory of `ca-cert.pem`, `server-cert.pem` and `server-key.pem`, as nbdkit's
+    /// `--tls-certificates`.
+    pub tls_certificates: Option<PathBuf>,
+    /// A `username:hexkey` file, as nbdkit's `--tls-psk`: refused, rustls has no external
+    /// pre-shared keys (see `crate::tls`).
+    pub tls_psk: Option<PathBuf>,
+    /// Clients must present a certificate signed by `ca-cert.pem` (nbdkit's
+    /// `--tls-verify-peer`).
+    pub tls_verify_peer: bool,
 }
 
 /// I/O workers when neither the file nor the command line says.
@@ -95,7 +114,26 @@ impl Default for ServerSection {
             donate_step: "10%".to_string(),
             alone_period_ms: PolicyParams::default().alone_period_ns / 1_000_000,
             alone_pause_ms: PolicyParams::default().alone_pause_ns / 1_000_000,
+            max_connections: crate::nbd::DEFAULT_MAX_CONNECTIONS,
+            tls: heterarchy_nbd::TlsMode::Off.name().to_string(),
+            tls_certificates: None,
+            tls_psk: None,
+            tls_verify_peer: false,
         }
+    }
+}
+
+impl ServerSection {
+    /// The TLS keys read together; the error starts with `server.` and the key.
+    pub fn tls_settings(&self) -> Result<TlsSettings<'_>, String> {
+        let settings = TlsSettings {
+            mode: self.tls.parse().map_err(|e| format!("server.tls: {e}"))?,
+            certificates: self.tls_certificates.as_deref(),
+            psk: self.tls_psk.as_deref(),
+            verify_peer: self.tls_verify_peer,
+        };
+        settings.check().map_err(|e| format!("server.{e}"))?;
+        Ok(settings)
     }
 }
 
@@ -321,6 +359,10 @@ impl ServeConfig {
         if self.server.threads == 0 {
             return Err("server.threads: expected at least 1".to_string());
         }
+        if self.server.max_connections == 0 {
+            return Err("server.max_connections: expected at least 1".to_string());
+        }
+        self.server.tls_settings()?;
         let policy = self.policy().map_err(|e| format!("server.policy: {e}"))?;
         self.policy_params()?;
         for (index, tenant) in self.tenant.iter().enumerate() {
@@ -495,6 +537,38 @@ mod tests {
         );
         let error = ServeConfig::from_file(&path).unwrap_err();
         assert!(error.contains(":5:") && error.contains("cache"), "{error}");
+    }
+
+    #[test]
+    fn tls_and_connection_limits_are_read_and_refused_by_key_when_wrong() {
+        let export = "[[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\n";
+        let (_dir, path) = write(&format!(
+            "[server]\ntls = \"require\"\ntls_certificates = \"/etc/pki/h\"\n\
+             tls_verify_peer = true\nmax_connections = 8\n{export}"
+        ));
+        let config = ServeConfig::from_file(&path).unwrap();
+        let tls = config.server.tls_settings().unwrap();
+        assert_eq!(tls.mode, heterarchy_nbd::TlsMode::Require);
+        assert_eq!(tls.certificates, Some(Path::new("/etc/pki/h")));
+        assert!(tls.verify_peer);
+        assert_eq!(config.server.max_connections, 8);
+        let defaults = ServerSection::default();
+        assert_eq!(defaults.tls_settings().unwrap(), TlsSettings::default());
+        assert_eq!(defaults.listen, ListenAddr::Tcp("127.0.0.1:10809".into()));
+        for (server, key) in [
+            ("tls = \"on\"\n", "server.tls:"),
+            ("tls = \"always\"\n", "server.tls:"),
+            ("tls_certificates = \"/x\"\n", "server.tls_certificates:"),
+            (
+                "tls = \"on\"\ntls_certificates = \"/x\"\ntls_psk = \"/k\"\n",
+                "server.tls_psk:",
+            ),
+            ("max_connections = 0\n", "server.max_connections:"),
+        ] {
+            let (_dir, path) = write(&format!("[server]\n{server}{export}"));
+            let error = ServeConfig::from_file(&path).unwrap_err();
+            assert!(error.contains(key), "{server}: {error}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod listen;
 pub mod nbd;
 pub mod run;
 pub mod socket;
+pub mod tls;
 
 pub use config::ServeConfig;
 pub use listen::{ListenAddr, Listener};

@@ -73,24 +73,33 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
         tenants.push(Arc::new(opened));
     }
     if !exports.is_empty() {
+        // Certificates are read before the port opens, so a bad one stops the start.
+        let tls = config.server.tls_settings()?;
+        let tls_config = tls.server_config().map_err(|e| format!("server.{e}"))?;
         let listener = Listener::bind(&config.server.listen).map_err(|e| e.to_string())?;
         let names: Vec<&str> = exports.iter().map(|e| e.device().name()).collect();
         eprintln!(
-            "heterarchy: nbd listening on {} (exports: {})",
+            "heterarchy: nbd listening on {} (exports: {}; tls {})",
             listener.local_addr(),
-            names.join(", ")
+            names.join(", "),
+            tls.mode.name()
         );
         for volume in &volumes {
             let volume = Arc::clone(volume);
             spawn("cleaner", move || clean_forever(&volume))?;
         }
         let exports = Arc::new(Exports::new(exports));
-        let threads = nbd::Threads {
-            loops: config.server.threads,
-            io_workers: config.server.io_workers,
+        let settings = nbd::Settings {
+            threads: nbd::Threads {
+                loops: config.server.threads,
+                io_workers: config.server.io_workers,
+            },
+            max_connections: config.server.max_connections,
+            tls: tls.mode,
+            tls_config,
         };
         spawn("nbd-accept", move || {
-            if let Err(error) = nbd::serve(listener, exports, threads) {
+            if let Err(error) = nbd::serve(listener, exports, settings) {
                 eprintln!("heterarchy: nbd: cannot serve: {error}");
                 std::process::exit(1);
             }

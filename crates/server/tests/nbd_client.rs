@@ -13,7 +13,7 @@ use heterarchy_engine::WriteMode;
 use heterarchy_nbd::constants::{EINVAL, MAX_PAYLOAD_BYTES};
 use heterarchy_nbd::{Client, ClientError, Command};
 use heterarchy_server::listen::{ListenAddr, Listener};
-use heterarchy_server::nbd::{serve, Export, Exports, Threads};
+use heterarchy_server::nbd::{serve, Export, Exports, Settings, Threads};
 use heterarchy_volume::{Volume, VolumeConfig};
 
 const VOLUME_BYTES: u64 = 64 << 20;
@@ -43,11 +43,16 @@ fn start() -> String {
     let listener = Listener::bind(&ListenAddr::Tcp("127.0.0.1:0".into())).unwrap();
     let address = listener.local_addr();
     let exports = Arc::new(Exports::new(exports));
-    let threads = Threads {
-        loops: 2,
-        io_workers: 4,
+    let settings = Settings {
+        threads: Threads {
+            loops: 2,
+            io_workers: 4,
+        },
+        max_connections: 64,
+        tls: Default::default(),
+        tls_config: None,
     };
-    std::thread::spawn(move || serve(listener, exports, threads));
+    std::thread::spawn(move || serve(listener, exports, settings));
     address
 }
 

@@ -95,6 +95,10 @@ pub struct KvArgs {
     /// (seed 000 Algorithm 2), e.g. 30%.
     #[arg(long, requires = "nyx_profile")]
     pub limit: Option<String>,
+    /// Clients must authenticate first (memcached's -Y): a file of user:password lines; a
+    /// client sends `set <any key> 0 0 <bytes>` with "user password" as its data.
+    #[arg(long)]
+    pub auth_file: Option<PathBuf>,
 }
 
 impl KvArgs {
@@ -120,6 +124,7 @@ impl KvArgs {
             faults: self.faults.as_deref().and_then(faults_of),
             item_max: self.item_max.clone(),
             segment: "1m".to_string(),
+            auth_file: self.auth_file.clone(),
         };
         let mut pm = Vec::new();
         if let (Some(profile), Some(pmem), Some(throttle)) =
@@ -263,6 +268,23 @@ pub struct NbdArgs {
     /// HOST:PORT for HTTP metrics, stats and flush.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// Clients served at once; one more is closed as soon as it is accepted.
+    #[arg(long, default_value_t = heterarchy_server::nbd::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// TLS, as nbdkit's --tls: off, on (offered) or require (every option refused with
+    /// NBD_REP_ERR_TLS_REQD until the client starts TLS).
+    #[arg(long, default_value = "off")]
+    pub tls: String,
+    /// The directory of server-cert.pem, server-key.pem and ca-cert.pem (nbdkit's layout).
+    #[arg(long)]
+    pub tls_certificates: Option<PathBuf>,
+    /// Clients must present a certificate signed by ca-cert.pem.
+    #[arg(long)]
+    pub tls_verify_peer: bool,
+    /// TLS with pre-shared keys (a file of username:hexkey lines): refused, as rustls has
+    /// no external PSKs.
+    #[arg(long)]
+    pub tls_psk: Option<PathBuf>,
     /// Reformat a cache that holds another volume's dirty lines.
     #[arg(long)]
     pub force: bool,
@@ -317,6 +339,11 @@ impl NbdArgs {
                 metrics: self.metrics.clone(),
                 threads: self.threads.unwrap_or(defaults.threads),
                 io_workers: self.io_workers,
+                max_connections: self.max_connections,
+                tls: self.tls.clone(),
+                tls_certificates: self.tls_certificates.clone(),
+                tls_psk: self.tls_psk.clone(),
+                tls_verify_peer: self.tls_verify_peer,
                 ..defaults
             },
             device: Vec::new(),
@@ -324,7 +351,17 @@ impl NbdArgs {
             tenant: Vec::new(),
             pm: Vec::new(),
         };
-        config.validate().map_err(|e| anyhow!("{e}"))?;
+        config.validate().map_err(|e| {
+            // The config's key names its flag.
+            let flag = |key: &str| format!("--{}", key.replace('_', "-"));
+            match e
+                .strip_prefix("server.")
+                .and_then(|rest| rest.split_once(':'))
+            {
+                Some((key, rest)) => anyhow!("{}:{rest}", flag(key)),
+                None => anyhow!("{e}"),
+            }
+        })?;
         Ok(config)
     }
 

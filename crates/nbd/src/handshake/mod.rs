@@ -11,4 +11,4 @@ pub use messages::{
     parse_greeting, parse_info_request, parse_option_header, parse_option_reply,
     parse_server_entry, BlockSizes, Info, InfoRequest, OptionHeader, OptionReply,
 };
-pub use server::{ExportCatalog, ExportInfo, ServerEvent, ServerHandshake};
+pub use server::{ExportCatalog, ExportInfo, ServerEvent, ServerHandshake, TlsMode};

@@ -5,6 +5,10 @@
 //! a [`ProtocolError`] (the server then closes); an option it does not know gets
 //! `NBD_REP_ERR_UNSUP` and haggling goes on; option data too large to buffer is skipped in
 //! pieces as it arrives and answered `NBD_REP_ERR_TOO_BIG`.
+//!
+//! TLS (proto.md "TLS support") is negotiated here too, as a [`TlsMode`]: `NBD_OPT_STARTTLS`
+//! is acknowledged and answered with [`ServerEvent::StartTls`], after which the server runs
+//! the TLS handshake itself and feeds this machine only decrypted bytes.
 
 use crate::constants::*;
 use crate::handshake::messages::{
@@ -80,6 +84,49 @@ pub enum ServerEvent<E> {
     /// The client left (`NBD_OPT_ABORT`), or chose with `NBD_OPT_EXPORT_NAME` an export that
     /// does not exist, which proto.md answers by closing: send the output, then close.
     Closed,
+    /// The client sent `NBD_OPT_STARTTLS` and it was acknowledged (proto.md "FORCEDTLS
+    /// mode"): send the output in the clear, then run a TLS handshake as the server. Every
+    /// byte after the option, already received or not, belongs to TLS; feed this machine only
+    /// what TLS decrypts from then on.
+    StartTls,
+}
+
+/// How a server offers TLS (proto.md "Server-side requirements"), as nbdkit's `--tls` names
+/// the modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsMode {
+    /// NOTLS: `NBD_OPT_STARTTLS` is refused with `NBD_REP_ERR_POLICY`.
+    #[default]
+    Off,
+    /// SELECTIVETLS with every export open either way: a client may upgrade, or not.
+    On,
+    /// FORCEDTLS: every option but `NBD_OPT_STARTTLS` and `NBD_OPT_ABORT` is refused with
+    /// `NBD_REP_ERR_TLS_REQD` until TLS is up, and `NBD_OPT_EXPORT_NAME` closes the session.
+    Require,
+}
+
+impl TlsMode {
+    /// The mode's name, as `--tls` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsMode::Off => "off",
+            TlsMode::On => "on",
+            TlsMode::Require => "require",
+        }
+    }
+}
+
+impl std::str::FromStr for TlsMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<TlsMode, String> {
+        match text {
+            "off" => Ok(TlsMode::Off),
+            "on" => Ok(TlsMode::On),
+            "require" => Ok(TlsMode::Require),
+            _ => Err(format!("\"{text}\"; expected off, on or require")),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +149,9 @@ pub struct ServerHandshake {
     state: State,
     no_zeroes: bool,
     structured_replies: bool,
+    tls: TlsMode,
+    /// `NBD_OPT_STARTTLS` was acknowledged: what follows is under TLS.
+    tls_started: bool,
 }
 
 impl Default for ServerHandshake {
@@ -115,13 +165,27 @@ impl ServerHandshake {
     /// after `NBD_OPT_EXPORT_NAME` for clients that want none.
     pub const HANDSHAKE_FLAGS: u16 = FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES;
 
-    /// A handshake waiting for the client's flags, which come once the greeting is sent.
+    /// A handshake waiting for the client's flags, which come once the greeting is sent; it
+    /// offers no TLS.
     pub fn new() -> ServerHandshake {
+        ServerHandshake::with_tls(TlsMode::Off)
+    }
+
+    /// A handshake that offers TLS as `tls` says; the caller must be able to run a TLS
+    /// handshake when it answers [`ServerEvent::StartTls`] (unless `tls` is `Off`).
+    pub fn with_tls(tls: TlsMode) -> ServerHandshake {
         ServerHandshake {
             state: State::ClientFlags,
             no_zeroes: false,
             structured_replies: false,
+            tls,
+            tls_started: false,
         }
+    }
+
+    /// Whether options other than `NBD_OPT_STARTTLS` and `NBD_OPT_ABORT` are refused now.
+    fn tls_required(&self) -> bool {
+        self.tls == TlsMode::Require && !self.tls_started
     }
 
     /// The bytes to send first, before the client sends anything (proto.md "Newstyle
@@ -171,7 +235,11 @@ impl ServerHandshake {
                 let skipped = input.len().min(remaining as usize);
                 let remaining = remaining - skipped as u32;
                 self.state = if remaining == 0 {
-                    compose_option_reply(output, option, REP_ERR_TOO_BIG, &[]);
+                    let refusal = match self.tls_required() {
+                        true => REP_ERR_TLS_REQD,
+                        false => REP_ERR_TOO_BIG,
+                    };
+                    compose_option_reply(output, option, refusal, &[]);
                     State::Options
                 } else {
                     State::Skipping { option, remaining }
@@ -200,7 +268,10 @@ impl ServerHandshake {
                     return Ok(Parsed::NeedMore);
                 };
                 let event = self.answer(header.option, data, catalog, output);
-                if !matches!(event, ServerEvent::Negotiating) {
+                if matches!(
+                    event,
+                    ServerEvent::Transmission { .. } | ServerEvent::Closed
+                ) {
                     self.state = State::Finished;
                 }
                 Ok(Parsed::Found {
@@ -223,8 +294,38 @@ impl ServerHandshake {
         catalog: &C,
         output: &mut Vec<u8>,
     ) -> ServerEvent<C::Export> {
+        if self.tls_required() && option != OPT_STARTTLS && option != OPT_ABORT {
+            // proto.md "FORCEDTLS mode": NBD_OPT_EXPORT_NAME cannot be refused, so the
+            // session ends; anything else is refused until TLS is up.
+            if option == OPT_EXPORT_NAME {
+                return ServerEvent::Closed;
+            }
+            compose_option_reply(output, option, REP_ERR_TLS_REQD, &[]);
+            return ServerEvent::Negotiating;
+        }
         match option {
+            OPT_STARTTLS => {
+                let refusal = if self.tls == TlsMode::Off {
+                    REP_ERR_POLICY
+                } else if self.tls_started || !data.is_empty() {
+                    // proto.md: a second STARTTLS is invalid, and the option has no data.
+                    REP_ERR_INVALID
+                } else {
+                    compose_option_reply(output, option, REP_ACK, &[]);
+                    self.tls_started = true;
+                    // What was negotiated in the clear could have been injected by a man in
+                    // the middle; it starts again under TLS (nbdkit's CVE-2021-3716).
+                    self.structured_replies = false;
+                    return ServerEvent::StartTls;
+                };
+                compose_option_reply(output, option, refusal, &[]);
+                ServerEvent::Negotiating
+            }
             OPT_EXPORT_NAME => {
+                // proto.md "Conventions": a string MUST be no longer than 4096 bytes.
+                if data.len() > MAX_STRING_BYTES {
+                    return ServerEvent::Closed;
+                }
                 let Some(export) = catalog.find(data) else {
                     // proto.md: a server that cannot satisfy NBD_OPT_EXPORT_NAME can only close.
                     return ServerEvent::Closed;
@@ -259,9 +360,12 @@ impl ServerHandshake {
                 ServerEvent::Negotiating
             }
             OPT_INFO | OPT_GO => {
-                let Ok(request) = parse_info_request(data) else {
-                    compose_option_reply(output, option, REP_ERR_INVALID, &[]);
-                    return ServerEvent::Negotiating;
+                let request = match parse_info_request(data) {
+                    Ok(request) if request.name.len() <= MAX_STRING_BYTES => request,
+                    _ => {
+                        compose_option_reply(output, option, REP_ERR_INVALID, &[]);
+                        return ServerEvent::Negotiating;
+                    }
                 };
                 let Some(export) = catalog.find(request.name) else {
                     compose_option_reply(output, option, REP_ERR_UNKNOWN, &[]);
@@ -344,8 +448,17 @@ mod tests {
         flags: u32,
         input: &[u8],
     ) -> (Option<Result<ServerEvent<usize>, ProtocolError>>, Vec<u8>) {
+        run_with(TlsMode::Off, flags, input)
+    }
+
+    /// [`run`] for a handshake offering TLS as `tls` says.
+    fn run_with(
+        tls: TlsMode,
+        flags: u32,
+        input: &[u8],
+    ) -> (Option<Result<ServerEvent<usize>, ProtocolError>>, Vec<u8>) {
         let exports = two_exports();
-        let mut handshake = ServerHandshake::new();
+        let mut handshake = ServerHandshake::with_tls(tls);
         let mut bytes = flags.to_be_bytes().to_vec();
         bytes.extend_from_slice(input);
         let mut output = Vec::new();
@@ -567,6 +680,145 @@ mod tests {
             handshake.receive(&[], &exports[..], &mut output),
             Ok(Parsed::NeedMore)
         );
+    }
+
+    /// The reply types in `output`.
+    fn kinds(output: &[u8]) -> Vec<u32> {
+        replies(output)
+            .iter()
+            .map(|reply| reply.reply_type)
+            .collect()
+    }
+
+    #[test]
+    fn export_names_over_the_longest_string_are_refused() {
+        let long = vec![b'v'; MAX_STRING_BYTES + 1];
+        let (ending, output) = run(1, &go(&long, &[]));
+        assert_eq!(ending, None);
+        assert_eq!(kinds(&output), [REP_ERR_INVALID]);
+        let mut export_name = Vec::new();
+        compose_option(&mut export_name, OPT_EXPORT_NAME, &long);
+        let (ending, output) = run(1, &export_name);
+        assert_eq!(ending, Some(Ok(ServerEvent::Closed)));
+        assert!(output.is_empty());
+        // At the limit the name is looked up, and found or not.
+        let (ending, output) = run(1, &go(&long[1..], &[]));
+        assert_eq!(ending, None);
+        assert_eq!(kinds(&output), [REP_ERR_UNKNOWN]);
+    }
+
+    #[test]
+    fn tls_modes_parse_from_their_names() {
+        for mode in [TlsMode::Off, TlsMode::On, TlsMode::Require] {
+            assert_eq!(mode.name().parse::<TlsMode>(), Ok(mode));
+        }
+        let error = "yes".parse::<TlsMode>().unwrap_err();
+        assert!(error.contains("off, on or require"), "{error}");
+    }
+
+    #[test]
+    fn starttls_is_refused_by_policy_when_tls_is_off() {
+        let mut input = Vec::new();
+        compose_option(&mut input, OPT_STARTTLS, &[]);
+        compose_option(&mut input, OPT_LIST, &[]);
+        let (ending, output) = run(1, &input);
+        assert_eq!(ending, None, "haggling goes on in the clear");
+        assert_eq!(
+            kinds(&output),
+            [REP_ERR_POLICY, REP_SERVER, REP_SERVER, REP_ACK]
+        );
+    }
+
+    #[test]
+    fn require_refuses_every_option_but_starttls_and_abort() {
+        let mut input = Vec::new();
+        compose_option(&mut input, OPT_LIST, &[]);
+        compose_option(&mut input, OPT_STRUCTURED_REPLY, &[]);
+        compose_option(&mut input, 0x7fff, b"unknown");
+        input.extend_from_slice(&go(b"vol", &[]));
+        let mut info = go(b"vol", &[]);
+        info[11] = OPT_INFO as u8;
+        input.extend_from_slice(&info);
+        let (ending, output) = run_with(TlsMode::Require, 1, &input);
+        assert_eq!(ending, None, "refusals keep haggling going");
+        assert_eq!(kinds(&output), [REP_ERR_TLS_REQD; 5]);
+        let mut export_name = Vec::new();
+        compose_option(&mut export_name, OPT_EXPORT_NAME, b"vol");
+        let (ending, output) = run_with(TlsMode::Require, 1, &export_name);
+        assert_eq!(ending, Some(Ok(ServerEvent::Closed)));
+        assert!(
+            output.is_empty(),
+            "proto.md: EXPORT_NAME cannot be refused, only closed"
+        );
+        let mut abort = Vec::new();
+        compose_option(&mut abort, OPT_ABORT, &[]);
+        let (ending, output) = run_with(TlsMode::Require, 1, &abort);
+        assert_eq!(ending, Some(Ok(ServerEvent::Closed)));
+        assert_eq!(kinds(&output), [REP_ACK]);
+    }
+
+    #[test]
+    fn an_oversized_option_before_tls_is_refused_as_needing_tls() {
+        let mut input = IHAVEOPT.to_be_bytes().to_vec();
+        input.extend_from_slice(&OPT_GO.to_be_bytes());
+        input.extend_from_slice(&(MAX_OPTION_BYTES + 1).to_be_bytes());
+        input.resize(input.len() + MAX_OPTION_BYTES as usize + 1, 0);
+        let (ending, output) = run_with(TlsMode::Require, 1, &input);
+        assert_eq!(ending, None);
+        assert_eq!(kinds(&output), [REP_ERR_TLS_REQD]);
+    }
+
+    #[test]
+    fn starttls_is_acknowledged_once_and_forgets_what_was_negotiated_in_the_clear() {
+        for tls in [TlsMode::On, TlsMode::Require] {
+            let exports = two_exports();
+            let mut handshake = ServerHandshake::with_tls(tls);
+            let mut output = Vec::new();
+            let mut clear = 1u32.to_be_bytes().to_vec();
+            compose_option(&mut clear, OPT_STRUCTURED_REPLY, &[]);
+            compose_option(&mut clear, OPT_STARTTLS, b"x");
+            compose_option(&mut clear, OPT_STARTTLS, &[]);
+            // Bytes after STARTTLS are TLS records; the machine must stop before them.
+            clear.extend_from_slice(b"\x16\x03\x01 a ClientHello");
+            let mut at = 0;
+            let event = loop {
+                let (event, consumed) = found(&mut handshake, &clear[at..], &mut output);
+                at += consumed;
+                if event != ServerEvent::Negotiating {
+                    break event;
+                }
+            };
+            assert_eq!(event, ServerEvent::StartTls, "{tls:?}");
+            assert_eq!(&clear[at..], b"\x16\x03\x01 a ClientHello");
+            let structured = match tls {
+                TlsMode::On => REP_ACK,
+                _ => REP_ERR_TLS_REQD,
+            };
+            assert_eq!(
+                kinds(&output),
+                [structured, REP_ERR_INVALID, REP_ACK],
+                "{tls:?}"
+            );
+            // Under TLS now: a second STARTTLS is invalid, and GO is served, without the
+            // structured replies asked for in the clear.
+            output.clear();
+            let mut secure = Vec::new();
+            compose_option(&mut secure, OPT_STARTTLS, &[]);
+            secure.extend_from_slice(&go(b"b", &[]));
+            let (event, consumed) = found(&mut handshake, &secure, &mut output);
+            assert_eq!(event, ServerEvent::Negotiating);
+            let parsed = handshake.receive(&secure[consumed..], &exports[..], &mut output);
+            let (event, _) = parsed.unwrap().found().expect("GO is whole");
+            assert_eq!(
+                event,
+                ServerEvent::Transmission {
+                    export: 1,
+                    structured_replies: false
+                }
+            );
+            assert_eq!(kinds(&output)[0], REP_ERR_INVALID);
+            assert_eq!(*kinds(&output).last().unwrap(), REP_ACK);
+        }
     }
 
     #[test]

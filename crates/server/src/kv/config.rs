@@ -14,6 +14,7 @@
 //! # faults = "write-error=1%"           # inject faults into the value store (tests)
 //! item_max = "1m"
 //! segment = "1m"
+//! # auth_file = "/etc/heterarchy/alpha.auth"  # `user:password` lines, as memcached's -Y
 //! ```
 //!
 //! Tenants whose values share one persistent memory name its `[[pm]]` table (issue 18, item
@@ -112,6 +113,10 @@ pub struct TenantConfig {
     /// Bytes of each value segment.
     #[serde(default = "default_segment")]
     pub segment: String,
+    /// Clients must authenticate first, as with memcached's `-Y`: a file of `user:password`
+    /// lines (see `crate::kv::auth`). Without one the tenant is open to every client.
+    #[serde(default)]
+    pub auth_file: Option<PathBuf>,
 }
 
 /// The DRAM quota of a tenant whose values are in DRAM and that names none, as memcached's.

@@ -1,6 +1,7 @@
 //! One client connection: bytes in, requests parsed and executed in order (pipelined), answers
 //! out in one write per batch. A declared value too large is streamed past, never buffered; a
-//! client that does not read its answers is not read from until it does.
+//! client that does not read its answers is not read from until it does. On a tenant with an
+//! auth file every request is refused until the client authenticates ([`super::auth`]).
 
 use std::io::{self, Read, Write};
 use std::sync::atomic::Ordering;
@@ -9,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use heterarchy_device::backend::wait_until;
 use heterarchy_kvstore::Storage;
-use heterarchy_memcache::{compose, parse, Limits, ParseError};
+use heterarchy_memcache::{compose, parse, Limits, ParseError, Request, StoreMode};
 
 use crate::socket::Socket;
 
+use super::auth::{self, Gate};
 use super::counters::add;
 use super::execute::{execute, Outcome};
 use super::tenant::{unix_now_secs, Tenant};
@@ -55,6 +57,8 @@ pub struct Connection {
     /// When the last bytes arrived: the requests in them wait from then, behind a held
     /// answer too.
     received: Instant,
+    /// The client may use the tenant: it authenticated, or the tenant needs no one to.
+    authenticated: bool,
 }
 
 /// An answer not yet due: `output[from..]` waits until `until`, and so does every request
@@ -73,7 +77,6 @@ impl Connection {
         };
         Connection {
             socket,
-            tenant,
             limits,
             input: vec![0; READ_CHUNK],
             start: 0,
@@ -87,6 +90,8 @@ impl Connection {
             closing: false,
             hold: None,
             received: Instant::now(),
+            authenticated: tenant.auth.is_none(),
+            tenant,
         }
     }
 
@@ -236,6 +241,29 @@ impl Connection {
                 break;
             }
             match parse(&self.input[self.start..self.end], &self.limits) {
+                Ok(parsed) if !self.authenticated => {
+                    self.authenticated = authenticate(&tenant, &parsed.request, &mut self.output);
+                    self.start += parsed.consumed;
+                }
+                Err(ParseError::Invalid { consumed, .. }) if !self.authenticated => {
+                    // memcached: whatever it is, it is not allowed yet.
+                    self.protocol_error(auth::UNAUTHENTICATED, false);
+                    self.start += consumed;
+                }
+                Err(ParseError::TooLarge {
+                    consumed,
+                    skip_bytes,
+                    unlink_key,
+                    ..
+                }) if !self.authenticated => {
+                    // Streamed past as any value too large, and nothing is unlinked.
+                    self.after_skip = Some(match unlink_key {
+                        Some(_) => auth::BAD_TOKEN,
+                        None => auth::UNAUTHENTICATED,
+                    });
+                    self.start += consumed;
+                    self.skip_bytes = skip_bytes;
+                }
                 Ok(parsed) => {
                     let store = store.get_or_insert_with(|| tenant.store());
                     let answer_from = self.output.len();
@@ -338,6 +366,38 @@ impl Connection {
             .curr_connections
             .fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// Answers a request of a client of `tenant` not yet authenticated: a `set` carrying "user
+/// password" authenticates (answered even with `noreply`, as memcached does); anything else is
+/// refused. Returns whether the client is authenticated now.
+fn authenticate(tenant: &Tenant, request: &Request, output: &mut Vec<u8>) -> bool {
+    let Some(auth) = &tenant.auth else {
+        return true;
+    };
+    let attempt = matches!(
+        request,
+        Request::Store {
+            mode: StoreMode::Set,
+            ..
+        }
+    );
+    let counters = &tenant.counters;
+    if attempt {
+        add(&counters.auth_cmds, 1);
+    }
+    let (line, accepted) = match auth::admit(auth, request) {
+        Gate::Accepted(line) => (line, true),
+        Gate::Refused(line) => {
+            add(&counters.protocol_errors, 1);
+            if attempt {
+                add(&counters.auth_errors, 1);
+            }
+            (line, false)
+        }
+    };
+    compose::line(output, line);
+    accepted
 }
 
 /// A hold of the answers from `answer_from` on while the throttled device would still be

@@ -60,6 +60,8 @@ front_counters! {
     bytes_read: Counter, "bytes received";
     bytes_written: Counter, "bytes sent";
     protocol_errors: Counter, "requests answered with a protocol error";
+    auth_cmds: Counter, "authentication attempts (a set before authenticating)";
+    auth_errors: Counter, "authentication attempts refused";
 }
 
 /// Adds `by` to `counter`.

@@ -2,6 +2,7 @@
 //! each on its own port with its own store, quota and statistics, served by a pool of
 //! event-loop workers.
 
+pub mod auth;
 pub mod config;
 mod connection;
 pub mod counters;

@@ -10,6 +10,7 @@ use heterarchy_engine::nyx::Regulator;
 use heterarchy_kvstore::{Recovery, Store, StoreConfig};
 use serde::Serialize;
 
+use super::auth::AuthFile;
 use super::config::{PmConfig, TenantConfig};
 use super::counters::{FrontCounters, FrontCounts};
 use super::latency::{Latencies, LatencyWindow};
@@ -27,6 +28,8 @@ pub struct Tenant {
     gate: Option<Arc<Regulator>>,
     /// What its requests took, window by window.
     pub latencies: Latencies,
+    /// Who may use it, if clients must authenticate.
+    pub auth: Option<AuthFile>,
 }
 
 /// Everything `stats` and the metrics endpoint report for a tenant.
@@ -77,6 +80,11 @@ impl Tenant {
         pm: Option<&PmConfig>,
         throttles: &Throttles,
     ) -> Result<Tenant, String> {
+        // Read before the store opens, so a bad file stops the start at once.
+        let auth = match &config.auth_file {
+            Some(path) => Some(AuthFile::load(path).map_err(|e| format!("auth_file: {e}"))?),
+            None => None,
+        };
         let spec = config.value_store(pm)?;
         if let Some(pm) = pm {
             std::fs::create_dir_all(&pm.path)
@@ -100,6 +108,7 @@ impl Tenant {
             recovery,
             gate: pm.map(|_| Arc::new(Regulator::new())),
             latencies: Latencies::default(),
+            auth,
         })
     }
 

@@ -15,13 +15,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use heterarchy_nbd::constants::*;
-use heterarchy_nbd::{Command, Parsed, Request, ServerEvent, ServerHandshake};
+use heterarchy_nbd::{Command, Parsed, Request, ServerEvent, ServerHandshake, TlsMode};
 use heterarchy_volume::{Attempt, Buffer, Command as VolumeCommand};
+use rustls::ServerConfig;
 
 use super::reply::{too_large, Replies};
 use super::workers::{Inbox, Task, Workers};
 use super::{Export, Exports};
 use crate::socket::Socket;
+use crate::tls::Transport;
 
 /// Bytes asked of the socket per read, at least.
 const READ_CHUNK: usize = 64 * 1024;
@@ -41,6 +43,8 @@ pub struct Context<'a> {
     pub inbox: &'a Arc<Inbox>,
     pub slot: usize,
     pub generation: u64,
+    /// What a client that sends `NBD_OPT_STARTTLS` gets TLS with (none with TLS off).
+    pub tls: Option<&'a Arc<ServerConfig>>,
 }
 
 enum Phase {
@@ -58,7 +62,7 @@ pub enum End {
 
 /// One client.
 pub struct Connection {
-    socket: Socket,
+    transport: Transport,
     peer: String,
     phase: Phase,
     /// Received bytes, `start..end`; those before `start` are consumed. Its length is what
@@ -79,15 +83,17 @@ pub struct Connection {
     /// The socket may have bytes to read: set by a readable event, cleared when a read finds
     /// none, so a wake-up for answers alone costs no read.
     readable: bool,
+    /// `NBD_OPT_STARTTLS` was acknowledged: once the acknowledgement is out, TLS begins.
+    starting_tls: bool,
 }
 
 impl Connection {
-    /// A new client; its greeting is already queued.
-    pub fn new(socket: Socket, peer: String) -> Connection {
+    /// A new client, offered TLS as `tls` says; its greeting is already queued.
+    pub fn new(socket: Socket, peer: String, tls: TlsMode) -> Connection {
         Connection {
-            socket,
+            transport: Transport::plain(socket),
             peer,
-            phase: Phase::Handshake(ServerHandshake::new()),
+            phase: Phase::Handshake(ServerHandshake::with_tls(tls)),
             input: Vec::new(),
             start: 0,
             end: 0,
@@ -97,6 +103,7 @@ impl Connection {
             skipping: None,
             draining: false,
             readable: true,
+            starting_tls: false,
         }
     }
 
@@ -106,11 +113,16 @@ impl Connection {
     }
 
     pub fn socket_mut(&mut self) -> &mut Socket {
-        &mut self.socket
+        self.transport.socket_mut()
     }
 
     pub fn socket(&self) -> &Socket {
-        &self.socket
+        self.transport.socket()
+    }
+
+    /// Ends TLS cleanly if it is running; the loop closes the socket after.
+    pub fn close(&mut self) {
+        self.transport.close();
     }
 
     pub fn peer(&self) -> &str {
@@ -137,15 +149,34 @@ impl Connection {
     /// than half the loop's time at queue depth 64.
     fn pump(&mut self, context: &Context) -> io::Result<bool> {
         loop {
-            while !self.draining && !self.is_full() && self.serve(context)? {}
+            // Whether serving stopped for want of bytes, rather than for answers piling up.
+            let mut wants_bytes = false;
+            while !self.draining && !self.is_full() {
+                if !self.serve(context)? {
+                    wants_bytes = true;
+                    break;
+                }
+            }
             if !self.send()? {
                 return Ok(true);
+            }
+            if self.starting_tls {
+                self.start_tls(context)?;
+                continue;
             }
             if self.draining {
                 // Done once every answer is out.
                 return Ok(self.in_flight > 0);
             }
-            if self.is_full() || !self.readable || !self.receive()? {
+            if self.is_full() {
+                return Ok(true);
+            }
+            // Requests received while answers piled up are served before any more is read:
+            // the socket may have nothing new to announce, and the client waits for them.
+            if !wants_bytes {
+                continue;
+            }
+            if !self.readable || !self.receive()? {
                 return Ok(true);
             }
         }
@@ -156,10 +187,27 @@ impl Connection {
         self.in_flight >= MAX_IN_FLIGHT || self.output.len() > OUTPUT_HIGH_WATER
     }
 
+    /// TLS begins: the bytes received after `NBD_OPT_STARTTLS` are its first records.
+    fn start_tls(&mut self, context: &Context) -> io::Result<()> {
+        self.starting_tls = false;
+        let Some(config) = context.tls else {
+            return Err(io::Error::other(
+                "TLS was acknowledged with no TLS configured",
+            ));
+        };
+        let received = &self.input[self.start..self.end];
+        self.transport.start_tls(Arc::clone(config), received)?;
+        (self.start, self.end) = (0, 0);
+        // The client's first records may all have come with the option: the socket may hold
+        // nothing more to announce.
+        self.readable = true;
+        Ok(())
+    }
+
     /// Writes pending answers; false when the socket is full.
     fn send(&mut self) -> io::Result<bool> {
         while self.written < self.output.len() {
-            match self.socket.write(&self.output[self.written..]) {
+            match self.transport.write(&self.output[self.written..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(count) => self.written += count,
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(false),
@@ -175,7 +223,8 @@ impl Connection {
         }
         self.output.clear();
         self.written = 0;
-        Ok(true)
+        // Under TLS, records may still wait for room in the socket.
+        self.transport.flush()
     }
 
     /// Reads what the socket has; false when it has nothing now.
@@ -199,7 +248,7 @@ impl Connection {
             self.input.resize(self.end + chunk, 0);
         }
         match self
-            .socket
+            .transport
             .read(&mut self.input[self.end..self.end + chunk])
         {
             Ok(0) => {
@@ -209,8 +258,9 @@ impl Connection {
             Ok(count) => {
                 self.end += count;
                 // A short read emptied the socket; mio's edge-triggered events report what
-                // comes next, so the read that would find nothing is skipped.
-                self.readable = count == chunk;
+                // comes next, so the read that would find nothing is skipped. Not so under
+                // TLS, which takes records from the socket in pieces.
+                self.readable = count == chunk || self.transport.is_tls();
                 Ok(true)
             }
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
@@ -243,6 +293,10 @@ impl Connection {
             }
             return Ok(true);
         }
+        if self.starting_tls {
+            // The rest of the input is TLS records, for after the acknowledgement is out.
+            return Ok(false);
+        }
         match &mut self.phase {
             Phase::Handshake(handshake) => {
                 let parsed = handshake.receive(
@@ -268,6 +322,7 @@ impl Connection {
                         };
                     }
                     ServerEvent::Closed => self.draining = true,
+                    ServerEvent::StartTls => self.starting_tls = true,
                 }
                 Ok(true)
             }

@@ -12,12 +12,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use heterarchy_nbd::TlsMode;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
+use rustls::ServerConfig;
 
 use super::connection::{Connection, Context, End};
 use super::workers::{Inbox, Workers};
-use super::{client_went_away, Exports};
+use super::{client_went_away, Exports, Settings};
 use crate::due_timer::Timer;
 use crate::socket::Socket;
 
@@ -91,14 +93,15 @@ impl Ord for Held {
     }
 }
 
-/// Starts `count` loops serving `exports` with `workers`; `active` counts their connections.
+/// Starts `settings.threads.loops` loops serving `exports` with `workers`; `active` counts
+/// their connections.
 pub fn start(
-    count: usize,
+    settings: &Settings,
     exports: Arc<Exports>,
     workers: Arc<Workers>,
     active: Arc<AtomicUsize>,
 ) -> io::Result<Vec<LoopHandle>> {
-    (0..count.max(1))
+    (0..settings.threads.loops.max(1))
         .map(|index| {
             let poll = Poll::new()?;
             let inbox = Arc::new(Inbox::new(Waker::new(poll.registry(), WAKER)?));
@@ -119,6 +122,8 @@ pub fn start(
                 held: BinaryHeap::new(),
                 held_count: 0,
                 later: RefCell::new(Vec::new()),
+                tls: settings.tls,
+                tls_config: settings.tls_config.clone(),
             };
             std::thread::Builder::new()
                 .name(format!("nbd-loop-{index}"))
@@ -143,6 +148,8 @@ struct Loop {
     held_count: u64,
     /// Answers a connection held while it was being served, with their due times.
     later: RefCell<Vec<(Instant, Vec<u8>)>>,
+    tls: TlsMode,
+    tls_config: Option<Arc<ServerConfig>>,
 }
 
 impl Loop {
@@ -252,7 +259,7 @@ impl Loop {
                 });
                 self.slots.len() - 1
             });
-            let mut connection = Connection::new(socket, peer);
+            let mut connection = Connection::new(socket, peer, self.tls);
             let registered = self.poll.registry().register(
                 connection.socket_mut(),
                 Token(slot),
@@ -286,6 +293,7 @@ impl Loop {
             inbox: &self.inbox,
             slot,
             generation,
+            tls: self.tls_config.as_ref(),
         };
         let end = connection.on_ready(&context);
         let later = std::mem::take(&mut *self.later.borrow_mut());
@@ -304,6 +312,7 @@ impl Loop {
                 );
             }
         }
+        connection.close();
         let _ = self.poll.registry().deregister(connection.socket_mut());
         connection.socket().shutdown();
         // Requests still with the workers finish on the volume; their answers find the slot

@@ -18,16 +18,18 @@ use std::sync::Arc;
 
 use heterarchy_blockdev::BlockDevice;
 use heterarchy_nbd::constants::*;
-use heterarchy_nbd::{BlockSizes, ExportCatalog, ExportInfo};
+use heterarchy_nbd::{BlockSizes, ExportCatalog, ExportInfo, TlsMode};
 use heterarchy_volume::Volume;
+use rustls::ServerConfig;
 
 use crate::listen::Listener;
 use crate::socket::Socket;
 use event_loop::Handoff;
 use workers::Workers;
 
-/// Connections served at once at most; more are closed at once.
-pub const MAX_CONNECTIONS: usize = 4096;
+/// Connections served at once unless the config says otherwise (`[server] max_connections`);
+/// more are closed as soon as they are accepted.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 /// How many threads serve.
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +39,20 @@ pub struct Threads {
     /// I/O workers: requests that wait for a device (a disk, a paced device, a flush). Their
     /// number bounds the requests in flight below the loops.
     pub io_workers: usize,
+}
+
+/// How the server serves: its threads, its limit on connections, and TLS.
+#[derive(Clone)]
+pub struct Settings {
+    /// The event loops and I/O workers.
+    pub threads: Threads,
+    /// Connections served at once; one more is closed as soon as it is accepted, and the
+    /// others go on.
+    pub max_connections: usize,
+    /// How TLS is offered (proto.md "Server-side requirements").
+    pub tls: TlsMode,
+    /// What TLS runs with; `Some` unless `tls` is off.
+    pub tls_config: Option<Arc<ServerConfig>>,
 }
 
 /// What every export offers: flush, FUA, trim, write zeroes, and several connections at once
@@ -110,14 +126,14 @@ impl ExportCatalog for Exports {
     }
 }
 
-/// Accepts clients on `listener` for ever and serves them on `threads`. A connection that
-/// fails (a protocol error, an I/O error) is logged with its peer and the reason; a client that
-/// simply closes its socket is not.
-pub fn serve(listener: Listener, exports: Arc<Exports>, threads: Threads) -> io::Result<()> {
+/// Accepts clients on `listener` for ever and serves them as `settings` say. A connection that
+/// fails (a protocol error, an I/O error, a failed TLS handshake) is logged with its peer and
+/// the reason; a client that simply closes its socket is not.
+pub fn serve(listener: Listener, exports: Arc<Exports>, settings: Settings) -> io::Result<()> {
     raise_open_files_limit();
-    let workers = Arc::new(Workers::start(threads.io_workers)?);
+    let workers = Arc::new(Workers::start(settings.threads.io_workers)?);
     let active = Arc::new(AtomicUsize::new(0));
-    let loops = event_loop::start(threads.loops, exports, workers, Arc::clone(&active))?;
+    let loops = event_loop::start(&settings, exports, workers, Arc::clone(&active))?;
     let mut next = 0usize;
     loop {
         let stream = match listener.accept() {
@@ -129,7 +145,7 @@ pub fn serve(listener: Listener, exports: Arc<Exports>, threads: Threads) -> io:
                 continue;
             }
         };
-        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+        if active.fetch_add(1, Ordering::SeqCst) >= settings.max_connections {
             active.fetch_sub(1, Ordering::SeqCst);
             stream.shutdown();
             continue;

@@ -1,0 +1,220 @@
+//! TLS for the NBD server (issue 23, item 5; proto.md "TLS support"; docs/architecture.md,
+//! "Serving"): the `[server]` settings as nbdkit's `--tls`, `--tls-certificates`,
+//! `--tls-verify-peer` and `--tls-psk` take them, the rustls configuration they make, and a
+//! non-blocking TLS stream for the event loops ([`stream`]).
+//!
+//! Certificates sit in one directory laid out as nbdkit's and qemu's: `server-cert.pem` (the
+//! chain, the server's first), `server-key.pem`, and `ca-cert.pem`, the authority that signs
+//! clients' certificates, needed only to verify them. The cryptography is rustls's `ring`
+//! provider, given to each configuration (no process-wide default is installed).
+//!
+//! TLS with pre-shared keys (nbdkit's `--tls-psk`) is refused with a one-line reason: rustls
+//! implements no external PSKs (rustls/rustls#174, open since 2018), and hand-made key
+//! schedules are no place for a cache server.
+
+pub mod stream;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use heterarchy_nbd::TlsMode;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+
+pub use stream::Transport;
+
+/// The server's certificate chain, in a `tls_certificates` directory.
+pub const SERVER_CERT_FILE: &str = "server-cert.pem";
+/// The server's private key, in a `tls_certificates` directory.
+pub const SERVER_KEY_FILE: &str = "server-key.pem";
+/// The authority that signs client certificates, in a `tls_certificates` directory.
+pub const CA_CERT_FILE: &str = "ca-cert.pem";
+
+/// The TLS settings of a server, as the config's `[server]` keys name them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsSettings<'a> {
+    /// `tls`: how TLS is offered.
+    pub mode: TlsMode,
+    /// `tls_certificates`: the directory of PEM files.
+    pub certificates: Option<&'a Path>,
+    /// `tls_psk`: a file of `username:hexkey` lines (refused: see the module docs).
+    pub psk: Option<&'a Path>,
+    /// `tls_verify_peer`: clients must present a certificate `ca-cert.pem` signed.
+    pub verify_peer: bool,
+}
+
+impl TlsSettings<'_> {
+    /// Checks that the settings make sense together, without reading any file; the error
+    /// starts with the key.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(psk) = self.psk {
+            return Err(format!(
+                "tls_psk: {}: TLS with pre-shared keys is not supported: rustls has no external \
+                 PSKs (rustls/rustls#174); use tls_certificates",
+                psk.display()
+            ));
+        }
+        match (self.mode, self.certificates) {
+            (TlsMode::Off, Some(dir)) => Err(format!(
+                "tls_certificates: {} given with tls = \"off\"; expected tls = \"on\" or \"require\"",
+                dir.display()
+            )),
+            (TlsMode::Off, None) if self.verify_peer => Err(
+                "tls_verify_peer: given with tls = \"off\"; expected tls = \"on\" or \"require\""
+                    .to_string(),
+            ),
+            (TlsMode::On | TlsMode::Require, None) => Err(format!(
+                "tls: \"{}\" without tls_certificates; expected the directory of {SERVER_CERT_FILE} \
+                 and {SERVER_KEY_FILE}",
+                self.mode.name()
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The rustls configuration these settings make, `None` with TLS off; the error names the
+    /// key and the file.
+    pub fn server_config(&self) -> Result<Option<Arc<ServerConfig>>, String> {
+        self.check()?;
+        match (self.mode, self.certificates) {
+            (TlsMode::Off, _) | (_, None) => Ok(None),
+            (_, Some(dir)) => server_config(dir, self.verify_peer)
+                .map(Some)
+                .map_err(|e| format!("tls_certificates: {e}")),
+        }
+    }
+}
+
+/// A server configuration from the PEM files in `dir`; with `verify_peer`, clients must
+/// present a certificate that `ca-cert.pem` signed. The error names the file.
+pub fn server_config(dir: &Path, verify_peer: bool) -> Result<Arc<ServerConfig>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cert_path = dir.join(SERVER_CERT_FILE);
+    let chain = certificates(&cert_path)?;
+    let key_path = dir.join(SERVER_KEY_FILE);
+    let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| {
+        format!(
+            "{}: {}; expected a PEM private key (PKCS #8, PKCS #1 or SEC1)",
+            key_path.display(),
+            pem_error(&e)
+        )
+    })?;
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("the TLS provider: {e}"))?;
+    let builder = if verify_peer {
+        let ca_path = dir.join(CA_CERT_FILE);
+        let mut roots = RootCertStore::empty();
+        for certificate in certificates(&ca_path)? {
+            roots
+                .add(certificate)
+                .map_err(|e| format!("{}: {e}", ca_path.display()))?;
+        }
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(|e| format!("{}: {e}", ca_path.display()))?;
+        builder.with_client_cert_verifier(verifier)
+    } else {
+        builder.with_no_client_auth()
+    };
+    let config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("{} and {}: {e}", cert_path.display(), key_path.display()))?;
+    Ok(Arc::new(config))
+}
+
+/// Every certificate in the PEM file at `path`, at least one.
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let failed = |e: rustls::pki_types::pem::Error| {
+        format!(
+            "{}: {}; expected PEM certificates",
+            path.display(),
+            pem_error(&e)
+        )
+    };
+    let chain = CertificateDer::pem_file_iter(path)
+        .map_err(failed)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(failed)?;
+    if chain.is_empty() {
+        return Err(format!(
+            "{}: no CERTIFICATE section; expected PEM certificates",
+            path.display()
+        ));
+    }
+    Ok(chain)
+}
+
+/// A PEM error on one line.
+fn pem_error(error: &rustls::pki_types::pem::Error) -> String {
+    match error {
+        rustls::pki_types::pem::Error::Io(error) => format!("cannot read: {error}"),
+        rustls::pki_types::pem::Error::NoItemsFound => "no such PEM section".to_string(),
+        other => format!("{other:?}").replace('\n', " "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_that_cannot_work_are_refused_by_key() {
+        let dir = Path::new("/etc/pki/nbd");
+        let psk = Path::new("/etc/nbd.psk");
+        for (settings, key) in [
+            (
+                TlsSettings {
+                    mode: TlsMode::Require,
+                    ..TlsSettings::default()
+                },
+                "tls:",
+            ),
+            (
+                TlsSettings {
+                    certificates: Some(dir),
+                    ..TlsSettings::default()
+                },
+                "tls_certificates:",
+            ),
+            (
+                TlsSettings {
+                    verify_peer: true,
+                    ..TlsSettings::default()
+                },
+                "tls_verify_peer:",
+            ),
+            (
+                TlsSettings {
+                    mode: TlsMode::On,
+                    psk: Some(psk),
+                    ..TlsSettings::default()
+                },
+                "tls_psk:",
+            ),
+        ] {
+            let error = settings.check().unwrap_err();
+            assert!(error.starts_with(key), "{error}");
+            assert!(!error.contains('\n'), "{error}");
+        }
+        let on = TlsSettings {
+            mode: TlsMode::On,
+            certificates: Some(dir),
+            ..TlsSettings::default()
+        };
+        assert_eq!(on.check(), Ok(()));
+        assert!(matches!(TlsSettings::default().server_config(), Ok(None)));
+    }
+
+    #[test]
+    fn missing_or_bad_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = server_config(dir.path(), false).unwrap_err();
+        assert!(error.contains("server-cert.pem: cannot read"), "{error}");
+        std::fs::write(dir.path().join(SERVER_CERT_FILE), "not PEM at all\n").unwrap();
+        let error = server_config(dir.path(), false).unwrap_err();
+        assert!(error.contains("server-cert.pem: no CERTIFICATE"), "{error}");
+    }
+}
