@@ -80,7 +80,8 @@ pub fn negotiate(stream: &mut TcpStream, export: &ExportInfo) -> io::Result<Opti
                     outcome = Some(Some(structured_replies));
                     break;
                 }
-                ServerEvent::Closed => {
+                // The floor offers no TLS, so a handshake made with `new` never asks for it.
+                ServerEvent::Closed | ServerEvent::StartTls => {
                     outcome = Some(None);
                     break;
                 }

@@ -427,7 +427,11 @@ impl NbdArgs {
             .map(throttle_name)
             .collect();
         volume.backing_throttle = self.backing_throttle.clone();
-        volume.cache_faults = self.cache_faults.iter().map(|text| faults_of(text)).collect();
+        volume.cache_faults = self
+            .cache_faults
+            .iter()
+            .map(|text| faults_of(text))
+            .collect();
         volume.backing_faults = self.backing_faults.as_deref().and_then(faults_of);
         volume.fallback_pt_errors = self.fallback_pt_errors;
         volume.force = self.force;

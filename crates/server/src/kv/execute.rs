@@ -46,6 +46,9 @@ pub fn execute(
     out: &mut Vec<u8>,
 ) -> Outcome {
     let counters = &tenant.counters;
+    // A request that fails part way (its storage failing under a value) answers with its error
+    // alone, not after part of an answer.
+    let answer_start = out.len();
     let result = match request {
         Request::Get {
             keys,
@@ -184,6 +187,7 @@ pub fn execute(
         }
     };
     if let Err(error) = result {
+        out.truncate(answer_start);
         reply(out, false, &format!("SERVER_ERROR {error}"));
     }
     Outcome::Continue
