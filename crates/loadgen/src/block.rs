@@ -726,14 +726,19 @@ mod tests {
     use heterarchy_device::backend::Throttles;
     use heterarchy_engine::staging::StagingScheme;
 
-    #[test]
-    fn an_in_process_run_counts_requests_outcomes_and_flushes() {
+    /// Caiti's staged device over 16 MiB of RAM, one evictor.
+    fn staged_device() -> Arc<StagedExport> {
         let config = StagedConfig {
             staging_size: 1 << 20,
             evictors: Some(1),
             ..StagedConfig::new("pm", "ram:16m".parse().unwrap(), StagingScheme::CAITI)
         };
-        let device = Arc::new(StagedExport::open(&config, &Throttles::default()).unwrap());
+        Arc::new(StagedExport::open(&config, &Throttles::default()).unwrap())
+    }
+
+    #[test]
+    fn an_in_process_run_counts_requests_outcomes_and_flushes() {
+        let device = staged_device();
         let load = BlockLoad {
             jobs: 1,
             iodepth: 2,
@@ -819,12 +824,7 @@ mod tests {
 
     #[test]
     fn a_verified_in_process_run_reads_back_what_it_wrote_and_reports_each_interval() {
-        let config = StagedConfig {
-            staging_size: 1 << 20,
-            evictors: Some(1),
-            ..StagedConfig::new("pm", "ram:16m".parse().unwrap(), StagingScheme::CAITI)
-        };
-        let device = Arc::new(StagedExport::open(&config, &Throttles::default()).unwrap());
+        let device = staged_device();
         let load = BlockLoad {
             jobs: 2,
             iodepth: 2,
