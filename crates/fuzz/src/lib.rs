@@ -12,13 +12,15 @@ use heterarchy_nbd::{Parsed, Request};
 pub type Target = fn(&[u8]);
 
 /// Every target by name: the name is also its folder under `fuzz/corpus/`.
-pub const TARGETS: [(&str, Target); 6] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("memcache_text", memcache_text),
     ("memcache_meta", memcache_meta),
     ("nbd_handshake", nbd_handshake),
     ("nbd_requests", nbd_requests),
     ("serve_config", serve_config),
     ("hierarchy_config", hierarchy_config),
+    ("volume_layout", volume_layout),
+    ("kv_layout", kv_layout),
 ];
 
 /// A connection's bytes through the memcached parser, request after request, as the kv server
@@ -157,5 +159,136 @@ pub fn hierarchy_config(data: &[u8]) {
         let message = error.to_string();
         assert!(message.starts_with("fuzz.toml"), "{message}");
         assert!(!message.contains('\n'), "{message:?}");
+    }
+}
+
+/// Bytes of a persistent cache tier, as a volume finds them at restart (docs/architecture.md,
+/// "Format and recovery"). The first byte picks how they are laid: as they are (`0`), or, so
+/// that the fuzzer reaches past the checksums, a superblock and entries sealed from the bytes
+/// that follow (a geometry, then (key, valid, dirty, sequence) per slot). Opening must succeed or
+/// fail with one line; once open, every block reads (or fails with one line), the cache holds
+/// no more lines than it has slots, and cleaning leaves every block as it read.
+pub fn volume_layout(data: &[u8]) {
+    use heterarchy_volume::layout::{Entry, Geometry, Place};
+    const LINE: u64 = 4096;
+    const TIER_BYTES: u64 = 64 * 1024;
+    const BACKING_BYTES: u64 = 32 * LINE;
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let mut image = vec![0u8; TIER_BYTES as usize];
+    let mut words = rest.chunks(8).map(|chunk| {
+        chunk
+            .iter()
+            .rev()
+            .fold(0u64, |word, &byte| word << 8 | u64::from(byte))
+    });
+    if mode % 2 == 0 {
+        let take = rest.len().min(image.len());
+        image[..take].copy_from_slice(&rest[..take]);
+    } else {
+        let real = Geometry::for_cache(TIER_BYTES, LINE as u32, BACKING_BYTES).expect("fits");
+        // Small changes to the real geometry reach more than random words would.
+        let mut nudge = || words.next().unwrap_or(0);
+        let geometry = Geometry {
+            line_bytes: (u64::from(real.line_bytes) ^ (nudge() & 0x1_f000)) as u32,
+            slot_count: real.slot_count ^ (nudge() % 64),
+            backing_bytes: real.backing_bytes ^ (nudge() & 0xff_f000),
+            data_offset: real.data_offset ^ (nudge() & 0xf000),
+        };
+        let place = Place {
+            tier: 0,
+            tiers: 1,
+            signature: Place::signature(false, &[TIER_BYTES]),
+        };
+        image[..64].copy_from_slice(&geometry.encode());
+        image[64..128].copy_from_slice(&place.encode());
+        for slot in 0..real.slot_count {
+            let [key, valid, dirty, sequence] = [(); 4].map(|()| words.next());
+            let Some(key) = key else { break };
+            let entry = Entry {
+                sequence: sequence.unwrap_or(1) % 4,
+                key: (key != u64::MAX).then_some(key % 40),
+                valid: u128::from(valid.unwrap_or(u64::MAX)),
+                dirty: u128::from(dirty.unwrap_or(0)),
+            };
+            let at = real.entry_offset(slot as u32, entry.sequence % 2) as usize;
+            image[at..at + 64].copy_from_slice(&entry.encode());
+        }
+    }
+    let tier = heterarchy_device::backend::RamBackend::persistent_holding(&image).expect("memory");
+    let backing = heterarchy_device::backend::RamBackend::new(BACKING_BYTES).expect("memory");
+    let mut config = heterarchy_volume::VolumeConfig::new(
+        "fuzz",
+        format!("ram:{BACKING_BYTES}").parse().expect("spec"),
+        format!("ram:{TIER_BYTES}").parse().expect("spec"),
+    );
+    config.cache_line = LINE;
+    config.caching.mode = heterarchy_engine::WriteMode::Wb;
+    let volume = match heterarchy_volume::Volume::with_backends(
+        &config,
+        vec![Box::new(tier)],
+        Box::new(backing),
+    ) {
+        Ok(volume) => volume,
+        Err(message) => {
+            assert!(!message.contains('\n'), "{message:?}");
+            return;
+        }
+    };
+    let stats = volume.stats();
+    assert!(stats.resident_lines <= stats.slots, "{stats:?}");
+    let mut first = vec![0u8; BACKING_BYTES as usize];
+    if let Err(error) = volume.read(0, &mut first) {
+        assert!(!error.to_string().contains('\n'), "{error}");
+        return;
+    }
+    volume.clean().expect("cleaning RAM");
+    let mut again = vec![0u8; BACKING_BYTES as usize];
+    volume.read(0, &mut again).expect("reading RAM");
+    assert!(first == again, "cleaning changed what the volume reads");
+}
+
+/// Bytes of a key-value tenant's persistent memory, as the store finds them at restart
+/// (docs/architecture.md, "Serving": segments of records). Opening must succeed or fail with
+/// one line; once open, every item it found reads back, and a set and a get work.
+pub fn kv_layout(data: &[u8]) {
+    use heterarchy_kvstore::{Expiry, Lookup, Mode, Store, StoreConfig, Write};
+    const STORE_BYTES: u64 = 256 * 1024;
+    let mut image = vec![0u8; STORE_BYTES as usize];
+    let take = data.len().min(image.len());
+    image[..take].copy_from_slice(&data[..take]);
+    let backend =
+        heterarchy_device::backend::RamBackend::persistent_holding(&image).expect("memory");
+    let config = StoreConfig {
+        segment_bytes: 64 * 1024,
+        item_max_bytes: 64 * 1024,
+        index_max_bytes: None,
+    };
+    let (mut store, _recovery) = match Store::open(Box::new(backend), config, 1_000_000) {
+        Ok(opened) => opened,
+        Err(error) => {
+            assert!(!error.to_string().contains('\n'), "{error}");
+            return;
+        }
+    };
+    let write = Write {
+        key: b"fuzz",
+        value: b"value",
+        client_flags: 0,
+        expiry: Expiry::NEVER,
+        mode: Mode::Set,
+        compare_cas: None,
+        invalidate: false,
+        new_cas: None,
+    };
+    if store.store(1_000_000, &write).is_ok() {
+        let found = store
+            .get(1_000_000, b"fuzz", &Lookup::default())
+            .expect("reading RAM")
+            .expect("a value just stored");
+        let mut value = Vec::new();
+        store.read_value(&found, &mut value).expect("reading RAM");
+        assert_eq!(value, b"value");
     }
 }

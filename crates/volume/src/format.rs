@@ -332,6 +332,18 @@ fn find_or_format(
     cache.read_at(0, &mut superblock).map_err(io_error)?;
     let found = Geometry::decode(superblock[..64].try_into().expect("64 bytes"));
     let found_place = Place::decode(superblock[64..].try_into().expect("64 bytes"));
+    if let Some(damaged) = found.filter(|found| !found.fits(cache.size_bytes())) {
+        if !force {
+            return Err(format!(
+                "its superblock describes {} slots of {}-byte lines from byte {}, which do not                  fit its {} bytes: damaged, or not a heterarchy cache tier; set force to                  reformat it",
+                damaged.slot_count,
+                damaged.line_bytes,
+                damaged.data_offset,
+                cache.size_bytes()
+            ));
+        }
+    }
+    let found = found.filter(|found| found.fits(cache.size_bytes()));
     match (found, found_place) {
         (Some(found), Some(found_place)) if found == geometry && found_place == place => {
             return TierSlots::load(geometry, cache).map_err(io_error);

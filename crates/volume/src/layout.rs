@@ -72,6 +72,27 @@ impl Geometry {
         })
     }
 
+    /// True when this layout lies within a device of `device_bytes` (a superblock read back may
+    /// be damaged, and is then not to be believed): lines of a size a volume uses, the table
+    /// before the data, every slot on the device.
+    pub fn fits(&self, device_bytes: u64) -> bool {
+        let line = u64::from(self.line_bytes);
+        let table_end = self
+            .slot_count
+            .checked_mul(2 * ENTRY_BYTES)
+            .and_then(|table| table.checked_add(SUPERBLOCK_BYTES));
+        let data_end = self
+            .slot_count
+            .checked_mul(line)
+            .and_then(|data| data.checked_add(self.data_offset));
+        self.line_bytes.is_power_of_two()
+            && (4096..=MAX_LINE_BYTES).contains(&self.line_bytes)
+            && self.slot_count <= u64::from(u32::MAX)
+            && self.backing_bytes >= line
+            && table_end.is_some_and(|end| end <= self.data_offset)
+            && data_end.is_some_and(|end| end <= device_bytes)
+    }
+
     /// Byte offset of slot `slot`'s data.
     pub fn slot_offset(&self, slot: u32) -> u64 {
         self.data_offset + u64::from(slot) * u64::from(self.line_bytes)

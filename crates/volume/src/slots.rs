@@ -71,6 +71,7 @@ impl TierSlots {
         let mut bytes = vec![0u8; table_len as usize];
         device.read_at(table_start, &mut bytes)?;
         let mut newest: rustc_hash::FxHashMap<u64, (u64, u32)> = Default::default();
+        let lines = geometry.backing_bytes / u64::from(geometry.line_bytes);
         for (index, pair) in bytes.chunks_exact(128).enumerate() {
             let index = index as u32;
             let entry = [&pair[..64], &pair[64..]]
@@ -89,6 +90,10 @@ impl TierSlots {
             else {
                 continue;
             };
+            // A line past the backing store's end is damage, not data.
+            if key >= lines {
+                continue;
+            }
             if let Some(&(older_sequence, older_index)) = newest.get(&key) {
                 if older_sequence >= sequence {
                     continue;

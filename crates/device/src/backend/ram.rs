@@ -13,6 +13,9 @@ use super::{Backend, SharedBytes};
 /// zeroes 2 MiB and may stall for milliseconds compacting memory.
 pub struct RamBackend {
     bytes: SharedBytes,
+    /// Stands for memory whose contents outlive the process, so that what a persistent tier
+    /// finds at restart can be tested from any bytes (the fuzz targets of on-media layouts).
+    persistent: bool,
     /// Owns the memory `bytes` points into.
     _map: MmapMut,
 }
@@ -38,8 +41,18 @@ impl RamBackend {
         map.fill(0);
         Ok(RamBackend {
             bytes: SharedBytes::of(&mut map),
+            persistent: false,
             _map: map,
         })
+    }
+
+    /// `bytes`, standing for persistent memory found holding them: what a store reads at
+    /// restart, without a file.
+    pub fn persistent_holding(bytes: &[u8]) -> io::Result<RamBackend> {
+        let mut backend = RamBackend::new(bytes.len() as u64)?;
+        backend.bytes.copy_in(0, bytes)?;
+        backend.persistent = true;
+        Ok(backend)
     }
 }
 
@@ -65,7 +78,7 @@ impl Backend for RamBackend {
     }
 
     fn is_persistent(&self) -> bool {
-        false
+        self.persistent
     }
 
     fn describe(&self) -> String {
