@@ -176,7 +176,7 @@ enum CrashKind {
 /// usable afterwards. Returns whether the machine stopped in the middle of an operation.
 fn trial(seed: u64, dir: &std::path::Path) -> Result<bool, String> {
     let mut random = Random(seed.wrapping_mul(0xD1B5_4A32_D192_ED03) ^ 0x5EED);
-    let crash = if seed % 2 == 0 {
+    let crash = if seed.is_multiple_of(2) {
         CrashKind::Machine
     } else {
         CrashKind::Process
@@ -386,7 +386,11 @@ fn values_say_when_they_are_torn_or_foreign() {
 /// The writes of [`a_crash_during_a_compaction_keeps_the_items_it_moves`]: keys overwritten
 /// unevenly, so that segments fill with dead records and a full store compacts.
 fn compaction_step(step: u32) -> (u32, Vec<u8>) {
-    let key = if step % 3 == 0 { step % 40 } else { step % 7 };
+    let key = if step.is_multiple_of(3) {
+        step % 40
+    } else {
+        step % 7
+    };
     (key, value_of(key, step + 1, 300))
 }
 

@@ -372,18 +372,19 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<bool, String> {
         .backing
         .read_at(0, &mut below)
         .map_err(|error| context(format!("reading the backing store: {error}")))?;
-    for block in 0..BLOCKS {
-        let range = block * BLOCK..(block + 1) * BLOCK;
-        if found[range.clone()] != again[range.clone()]
-            || found[range.clone()] != below[range.clone()]
-        {
+    let blocks = found
+        .chunks_exact(BLOCK)
+        .zip(again.chunks_exact(BLOCK))
+        .zip(below.chunks_exact(BLOCK));
+    for (block, ((first, then), on_backing)) in blocks.enumerate() {
+        if first != then || first != on_backing {
             return Err(context(format!(
                 "block {block} read version {} after the crash, then version {} once the cache \
                  was cleaned, with no write between; the backing store holds version {} \
                  (durable {}, written since {:?})",
-                version_of(&found[range.clone()]),
-                version_of(&again[range.clone()]),
-                version_of(&below[range]),
+                version_of(first),
+                version_of(then),
+                version_of(on_backing),
                 written[block].durable,
                 written[block].since
             )));
