@@ -391,11 +391,13 @@ class History:
         self.durable: dict[int, int] = {}
         self.how: dict[int, str] = {}
         self.since: dict[int, list[int]] = {}
+        self.ever: dict[int, set[int]] = {}
         self.generations = itertools.count(1)
 
     def written(self, block: int) -> int:
         generation = next(self.generations)
         self.since.setdefault(block, []).append(generation)
+        self.ever.setdefault(block, set()).add(generation)
         return generation
 
     def made_durable(self, block: int, generation: int, how: str):
@@ -502,11 +504,12 @@ def write_until_killed(clients: list[NbdClient], server: Server, rng: random.Ran
 
 def damage(block: int, generation: int | None, history: History) -> str:
     """What a block read back after a kill that breaks the rules is, in the crash campaign's
-    words: torn (or another block's), lost (older than its durable generation) or phantom (a
-    generation never written to it)."""
+    words: torn (or another block's), lost (another generation of the block than the durable
+    one or those written since: the durable one is gone) or phantom (a generation never
+    written to it)."""
     if generation is None:
         return "torn"
-    return "lost" if generation < history.durable.get(block, 0) else "phantom"
+    return "lost" if generation == 0 or generation in history.ever.get(block, ()) else "phantom"
 
 
 def check_and_settle(client: NbdClient, history: History, iteration: int) -> list[tuple[str, str]]:
@@ -549,7 +552,25 @@ KILL_SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("setting", list(KILL_SETTINGS))
+# Found by the crash campaign (issue 23, item 4), to be fixed in the volume; the campaign counts
+# them, the suite marks them.
+KNOWN_KILL_FAILURES = {
+    "pmem-pmem-exclusive-wb": "known: after a restart, the first 1 MiB read over some lines answers EIO "
+    "(4 KiB reads of the same lines succeed, and so does the same read through Volume::read)",
+    "ram-pmem-pmem-inclusive-wb": "known: after a restart a block can read a flushed version, then an "
+    "older or newer one with no write between (a persistent tier's clean copy differs from the backing store)",
+}
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_KILL_FAILURES[name], strict=False))
+        if name in KNOWN_KILL_FAILURES
+        else name
+        for name in KILL_SETTINGS
+    ],
+)
 def test_sigkill_mid_stream_loses_no_flushed_write_and_tears_no_block(volume, tmp_path, setting):
     """Iterations of writes killed mid-stream and checked after the restart (5 per setting here;
     `HETERARCHY_CRASH_ITERATIONS`, and `HETERARCHY_CRASH_SEED` for the writes' seed, which
@@ -565,23 +586,30 @@ def test_sigkill_mid_stream_loses_no_flushed_write_and_tears_no_block(volume, tm
         return volume(flags[1], *flags[2:], *extra, backing=f"file:{tmp_path / 'crash.img'}:{VOLUME_BYTES}", cache=caches[0])
 
     rng, history, failures = random.Random(seed), History(), []
-    server = start()
-    for iteration in range(iterations):
-        # One to four connections at once, each with requests in flight.
-        clients = [connect(server) for _ in range(1 + iteration % 4)]
-        try:
-            write_until_killed(clients, server, rng, history, iteration)
-        finally:
-            for client in clients:
-                client.sock.close()
+    done = 0
+    try:
         server = start()
-        with connect(server) as client:
-            failures += [(kind, why, iteration) for kind, why in check_and_settle(client, history, iteration)]
+        for iteration in range(iterations):
+            # One to four connections at once, each with requests in flight.
+            clients = [connect(server) for _ in range(1 + iteration % 4)]
+            try:
+                write_until_killed(clients, server, rng, history, iteration)
+            finally:
+                for client in clients:
+                    client.sock.close()
+            server = start()
+            with connect(server) as client:
+                failures += [(kind, why, iteration) for kind, why in check_and_settle(client, history, iteration)]
+            done += 1
+    except (AssertionError, OSError, EOFError) as error:
+        # A restart that fails or a read answered with an error ends the run: an other failure.
+        failures.append(("other", f"iteration {done}: {error}", done))
+        done += 1
     count = lambda kind: sum(1 for failure in failures if failure[0] == kind)  # noqa: E731
     failed = sorted({iteration for _, _, iteration in failures})
     print(
-        f"\ncrash campaign: store=nbd-kill-{setting} trials={iterations} crashes={iterations} "
-        f"lost_flushed={count('lost')} torn={count('torn')} phantom={count('phantom')} other=0 "
+        f"\ncrash campaign: store=nbd-kill-{setting} trials={done} crashes={done} "
+        f"lost_flushed={count('lost')} torn={count('torn')} phantom={count('phantom')} other={count('other')} "
         f"failed_seeds={','.join(f'{seed}:{i}' for i in failed) or '-'} seconds={time.monotonic() - started:.1f}"
     )
     assert not failures, f"{len(failures)} blocks broke the rules:\n" + "\n".join(why for _, why, _ in failures[:20])

@@ -420,6 +420,21 @@ fn flushed_writes_survive_injected_crashes_in_every_mode_and_hierarchy() {
     );
 }
 
+/// Seeds the campaign found failing, RAM over PM (over PM), inclusive, `wb`: after the crash a
+/// block reads one version, and another once the cache is cleaned, with no write between — a
+/// persistent tier's clean copy differs from the backing store (239: the tier's older copy,
+/// the backing store newer; 5457 and 1373: the other way round), which the volume's module docs
+/// say a crash cannot leave. Found by `scripts/crash-campaign --store volume` (32 of 10,000
+/// trials, all in these hierarchies); ignored until fixed.
+#[test]
+#[ignore = "known: RAM over PM inclusive can leave a clean tier copy that differs from the backing store after a crash"]
+fn known_failing_seeds_read_the_same_before_and_after_cleaning() {
+    let dir = tempfile::tempdir().unwrap();
+    for seed in [239, 1373, 5457] {
+        assert_eq!(trial(seed, dir.path()).map(drop), Ok(()), "seed {seed}");
+    }
+}
+
 /// Every point of one overwrite of a cached clean block, in every hierarchy and mode: a crash
 /// anywhere leaves the block reading the same before and after its line is cleaned, word by
 /// word the old or the new version (the emulated-PM backing store tears an unflushed write).
