@@ -391,11 +391,13 @@ class History:
         self.durable: dict[int, int] = {}
         self.how: dict[int, str] = {}
         self.since: dict[int, list[int]] = {}
+        self.ever: dict[int, set[int]] = {}
         self.generations = itertools.count(1)
 
     def written(self, block: int) -> int:
         generation = next(self.generations)
         self.since.setdefault(block, []).append(generation)
+        self.ever.setdefault(block, set()).add(generation)
         return generation
 
     def made_durable(self, block: int, generation: int, how: str):
@@ -500,10 +502,20 @@ def write_until_killed(clients: list[NbdClient], server: Server, rng: random.Ran
     assert server.process.returncode == -signal.SIGKILL
 
 
-def check_and_settle(client: NbdClient, history: History, iteration: int) -> list[str]:
+def damage(block: int, generation: int | None, history: History) -> str:
+    """What a block read back after a kill that breaks the rules is, in the crash campaign's
+    words: torn (or another block's), lost (another generation of the block than the durable
+    one or those written since: the durable one is gone) or phantom (a generation never
+    written to it)."""
+    if generation is None:
+        return "torn"
+    return "lost" if generation == 0 or generation in history.ever.get(block, ()) else "phantom"
+
+
+def check_and_settle(client: NbdClient, history: History, iteration: int) -> list[tuple[str, str]]:
     """Reads every block after the restart that follows `iteration`'s kill and returns what
-    breaks the rules; then rewrites the broken blocks and FLUSHes, so that what is there now is
-    the durable state the next iteration starts from."""
+    breaks the rules, each with its damage; then rewrites the broken blocks and FLUSHes, so
+    that what is there now is the durable state the next iteration starts from."""
     failures, found = [], {}
     chunk = 1 << 20
     for offset in range(0, CRASH_BLOCKS * BLOCK, chunk):
@@ -513,7 +525,9 @@ def check_and_settle(client: NbdClient, history: History, iteration: int) -> lis
             generation = generation_of(block, data[index * BLOCK : (index + 1) * BLOCK])
             if generation not in history.allowed(block):
                 seen = "torn or foreign data" if generation is None else f"generation {generation}"
-                failures.append(f"iteration {iteration}, block {block}: {seen}; {history.describe(block)}")
+                failures.append(
+                    (damage(block, generation, history), f"iteration {iteration}, block {block}: {seen}; {history.describe(block)}")
+                )
                 generation = history.written(block)
                 client.write(block * BLOCK, pattern(block, generation))
             found[block] = generation
@@ -524,23 +538,81 @@ def check_and_settle(client: NbdClient, history: History, iteration: int) -> lis
     return failures
 
 
-def test_sigkill_mid_stream_loses_no_flushed_write_and_tears_no_block(volume, tmp_path):
-    iterations = int(os.environ.get("HETERARCHY_CRASH_ITERATIONS", 20))
-    files = {"backing": f"file:{tmp_path / 'crash.img'}:{VOLUME_BYTES}", "cache": f"pmem:{tmp_path / 'crash.pm'}:16m"}
-    rng, history, failures = random.Random(11), History(), []
-    server = volume("wb", **files)
-    for iteration in range(iterations):
-        # One to four connections at once, each with requests in flight.
-        clients = [connect(server) for _ in range(1 + iteration % 4)]
-        try:
-            write_until_killed(clients, server, rng, history, iteration)
-        finally:
-            for client in clients:
-                client.sock.close()
-        server = volume("wb", **files)
-        with connect(server) as client:
-            failures += check_and_settle(client, history, iteration)
-    assert not failures, f"{len(failures)} blocks broke the rules:\n" + "\n".join(failures[:20])
+# The hierarchies killed: a persistent cache in each mode that holds dirty data, two persistent
+# tiers exclusive, and DRAM over two persistent tiers inclusive (whose DRAM a FLUSH empties of
+# dirty lines). Each is a list of caches, fastest first, and flags.
+KILL_SETTINGS = {
+    "pmem-wb": (["pmem:{dir}/t0.pm:16m"], ["--mode", "wb"]),
+    "pmem-wo": (["pmem:{dir}/t0.pm:16m"], ["--mode", "wo"]),
+    "pmem-pmem-exclusive-wb": (["pmem:{dir}/t0.pm:8m", "pmem:{dir}/t1.pm:16m"], ["--mode", "wb", "--layout", "exclusive"]),
+    "ram-pmem-pmem-inclusive-wb": (
+        ["ram:4m", "pmem:{dir}/t1.pm:8m", "pmem:{dir}/t2.pm:16m"],
+        ["--mode", "wb", "--layout", "inclusive"],
+    ),
+}
+
+
+# Found by the crash campaign (issue 23, item 4), to be fixed in the volume; the campaign counts
+# them, the suite marks them.
+KNOWN_KILL_FAILURES = {
+    "pmem-pmem-exclusive-wb": "known: after a restart, the first 1 MiB read over some lines answers EIO "
+    "(4 KiB reads of the same lines succeed, and so does the same read through Volume::read)",
+    "ram-pmem-pmem-inclusive-wb": "known: after a restart a block can read a flushed version, then an "
+    "older or newer one with no write between (a persistent tier's clean copy differs from the backing store)",
+}
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_KILL_FAILURES[name], strict=False))
+        if name in KNOWN_KILL_FAILURES
+        else name
+        for name in KILL_SETTINGS
+    ],
+)
+def test_sigkill_mid_stream_loses_no_flushed_write_and_tears_no_block(volume, tmp_path, setting):
+    """Iterations of writes killed mid-stream and checked after the restart (5 per setting here;
+    `HETERARCHY_CRASH_ITERATIONS`, and `HETERARCHY_CRASH_SEED` for the writes' seed, which
+    `scripts/crash-campaign --store nbd-kill` sets). Prints the crash campaign's line."""
+    iterations = int(os.environ.get("HETERARCHY_CRASH_ITERATIONS", 5))
+    seed = int(os.environ.get("HETERARCHY_CRASH_SEED", 11))
+    caches, flags = KILL_SETTINGS[setting]
+    caches = [cache.format(dir=tmp_path) for cache in caches]
+    extra = [flag for cache in caches[1:] for flag in ("--cache", cache)]
+    started = time.monotonic()
+
+    def start() -> Server:
+        return volume(flags[1], *flags[2:], *extra, backing=f"file:{tmp_path / 'crash.img'}:{VOLUME_BYTES}", cache=caches[0])
+
+    rng, history, failures = random.Random(seed), History(), []
+    done = 0
+    try:
+        server = start()
+        for iteration in range(iterations):
+            # One to four connections at once, each with requests in flight.
+            clients = [connect(server) for _ in range(1 + iteration % 4)]
+            try:
+                write_until_killed(clients, server, rng, history, iteration)
+            finally:
+                for client in clients:
+                    client.sock.close()
+            server = start()
+            with connect(server) as client:
+                failures += [(kind, why, iteration) for kind, why in check_and_settle(client, history, iteration)]
+            done += 1
+    except (AssertionError, OSError, EOFError) as error:
+        # A restart that fails or a read answered with an error ends the run: an other failure.
+        failures.append(("other", f"iteration {done}: {error}", done))
+        done += 1
+    count = lambda kind: sum(1 for failure in failures if failure[0] == kind)  # noqa: E731
+    failed = sorted({iteration for _, _, iteration in failures})
+    print(
+        f"\ncrash campaign: store=nbd-kill-{setting} trials={done} crashes={done} "
+        f"lost_flushed={count('lost')} torn={count('torn')} phantom={count('phantom')} other={count('other')} "
+        f"failed_seeds={','.join(f'{seed}:{i}' for i in failed) or '-'} seconds={time.monotonic() - started:.1f}"
+    )
+    assert not failures, f"{len(failures)} blocks broke the rules:\n" + "\n".join(why for _, why, _ in failures[:20])
 
 
 def test_volume_create_then_offline_flush_after_kill(volume, heterarchy, image, tmp_path):

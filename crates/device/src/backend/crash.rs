@@ -148,54 +148,6 @@ impl<B: Backend> Backend for CrashAfter<B> {
     }
 }
 
-/// Runs a crash campaign: `trial(seed)` for seeds `0..N`, N from the environment variable
-/// `trials_var` (else `default_trials`); prints one summary line, `NAME crash campaign: N trials,
-/// T torn blocks, P phantom data, L lost LOST_WHAT, O other failures`, and panics naming the
-/// first failing seeds if any trial failed. A failure's message says which: "torn" (or "holds
-/// block", another block's data), "phantom", or "lost".
-pub fn run_crash_campaign(
-    name: &str,
-    lost_what: &str,
-    trials_var: &str,
-    default_trials: u64,
-    mut trial: impl FnMut(u64) -> Result<(), String>,
-) {
-    let trials: u64 = std::env::var(trials_var)
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(default_trials);
-    let failures: Vec<(u64, String)> = (0..trials)
-        .filter_map(|seed| trial(seed).err().map(|why| (seed, why)))
-        .collect();
-    let count = |words: &[&str]| {
-        failures
-            .iter()
-            .filter(|(_, why)| words.iter().any(|word| why.contains(word)))
-            .count()
-    };
-    let (torn, phantom, lost) = (
-        count(&["torn", "holds block"]),
-        count(&["phantom"]),
-        count(&["lost"]),
-    );
-    eprintln!(
-        "{name} crash campaign: {trials} trials, {torn} torn blocks, {phantom} phantom data, \
-         {lost} lost {lost_what}, {} other failures",
-        failures.len().saturating_sub(torn + phantom + lost)
-    );
-    let first: Vec<String> = failures
-        .iter()
-        .take(5)
-        .map(|(seed, why)| format!("seed {seed}: {why}"))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} trials failed: {}",
-        failures.len(),
-        first.join("; ")
-    );
-}
-
 /// A block that says which block and version it is and whether it is whole (seed 001
 /// §III.2.5's self-describing blocks, notes §III.2.5): block number, version, a checksum, a
 /// pattern from the version. The oracle of every block-device crash test.

@@ -15,6 +15,7 @@
 //! unspecified: callers order them (a volume does, line by line).
 
 pub mod btt;
+mod campaign;
 mod crash;
 mod fault;
 mod file;
@@ -28,9 +29,8 @@ mod throttle;
 use std::io;
 use std::sync::Arc;
 
-pub use crash::{
-    run_crash_campaign, self_described_version, self_describing_block, CrashAfter, CrashBudget,
-};
+pub use campaign::{run_crash_campaign, CampaignTally, Damage, FIRST_SEED_VAR};
+pub use crash::{self_described_version, self_describing_block, CrashAfter, CrashBudget};
 pub use fault::{with_faults, FaultControl, FaultSpec, FaultyBackend};
 /// Config fields holding a [`FaultSpec`].
 pub mod fault_spec {
