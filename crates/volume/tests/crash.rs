@@ -421,14 +421,14 @@ fn flushed_writes_survive_injected_crashes_in_every_mode_and_hierarchy() {
 }
 
 /// Seeds the campaign found failing, RAM over PM (over PM), inclusive, `wb`: after the crash a
-/// block reads one version, and another once the cache is cleaned, with no write between — a
-/// persistent tier's clean copy differs from the backing store (239: the tier's older copy,
-/// the backing store newer; 5457 and 1373: the other way round), which the volume's module docs
-/// say a crash cannot leave. Found by `scripts/crash-campaign --store volume` (32 of 10,000
-/// trials, all in these hierarchies); ignored until fixed.
+/// block read one version, and another once the cache was cleaned, with no write between — a
+/// persistent tier's clean copy differed from the backing store (239: the tier's older copy,
+/// the backing store newer; 5457 and 1373: the other way round). Found by
+/// `scripts/crash-campaign --store volume` (32 of 10,000 trials). The causes: a write-back left
+/// an older copy in a persistent tier below looking clean, and a copy stepping down overwrote
+/// valid sectors in place unmarked (`execute.rs`, `retire_stale_copies` and `deliver`).
 #[test]
-#[ignore = "known: RAM over PM inclusive can leave a clean tier copy that differs from the backing store after a crash"]
-fn known_failing_seeds_read_the_same_before_and_after_cleaning() {
+fn seeds_that_once_read_differently_after_cleaning_no_longer_do() {
     let dir = tempfile::tempdir().unwrap();
     for seed in [239, 1373, 5457] {
         assert_eq!(trial(seed, dir.path()).map(drop), Ok(()), "seed {seed}");
