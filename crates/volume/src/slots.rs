@@ -72,6 +72,7 @@ impl TierSlots {
         device.read_at(table_start, &mut bytes)?;
         let mut newest: rustc_hash::FxHashMap<u64, (u64, u32)> = Default::default();
         let lines = geometry.backing_bytes / u64::from(geometry.line_bytes);
+        let line_sectors = crate::layout::sector_bits(0, geometry.line_bytes);
         for (index, pair) in bytes.chunks_exact(128).enumerate() {
             let index = index as u32;
             let entry = [&pair[..64], &pair[64..]]
@@ -101,6 +102,8 @@ impl TierSlots {
                 table.lock(older_index).state = SlotState::default();
             }
             newest.insert(key, (sequence, index));
+            // Sectors past the line's end are damage too.
+            let valid = valid & line_sectors;
             slot.state = SlotState {
                 key: Some(key),
                 valid,
