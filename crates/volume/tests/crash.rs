@@ -18,7 +18,8 @@
 //! written to the block is phantom, one of another block or word is torn.
 //!
 //! `scripts/crash-campaign --store volume --trials N` runs any number of trials (the suite runs
-//! one of each combination of hierarchy, mode, cleaning and crash kind).
+//! one of each combination of hierarchy, mode, cleaning and crash kind); `VOLUME_CRASH_LINE=8192`
+//! makes each line two blocks, so that writes cover parts of lines.
 
 use std::sync::Arc;
 
@@ -190,11 +191,20 @@ fn tier_bytes(index: usize) -> u64 {
     CACHE_BYTES + index as u64 * CACHE_BYTES / 2
 }
 
+/// Cache lines of one block, or of several (`VOLUME_CRASH_LINE`, bytes), so that writes cover
+/// parts of lines as a server's 4 KiB writes into 64 KiB lines do.
+fn line_bytes() -> u64 {
+    std::env::var("VOLUME_CRASH_LINE")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(BLOCK as u64)
+}
+
 fn config(setting: Setting) -> VolumeConfig {
     // The specs are placeholders: the tests hand the volume its storage.
     let mut config = VolumeConfig::new("crash", "ram:1".parse().unwrap(), "ram:1".parse().unwrap());
     config.cache = vec![config.cache[0].clone(); setting.hierarchy.tiers.len()];
-    config.cache_line = BLOCK as u64;
+    config.cache_line = line_bytes();
     config.caching.mode = setting.mode;
     config.caching.layout = setting.hierarchy.layout;
     config.caching.cleaning = setting.cleaning;
