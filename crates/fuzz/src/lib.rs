@@ -253,7 +253,7 @@ pub fn volume_layout(data: &[u8]) {
 /// (docs/architecture.md, "Serving": segments of records). Opening must succeed or fail with
 /// one line; once open, every item it found reads back, and a set and a get work.
 pub fn kv_layout(data: &[u8]) {
-    use heterarchy_kvstore::{Expiry, Lookup, Mode, Store, StoreConfig, Write};
+    use heterarchy_kvstore::{Lookup, Store, StoreConfig, Write};
     const STORE_BYTES: u64 = 256 * 1024;
     let mut image = vec![0u8; STORE_BYTES as usize];
     let take = data.len().min(image.len());
@@ -272,16 +272,7 @@ pub fn kv_layout(data: &[u8]) {
             return;
         }
     };
-    let write = Write {
-        key: b"fuzz",
-        value: b"value",
-        client_flags: 0,
-        expiry: Expiry::NEVER,
-        mode: Mode::Set,
-        compare_cas: None,
-        invalidate: false,
-        new_cas: None,
-    };
+    let write = Write::set(b"fuzz", b"value");
     if store.store(1_000_000, &write).is_ok() {
         let found = store
             .get(1_000_000, b"fuzz", &Lookup::default())

@@ -23,11 +23,12 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use heterarchy_engine::{Controller, Plan, MAX_CACHE_TIERS};
+use heterarchy_engine::{Controller, Plan};
 use heterarchy_trace::{Op, Request};
 use rustc_hash::FxHashMap;
 
 use crate::execute::Job;
+use crate::order::Turns;
 use crate::sectors::{Copies, Storage};
 use crate::submission::Mode;
 use crate::volume::{Control, Volume};
@@ -229,17 +230,13 @@ impl Volume {
     /// The cleaner's work once the cache is given up, or while lines are stranded: every line
     /// the cache still holds is written back and forgotten, and every stranded line tried
     /// again. Returns the lines still left.
-    pub(crate) fn rescue_all(&self) -> io::Result<u64> {
+    pub(crate) fn rescue_all(&self) -> u64 {
         let stranded: Vec<u64> = self.failure.lock_stranded().keys().copied().collect();
         for key in stranded {
-            // Turns are taken under the planning lock, as every plan's are.
-            let (copies, mut turns) = {
-                let _planning = self.lock_control();
-                let copies = self.failure.lock_stranded().get(&key).copied();
-                (copies, self.order.take_turns(&[key]))
+            let copies = |_: &Control| self.failure.lock_stranded().get(&key).copied();
+            let Some((copies, _turn)) = self.in_line_turn(key, copies) else {
+                continue;
             };
-            let Some(copies) = copies else { continue };
-            turns.wait();
             if self.storage.rescue(key, &copies).is_ok() {
                 let mut control = self.lock_control();
                 for (tier, slot) in copies.iter().enumerate().take(self.tiers()) {
@@ -270,21 +267,32 @@ impl Volume {
                 keys
             };
             for key in keys {
-                let (copies, mut turns) = {
-                    let control = self.lock_control();
-                    let copies: Copies = std::array::from_fn(|tier| {
-                        control.placement.get(tier).and_then(|p| p.get(key))
-                    });
-                    (copies, self.order.take_turns(&[key]))
+                let copies = |control: &Control| Some(control.copies(key));
+                let Some((copies, _turn)) = self.in_line_turn(key, copies) else {
+                    continue;
                 };
-                turns.wait();
                 match self.storage.rescue(key, &copies) {
                     Ok(()) => self.forget(&mut self.lock_control(), key),
                     Err(error) => self.strand(key, copies, &error),
                 }
             }
         }
-        Ok(self.failure.stranded_lines())
+        self.failure.stranded_lines()
+    }
+
+    /// Waits for a turn on line `key`, taken under the planning lock as every plan's is, with
+    /// the copies `copies_of` names then; the turn ends when the returned `Turns` is dropped.
+    fn in_line_turn(
+        &self,
+        key: u64,
+        copies_of: impl FnOnce(&Control) -> Option<Copies>,
+    ) -> Option<(Copies, Turns)> {
+        let (copies, mut turns) = {
+            let control = self.lock_control();
+            (copies_of(&control)?, self.order.take_turns(&[key]))
+        };
+        turns.wait();
+        Some((copies, turns))
     }
 
     /// The controller and the placement forget `key` (its copies are already freed).
@@ -298,7 +306,7 @@ impl Volume {
             0,
             &mut plan,
         );
-        for placement in control.placement.iter_mut().take(MAX_CACHE_TIERS) {
+        for placement in control.placement.iter_mut() {
             placement.release(key);
         }
     }

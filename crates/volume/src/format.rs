@@ -218,10 +218,7 @@ impl Volume {
             keys.sort_unstable();
             keys.dedup();
             for key in keys {
-                let mut copies = Copies::default();
-                for (slot, placement) in copies.iter_mut().zip(&control.placement) {
-                    *slot = placement.get(key);
-                }
+                let copies = control.copies(key);
                 let dirty = self
                     .storage
                     .held(key, &copies)
@@ -295,10 +292,7 @@ impl Volume {
     /// Writes a line's newest dirty sectors back and frees every copy, the controller
     /// forgetting it.
     fn drop_line(&self, key: u64) -> io::Result<()> {
-        let copies: Copies = {
-            let control = self.lock_control();
-            std::array::from_fn(|tier| control.placement.get(tier).and_then(|p| p.get(key)))
-        };
+        let copies = self.lock_control().copies(key);
         self.storage.rescue(key, &copies)?;
         self.forget(&mut self.lock_control(), key);
         Ok(())

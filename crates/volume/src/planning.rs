@@ -123,16 +123,10 @@ impl Volume {
         }
         let mut lines: Vec<LineJob> = keys
             .iter()
-            .map(|&key| {
-                let mut before = Copies::default();
-                for (tier, slot) in before.iter_mut().enumerate().take(tiers) {
-                    *slot = control.placement[tier].get(key);
-                }
-                LineJob {
-                    key,
-                    before,
-                    after: Copies::default(),
-                }
+            .map(|&key| LineJob {
+                key,
+                before: control.copies(key),
+                after: Copies::default(),
             })
             .collect();
         // Slots follow the controller: first every slot a line leaves, so a victim's slot can

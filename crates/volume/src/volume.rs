@@ -73,6 +73,13 @@ pub(crate) struct Control {
     pub spare_plans: Vec<Plan>,
 }
 
+impl Control {
+    /// The slot `key` has in each tier, as the placement says.
+    pub(crate) fn copies(&self, key: u64) -> crate::sectors::Copies {
+        std::array::from_fn(|tier| self.placement.get(tier).and_then(|p| p.get(key)))
+    }
+}
+
 impl Volume {
     /// The export name.
     pub fn name(&self) -> &str {
@@ -169,7 +176,7 @@ impl Volume {
         if self.failure.is_failed() || self.failure.stranded_lines() > 0 {
             // The cache is given up, or lines wait to be rescued (`crate::failure`): that is
             // the cleaning to do, tried again every second.
-            self.rescue_all()?;
+            self.rescue_all();
             return Ok(Some(Duration::from_secs(1)));
         }
         let now = self.ns_since_epoch(Instant::now());

@@ -418,11 +418,6 @@ impl<B: Backend> Backend for FaultyBackend<B> {
         })
     }
 
-    fn write_persisted(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.write_streaming(offset, data)?;
-        self.persist(offset, data.len() as u64)
-    }
-
     fn persist(&self, offset: u64, len: u64) -> io::Result<()> {
         self.flush_with(offset..offset.saturating_add(len), |inner| {
             inner.persist(offset, len)
@@ -448,13 +443,6 @@ impl<B: Backend> Backend for FaultyBackend<B> {
 
     fn may_block(&self) -> bool {
         self.inner.may_block()
-    }
-
-    fn read_at_once(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        if self.inner.may_block() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        self.read_at(offset, buf)
     }
 
     fn writes_at_once(&self) -> bool {
