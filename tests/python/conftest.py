@@ -14,9 +14,9 @@ from zipf_trace import write_zipf_trace
 
 @pytest.fixture(scope="session")
 def heterarchy() -> Path:
-    """The release binary that scripts/test builds (`cargo build --release`)."""
+    """The binary: HETERARCHY_BIN (scripts/test names its `ci` build) or the release build."""
     if not BINARY.is_file():
-        pytest.fail(f"{BINARY} is missing: run `cargo build --release` (scripts/test does)")
+        pytest.fail(f"{BINARY} is missing: run `cargo build --release` or scripts/test")
     return BINARY
 
 

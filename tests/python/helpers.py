@@ -55,11 +55,21 @@ def run_json(binary: Path, *args):
     return json.loads(run(binary, *args, "--format", "json").stdout)
 
 
+# Every port free_port has handed out in this process: the kernel hands a port just closed out
+# again at once, so two calls in a row (an NBD port, then its metrics port) could return the same one.
+_PORTS_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on now and that no earlier call returned."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeError("no fresh TCP port on 127.0.0.1 in 100 tries")
 
 
 def accepts_connections(address) -> bool:

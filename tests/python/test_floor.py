@@ -20,7 +20,7 @@ RUN_SECONDS = 60
 def floor(servers):
     """`floor(protocol, *flags)` starts heterarchy-floor on a free port, killed at teardown."""
     if not FLOOR.is_file():
-        pytest.fail(f"{FLOOR} is missing: run `cargo build --release` (scripts/test does)")
+        pytest.fail(f"{FLOOR} is missing: run `cargo build --release` or scripts/test")
 
     def start(protocol: str, *flags):
         port = free_port()

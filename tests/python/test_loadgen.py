@@ -333,7 +333,7 @@ def test_verification_catches_values_changed_behind_the_runs_back(servers):
     same length: the run's gets after that are wrong, and it says so and fails."""
     server = servers.start("memcached", memory_mb=64)
     argv = loadgen_argv("--server", f"127.0.0.1:{server.port}", "--connections", 2, "--keys", 64,
-                        "--value-bytes", 64, "--get-ratio", 1.0, "--verify", "--duration", "2s", "--warmup", "0s",
+                        "--value-bytes", 64, "--get-ratio", 1.0, "--verify", "--duration", "5s", "--warmup", "0s",
                         "--format", "json")
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
         with Raw(server.port) as raw:
@@ -351,6 +351,8 @@ def test_verification_catches_values_changed_behind_the_runs_back(servers):
             assert len(keys) == 64, "the prefill set every key"
             for key in keys:
                 raw.exchange(b"set " + key + b" 0 0 64\r\n" + b"x" * 64 + b"\r\n", b"STORED\r\n")
+            # Else the run ended before its gets could see the change, and there is nothing to catch.
+            assert run.poll() is None, "the run ended before every key was overwritten"
         stdout, stderr = run.communicate(timeout=RUN_SECONDS)
     assert run.returncode != 0
     report = json.loads(stdout)

@@ -22,8 +22,10 @@ const PREFILL_STALL: Duration = Duration::from_secs(10);
 const DRAIN: Duration = Duration::from_secs(2);
 /// The longest an event loop sleeps while it streams a series.
 const LIVE_TICK: Duration = Duration::from_millis(100);
-/// How far behind its rate a paced load may fall and still catch up.
-const CATCH_UP: Duration = Duration::from_millis(5);
+/// How far behind its rate a paced load may fall and still catch up: longer than a thread of
+/// a loaded 2-core machine waits for a core (tens of milliseconds), so that such a wait costs
+/// no requests, and short enough that a saturated server does not save up a long burst.
+const CATCH_UP: Duration = Duration::from_millis(50);
 
 /// Whether a phase goes on.
 pub(crate) enum Status {
