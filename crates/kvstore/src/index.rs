@@ -88,6 +88,14 @@ impl Index {
         Some(self.removed(item))
     }
 
+    /// The item whose record is at `offset` of `segment`, if the index still points there
+    /// (`hash` its key's hash).
+    pub fn find_at_mut(&mut self, hash: u64, segment: u32, offset: u32) -> Option<&mut Item> {
+        self.table.find_mut(hash, |item| {
+            item.segment == segment && item.offset == offset
+        })
+    }
+
     /// Takes out the item whose record is at `offset` of `segment`, if the index still points
     /// there (`hash` its key's hash).
     pub fn remove_at(&mut self, hash: u64, segment: u32, offset: u32) -> Option<Item> {

@@ -14,6 +14,9 @@ const MAX_BUCKETS: usize = 16;
 /// Segments per TTL bucket at least: a small store groups fewer TTLs rather than leave most of
 /// its segments half filled.
 const SEGMENTS_PER_BUCKET: usize = 8;
+/// Pools this small keep no reserve segment (and so never compact): one segment of four is too
+/// much to hold back.
+const FEWEST_SEGMENTS_WITH_RESERVE: usize = 5;
 
 /// One segment as DRAM knows it.
 #[derive(Clone, Debug)]
@@ -67,6 +70,10 @@ impl Segment {
 pub struct Segments {
     pub segments: Vec<Segment>,
     free: Vec<u32>,
+    /// A free segment that only a compaction opens: it writes the live items there before it
+    /// frees their segment, which then becomes the reserve (the first segment freed while
+    /// there is none does).
+    reserve: Option<u32>,
     open: Vec<Option<u32>>,
     /// In-use segments by the order they were opened: the FIFO of eviction.
     by_age: BTreeMap<u64, u32>,
@@ -100,8 +107,15 @@ impl Segments {
             })
             .collect();
         let buckets = (segments.len() / SEGMENTS_PER_BUCKET).clamp(1, MAX_BUCKETS);
+        let mut free: Vec<u32> = (0..segments.len() as u32).rev().collect();
+        let reserve = if segments.len() >= FEWEST_SEGMENTS_WITH_RESERVE {
+            free.pop()
+        } else {
+            None
+        };
         Segments {
-            free: (0..segments.len() as u32).rev().collect(),
+            free,
+            reserve,
             segments,
             open: vec![None; buckets],
             by_age: BTreeMap::new(),
@@ -140,6 +154,27 @@ impl Segments {
     /// the header to write. `None` when none is free.
     pub fn open_free(&mut self, bucket: usize, now_secs: u32) -> Option<(u32, SegmentHeader)> {
         let index = self.free.pop()?;
+        Some(self.open_segment(index, bucket, now_secs))
+    }
+
+    /// Opens the reserve segment for `bucket`, as [`open_free`](Self::open_free) opens a free
+    /// one, for a compaction to move live items into. `None` when there is no reserve.
+    pub fn open_reserve(&mut self, bucket: usize, now_secs: u32) -> Option<(u32, SegmentHeader)> {
+        let index = self.reserve.take()?;
+        Some(self.open_segment(index, bucket, now_secs))
+    }
+
+    /// Frees the reserve for any bucket to open; the next segment freed becomes the reserve.
+    pub fn spend_reserve(&mut self) {
+        self.free.extend(self.reserve.take());
+    }
+
+    /// True when a compaction has a segment to move items into.
+    pub fn has_reserve(&self) -> bool {
+        self.reserve.is_some()
+    }
+
+    fn open_segment(&mut self, index: u32, bucket: usize, now_secs: u32) -> (u32, SegmentHeader) {
         let segment = &mut self.segments[index as usize];
         let header = SegmentHeader {
             generation: segment.header.generation.wrapping_add(1),
@@ -152,12 +187,15 @@ impl Segments {
         *segment = Segment::empty(header);
         self.by_age.insert(header.opened_sequence, index);
         self.open[bucket] = Some(index);
-        Some((index, header))
+        (index, header)
     }
 
     /// Takes an in-use segment back in at restart, sealed.
     pub fn restore(&mut self, index: u32, segment: Segment) {
         self.free.retain(|&free| free != index);
+        if self.reserve == Some(index) {
+            self.reserve = self.free.pop();
+        }
         self.next_opened_sequence = self
             .next_opened_sequence
             .max(segment.header.opened_sequence + 1);
@@ -203,7 +241,11 @@ impl Segments {
         segment.header.free = true;
         let header = segment.header;
         *segment = Segment::empty(header);
-        self.free.push(index);
+        if self.reserve.is_none() && self.segments.len() >= FEWEST_SEGMENTS_WITH_RESERVE {
+            self.reserve = Some(index);
+        } else {
+            self.free.push(index);
+        }
         (records, header)
     }
 

@@ -398,12 +398,11 @@ fn compaction_step(step: u32) -> (u32, Vec<u8>) {
 /// store held before the set, bar the set's own key, must be there after the restart (a
 /// compaction only moves items; eviction is another path).
 ///
-/// Fails today: `Store::compact` frees its segment on storage (`release_segment`) before it
-/// writes the segment's live items again, so a crash between loses them (found by this
-/// harness, issue 23 item 4). The campaign's oracle lets items an interrupted operation was
+/// Found by this harness (issue 23, item 4): compaction freed its segment on storage before it
+/// wrote the segment's live items again, so a crash between lost them; it now writes them
+/// into a reserve segment first. The campaign's oracle lets items an interrupted operation was
 /// moving or evicting be absent, so it does not count these; this test pins them.
 #[test]
-#[ignore = "known: a crash in the middle of a compaction loses the items it was moving"]
 fn a_crash_during_a_compaction_keeps_the_items_it_moves() {
     let dir = tempfile::tempdir().unwrap();
     let pmem = |name: &str| {

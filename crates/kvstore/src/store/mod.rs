@@ -66,8 +66,6 @@ pub struct Store {
     header: StoreHeader,
     /// A delayed flush_all: everything stored before this time goes then.
     pending_flush_secs: Option<u32>,
-    /// A segment's live items are being written again (see [`Store::compact`]).
-    compacting: bool,
     stats: StoreStats,
     record: Vec<u8>,
 }
@@ -92,7 +90,6 @@ impl Store {
             header: found.header,
             config,
             pending_flush_secs: None,
-            compacting: false,
             stats: StoreStats::default(),
             record: Vec::new(),
         };
@@ -484,28 +481,16 @@ impl Store {
         }
         let bytes = record_bytes(key.len(), value.len());
         let (segment, offset) = self.room_for(now_secs, expiry, bytes)?;
-        let sequence = self.next_sequence;
-        self.next_sequence += 1;
-        let cas = given_cas.unwrap_or(sequence);
-        let header = RecordHeader {
-            sequence,
-            cas,
-            expiry_raw: expiry.to_raw(),
+        let cas = self.append_record(
+            (segment, offset),
+            key,
+            hash,
+            value,
             client_flags,
-            value_len: value.len() as u32,
-            key_len: key.len() as u16,
+            expiry,
             state,
-            generation: self.segments.segments[segment as usize].header.generation,
-        };
-        self.record.clear();
-        self.record
-            .extend_from_slice(&header.encode(key, value, self.media.durable()));
-        self.record.extend_from_slice(key);
-        self.record.extend_from_slice(value);
-        self.record.resize(bytes as usize, 0);
-        let at = self.segments.base_offset(segment) + u64::from(offset);
-        self.media.write_record(at, &self.record)?;
-        self.segments.segments[segment as usize].note_record(hash, offset, bytes, expiry);
+            given_cas,
+        )?;
         let stale = state & STATE_STALE != 0;
         let replaced = match self.index.find_mut(key, hash) {
             Some(item) => {
@@ -552,6 +537,47 @@ impl Store {
             self.void_record(old_segment, old_offset, old_bytes)?;
         }
         self.stats.total_items += 1;
+        Ok(cas)
+    }
+
+    /// Writes a record at `at` (segment, offset) with the next sequence number, durably as the
+    /// media's writes are, and notes it in its segment; returns its CAS unique (`given_cas`, or
+    /// the sequence number). Pointing the index at it is the caller's part.
+    #[allow(clippy::too_many_arguments)]
+    fn append_record(
+        &mut self,
+        (segment, offset): (u32, u32),
+        key: &[u8],
+        hash: u64,
+        value: &[u8],
+        client_flags: u32,
+        expiry: Expiry,
+        state: u8,
+        given_cas: Option<u64>,
+    ) -> io::Result<u64> {
+        let bytes = record_bytes(key.len(), value.len());
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        let cas = given_cas.unwrap_or(sequence);
+        let header = RecordHeader {
+            sequence,
+            cas,
+            expiry_raw: expiry.to_raw(),
+            client_flags,
+            value_len: value.len() as u32,
+            key_len: key.len() as u16,
+            state,
+            generation: self.segments.segments[segment as usize].header.generation,
+        };
+        self.record.clear();
+        self.record
+            .extend_from_slice(&header.encode(key, value, self.media.durable()));
+        self.record.extend_from_slice(key);
+        self.record.extend_from_slice(value);
+        self.record.resize(bytes as usize, 0);
+        let at = self.segments.base_offset(segment) + u64::from(offset);
+        self.media.write_record(at, &self.record)?;
+        self.segments.segments[segment as usize].note_record(hash, offset, bytes, expiry);
         Ok(cas)
     }
 

@@ -14,9 +14,9 @@ use super::Store;
 impl Store {
     /// A segment and offset where `bytes` fit, in the bucket of `expiry`: the bucket's open
     /// segment, or a new one. For one, an expired segment is freed; else the segment with the
-    /// most dead bytes (overwritten or deleted items) is compacted if at least half of it is
-    /// dead, so a cache with room to spare keeps its live items however often others are
-    /// overwritten; else the oldest segment is evicted: only a cache more than half full of
+    /// most dead bytes (overwritten or deleted items) is compacted into the reserve segment if
+    /// at least half of it is dead, so a cache with room to spare keeps its live items however
+    /// often others are overwritten; else the oldest segment is evicted: only a cache more than half full of
     /// live items evicts (seed 000 §5.2.5 leaves eviction to Pelikan's segments; this is the
     /// simplest rule that never drops a live item while half the space is dead).
     pub(super) fn room_for(
@@ -40,50 +40,57 @@ impl Store {
                 .emptiest()
                 .filter(|&index| self.worth_compacting(index));
             match (self.segments.pick_reclaim(now_secs), compactable) {
-                (Some(Reclaim::Evicted(_)), Some(index)) => self.compact(index, now_secs)?,
+                (Some(Reclaim::Evicted(_)), Some(index)) => {
+                    self.compact(index, now_secs)?;
+                    if self.segments.open_with_room(bucket, bytes).is_none() {
+                        // The items moved to another bucket's segment: the one they left
+                        // takes this record, and the next segment freed becomes the reserve.
+                        self.segments.spend_reserve();
+                    }
+                }
                 (Some(reclaim), _) => self.reclaim(reclaim, now_secs)?,
                 (None, _) => return Err(io::Error::other("no segment to reclaim")),
             }
         }
     }
 
-    /// Whether segment `index` is at least half dead, and no compaction is under way (the
-    /// items a compaction moves take plain eviction if they need room).
+    /// Whether segment `index` is at least half dead, so that its live items fit in the
+    /// reserve segment, and there is a reserve to move them to.
     fn worth_compacting(&self, index: u32) -> bool {
         let capacity = u64::from(self.config.segment_bytes - SEGMENT_HEADER_BYTES);
-        !self.compacting && self.segments.segments[index as usize].live_bytes * 2 <= capacity
+        self.segments.has_reserve()
+            && self.segments.segments[index as usize].live_bytes * 2 <= capacity
     }
 
-    /// Frees segment `index` and writes its live items again, newest segments, same CAS
-    /// uniques, expiries, flags and access state.
+    /// Writes the live items of segment `index` into the reserve segment (newest records,
+    /// same CAS uniques, expiries, flags and access state), then frees it, and it becomes the
+    /// reserve. A crash before the free leaves both records of each item, and the newer wins at
+    /// restart (`crate::recover`); freeing first would lose them.
     fn compact(&mut self, index: u32, now_secs: u32) -> io::Result<()> {
-        let items = self.release_segment(index)?;
-        // Every value is read before any is written: the first write may reuse the segment.
-        let mut moving = Vec::with_capacity(items.len());
-        for item in items {
-            if item.expiry.has_passed(now_secs) {
-                self.stats.reclaimed += 1;
-                continue;
+        let mut moving = Vec::new();
+        for &(hash, offset) in &self.segments.segments[index as usize].records {
+            if let Some(item) = self.index.find_at_mut(hash, index, offset) {
+                // Expired items stay behind, and go with the segment.
+                if !item.expiry.has_passed(now_secs) {
+                    moving.push((hash, offset, item.clone()));
+                }
             }
-            let value = self.read_item_value(&item)?;
-            moving.push((item, value));
         }
-        self.compacting = true;
-        let moved = self.move_items(moving, now_secs);
-        self.compacting = false;
-        self.stats.segments_compacted += 1;
-        moved
-    }
-
-    fn move_items(&mut self, moving: Vec<(Item, Vec<u8>)>, now_secs: u32) -> io::Result<()> {
-        for (item, value) in moving {
-            let hash = self.index.hash(&item.key);
+        let bucket = usize::from(self.segments.segments[index as usize].header.bucket);
+        let (reserve, header) = self
+            .segments
+            .open_reserve(bucket, now_secs)
+            .ok_or_else(|| io::Error::other("a compaction without a reserve segment"))?;
+        self.write_segment_header(reserve, &header)?;
+        for (hash, offset, item) in moving {
+            let value = self.read_item_value(&item)?;
+            let to = self.segments.segments[reserve as usize].write_offset;
             let state = match item.stale {
                 true => STATE_LIVE | STATE_STALE,
                 false => STATE_LIVE,
             };
-            self.put(
-                now_secs,
+            self.append_record(
+                (reserve, to),
                 &item.key,
                 hash,
                 &value,
@@ -92,13 +99,14 @@ impl Store {
                 state,
                 Some(item.cas),
             )?;
-            self.stats.total_items -= 1;
-            if let Some(moved) = self.index.find_mut(&item.key, hash) {
-                moved.accessed_secs = item.accessed_secs;
-                moved.fetched = item.fetched;
-                moved.win_sent = item.win_sent;
+            if let Some(moved) = self.index.find_at_mut(hash, index, offset) {
+                moved.segment = reserve;
+                moved.offset = to;
             }
         }
+        // What is left there has expired.
+        self.reclaim(Reclaim::Expired(index), now_secs)?;
+        self.stats.segments_compacted += 1;
         Ok(())
     }
 
