@@ -130,6 +130,22 @@ impl LineOrder {
         }
     }
 
+    /// Tickets on every line of `keys` and on every line with a queue now, so that the request
+    /// waits for every request planned before it, whatever lines they touch. Taken under the
+    /// planning lock only, as every ticket is.
+    pub fn take_turns_after_all(self: &Arc<Self>, keys: &[u64]) -> Turns {
+        let mut lines: rustc_hash::FxHashSet<u64> = keys.iter().copied().collect();
+        let mut all = keys.to_vec();
+        for shard in &self.shards {
+            for &key in Self::lock(shard).keys() {
+                if lines.insert(key) {
+                    all.push(key);
+                }
+            }
+        }
+        self.take_turns(&all)
+    }
+
     /// Runs `action` once every ticket of `tickets` is served: at once if they are, else on
     /// the thread that ends the last turn before them.
     pub fn when_served(&self, tickets: &[(u64, u64)], action: Box<dyn FnOnce() + Send>) {

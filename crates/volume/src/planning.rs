@@ -106,8 +106,21 @@ impl Volume {
         &self,
         control: &mut Control,
         plan: Plan,
+        request: Option<RequestPart>,
+        now: u64,
+    ) -> Job {
+        self.resolve_with(control, plan, request, now, false)
+    }
+
+    /// [`resolve`](Self::resolve); with `after_all`, the job also waits for every job planned
+    /// before it, on whatever lines.
+    fn resolve_with(
+        &self,
+        control: &mut Control,
+        plan: Plan,
         mut request: Option<RequestPart>,
         now: u64,
+        after_all: bool,
     ) -> Job {
         let tiers = self.tiers();
         let mut keys: Vec<u64> = request.iter().map(|part| part.key).collect();
@@ -163,7 +176,11 @@ impl Volume {
                 keys.push(key);
             }
         }
-        let turns = self.order.take_turns(&keys);
+        let turns = if after_all {
+            self.order.take_turns_after_all(&keys)
+        } else {
+            self.order.take_turns(&keys)
+        };
         Job {
             plan,
             lines,
@@ -173,12 +190,16 @@ impl Volume {
         }
     }
 
-    /// A plan writing every dirty line back, with its turns, and how many lines it cleans.
+    /// A plan writing every dirty line back, with its turns, and how many lines it cleans. It
+    /// waits for every job planned before it: the controller counts a line clean, or held by
+    /// a persistent tier, from when a job to write it back or move it down is planned, while
+    /// its data may be in a volatile tier until that job is done; a FLUSH answered before then
+    /// would promise what a crash could still take.
     pub(crate) fn plan_cleaning(&self, control: &mut Control, now: u64) -> (Job, u64) {
         let mut plan = control.spare_plans.pop().unwrap_or_default();
         plan.clear();
         let lines = control.controller.flush(&mut plan) as u64;
-        (self.resolve(control, plan, None, now), lines)
+        (self.resolve_with(control, plan, None, now, true), lines)
     }
 }
 

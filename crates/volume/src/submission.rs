@@ -104,8 +104,8 @@ pub struct Submission {
     len: u64,
     arrival: Instant,
     /// What is left to do, in order: one job per piece, then for a FLUSH or a FUA write with a
-    /// tier that forgets, one writing back every line dirty when it was planned (planned with
-    /// the command, so that it waits only for requests planned before it).
+    /// tier that forgets, one writing back every line dirty when it was planned, after every
+    /// job planned before it (planned with the command, so that it waits only for those).
     steps: VecDeque<Step>,
     /// Jobs done so far.
     done: usize,
@@ -200,7 +200,7 @@ impl Volume {
                 jobs.push((job, piece));
             }
         }
-        let cleaning = (command.is_durable() && self.forgets_dirty_lines(&control))
+        let cleaning = (command.is_durable() && self.has_volatile_tier())
             .then(|| self.plan_cleaning(&mut control, now).0);
         drop(control);
         let steps = jobs

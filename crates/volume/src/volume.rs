@@ -219,18 +219,18 @@ impl Volume {
         Ok(lines)
     }
 
-    /// True when a tier forgets on a crash and dirty lines exist: a FLUSH must write them back.
-    pub(crate) fn forgets_dirty_lines(&self, control: &Control) -> bool {
-        let volatile = self.storage.devices[..self.tiers()]
+    /// True when a tier forgets on a crash: a FLUSH must write its dirty lines back, and wait
+    /// for the moves out of it planned before (see [`Volume::plan_cleaning`]).
+    pub(crate) fn has_volatile_tier(&self) -> bool {
+        self.storage.devices[..self.tiers()]
             .iter()
-            .any(|device| !device.slots().is_persistent());
-        volatile && control.controller.stats().dirty_lines > 0
+            .any(|device| !device.slots().is_persistent())
     }
 
     /// Everything answered so far survives a crash from now on. Only for threads outside a
     /// server's worker pool: its cleaning takes turns after requests still queued.
     pub(crate) fn make_durable(&self) -> io::Result<()> {
-        if self.forgets_dirty_lines(&self.lock_control()) {
+        if self.has_volatile_tier() {
             self.clean_all()?;
         }
         self.persist_all()

@@ -32,7 +32,10 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 const BLOCK: usize = 4096;
-const BLOCKS: usize = 48;
+/// Blocks of the volume: 48, or 24 lines of `VOLUME_CRASH_LINE`.
+fn blocks() -> usize {
+    48.max(24 * line_bytes() as usize / BLOCK)
+}
 const CACHE_BYTES: u64 = 64 * 1024;
 
 /// One cache tier: volatile DRAM or emulated persistent memory.
@@ -143,7 +146,7 @@ impl Machine {
             .collect();
         Machine {
             tiers,
-            backing: open("backing".into(), (BLOCKS * BLOCK) as u64),
+            backing: open("backing".into(), (blocks() * BLOCK) as u64),
             budget: CrashBudget::new(i64::MAX),
             setting,
         }
@@ -186,9 +189,10 @@ impl Machine {
 }
 
 /// Lower tiers are larger, as in a real hierarchy, so that an inclusive tier below holds more
-/// than the one above.
+/// than the one above; with long lines (`VOLUME_CRASH_LINE`) each tier holds a few at least.
 fn tier_bytes(index: usize) -> u64 {
-    CACHE_BYTES + index as u64 * CACHE_BYTES / 2
+    let unit = CACHE_BYTES.max(8 * line_bytes());
+    unit + index as u64 * unit / 2
 }
 
 /// Cache lines of one block, or of several (`VOLUME_CRASH_LINE`, bytes), so that writes cover
@@ -312,11 +316,11 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<bool, String> {
         .open()
         .map_err(|error| format!("{setting:?}: opening: {error}"))?;
     // Version 0 (zeroes) is durable everywhere at first.
-    let mut written: Vec<Written> = vec![Written::default(); BLOCKS];
+    let mut written: Vec<Written> = vec![Written::default(); blocks()];
     let mut version = 0;
     machine.budget.set(random.gen_range(0..400));
     let crashed = loop {
-        let block = random.gen_range(0..BLOCKS);
+        let block = random.gen_range(0..blocks());
         let outcome = match random.gen_range(0..20) {
             0 | 1 => volume.flush().map(|()| {
                 for entry in &mut written {
@@ -360,7 +364,7 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<bool, String> {
     let volume = machine
         .open()
         .map_err(|error| context(format!("reopening: {error}")))?;
-    let mut found = vec![0u8; BLOCKS * BLOCK];
+    let mut found = vec![0u8; blocks() * BLOCK];
     for (block, data) in found.chunks_exact_mut(BLOCK).enumerate() {
         volume
             .read((block * BLOCK) as u64, data)
@@ -373,11 +377,11 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<bool, String> {
     volume
         .clean()
         .map_err(|error| context(format!("cleaning: {error}")))?;
-    let mut again = vec![0u8; BLOCKS * BLOCK];
+    let mut again = vec![0u8; blocks() * BLOCK];
     volume
         .read(0, &mut again)
         .map_err(|error| context(format!("reading after cleaning: {error}")))?;
-    let mut below = vec![0u8; BLOCKS * BLOCK];
+    let mut below = vec![0u8; blocks() * BLOCK];
     machine
         .backing
         .read_at(0, &mut below)
