@@ -2,6 +2,10 @@
 measures, the I/Os before splitting — sizes, inter-arrival times and misalignment to 4 KiB
 pages, reads and writes apart; key-value traces have no block section."""
 
+import gzip
+import json
+import subprocess
+
 import pytest
 
 from helpers import TRACES, run, run_json
@@ -53,3 +57,25 @@ def test_convert_writes_the_cache_trace_as_time_page_op(heterarchy, tmp_path):
     assert rows[:2] == [[rows[0][0], "2210941", "r"], [rows[0][0], "2210941", "w"]]
     times = [int(time) for time, _, _ in rows]
     assert times == sorted(times)
+
+
+def test_a_trace_on_standard_input_reads_as_its_file_does(heterarchy):
+    """`-` reads the trace from standard input, gzipped or not, the format told by content alone;
+    stats, a simulation and replay's records agree with the file's."""
+    path = TRACES / "msr-cambridge-hm0-sample.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} is missing (the shared traces are not here)")
+    data = path.read_bytes()
+    for given in (data, gzip.compress(data)):
+        for args in (["trace", "stats"], ["sim", "--policy", "lru", "--size", "0.1"]):
+            from_file = run_json(heterarchy, *args, path)
+            piped = subprocess.run([str(heterarchy), *args, "-", "--format", "json"], input=given,
+                                   capture_output=True, timeout=120)
+            assert piped.returncode == 0, piped.stderr.decode()
+            from_stdin = json.loads(piped.stdout)
+            if args[0] == "trace":
+                from_file.pop("path", None), from_stdin.pop("path", None)
+            assert from_stdin == from_file, args
+    empty = subprocess.run([str(heterarchy), "trace", "stats", "-"], input=b"", capture_output=True, timeout=60)
+    assert empty.returncode != 0 and empty.stderr.decode().count("\n") == 1, empty.stderr
+    assert "<stdin>" in empty.stderr.decode()

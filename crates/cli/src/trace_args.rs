@@ -1,11 +1,11 @@
 //! The trace arguments every trace-reading subcommand shares.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
 use heterarchy_sim::cache_sim::TraceFile;
-use heterarchy_trace::read::CsvSpec;
+use heterarchy_trace::read::{CsvSpec, TraceInput};
 use heterarchy_trace::{ReaderOptions, TraceFormat};
 
 use crate::size::parse_bytes;
@@ -13,7 +13,8 @@ use crate::size::parse_bytes;
 /// A trace file and how to read it.
 #[derive(Args, Debug, Clone)]
 pub struct TraceArgs {
-    /// Trace file (gz, bz2, xz and zst are decompressed transparently).
+    /// Trace file (gz, bz2, xz and zst are decompressed transparently); `-` reads standard
+    /// input (into memory, since the trace is read more than once).
     pub path: PathBuf,
     /// Trace format; the help lists the formats from the trace crate's table, so that a new
     /// format needs no edit here.
@@ -34,6 +35,14 @@ pub struct TraceArgs {
     /// `--trace-format csv`.
     #[arg(long = "trace-type-params", alias = "csv-spec")]
     pub csv_spec: Option<String>,
+}
+
+/// The trace at `path`, or standard input's bytes for `-` (read once: call it once per trace).
+pub fn trace_input(path: &Path) -> Result<TraceInput> {
+    if path == Path::new("-") {
+        return Ok(TraceInput::from_reader("<stdin>", std::io::stdin().lock())?);
+    }
+    Ok(TraceInput::file(path))
 }
 
 /// `-h` help for `--trace-format`: the names only, to keep the summary short.
@@ -72,7 +81,7 @@ impl TraceArgs {
     /// The trace file with its reader options.
     pub fn source(&self) -> Result<TraceFile> {
         Ok(TraceFile {
-            path: self.path.clone(),
+            input: trace_input(&self.path)?,
             options: self.reader_options()?,
         })
     }

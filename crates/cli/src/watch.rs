@@ -35,7 +35,7 @@ impl TraceSource for WatchedTrace {
             None => reader,
             Some(stop) => Box::new(StoppableReader {
                 reader,
-                path: self.file.path.clone(),
+                path: self.file.input.name().to_path_buf(),
                 stop: Arc::clone(stop),
             }),
         })

@@ -12,7 +12,7 @@ use heterarchy_nbd::{Parsed, Request};
 pub type Target = fn(&[u8]);
 
 /// Every target by name: the name is also its folder under `fuzz/corpus/`.
-pub const TARGETS: [(&str, Target); 8] = [
+pub const TARGETS: [(&str, Target); 9] = [
     ("memcache_text", memcache_text),
     ("memcache_meta", memcache_meta),
     ("nbd_handshake", nbd_handshake),
@@ -21,7 +21,57 @@ pub const TARGETS: [(&str, Target); 8] = [
     ("hierarchy_config", hierarchy_config),
     ("volume_layout", volume_layout),
     ("kv_layout", kv_layout),
+    ("trace_readers", trace_readers),
 ];
+
+/// Requests one fuzzed trace may yield before the target stops reading: a block trace's one
+/// record of a terabyte is a quarter of a billion cache lines, legitimately, and no bug.
+const TRACE_REQUESTS_READ: usize = 1 << 16;
+
+/// A trace's bytes through every reader: the first byte picks the format (one past the last
+/// detects it from the content, as for a file named `trace`), the rest is the trace, compressed
+/// or not, held in memory as any reader's bytes are. Its requests, and its block records where
+/// it has them, are read to the end or the bound, and every error is one line.
+pub fn trace_readers(data: &[u8]) {
+    use heterarchy_trace::read::{open_block_records, TraceInput};
+    use heterarchy_trace::{ReaderOptions, TraceFormat};
+    let Some((&pick, bytes)) = data.split_first() else {
+        return;
+    };
+    let format = TraceFormat::ALL
+        .get(usize::from(pick) % (TraceFormat::ALL.len() + 1))
+        .copied();
+    let input = TraceInput::bytes("fuzzed.trace", bytes.to_vec());
+    let options = ReaderOptions {
+        format,
+        ..ReaderOptions::default()
+    };
+    let one_line = |error: heterarchy_trace::TraceError| assert_one_line(&error.to_string());
+    match heterarchy_trace::open(&input, &options) {
+        Ok(mut reader) => {
+            for _ in 0..TRACE_REQUESTS_READ {
+                match reader.next_request() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(error) => return one_line(error),
+                }
+            }
+        }
+        Err(error) => one_line(error),
+    }
+    match open_block_records(&input, &options) {
+        Ok(mut records) => {
+            for _ in 0..TRACE_REQUESTS_READ {
+                match records.next_record() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(error) => return one_line(error),
+                }
+            }
+        }
+        Err(error) => one_line(error),
+    }
+}
 
 /// A connection's bytes through the memcached parser, request after request, as the kv server
 /// loops over its read buffer.

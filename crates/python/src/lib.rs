@@ -195,7 +195,7 @@ impl TraceIter {
             csv_spec: trace_type_params,
         };
         let source = args.source().map_err(error_of)?;
-        let reader = heterarchy_trace::open(&source.path, &source.options)
+        let reader = heterarchy_trace::open(&source.input, &source.options)
             .map_err(|e| error_of(e.into()))?;
         Ok(TraceIter {
             state: Mutex::new(ReadState {

@@ -1,13 +1,13 @@
 //! The fast hit-ratio simulator: every (policy, size) pair over one decode of a trace, spread
 //! over threads. Plays the role of libCacheSim's `cachesim`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use std::sync::Mutex;
 
 use heterarchy_policy::{EvictionPolicy, PolicySpec, SimCounters};
 use heterarchy_trace::generate::{generator, WorkloadSpec};
-use heterarchy_trace::read::for_each_batch;
+use heterarchy_trace::read::{for_each_batch, TraceInput};
 use heterarchy_trace::request::NEXT_ACCESS_UNKNOWN;
 use heterarchy_trace::write::annotate_next_access;
 use heterarchy_trace::{open, ReaderOptions, Request, TraceError, TraceReader};
@@ -121,13 +121,14 @@ pub trait TraceSource: Sync {
 /// A trace file and the options to read it with.
 #[derive(Clone, Debug)]
 pub struct TraceFile {
-    pub path: PathBuf,
+    /// The trace's bytes: a file, or what standard input gave.
+    pub input: TraceInput,
     pub options: ReaderOptions,
 }
 
 impl TraceSource for TraceFile {
     fn open(&self) -> Result<Box<dyn TraceReader>, TraceError> {
-        open(&self.path, &self.options)
+        open(&self.input, &self.options)
     }
 }
 

@@ -19,7 +19,7 @@ fn trace_file(name: &str) -> Option<TraceFile> {
     .join(name);
     if path.exists() {
         Some(TraceFile {
-            path,
+            input: path.into(),
             options: ReaderOptions::default(),
         })
     } else {

@@ -80,7 +80,7 @@ fn object_curve_equals_lru_simulation_on_cloudphysics() {
     assert_eq!(curve.requests, 113_872);
     let unique = curve.cold_misses as u64;
     let source = TraceFile {
-        path,
+        input: path.into(),
         options: ReaderOptions::default(),
     };
     let settings = SimSettings {
@@ -153,7 +153,7 @@ fn byte_curve_equals_lru_simulation_from_the_largest_object_up() {
         .max()
         .unwrap();
     let source = TraceFile {
-        path,
+        input: path.into(),
         options: ReaderOptions::default(),
     };
     for cache_size in log_sizes(largest, curve.cold_miss_bytes as u64, 20) {

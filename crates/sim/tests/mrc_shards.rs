@@ -28,7 +28,7 @@ fn readable_traces(dir: &Path) -> Vec<(String, Vec<Request>)> {
     names.sort();
     let mut traces = Vec::new();
     for name in names {
-        let read = heterarchy_trace::open(&dir.join(&name), &ReaderOptions::default()).and_then(
+        let read = heterarchy_trace::open(dir.join(&name), &ReaderOptions::default()).and_then(
             |mut reader| {
                 let mut trace = Vec::new();
                 while let Some(request) = reader.next_request()? {

@@ -20,7 +20,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use heterarchy_trace::read::{detect_format, open_block_records, CsvSpec};
+use heterarchy_trace::read::{detect_format, open_block_records, CsvSpec, TraceInput};
 use heterarchy_trace::request::{NEXT_ACCESS_NEVER, NEXT_ACCESS_UNKNOWN};
 use heterarchy_trace::write::{annotate_next_access, create_writer};
 use heterarchy_trace::{open, Location, Op, ReaderOptions, Request, TraceError, TraceFormat};
@@ -48,8 +48,11 @@ fn options(split_blocks: bool) -> ReaderOptions {
     }
 }
 
-fn read_all(path: &Path, options: &ReaderOptions) -> Result<Vec<Request>, TraceError> {
-    let mut reader = open(path, options)?;
+fn read_all(
+    input: impl Into<TraceInput>,
+    options: &ReaderOptions,
+) -> Result<Vec<Request>, TraceError> {
+    let mut reader = open(input, options)?;
     let mut all = Vec::new();
     let mut batch = Vec::new();
     loop {
@@ -150,7 +153,7 @@ fn distinct_objects_match_the_manifest() {
         ("cloudPhysicsIO.vscsi", true, 269_210),
         ("tencent-cbs-sample.csv.bz2", false, 0),
     ] {
-        let requests = read_all(&dir.join(file), &options(split)).unwrap();
+        let requests = read_all(dir.join(file), &options(split)).unwrap();
         if distinct > 0 {
             assert_eq!(distinct_keys(&requests), distinct, "{file}");
         } else {
@@ -169,14 +172,10 @@ fn distinct_objects_match_the_manifest() {
 #[test]
 fn cloudphysics_encodings_agree() {
     let Some(dir) = traces_dir() else { return };
-    let oracle = read_all(
-        &dir.join("cloudPhysicsIO.oracleGeneral.bin"),
-        &options(true),
-    )
-    .unwrap();
-    let csv = read_all(&dir.join("cloudPhysicsIO.csv"), &options(true)).unwrap();
-    let txt = read_all(&dir.join("cloudPhysicsIO.txt"), &options(true)).unwrap();
-    let vscsi = read_all(&dir.join("cloudPhysicsIO.vscsi"), &options(false)).unwrap();
+    let oracle = read_all(dir.join("cloudPhysicsIO.oracleGeneral.bin"), &options(true)).unwrap();
+    let csv = read_all(dir.join("cloudPhysicsIO.csv"), &options(true)).unwrap();
+    let txt = read_all(dir.join("cloudPhysicsIO.txt"), &options(true)).unwrap();
+    let vscsi = read_all(dir.join("cloudPhysicsIO.vscsi"), &options(false)).unwrap();
     let ids = |requests: &[Request]| requests.iter().map(|r| r.key).collect::<Vec<_>>();
     assert_eq!(ids(&csv), ids(&oracle));
     assert_eq!(ids(&txt), ids(&oracle));
@@ -198,7 +197,7 @@ fn cloudphysics_encodings_agree() {
         .zip(&annotated)
         .all(|(a, b)| a.next_access == b.next_access));
     // Splitting the vscsi trace keys lines: line = lbn * 512 / 4096 for the first line.
-    let split = read_all(&dir.join("cloudPhysicsIO.vscsi"), &options(true)).unwrap();
+    let split = read_all(dir.join("cloudPhysicsIO.vscsi"), &options(true)).unwrap();
     assert_eq!(split[0].key, vscsi[0].key * 512 / 4096);
 }
 
@@ -228,7 +227,7 @@ fn single_and_batched_reads_agree() {
 fn first_records_hold_the_right_fields() {
     let Some(dir) = traces_dir() else { return };
     // 128166385295514663,hm,0,Write,9056014336,2048,2833: bytes 9056014336..+2048 in line 2210941.
-    let msr = read_all(&dir.join("msr-cambridge-hm0-sample.csv"), &options(true)).unwrap();
+    let msr = read_all(dir.join("msr-cambridge-hm0-sample.csv"), &options(true)).unwrap();
     assert_eq!(msr[0].time_ns, 128_166_385_295_514_663 * 100);
     assert_eq!(msr[0].key, Request::block_key(0, 9_056_014_336 / 4096));
     // 2 KiB inside one line: the write reads its line first.
@@ -236,7 +235,7 @@ fn first_records_hold_the_right_fields() {
     assert_eq!((msr[1].key, msr[1].op), (msr[0].key, Op::Write));
     // 1538323200,4247200,128,1,1058: sectors 4247200..+128 (64 KiB) = lines 530900..530915 of
     // volume 1058.
-    let tencent = read_all(&dir.join("tencent-cbs-sample.csv.bz2"), &options(true)).unwrap();
+    let tencent = read_all(dir.join("tencent-cbs-sample.csv.bz2"), &options(true)).unwrap();
     let keys: Vec<u64> = tencent[..16].iter().map(|r| r.key).collect();
     let expected: Vec<u64> = (530_900..530_916)
         .map(|l| Request::block_key(1058, l))
@@ -245,7 +244,7 @@ fn first_records_hold_the_right_fields() {
     assert_eq!((tencent[0].op, tencent[0].tenant), (Op::Write, 1058));
     assert_eq!(tencent[0].time_ns, 1_538_323_200_000_000_000);
     // 0,q:q:1:8WTwl7huJeQ,17,249,1,get,0
-    let twitter = read_all(&dir.join("twitter-sample.csv"), &options(true)).unwrap();
+    let twitter = read_all(dir.join("twitter-sample.csv"), &options(true)).unwrap();
     assert_eq!(
         twitter[0].key,
         heterarchy_trace::read::stable_key_hash(b"q:q:1:8WTwl7huJeQ")
@@ -255,15 +254,15 @@ fn first_records_hold_the_right_fields() {
         (266, 1, Op::Get)
     );
     // 604038471,a54f88ab02ece24d,24,GET,3,0,...,699950563: row 2 stands for three requests.
-    let kv = read_all(&dir.join("meta-kvcache-sample.csv"), &options(true)).unwrap();
+    let kv = read_all(dir.join("meta-kvcache-sample.csv"), &options(true)).unwrap();
     assert_eq!((kv[0].size, kv[0].tenant), (48 + 87, 366_387_042));
     assert!(kv[1..4].iter().all(|r| r.key == kv[1].key && r.size == 24));
     assert_ne!(kv[0].key, kv[1].key);
     // ARC: "1 1 0 0" is page 1.
-    let arc = read_all(&dir.join("arc-OLTP.lis.zst"), &options(true)).unwrap();
+    let arc = read_all(dir.join("arc-OLTP.lis.zst"), &options(true)).unwrap();
     assert_eq!((arc[0].key, arc[0].size), (1, 512));
     // Meta block: the first row reads 8 MiB at offset 0 of one chunk: 2048 lines.
-    let block = read_all(&dir.join("meta-block-sample.csv"), &options(true)).unwrap();
+    let block = read_all(dir.join("meta-block-sample.csv"), &options(true)).unwrap();
     let volume = block[0].tenant;
     assert!(block[..2048]
         .iter()
@@ -335,6 +334,59 @@ fn compressed_copies_read_identically() {
             );
         }
     }
+}
+
+/// Any reader's bytes read as the file does: plain or compressed, under the file's name or a
+/// name that says nothing (standard input's), so that content alone decides the format.
+#[test]
+fn a_trace_from_any_reader_reads_as_its_file_does() {
+    let Some(dir) = traces_dir() else { return };
+    let temp = tempfile::tempdir().unwrap();
+    for file in [
+        "msr-cambridge-hm0-sample.csv",
+        "cloudPhysicsIO.vscsi",
+        "twitter-sample.csv",
+        "cloudPhysicsIO.oracleGeneral.bin",
+    ] {
+        let plain = dir.join(file);
+        let expected = read_all(&plain, &options(true)).unwrap();
+        let copy = temp.path().join(file);
+        std::fs::copy(&plain, &copy).unwrap();
+        let gzipped = compress(&copy, ".gz");
+        for (name, bytes_of) in [(file, &plain), ("<stdin>", &plain), ("<stdin>", &gzipped)] {
+            let input =
+                TraceInput::from_reader(name, std::fs::File::open(bytes_of).unwrap()).unwrap();
+            assert_eq!(
+                detect_format(&input).unwrap(),
+                detect_format(&plain).unwrap(),
+                "{file} as {name}"
+            );
+            assert_eq!(
+                read_all(&input, &options(true)).unwrap(),
+                expected,
+                "{file} as {name} from {}",
+                bytes_of.display()
+            );
+        }
+    }
+}
+
+/// A reader's errors name its input as a file's name the file.
+#[test]
+fn errors_of_a_reader_name_its_input() {
+    let empty = TraceInput::from_reader("<stdin>", std::io::empty()).unwrap();
+    let error = read_all(&empty, &options(true)).unwrap_err().to_string();
+    assert!(error.starts_with("<stdin>"), "{error}");
+    let input = TraceInput::bytes("<stdin>", b"0,key,3,100,1,get,0\nnot a record\n".to_vec());
+    let twitter = ReaderOptions {
+        format: Some(TraceFormat::Twitter),
+        ..options(true)
+    };
+    let error = read_all(&input, &twitter).unwrap_err().to_string();
+    assert!(
+        error.starts_with("<stdin>") && error.contains("line 2"),
+        "{error}"
+    );
 }
 
 fn write_trace(path: &Path, format: TraceFormat, requests: &[Request]) {
@@ -769,7 +821,7 @@ fn block_records_are_what_splitting_splits() {
         ("msr-cambridge-hm0-sample.csv", 2_580),
         ("tencent-cbs-sample.csv.bz2", 386_061),
     ] {
-        let mut records = open_block_records(&dir.join(file), &options(true)).unwrap();
+        let mut records = open_block_records(dir.join(file), &options(true)).unwrap();
         let mut pages = 0u64;
         while let Some(record) = records.next_record().unwrap() {
             if record.length_bytes == 0 {
@@ -793,7 +845,7 @@ fn block_records_are_what_splitting_splits() {
         }
         assert_eq!(pages, split_count, "{file}");
     }
-    let error = open_block_records(&dir.join("twitter-sample.csv"), &options(true))
+    let error = open_block_records(dir.join("twitter-sample.csv"), &options(true))
         .err()
         .expect("a key-value trace has no block records")
         .to_string();

@@ -83,7 +83,7 @@ pub fn run(args: &ReplayArgs, sink: &mut Sink) -> Result<()> {
         (None, None) => bail!("give --to nbd://HOST:PORT/EXPORT or --volume CONFIG.toml"),
     };
     let source = args.trace.source()?;
-    let mut records = open_block_records(&source.path, &source.options)?;
+    let mut records = open_block_records(&source.input, &source.options)?;
     let replayed = replay(records.as_mut(), &target, &options);
     if let Some(volume) = volume {
         volume
@@ -94,7 +94,7 @@ pub fn run(args: &ReplayArgs, sink: &mut Sink) -> Result<()> {
     if report.requests == 0 {
         bail!(
             "{}: no reads or writes to replay: expected a block trace with data",
-            source.path.display()
+            source.input.name().display()
         );
     }
     match args.format {

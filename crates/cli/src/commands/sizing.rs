@@ -13,10 +13,11 @@ use heterarchy_sim::sizing::{
     seed002_configs, sizing_device, Evaluator, PageOp, ReuseByOp, Sizing, TierConfig, WritePolicy,
     CYDONIA_EVALMAX, CYDONIA_STEP, PAGE_BYTES, UNIT_PAGES,
 };
+use heterarchy_trace::read::TraceInput;
 use heterarchy_trace::TraceFormat;
 
 use crate::output::{write_report, Format, Sink, Table};
-use crate::trace_args::TraceArgs;
+use crate::trace_args::{trace_input, TraceArgs};
 
 /// Arguments of `heterarchy sizing`.
 #[derive(Args, Debug)]
@@ -198,15 +199,17 @@ pub fn run(args: &SizingArgs, sink: &mut Sink) -> Result<()> {
         }
     }
     let options = args.trace.reader_options()?;
-    let paths: Vec<&std::path::Path> = std::iter::once(args.trace.path.as_path())
-        .chain(args.more_traces.iter().map(|path| path.as_path()))
-        .collect();
+    let inputs: Vec<TraceInput> = std::iter::once(&args.trace.path)
+        .chain(&args.more_traces)
+        .map(|path| trace_input(path))
+        .collect::<Result<_>>()?;
     let threads = super::threads_or_cores(args.threads);
     let started = Instant::now();
-    for path in &paths {
+    for input in &inputs {
+        let path = input.name();
         let format = match options.format {
             Some(format) => Some(format),
-            None => heterarchy_trace::read::detect_format(path).ok(),
+            None => heterarchy_trace::read::detect_format(input).ok(),
         };
         if let Some(format @ (TraceFormat::Twitter | TraceFormat::MetaKv)) = format {
             bail!(
@@ -217,8 +220,9 @@ pub fn run(args: &SizingArgs, sink: &mut Sink) -> Result<()> {
             );
         }
     }
-    let measured = map_parallel(&paths, threads, |path| -> Result<(String, ReuseByOp)> {
-        let mut reader = heterarchy_trace::open(path, &options)
+    let measured = map_parallel(&inputs, threads, |input| -> Result<(String, ReuseByOp)> {
+        let path = input.name();
+        let mut reader = heterarchy_trace::open(input, &options)
             .with_context(|| format!("cannot open {}", path.display()))?;
         let reuse = ReuseByOp::measure(&mut *reader).map_err(|e| anyhow!("{e}"))?;
         if reuse.requests(PageOp::Read) + reuse.requests(PageOp::Write) == 0 {

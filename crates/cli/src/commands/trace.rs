@@ -212,12 +212,12 @@ fn sample(args: &SampleArgs, sink: &mut Sink) -> Result<()> {
     options.validate().map_err(anyhow::Error::msg)?;
     let format = block_output_format(&args.output, args.output_format.as_deref())?;
     let source = args.trace.source()?;
-    let mut records = open_block_records(&source.path, &source.options)?;
+    let mut records = open_block_records(&source.input, &source.options)?;
     let sample = sample_block_trace(records.as_mut(), &options)?;
     if sample.report.full_requests == 0 {
         anyhow::bail!(
             "{}: no reads or writes: expected a block trace with data",
-            source.path.display()
+            source.input.name().display()
         );
     }
     let mut writer = create_block_writer(&args.output, format)?;
@@ -241,7 +241,7 @@ fn sample(args: &SampleArgs, sink: &mut Sink) -> Result<()> {
                  before post-processing, {} regions removed; mean feature error {:.2}% ({:.2}% \
                  before post-processing)",
                 method.name(),
-                source.path.display(),
+                source.input.name().display(),
                 options.rate,
                 report.region_bytes / 1024,
                 report.sample_requests,
@@ -394,11 +394,11 @@ fn stats(args: &StatsArgs, sink: &mut Sink) -> Result<()> {
     let format = match source.options.format {
         Some(format) => Some(format),
         None if source.options.csv.is_some() => None,
-        None => detect_format(&source.path).ok(),
+        None => detect_format(&source.input).ok(),
     };
     let block = match format {
         Some(format) if format.is_block() => Some(block_stats(
-            open_block_records(&source.path, &source.options)?.as_mut(),
+            open_block_records(&source.input, &source.options)?.as_mut(),
         )?),
         _ => None,
     };
@@ -413,7 +413,7 @@ fn stats(args: &StatsArgs, sink: &mut Sink) -> Result<()> {
         Format::Csv | Format::Json => sink.json(&output)?,
     }
     write_report(args.report.as_deref(), || {
-        stats_report(&source.path, &output)
+        stats_report(source.input.name(), &output)
     })
 }
 

@@ -4,7 +4,7 @@
 //! its number, of size 512; there is no time and no op. Only the first two fields are read, as
 //! in the Caffeine simulator, so lines may omit the last two.
 
-use std::path::Path;
+use super::source::TraceInput;
 
 use super::text::LineSource;
 use super::TraceReader;
@@ -23,9 +23,9 @@ pub(crate) struct ArcReader {
 
 impl ArcReader {
     /// Opens `path` (optionally compressed).
-    pub(crate) fn open(path: &Path) -> Result<ArcReader, TraceError> {
+    pub(crate) fn open(input: &TraceInput) -> Result<ArcReader, TraceError> {
         Ok(ArcReader {
-            lines: LineSource::open(path)?,
+            lines: LineSource::open(input)?,
             next_page: 0,
             end_page: 0,
         })

@@ -2,6 +2,7 @@
 //! buffer, a batch at a time, with the one record that straddles two buffer refills stitched
 //! together, and truncation reported at the record's byte offset.
 
+use super::source::TraceInput;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
@@ -63,11 +64,12 @@ pub(crate) struct RecordStream {
 impl RecordStream {
     /// Opens `path` (optionally compressed) as records of `record_bytes`.
     pub(crate) fn open(
-        path: &Path,
+        input: &TraceInput,
         record_bytes: usize,
         format_name: &'static str,
     ) -> Result<RecordStream, TraceError> {
-        let (input, _) = open_source(path)?;
+        let path = input.name();
+        let (input, _) = open_source(input)?;
         Ok(RecordStream {
             path: path.to_path_buf(),
             input,

@@ -14,7 +14,7 @@
 //! a header unless digits outnumber letters. A CSV trace is an object trace: rows are never split
 //! into cache lines, even when the id is a block number.
 
-use std::path::Path;
+use super::source::TraceInput;
 use std::str::FromStr;
 
 use super::source::read_head;
@@ -231,8 +231,8 @@ fn trimmed_range(line: &[u8], start: usize, end: usize) -> (usize, usize) {
 }
 
 /// The first line of `path` that is not blank, for the delimiter and header guesses.
-fn first_line(path: &Path) -> Result<Vec<u8>, TraceError> {
-    let (head, _) = read_head(path, PROBE_BYTES)?;
+fn first_line(input: &TraceInput) -> Result<Vec<u8>, TraceError> {
+    let (head, _) = read_head(input, PROBE_BYTES)?;
     Ok(strip_bom(&head)
         .split(|&b| b == b'\n')
         .map(trim_ascii)
@@ -316,8 +316,9 @@ pub(crate) fn spec_from_header_line(
 }
 
 /// The spec the header of `path` describes, for CSV traces opened without one.
-pub(crate) fn spec_from_header(path: &Path) -> Result<CsvSpec, TraceError> {
-    let (head, _) = read_head(path, PROBE_BYTES)?;
+pub(crate) fn spec_from_header(input: &TraceInput) -> Result<CsvSpec, TraceError> {
+    let path = input.name();
+    let (head, _) = read_head(input, PROBE_BYTES)?;
     let mut lines = strip_bom(&head)
         .split(|&b| b == b'\n')
         .map(trim_ascii)
@@ -355,18 +356,18 @@ pub(crate) struct CsvReader {
 
 impl CsvReader {
     /// Opens `path` as described by `spec`, detecting what it leaves out.
-    pub(crate) fn open(path: &Path, spec: CsvSpec) -> Result<CsvReader, TraceError> {
+    pub(crate) fn open(input: &TraceInput, spec: CsvSpec) -> Result<CsvReader, TraceError> {
         let (delimiter, has_header) = match (spec.delimiter, spec.has_header) {
             (Some(delimiter), Some(has_header)) => (delimiter, has_header),
             (delimiter, has_header) => {
-                let first = first_line(path)?;
+                let first = first_line(input)?;
                 (
                     delimiter.unwrap_or_else(|| detect_delimiter(&first)),
                     has_header.unwrap_or_else(|| looks_like_header(&first)),
                 )
             }
         };
-        let mut lines = LineSource::open(path)?;
+        let mut lines = LineSource::open(input)?;
         if has_header {
             lines.next_line()?;
         }

@@ -10,6 +10,8 @@
 //! MSR), and the hint decides when the content fits several formats (one number per line is
 //! `txt` or `lirs`) or none.
 
+use super::source::TraceInput;
+
 use std::path::Path;
 
 use super::csv::{looks_like_header, spec_from_header_line};
@@ -31,12 +33,14 @@ const PROBE_RECORDS: usize = 64;
 
 /// The format of `path`, by name and then content; a one-line error listing the formats when
 /// neither tells.
-pub fn detect_format(path: &Path) -> Result<TraceFormat, TraceError> {
+pub fn detect_format(input: impl Into<TraceInput>) -> Result<TraceFormat, TraceError> {
+    let input = &input.into();
+    let path = input.name();
     let hint = format_from_name(path);
     if let Some(format) = hint.filter(|format| format.entry().file_names.decides) {
         return Ok(format);
     }
-    let (head, compression) = read_head(path, PROBE_BYTES)?;
+    let (head, compression) = read_head(input, PROBE_BYTES)?;
     if head.is_empty() {
         return Err(TraceError::file(
             path,
@@ -45,7 +49,7 @@ pub fn detect_format(path: &Path) -> Result<TraceFormat, TraceError> {
     }
     // Record sizes must divide the size of an uncompressed file; compressed sizes say nothing.
     let file_bytes = match compression {
-        Compression::None => std::fs::metadata(path).ok().map(|m| m.len()),
+        Compression::None => input.stored_bytes(),
         _ => None,
     };
     if let Some(format) = format_from_content(&head, file_bytes, hint) {

@@ -3,7 +3,7 @@
 //! skipped. Each block is one object of size 1 (the paper counts cache sizes in blocks); there
 //! is no time and no op.
 
-use std::path::Path;
+use super::source::TraceInput;
 
 use super::text::LineSource;
 use super::TraceReader;
@@ -16,9 +16,9 @@ pub(crate) struct LirsReader {
 
 impl LirsReader {
     /// Opens `path` (optionally compressed).
-    pub(crate) fn open(path: &Path) -> Result<LirsReader, TraceError> {
+    pub(crate) fn open(input: &TraceInput) -> Result<LirsReader, TraceError> {
         Ok(LirsReader {
-            lines: LineSource::open(path)?,
+            lines: LineSource::open(input)?,
         })
     }
 }

@@ -9,7 +9,7 @@
 //! (block keys hold 20 volume bits), so two chunks collide with probability 2^-20 per pair; the
 //! tenant is that same id.
 
-use std::path::Path;
+use super::source::TraceInput;
 
 use super::block::{BlockRecord, BlockRecordSource, TextBlockSource};
 use super::text::{quote, stable_key_hash, Line, LineSource};
@@ -63,8 +63,8 @@ pub(crate) fn parse_line(line: &Line<'_>) -> Result<BlockRecord, TraceError> {
 }
 
 /// Opens a trace of this format as its block records.
-pub(crate) fn records(path: &Path) -> Result<impl BlockRecordSource + 'static, TraceError> {
-    let mut lines = LineSource::open(path)?;
+pub(crate) fn records(input: &TraceInput) -> Result<impl BlockRecordSource + 'static, TraceError> {
+    let mut lines = LineSource::open(input)?;
     lines.skip_header(|line| line.starts_with(HEADER_START))?;
     Ok(TextBlockSource::new(lines, |line: &Line<'_>| {
         parse_line(line)

@@ -5,7 +5,7 @@
 //! `usecase` is the tenant. Ops: `GET`/`GET_LEASE` get, `SET`/`SET_LEASE` set, `DELETE` delete,
 //! and any of our op names.
 
-use std::path::Path;
+use super::source::TraceInput;
 
 use super::text::{fold_to_u32, quote, stable_key_hash, LineSource};
 use super::TraceReader;
@@ -35,8 +35,8 @@ pub(crate) struct MetaKvReader {
 
 impl MetaKvReader {
     /// Opens `path` (optionally compressed), skipping the header if present.
-    pub(crate) fn open(path: &Path) -> Result<MetaKvReader, TraceError> {
-        let mut lines = LineSource::open(path)?;
+    pub(crate) fn open(input: &TraceInput) -> Result<MetaKvReader, TraceError> {
+        let mut lines = LineSource::open(input)?;
         lines.skip_header(|line| line.starts_with(HEADER_START))?;
         Ok(MetaKvReader {
             lines,

@@ -36,10 +36,8 @@ pub use native::{
     NATIVE_MAGIC, NATIVE_RECORD_BYTES, NATIVE_VERSION,
 };
 pub use oracle_general::{OracleGeneralReader, RECORD_BYTES as ORACLE_GENERAL_RECORD_BYTES};
-pub use source::{open_source, read_head, Compression};
+pub use source::{open_source, read_head, Compression, TraceInput};
 pub use text::stable_key_hash;
-
-use std::path::Path;
 
 use crate::{Request, TraceError};
 use registry::{Kind, FORMATS};
@@ -187,21 +185,26 @@ impl Default for ReaderOptions {
 }
 
 /// Opens `path` for reading, detecting compression and (unless forced) the format.
-pub fn open(path: &Path, options: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
+pub fn open(
+    input: impl Into<TraceInput>,
+    options: &ReaderOptions,
+) -> Result<Box<dyn TraceReader>, TraceError> {
+    let input = &input.into();
     let format = match (options.format, &options.csv) {
         (Some(format), _) => format,
         (None, Some(_)) => TraceFormat::Csv,
-        (None, None) => detect_format(path)?,
+        (None, None) => detect_format(input)?,
     };
-    open_as(path, format, options)
+    open_as(input, format, options)
 }
 
 /// Opens `path` as `format`.
 fn open_as(
-    path: &Path,
+    input: &TraceInput,
     format: TraceFormat,
     options: &ReaderOptions,
 ) -> Result<Box<dyn TraceReader>, TraceError> {
+    let path = input.name();
     let (block_size, split) = (options.block_size, options.split_blocks);
     if block_size == 0 {
         return Err(TraceError::file(
@@ -210,9 +213,9 @@ fn open_as(
         ));
     }
     Ok(match format.entry().kind {
-        Kind::Requests { open, .. } => open(path, options)?,
+        Kind::Requests { open, .. } => open(input, options)?,
         Kind::Blocks(records) => {
-            Box::new(block::BlockReader::new(records(path)?, block_size, split))
+            Box::new(block::BlockReader::new(records(input)?, block_size, split))
         }
     })
 }
@@ -220,27 +223,29 @@ fn open_as(
 /// Opens a block trace as its records, before they are split into cache lines (detecting the
 /// format unless `options` force one); an error for a key-value or key-list trace.
 pub fn open_block_records(
-    path: &Path,
+    input: impl Into<TraceInput>,
     options: &ReaderOptions,
 ) -> Result<Box<dyn BlockRecordSource>, TraceError> {
+    let input = &input.into();
     let format = match options.format {
         Some(format) => format,
-        None => detect_format(path)?,
+        None => detect_format(input)?,
     };
-    block_records_as(path, format)
+    block_records_as(input, format)
 }
 
 /// The records of `path` as the block format `format`.
 fn block_records_as(
-    path: &Path,
+    input: &TraceInput,
     format: TraceFormat,
 ) -> Result<Box<dyn BlockRecordSource>, TraceError> {
+    let path = input.name();
     match format.entry().kind {
         Kind::Blocks(records)
         | Kind::Requests {
             block_records: Some(records),
             ..
-        } => records(path),
+        } => records(input),
         Kind::Requests {
             block_records: None,
             ..

@@ -6,7 +6,7 @@
 //! holds one host, and mixing hosts in one stream would need a wider volume field than block
 //! keys have.
 
-use std::path::Path;
+use super::source::TraceInput;
 
 use super::block::{BlockRecord, BlockRecordSource, TextBlockSource};
 use super::csv::unknown_op;
@@ -40,9 +40,9 @@ pub(crate) fn parse_line(line: &Line<'_>) -> Result<BlockRecord, TraceError> {
 }
 
 /// Opens a trace of this format as its block records.
-pub(crate) fn records(path: &Path) -> Result<impl BlockRecordSource + 'static, TraceError> {
+pub(crate) fn records(input: &TraceInput) -> Result<impl BlockRecordSource + 'static, TraceError> {
     Ok(TextBlockSource::new(
-        LineSource::open(path)?,
+        LineSource::open(input)?,
         |line: &Line<'_>| parse_line(line),
     ))
 }

@@ -21,6 +21,7 @@
 //! line) where a separate op byte would pad them to 40. Op codes this version does not know read
 //! as [`Op::Other`], so newer files stay readable.
 
+use super::source::TraceInput;
 use std::path::{Path, PathBuf};
 
 use super::binary::{RecordStream, RequestRecord, RequestRecords};
@@ -123,8 +124,10 @@ pub type NativeReader = RequestRecords<NativeRecord>;
 
 impl NativeReader {
     /// Opens `path` (optionally compressed) and checks its header.
-    pub fn open(path: &Path) -> Result<NativeReader, TraceError> {
-        let mut stream = RecordStream::open(path, NATIVE_RECORD_BYTES, "native")?;
+    pub fn open(input: impl Into<TraceInput>) -> Result<NativeReader, TraceError> {
+        let input = &input.into();
+        let path = input.name();
+        let mut stream = RecordStream::open(input, NATIVE_RECORD_BYTES, "native")?;
         let mut header = [0; NATIVE_HEADER_BYTES];
         stream.read_header(&mut header, "native trace header")?;
         check_header(path, &header)?;
@@ -175,9 +178,10 @@ pub(crate) struct NativeBlockRecords {
 }
 
 /// Opens a native trace as block records.
-pub(crate) fn records(path: &Path) -> Result<NativeBlockRecords, TraceError> {
+pub(crate) fn records(input: &TraceInput) -> Result<NativeBlockRecords, TraceError> {
+    let path = input.name();
     Ok(NativeBlockRecords {
-        requests: NativeReader::open(path)?,
+        requests: NativeReader::open(input)?,
         path: path.to_path_buf(),
         returned: 0,
     })

@@ -7,7 +7,7 @@
 //! means never. [`Request::next_access`] is the 0-based index, so the reader subtracts one (and
 //! the writer adds it back).
 
-use std::path::Path;
+use super::source::TraceInput;
 
 use super::binary::{RecordStream, RequestRecord, RequestRecords};
 use crate::request::NEXT_ACCESS_NEVER;
@@ -24,9 +24,10 @@ pub type OracleGeneralReader = RequestRecords<OracleGeneralRecord>;
 
 impl OracleGeneralReader {
     /// Opens `path` (optionally compressed).
-    pub fn open(path: &Path) -> Result<OracleGeneralReader, TraceError> {
+    pub fn open(input: impl Into<TraceInput>) -> Result<OracleGeneralReader, TraceError> {
+        let input = &input.into();
         Ok(RequestRecords::new(RecordStream::open(
-            path,
+            input,
             RECORD_BYTES,
             "oracleGeneral",
         )?))

@@ -4,7 +4,7 @@
 //! same position and the format's module. [`TraceFormat`]'s methods, detection (`detect.rs`) and
 //! the openers in `mod.rs` read nothing else, and the compiler checks each entry's fields.
 
-use std::path::Path;
+use super::source::TraceInput;
 
 use super::block::BlockRecordSource;
 use super::{
@@ -18,10 +18,10 @@ use crate::TraceError;
 /// Opens a trace as requests; the options carry what a format needs beyond the path (CSV
 /// columns).
 pub(crate) type RequestOpener =
-    fn(&Path, &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError>;
+    fn(&TraceInput, &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError>;
 
 /// Opens a trace as block records, which the shared `BlockReader` splits into cache lines.
-pub(crate) type BlockOpener = fn(&Path) -> Result<Box<dyn BlockRecordSource>, TraceError>;
+pub(crate) type BlockOpener = fn(&TraceInput) -> Result<Box<dyn BlockRecordSource>, TraceError>;
 
 /// Tests the decompressed head of a binary file; `file_bytes` is the file's size when it is
 /// uncompressed, since record sizes must divide it.
@@ -149,7 +149,7 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         name: "oracleGeneral",
         description: "libCacheSim's binary records of time, id, size and next access",
         kind: Kind::Requests {
-            open: |path, _| Ok(Box::new(OracleGeneralReader::open(path)?)),
+            open: |input, _| Ok(Box::new(OracleGeneralReader::open(input)?)),
             block_records: None,
         },
         file_names: FileNames {
@@ -166,8 +166,8 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         name: "native",
         description: "heterarchy's own binary records, every request field",
         kind: Kind::Requests {
-            open: |path, _| Ok(Box::new(NativeReader::open(path)?)),
-            block_records: Some(|path| Ok(Box::new(native::records(path)?))),
+            open: |input, _| Ok(Box::new(NativeReader::open(input)?)),
+            block_records: Some(|input| Ok(Box::new(native::records(input)?))),
         },
         file_names: FileNames {
             patterns: &[NamePattern::Extension(NATIVE_EXTENSION)],
@@ -182,7 +182,7 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         format: TraceFormat::Vscsi,
         name: "vscsi",
         description: "CloudPhysics vscsi binary traces, versions 1 and 2",
-        kind: Kind::Blocks(|path| Ok(Box::new(vscsi::records(path)?))),
+        kind: Kind::Blocks(|input| Ok(Box::new(vscsi::records(input)?))),
         file_names: FileNames {
             patterns: &[NamePattern::Anywhere("vscsi")],
             decides: true,
@@ -214,7 +214,7 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         name: "txt",
         description: "one key per line",
         kind: Kind::Requests {
-            open: |path, _| Ok(Box::new(txt::TxtReader::open(path)?)),
+            open: |input, _| Ok(Box::new(txt::TxtReader::open(input)?)),
             block_records: None,
         },
         file_names: FileNames {
@@ -227,7 +227,7 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         format: TraceFormat::Msr,
         name: "msr",
         description: "MSR Cambridge traces",
-        kind: Kind::Blocks(|path| Ok(Box::new(msr::records(path)?))),
+        kind: Kind::Blocks(|input| Ok(Box::new(msr::records(input)?))),
         file_names: NO_NAMES,
         sniff: Sniffers {
             data_line: Some(detect::msr_line),
@@ -238,7 +238,7 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         format: TraceFormat::Tencent,
         name: "tencent",
         description: "Tencent Cloud Block Storage traces",
-        kind: Kind::Blocks(|path| Ok(Box::new(tencent::records(path)?))),
+        kind: Kind::Blocks(|input| Ok(Box::new(tencent::records(input)?))),
         file_names: NO_NAMES,
         sniff: Sniffers {
             data_line: Some(detect::tencent_line),
@@ -249,7 +249,7 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         format: TraceFormat::Systor,
         name: "systor",
         description: "SNIA SYSTOR'17 traces",
-        kind: Kind::Blocks(|path| Ok(Box::new(systor::records(path)?))),
+        kind: Kind::Blocks(|input| Ok(Box::new(systor::records(input)?))),
         file_names: NO_NAMES,
         sniff: Sniffers {
             header: Some(Sniff::Signature(detect::systor_header)),
@@ -262,7 +262,7 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         name: "twitter",
         description: "Twitter cache traces",
         kind: Kind::Requests {
-            open: |path, _| Ok(Box::new(twitter::TwitterReader::open(path)?)),
+            open: |input, _| Ok(Box::new(twitter::TwitterReader::open(input)?)),
             block_records: None,
         },
         file_names: NO_NAMES,
@@ -276,7 +276,7 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         name: "meta-kv",
         description: "Meta key-value cache traces (CacheLib kvcache replay)",
         kind: Kind::Requests {
-            open: |path, _| Ok(Box::new(meta_kv::MetaKvReader::open(path)?)),
+            open: |input, _| Ok(Box::new(meta_kv::MetaKvReader::open(input)?)),
             block_records: None,
         },
         file_names: NO_NAMES,
@@ -289,7 +289,7 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         format: TraceFormat::MetaBlock,
         name: "meta-block",
         description: "Meta Tectonic block/chunk traces (CacheLib block_chunk replay)",
-        kind: Kind::Blocks(|path| Ok(Box::new(meta_block::records(path)?))),
+        kind: Kind::Blocks(|input| Ok(Box::new(meta_block::records(input)?))),
         file_names: NO_NAMES,
         sniff: Sniffers {
             header: Some(Sniff::Signature(detect::meta_block_header)),
@@ -301,7 +301,7 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         name: "arc",
         description: "ARC paper .lis traces of 512-byte pages",
         kind: Kind::Requests {
-            open: |path, _| Ok(Box::new(arc::ArcReader::open(path)?)),
+            open: |input, _| Ok(Box::new(arc::ArcReader::open(input)?)),
             block_records: None,
         },
         file_names: FileNames {
@@ -318,7 +318,7 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
         name: "lirs",
         description: "LIRS paper traces, one block number per line",
         kind: Kind::Requests {
-            open: |path, _| Ok(Box::new(lirs::LirsReader::open(path)?)),
+            open: |input, _| Ok(Box::new(lirs::LirsReader::open(input)?)),
             block_records: None,
         },
         file_names: FileNames {
@@ -330,12 +330,15 @@ pub(crate) static FORMATS: [FormatEntry; 13] = [
 ];
 
 /// A CSV trace's columns come from the options or, without them, from its header.
-fn open_csv(path: &Path, options: &ReaderOptions) -> Result<Box<dyn TraceReader>, TraceError> {
+fn open_csv(
+    input: &TraceInput,
+    options: &ReaderOptions,
+) -> Result<Box<dyn TraceReader>, TraceError> {
     let spec = match &options.csv {
         Some(spec) => spec.clone(),
-        None => csv::spec_from_header(path)?,
+        None => csv::spec_from_header(input)?,
     };
-    Ok(Box::new(csv::CsvReader::open(path, spec)?))
+    Ok(Box::new(csv::CsvReader::open(input, spec)?))
 }
 
 impl TraceFormat {

@@ -2,8 +2,9 @@
 //! from the file's magic bytes (not its name, which may lie).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Cursor, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::TraceError;
 
@@ -53,11 +54,98 @@ impl Compression {
     }
 }
 
-/// Opens `path` and returns its decompressed contents as a buffered stream, with the
-/// compression found. An empty file is an error: no format has an empty trace.
-pub fn open_source(path: &Path) -> Result<(Box<dyn BufRead + Send>, Compression), TraceError> {
-    let file = File::open(path).map_err(|e| TraceError::file(path, format!("cannot open: {e}")))?;
-    let mut raw = BufReader::with_capacity(BUFFER_BYTES, file);
+/// Where a trace's bytes come from: a file, read as a stream, or bytes in memory — what any
+/// reader gave (standard input, a pipe, a fuzzer's input), read to its end first, since
+/// detection and the readers each start from the first byte. Errors name it by its name.
+#[derive(Clone, Debug)]
+pub enum TraceInput {
+    /// A file, opened afresh for each pass.
+    File(PathBuf),
+    /// Bytes in memory, with the name errors give them (`<stdin>`, say).
+    Bytes { name: PathBuf, bytes: Arc<[u8]> },
+}
+
+impl TraceInput {
+    /// A trace file.
+    pub fn file(path: impl Into<PathBuf>) -> TraceInput {
+        TraceInput::File(path.into())
+    }
+
+    /// Bytes in memory, named `name` in errors.
+    pub fn bytes(name: impl Into<PathBuf>, bytes: impl Into<Arc<[u8]>>) -> TraceInput {
+        TraceInput::Bytes {
+            name: name.into(),
+            bytes: bytes.into(),
+        }
+    }
+
+    /// All that `reader` gives, named `name` in errors.
+    pub fn from_reader(
+        name: impl Into<PathBuf>,
+        mut reader: impl Read,
+    ) -> Result<TraceInput, TraceError> {
+        let name = name.into();
+        let mut bytes = Vec::new();
+        reader
+            .read_to_end(&mut bytes)
+            .map_err(|e| TraceError::file(&name, format!("cannot read: {e}")))?;
+        Ok(TraceInput::bytes(name, bytes))
+    }
+
+    /// The file's path, or the bytes' name: what errors and name-based detection go by.
+    pub fn name(&self) -> &Path {
+        match self {
+            TraceInput::File(path) => path,
+            TraceInput::Bytes { name, .. } => name,
+        }
+    }
+
+    /// Its size in bytes as stored (compressed or not), if known without reading it.
+    pub(crate) fn stored_bytes(&self) -> Option<u64> {
+        match self {
+            TraceInput::File(path) => std::fs::metadata(path).ok().map(|m| m.len()),
+            TraceInput::Bytes { bytes, .. } => Some(bytes.len() as u64),
+        }
+    }
+}
+
+impl From<&Path> for TraceInput {
+    fn from(path: &Path) -> TraceInput {
+        TraceInput::file(path)
+    }
+}
+
+impl From<&PathBuf> for TraceInput {
+    fn from(path: &PathBuf) -> TraceInput {
+        TraceInput::file(path)
+    }
+}
+
+impl From<PathBuf> for TraceInput {
+    fn from(path: PathBuf) -> TraceInput {
+        TraceInput::File(path)
+    }
+}
+
+impl From<&TraceInput> for TraceInput {
+    fn from(input: &TraceInput) -> TraceInput {
+        input.clone()
+    }
+}
+
+/// Opens `input` and returns its decompressed contents as a buffered stream, with the
+/// compression found. An empty trace is an error: no format has one.
+pub fn open_source(
+    input: &TraceInput,
+) -> Result<(Box<dyn BufRead + Send>, Compression), TraceError> {
+    let path = input.name();
+    let stored: Box<dyn Read + Send> = match input {
+        TraceInput::File(path) => Box::new(
+            File::open(path).map_err(|e| TraceError::file(path, format!("cannot open: {e}")))?,
+        ),
+        TraceInput::Bytes { bytes, .. } => Box::new(Cursor::new(Arc::clone(bytes))),
+    };
+    let mut raw = BufReader::with_capacity(BUFFER_BYTES, stored);
     let head = raw
         .fill_buf()
         .map_err(|e| TraceError::file(path, format!("cannot read: {e}")))?;
@@ -85,10 +173,14 @@ fn buffered(decoder: impl Read + Send + 'static) -> Box<dyn BufRead + Send> {
     Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder))
 }
 
-/// The first `max_bytes` decompressed bytes of `path` (fewer if the stream is shorter), with the
-/// compression found: what format detection and header probes look at.
-pub fn read_head(path: &Path, max_bytes: usize) -> Result<(Vec<u8>, Compression), TraceError> {
-    let (stream, compression) = open_source(path)?;
+/// The first `max_bytes` decompressed bytes of `input` (fewer if the stream is shorter), with
+/// the compression found: what format detection and header probes look at.
+pub fn read_head(
+    input: &TraceInput,
+    max_bytes: usize,
+) -> Result<(Vec<u8>, Compression), TraceError> {
+    let path = input.name();
+    let (stream, compression) = open_source(input)?;
     let mut head = Vec::with_capacity(max_bytes);
     stream
         .take(max_bytes as u64)

@@ -3,7 +3,7 @@
 //! decimals, `IOType` `R` or `W`, offset and size in bytes. The LUN becomes the volume. The header
 //! is skipped when present.
 
-use std::path::Path;
+use super::source::TraceInput;
 
 use super::block::{BlockRecord, BlockRecordSource, TextBlockSource};
 use super::csv::unknown_op;
@@ -39,8 +39,8 @@ pub(crate) fn parse_line(line: &Line<'_>) -> Result<BlockRecord, TraceError> {
 }
 
 /// Opens a trace of this format as its block records.
-pub(crate) fn records(path: &Path) -> Result<impl BlockRecordSource + 'static, TraceError> {
-    let mut lines = LineSource::open(path)?;
+pub(crate) fn records(input: &TraceInput) -> Result<impl BlockRecordSource + 'static, TraceError> {
+    let mut lines = LineSource::open(input)?;
     lines.skip_header(is_header)?;
     Ok(TextBlockSource::new(lines, |line: &Line<'_>| {
         parse_line(line)

@@ -2,7 +2,7 @@
 //! `Timestamp,Offset,Size,IOType,VolumeID`, the timestamp in seconds, offset and size in
 //! 512-byte sectors, `IOType` 0 for read and 1 for write. The volume id becomes the volume.
 
-use std::path::Path;
+use super::source::TraceInput;
 
 use super::block::{BlockRecord, BlockRecordSource, TextBlockSource};
 use super::text::{Line, LineSource};
@@ -35,9 +35,9 @@ pub(crate) fn parse_line(line: &Line<'_>) -> Result<BlockRecord, TraceError> {
 }
 
 /// Opens a trace of this format as its block records.
-pub(crate) fn records(path: &Path) -> Result<impl BlockRecordSource + 'static, TraceError> {
+pub(crate) fn records(input: &TraceInput) -> Result<impl BlockRecordSource + 'static, TraceError> {
     Ok(TextBlockSource::new(
-        LineSource::open(path)?,
+        LineSource::open(input)?,
         |line: &Line<'_>| parse_line(line),
     ))
 }

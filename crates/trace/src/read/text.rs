@@ -2,6 +2,7 @@
 //! for errors, field splitting, number and op parsing, and the stable hash that turns string keys
 //! into numeric ones.
 
+use super::source::TraceInput;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
@@ -24,8 +25,9 @@ pub(crate) struct LineSource {
 
 impl LineSource {
     /// Opens `path` (optionally compressed).
-    pub(crate) fn open(path: &Path) -> Result<LineSource, TraceError> {
-        let (input, _) = open_source(path)?;
+    pub(crate) fn open(input: &TraceInput) -> Result<LineSource, TraceError> {
+        let path = input.name();
+        let (input, _) = open_source(input)?;
         Ok(LineSource {
             path: path.to_path_buf(),
             input,

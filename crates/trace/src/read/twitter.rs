@@ -5,7 +5,7 @@
 //! key is what lies between. The size is `key_size + value_size` (libCacheSim's twr readers do
 //! the same); the client id is the tenant.
 
-use std::path::Path;
+use super::source::TraceInput;
 
 use super::text::{quote, stable_key_hash, LineSource};
 use super::TraceReader;
@@ -21,9 +21,9 @@ pub(crate) struct TwitterReader {
 
 impl TwitterReader {
     /// Opens `path` (optionally compressed).
-    pub(crate) fn open(path: &Path) -> Result<TwitterReader, TraceError> {
+    pub(crate) fn open(input: &TraceInput) -> Result<TwitterReader, TraceError> {
         Ok(TwitterReader {
-            lines: LineSource::open(path)?,
+            lines: LineSource::open(input)?,
         })
     }
 }

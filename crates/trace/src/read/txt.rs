@@ -3,7 +3,7 @@
 //! [`stable_key_hash`](super::stable_key_hash). Every request has size 1, no time and no op, so
 //! cache sizes count objects. Blank lines are skipped.
 
-use std::path::Path;
+use super::source::TraceInput;
 
 use super::text::{parse_integer, stable_key_hash, LineSource};
 use super::TraceReader;
@@ -16,9 +16,9 @@ pub(crate) struct TxtReader {
 
 impl TxtReader {
     /// Opens `path` (optionally compressed).
-    pub(crate) fn open(path: &Path) -> Result<TxtReader, TraceError> {
+    pub(crate) fn open(input: &TraceInput) -> Result<TxtReader, TraceError> {
         Ok(TxtReader {
-            lines: LineSource::open(path)?,
+            lines: LineSource::open(input)?,
         })
     }
 }

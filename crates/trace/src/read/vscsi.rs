@@ -10,6 +10,7 @@
 //! 512-byte sectors, `ts` in microseconds, `cmd` the SCSI opcode. The whole trace is one volume
 //! (0), so unsplit keys are the plain lbn as in libCacheSim.
 
+use super::source::TraceInput;
 use std::path::Path;
 
 use super::binary::RecordStream;
@@ -98,8 +99,9 @@ pub(crate) struct VscsiRecords {
 
 impl VscsiRecords {
     /// Opens `path` (optionally compressed) and detects its version from the first records.
-    pub(crate) fn open(path: &Path) -> Result<VscsiRecords, TraceError> {
-        let (head, _) = read_head(path, V2_RECORD_BYTES * VERSION_PROBE_RECORDS)?;
+    pub(crate) fn open(input: &TraceInput) -> Result<VscsiRecords, TraceError> {
+        let path = input.name();
+        let (head, _) = read_head(input, V2_RECORD_BYTES * VERSION_PROBE_RECORDS)?;
         let version = VscsiVersion::detect(&head).ok_or_else(|| {
             if head.len() < V1_RECORD_BYTES * VERSION_PROBE_RECORDS {
                 TraceError::file(
@@ -118,7 +120,7 @@ impl VscsiRecords {
             }
         })?;
         Ok(VscsiRecords {
-            stream: RecordStream::open(path, version.record_bytes(), "vscsi")?,
+            stream: RecordStream::open(input, version.record_bytes(), "vscsi")?,
             version,
         })
     }
@@ -173,8 +175,8 @@ impl BlockRecordSource for VscsiRecords {
 }
 
 /// Opens a vscsi trace as its block records.
-pub(crate) fn records(path: &Path) -> Result<VscsiRecords, TraceError> {
-    VscsiRecords::open(path)
+pub(crate) fn records(input: &TraceInput) -> Result<VscsiRecords, TraceError> {
+    VscsiRecords::open(input)
 }
 
 #[cfg(test)]
