@@ -231,7 +231,8 @@ pub fn volume_layout(data: &[u8]) {
         Box::new(backing),
     ) {
         Ok(volume) => volume,
-        Err(message) => {
+        Err(error) => {
+            let message = error.to_string();
             assert!(!message.contains('\n'), "{message:?}");
             return;
         }

@@ -211,7 +211,7 @@ impl ExportConfig {
 
     fn validate(&self) -> Result<(), String> {
         match self {
-            ExportConfig::Cached(volume) => volume.validate(),
+            ExportConfig::Cached(volume) => volume.validate().map_err(|e| e.to_string()),
             ExportConfig::Staged(staged) => staged.validate(),
             ExportConfig::Poly(poly) => poly.validate(),
         }

@@ -154,7 +154,7 @@ impl Machine {
     }
 
     /// The volume on this machine's devices (a fresh RAM tier, if any).
-    fn open(&self) -> Result<Volume, String> {
+    fn open(&self) -> Result<Volume, heterarchy_volume::VolumeError> {
         let caches: Vec<Box<dyn Backend>> = self
             .tiers
             .iter()

@@ -235,7 +235,7 @@ fn a_persistent_cache_is_found_again_dirty_lines_and_all() {
     reopened.write(0, &[1; 4096], false).unwrap();
     reopened.flush().unwrap();
     drop(reopened);
-    let error = Volume::open(&config).err().unwrap();
+    let error = Volume::open(&config).err().unwrap().to_string();
     assert!(error.contains("holds 1 dirty lines"), "{error}");
     let mut forced = config.clone();
     forced.force = true;
@@ -299,6 +299,7 @@ fn a_backing_store_of_odd_size_is_served_in_whole_sectors() {
         &format!("file:{}", tiny.display()),
     ))
     .err()
-    .unwrap();
+    .unwrap()
+    .to_string();
     assert!(error.contains("no whole 512-byte sector"), "{error}");
 }
