@@ -113,6 +113,9 @@ fn run(volume: &Volume, actions: &[Action]) -> Result<(), TestCaseError> {
         }
         let stats = volume.stats();
         prop_assert!(stats.resident_lines <= stats.slots);
+        if let Err(broken) = volume.check_invariants() {
+            return Err(TestCaseError::fail(format!("after {action:?}: {broken}")));
+        }
     }
     Ok(())
 }
