@@ -65,6 +65,11 @@ impl Index {
         self.bytes
     }
 
+    /// Every item, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = &Item> {
+        self.table.iter()
+    }
+
     pub fn find(&self, key: &[u8], hash: u64) -> Option<&Item> {
         self.table.find(hash, |item| *item.key == *key)
     }
