@@ -51,6 +51,18 @@ impl Segment {
         self.extend_expiry(expiry);
     }
 
+    /// Notes that a record of `bytes` no longer holds an item. Its bytes were counted when it
+    /// was written, so more than are live would be a bug: caught in debug builds, and never
+    /// wrapped into a huge count that would keep the segment from being compacted.
+    pub fn forget_live(&mut self, bytes: u64) {
+        debug_assert!(
+            bytes <= self.live_bytes,
+            "{bytes} bytes leave a segment with {} live",
+            self.live_bytes
+        );
+        self.live_bytes = self.live_bytes.saturating_sub(bytes);
+    }
+
     /// Notes that one of its items now expires at `expiry`.
     pub fn extend_expiry(&mut self, expiry: Expiry) {
         self.latest_expiry = match (self.latest_expiry, expiry.to_raw()) {

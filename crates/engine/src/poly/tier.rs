@@ -601,7 +601,13 @@ impl PolyTier {
         if let Some(written) = packed.written.filter(|written| written.dirty) {
             self.dirty_order.remove(&written.stamp);
         }
-        self.compressed_sectors -= u64::from(packed.sectors);
+        let sectors = u64::from(packed.sectors);
+        // Counted when the page was packed: a wrapped count would make the store look full.
+        debug_assert!(
+            sectors <= self.compressed_sectors,
+            "compressed sectors undercounted"
+        );
+        self.compressed_sectors = self.compressed_sectors.saturating_sub(sectors);
         Some(packed)
     }
 

@@ -639,8 +639,7 @@ impl Store {
     /// Marks a record dead: in the segment's accounting, and on persistent storage in its
     /// state word.
     fn void_record(&mut self, segment: u32, offset: u32, bytes: u64) -> io::Result<()> {
-        let accounting = &mut self.segments.segments[segment as usize];
-        accounting.live_bytes = accounting.live_bytes.saturating_sub(bytes);
+        self.segments.segments[segment as usize].forget_live(bytes);
         let at = self.segments.base_offset(segment) + u64::from(offset);
         self.media.void_record(at)
     }

@@ -127,8 +127,8 @@ impl Space {
     #[inline]
     pub fn release(&mut self, size: u32) {
         debug_assert!(self.objects > 0 && self.used_bytes >= u64::from(size));
-        self.used_bytes -= u64::from(size);
-        self.objects -= 1;
+        self.used_bytes = self.used_bytes.saturating_sub(u64::from(size));
+        self.objects = self.objects.saturating_sub(1);
     }
 }
 

@@ -150,7 +150,8 @@ impl<T> DenseResidents<T> {
                 .get_mut(moved.key)
                 .expect("every resident has a position") = position;
         }
-        self.bytes -= u64::from(gone.size);
+        debug_assert!(self.bytes >= u64::from(gone.size));
+        self.bytes = self.bytes.saturating_sub(u64::from(gone.size));
         gone
     }
 

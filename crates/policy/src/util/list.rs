@@ -229,8 +229,11 @@ impl List {
         let node = slab.get_mut(index);
         node.prev = NIL;
         node.next = NIL;
-        self.len -= 1;
-        self.bytes -= u64::from(size);
+        // Counted when linked: an underflow is a bug, and must not wrap into a list that
+        // looks full for ever in release builds.
+        debug_assert!(self.len > 0 && self.bytes >= u64::from(size));
+        self.len = self.len.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(u64::from(size));
     }
 
     /// Moves `index`, which must be in this list, to the front.
