@@ -248,6 +248,7 @@ impl ServeConfig {
                         .map(|pm| (pm.name.as_str(), pm.throttle.as_str())),
                 ),
         )
+        .map_err(|e| e.to_string())
     }
 
     /// How the tenants of each `[[pm]]` share it.

@@ -322,7 +322,7 @@ fn throttle(
     name.map(|name| {
         throttles
             .get(name)
-            .map_err(|reason| VolumeError::config(key, reason))
+            .map_err(|reason| VolumeError::config(key, reason.to_string()))
     })
     .transpose()
 }

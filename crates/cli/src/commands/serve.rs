@@ -22,7 +22,7 @@ use crate::size::parse_bytes;
 
 /// A `--faults` flag's value, checked as it is given and kept as written (a spec is large
 /// beside the other flags).
-fn fault_spec(text: &str) -> Result<String, String> {
+fn fault_spec(text: &str) -> Result<String, heterarchy_device::SpecError> {
     FaultSpec::parse_optional(text).map(|_| text.to_string())
 }
 

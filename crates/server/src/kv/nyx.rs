@@ -40,7 +40,7 @@ pub fn start(
             continue;
         }
         let profile = Arc::new(profile_of(pm)?);
-        let throttle = throttles.get(&pm.name)?;
+        let throttle = throttles.get(&pm.name).map_err(|e| e.to_string())?;
         let mut gates = Vec::new();
         let mut terms = Vec::new();
         for tenant in &on_pm {
