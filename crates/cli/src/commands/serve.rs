@@ -354,6 +354,7 @@ impl NbdArgs {
         config.validate().map_err(|e| {
             // The config's key names its flag.
             let flag = |key: &str| format!("--{}", key.replace('_', "-"));
+            let e = e.to_string();
             match e
                 .strip_prefix("server.")
                 .and_then(|rest| rest.split_once(':'))
