@@ -1,7 +1,6 @@
 //! Where a server listens: TCP (127.0.0.1 unless told otherwise) or a Unix socket, as nbdkit's
 //! `-i`/`-p` and `-U` choose.
 
-use crate::error::AddressError;
 use std::fmt;
 use std::io;
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -10,6 +9,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::error::AddressError;
 
 /// A listening address: `HOST:PORT` or `unix:PATH`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

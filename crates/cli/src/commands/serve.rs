@@ -397,6 +397,7 @@ impl NbdArgs {
             poly.compressed_share = Some(compressed);
         }
         config.validate().map_err(|e| {
+            let e = e.to_string();
             let flag = match e.split([':', ' ']).next().unwrap_or("") {
                 "cache" => "--cache".to_string(),
                 "caching.poly.codec" => "--poly-codec".into(),

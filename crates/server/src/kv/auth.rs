@@ -9,9 +9,9 @@
 
 use std::path::Path;
 
-use crate::error::{AuthError, ConfigError};
-
 use heterarchy_memcache::{Request, StoreMode};
+
+use crate::error::{AuthError, ConfigError};
 
 /// The longest token a client may authenticate with; a longer `set` is answered
 /// [`BAD_TOKEN`] (memcached bounds its token buffer too).

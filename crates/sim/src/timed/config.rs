@@ -32,6 +32,7 @@ use heterarchy_trace::units::parse_bytes;
 use serde::Deserialize;
 
 use super::run::{Arrivals, Load};
+use crate::error::ControllerError;
 
 /// Closed-loop clients when the file names neither `outstanding` nor `speedup`.
 pub const DEFAULT_OUTSTANDING: u32 = 16;
@@ -268,14 +269,14 @@ impl Hierarchy {
         if hierarchy.scheme == Scheme::Caching {
             hierarchy
                 .cache_controller()
-                .map_err(|message| fail("cache", message))?;
+                .map_err(|error| fail("cache", error.to_string()))?;
         }
         Ok(hierarchy)
     }
 
     /// The cache controller these settings describe.
-    pub fn cache_controller(&self) -> Result<CacheController, String> {
-        CacheController::new(&self.cache, &self.tier_bytes, self.seed).map_err(|e| e.to_string())
+    pub fn cache_controller(&self) -> Result<CacheController, heterarchy_engine::ConfigError> {
+        CacheController::new(&self.cache, &self.tier_bytes, self.seed)
     }
 
     /// The splitting baseline at `rate` (fraction of keys on the top device).
@@ -284,11 +285,11 @@ impl Hierarchy {
     }
 
     /// The controller of a fixed scheme (caching, or splitting at a given rate).
-    pub fn controller(&self) -> Result<Box<dyn Controller>, String> {
+    pub fn controller(&self) -> Result<Box<dyn Controller>, ControllerError> {
         match self.scheme {
             Scheme::Caching => Ok(Box::new(self.cache_controller()?)),
             Scheme::Split(rate) => Ok(Box::new(self.split_controller(rate))),
-            Scheme::SplitSearch => Err("a split search runs many controllers".into()),
+            Scheme::SplitSearch => Err(ControllerError::SplitSearch),
         }
     }
 }
