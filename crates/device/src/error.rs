@@ -2,6 +2,8 @@
 //! naming the text or device at fault and what was expected (docs/architecture.md,
 //! "Conventions"). A device file's own errors are [`crate::DeviceError`].
 
+use heterarchy_trace::units::SizeError;
+
 use crate::spec::DeviceError;
 
 /// What a storage spec may be.
@@ -25,8 +27,8 @@ pub enum SpecError {
     #[error("bad storage \"{text}\": {reason}")]
     Storage { text: String, reason: String },
     /// A storage spec whose size is not a size.
-    #[error("\"{text}\": {reason}")]
-    StorageSize { text: String, reason: String },
+    #[error("\"{text}\": {error}")]
+    StorageSize { text: String, error: SizeError },
     /// A fault that is not `KEY=VALUE`.
     #[error("fault \"{part}\" in \"{text}\": {EXPECTED_FAULTS}")]
     FaultSyntax { part: String, text: String },

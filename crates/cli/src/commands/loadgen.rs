@@ -449,8 +449,9 @@ fn target(spec: &str, index: usize, args: &KvArgs, base: &Config) -> Result<(Str
             "keys" => config.keys = number(value).map_err(bad)?,
             "key-bytes" => config.key_bytes = number(value).map_err(bad)?,
             "value-bytes" => {
-                config.value_bytes = usize::try_from(parse_bytes(value).map_err(bad)?)
-                    .map_err(|_| bad("too large".into()))?
+                config.value_bytes =
+                    usize::try_from(parse_bytes(value).map_err(|e| bad(e.to_string()))?)
+                        .map_err(|_| bad("too large".into()))?
             }
             "get-ratio" => config.get_ratio = number(value).map_err(bad)?,
             "delete-ratio" => config.delete_ratio = number(value).map_err(bad)?,

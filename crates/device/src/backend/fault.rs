@@ -175,9 +175,9 @@ fn range(text: &str) -> Result<Range<u64>, String> {
     let (offset, len) = text
         .split_once('+')
         .ok_or_else(|| "expected OFFSET+LEN, such as 4m+64k".to_string())?;
-    let offset = parse_bytes(offset)?;
+    let offset = parse_bytes(offset).map_err(|e| e.to_string())?;
     let end = offset
-        .checked_add(parse_bytes(len)?)
+        .checked_add(parse_bytes(len).map_err(|e| e.to_string())?)
         .ok_or_else(|| "the range ends past 2^64 bytes".to_string())?;
     Ok(offset..end)
 }

@@ -54,9 +54,9 @@ impl FromStr for BackendSpec {
             parts.pop();
         }
         let size_of = |part: &str| {
-            parse_bytes(part).map_err(|reason| SpecError::StorageSize {
+            parse_bytes(part).map_err(|error| SpecError::StorageSize {
                 text: text.to_string(),
-                reason,
+                error,
             })
         };
         let bad = |reason: String| SpecError::Storage {

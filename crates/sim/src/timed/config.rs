@@ -28,7 +28,7 @@ use heterarchy_device::DeviceSpec;
 use heterarchy_engine::{
     CacheConfig, CacheController, Controller, SoftwareCost, SplitController, MAX_CACHE_TIERS,
 };
-use heterarchy_trace::units::parse_bytes;
+use heterarchy_trace::units::{parse_bytes, SizeError};
 use serde::Deserialize;
 
 use super::run::{Arrivals, Load};
@@ -46,7 +46,7 @@ enum Bytes {
 }
 
 impl Bytes {
-    fn resolve(&self) -> Result<u64, String> {
+    fn resolve(&self) -> Result<u64, SizeError> {
         match self {
             Bytes::Count(bytes) => Ok(*bytes),
             Bytes::Text(text) => parse_bytes(text),
@@ -185,7 +185,9 @@ impl Hierarchy {
         let line_bytes = match &file.line_size {
             None => None,
             Some(size) => {
-                let bytes = size.resolve().map_err(|m| fail("line_size", m))?;
+                let bytes = size
+                    .resolve()
+                    .map_err(|m| fail("line_size", m.to_string()))?;
                 match u32::try_from(bytes) {
                     Ok(bytes) if bytes > 0 => Some(bytes),
                     _ => return Err(fail("line_size", format!("{bytes} is not in 1..4GiB"))),
@@ -205,7 +207,7 @@ impl Hierarchy {
                     .as_ref()
                     .ok_or_else(|| fail(&key("size"), "a cache tier needs a size".into()))?
                     .resolve()
-                    .map_err(|m| fail(&key("size"), m))?;
+                    .map_err(|m| fail(&key("size"), m.to_string()))?;
                 if size == 0 || size < u64::from(line_bytes.unwrap_or(1)) {
                     return Err(fail(
                         &key("size"),
