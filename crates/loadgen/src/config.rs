@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use heterarchy_memcache::PROTOCOL_MAX_KEY_BYTES;
 
-use crate::error::LoadError;
+use crate::error::{ArgError, LoadError};
 use crate::keys::KeySpace;
 use crate::schedule::RateSchedule;
 use crate::verify::NAMED_BYTES;
@@ -46,12 +46,12 @@ impl ServerAddr {
 }
 
 impl FromStr for ServerAddr {
-    type Err = String;
+    type Err = ArgError;
 
-    fn from_str(text: &str) -> Result<ServerAddr, String> {
+    fn from_str(text: &str) -> Result<ServerAddr, ArgError> {
         if let Some(path) = text.strip_prefix("unix:") {
             if path.is_empty() {
-                return Err("unix: needs a socket path".to_string());
+                return Err(ArgError::NoSocketPath);
             }
             return Ok(ServerAddr::Unix(PathBuf::from(path)));
         }
@@ -59,8 +59,10 @@ impl FromStr for ServerAddr {
             Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
                 Ok(ServerAddr::Tcp(text.to_string()))
             }
-            _ => Err(format!(
-                "bad server address \"{text}\": expected HOST:PORT (127.0.0.1:11211) or unix:PATH"
+            _ => Err(ArgError::bad(
+                "server address",
+                text,
+                "expected HOST:PORT (127.0.0.1:11211) or unix:PATH",
             )),
         }
     }
@@ -85,11 +87,15 @@ pub enum Distribution {
 }
 
 impl FromStr for Distribution {
-    type Err = String;
+    type Err = ArgError;
 
-    fn from_str(text: &str) -> Result<Distribution, String> {
+    fn from_str(text: &str) -> Result<Distribution, ArgError> {
         let expected = || {
-            format!("bad key distribution \"{text}\": expected uniform or zipf:THETA (zipf:0.99)")
+            ArgError::bad(
+                "key distribution",
+                text,
+                "expected uniform or zipf:THETA (zipf:0.99)",
+            )
         };
         if text == "uniform" {
             return Ok(Distribution::Uniform);
@@ -102,8 +108,10 @@ impl FromStr for Distribution {
         if theta.is_finite() && theta > 0.0 {
             Ok(Distribution::Zipf(theta))
         } else {
-            Err(format!(
-                "bad key distribution \"{text}\": the Zipf exponent must be above 0"
+            Err(ArgError::bad(
+                "key distribution",
+                text,
+                "the Zipf exponent must be above 0",
             ))
         }
     }
@@ -119,8 +127,10 @@ impl fmt::Display for Distribution {
 }
 
 /// Parses a duration written as seconds or milliseconds: `10s`, `1.5s`, `500ms`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let expected = || format!("expected a duration such as 10s, 1.5s or 500ms, found \"{text}\"");
+pub fn parse_duration(text: &str) -> Result<Duration, ArgError> {
+    let expected = || ArgError::Duration {
+        text: text.to_string(),
+    };
     let trimmed = text.trim();
     let (number, seconds_per_unit) = if let Some(number) = trimmed.strip_suffix("ms") {
         (number, 1e-3)
@@ -207,7 +217,9 @@ impl Config {
             return bad("--keys must be at least 1".into());
         }
         if let Some(schedule) = &self.rate {
-            schedule.check().map_err(LoadError::Config)?;
+            schedule
+                .check()
+                .map_err(|e| LoadError::Config(e.to_string()))?;
         }
         if self.interval.is_some_and(|interval| interval.is_zero()) {
             return bad("--interval must be above 0".into());
