@@ -137,7 +137,8 @@ pub struct GeneratedTrace(pub WorkloadSpec);
 
 impl TraceSource for GeneratedTrace {
     fn open(&self) -> Result<Box<dyn TraceReader>, TraceError> {
-        generator(&self.0).map_err(|e| TraceError::file(Path::new("<generated workload>"), e.0))
+        generator(&self.0)
+            .map_err(|e| TraceError::file(Path::new("<generated workload>"), e.to_string()))
     }
 }
 
