@@ -7,9 +7,16 @@ use std::io;
 /// A run that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// The workload asks for something impossible (no keys, a key too short to be unique ...).
-    #[error("{0}")]
-    Config(String),
+    /// The workload asks for something impossible (no keys, a key too short to be unique ...):
+    /// `flag` names the flags at fault, `reason` what is wrong with them.
+    #[error("{flag} {reason}")]
+    Config { flag: String, reason: String },
+    /// A rate schedule that cannot run.
+    #[error(transparent)]
+    Arg(#[from] ArgError),
+    /// This target stopped because another one failed.
+    #[error("another target failed first")]
+    AnotherTargetFailed,
     /// A connection could not be opened.
     #[error("cannot connect to {server}: {error}")]
     Connect { server: String, error: io::Error },
