@@ -360,6 +360,9 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<bool, String> {
     let volume = machine
         .open()
         .map_err(|error| context(format!("reopening: {error}")))?;
+    volume
+        .check_invariants()
+        .map_err(|broken| context(format!("recovery left {broken}")))?;
     let mut found = vec![0u8; BLOCKS * BLOCK];
     for (block, data) in found.chunks_exact_mut(BLOCK).enumerate() {
         volume
