@@ -167,7 +167,7 @@ impl KvArgs {
             tenant: vec![tenant],
             pm,
         };
-        config.validate().map_err(|e| anyhow!("{e}"))?;
+        config.validate()?;
         Ok(config)
     }
 }
@@ -443,7 +443,7 @@ impl NbdArgs {
 
 pub fn run(args: &ServeArgs) -> Result<()> {
     let config = match (&args.config, &args.kind) {
-        (Some(path), None) => ServeConfig::from_file(path).map_err(|e| anyhow!("{e}"))?,
+        (Some(path), None) => ServeConfig::from_file(path)?,
         (None, Some(ServeKind::Nbd(nbd))) => nbd.to_config()?,
         (None, Some(ServeKind::Kv(kv))) => kv.to_config()?,
         _ => {
@@ -452,5 +452,5 @@ pub fn run(args: &ServeArgs) -> Result<()> {
             ))
         }
     };
-    heterarchy_server::run::run(&config).map_err(|e| anyhow!("{e}"))
+    Ok(heterarchy_server::run::run(&config)?)
 }

@@ -209,7 +209,7 @@ fn sample(args: &SampleArgs, sink: &mut Sink) -> Result<()> {
         iterations: args.iterations,
         ..SampleOptions::new(method, args.rate)
     };
-    options.validate().map_err(anyhow::Error::msg)?;
+    options.validate()?;
     let format = block_output_format(&args.output, args.output_format.as_deref())?;
     let source = args.trace.source()?;
     let mut records = open_block_records(&source.path, &source.options)?;
