@@ -20,6 +20,7 @@ use heterarchy_engine::staging::StagingScheme;
 use heterarchy_trace::units::byte_size;
 use serde::{Deserialize, Serialize};
 
+use crate::error::ExportError;
 use crate::export::BlockDevice;
 use crate::{StagedDevice, StagedOptions};
 
@@ -58,19 +59,25 @@ impl StagedConfig {
     }
 
     /// Checks what can be checked before opening; the error names the key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ExportError> {
         if self.name.is_empty() {
-            return Err("name: expected a non-empty export name".into());
+            return Err(ExportError::invalid(
+                "name",
+                "expected a non-empty export name",
+            ));
         }
         if self.staging != StagingScheme::None && self.staging_size < crate::BLOCK_BYTES as u64 {
-            return Err(format!(
-                "staging_size: {} bytes hold no {} B slot",
-                self.staging_size,
-                crate::BLOCK_BYTES
+            return Err(ExportError::invalid(
+                "staging_size",
+                format!(
+                    "{} bytes hold no {} B slot",
+                    self.staging_size,
+                    crate::BLOCK_BYTES
+                ),
             ));
         }
         if self.evictors == Some(0) {
-            return Err("evictors: expected at least 1".into());
+            return Err(ExportError::invalid("evictors", "expected at least 1"));
         }
         Ok(())
     }
@@ -100,7 +107,7 @@ pub struct StagedExport {
 impl StagedExport {
     /// Opens `config`'s storage (paced by its throttle from `throttles`) under its cache.
     pub fn open(config: &StagedConfig, throttles: &Throttles) -> io::Result<StagedExport> {
-        let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidInput, message);
+        let invalid = |error: ExportError| io::Error::new(io::ErrorKind::InvalidInput, error);
         config.validate().map_err(invalid)?;
         let pace = throttle_named(throttles, config.throttle.as_deref(), "throttle")?;
         let media = open_backend_paced(&config.backing, pace)?;
@@ -170,10 +177,18 @@ mod tests {
         );
         let mut config = config;
         config.evictors = Some(0);
-        assert!(config.validate().unwrap_err().starts_with("evictors"));
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("evictors"));
         config.evictors = None;
         config.staging_size = 100;
-        assert!(config.validate().unwrap_err().starts_with("staging_size"));
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("staging_size"));
     }
 
     #[test]

@@ -6,10 +6,12 @@
 
 mod config;
 mod device;
+mod error;
 mod export;
 pub mod poly;
 mod slots;
 
 pub use config::{StagedConfig, StagedExport};
 pub use device::{StagedDevice, StagedOptions, BLOCK_BYTES};
+pub use error::ExportError;
 pub use export::BlockDevice;

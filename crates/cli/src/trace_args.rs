@@ -97,7 +97,7 @@ impl TraceArgs {
                 )
             })?),
         };
-        let block_size = parse_bytes(&self.block_size).map_err(anyhow::Error::msg)?;
+        let block_size = parse_bytes(&self.block_size)?;
         let block_size = u32::try_from(block_size)
             .ok()
             .filter(|&b| b > 0)

@@ -8,6 +8,7 @@
 
 use std::time::Instant;
 
+use crate::error::{DecompressError, SpecError};
 use serde::Serialize;
 
 /// Bytes of a page.
@@ -41,11 +42,13 @@ impl Codec {
     }
 
     /// The codec called `name`, or a one-line error listing the codecs.
-    pub fn parse(name: &str) -> Result<Codec, String> {
+    pub fn parse(name: &str) -> Result<Codec, SpecError> {
         Codec::ALL
             .into_iter()
             .find(|codec| codec.name().eq_ignore_ascii_case(name.trim()))
-            .ok_or_else(|| format!("unknown codec \"{name}\"; expected lz4 or zstd"))
+            .ok_or_else(|| SpecError::UnknownCodec {
+                name: name.to_string(),
+            })
     }
 
     /// Compresses `page` into `out` (replacing its contents); returns the sectors the result
@@ -65,13 +68,17 @@ impl Codec {
     }
 
     /// Decompresses what [`compress`](Self::compress) wrote back into a page.
-    pub fn decompress(self, compressed: &[u8], page: &mut Vec<u8>) -> Result<(), String> {
+    pub fn decompress(self, compressed: &[u8], page: &mut Vec<u8>) -> Result<(), DecompressError> {
         page.clear();
+        let failed = |reason: String| DecompressError {
+            codec: self.name(),
+            reason,
+        };
         let data = match self {
             Codec::Lz4 => lz4_flex::block::decompress_size_prepended(compressed)
-                .map_err(|e| format!("lz4: {e}"))?,
+                .map_err(|e| failed(e.to_string()))?,
             Codec::Zstd => {
-                zstd::bulk::decompress(compressed, PAGE_BYTES).map_err(|e| format!("zstd: {e}"))?
+                zstd::bulk::decompress(compressed, PAGE_BYTES).map_err(|e| failed(e.to_string()))?
             }
         };
         page.extend_from_slice(&data);
@@ -191,7 +198,7 @@ mod tests {
     fn names_parse_and_unknown_ones_are_refused() {
         assert_eq!(Codec::parse("LZ4"), Ok(Codec::Lz4));
         assert_eq!(Codec::parse("zstd"), Ok(Codec::Zstd));
-        let err = Codec::parse("lzma").unwrap_err();
+        let err = Codec::parse("lzma").unwrap_err().to_string();
         assert!(err.contains("expected lz4 or zstd"), "{err}");
     }
 

@@ -7,12 +7,14 @@
 
 pub mod backend;
 pub mod codec;
+mod error;
 pub mod memory;
 pub mod model;
 pub mod presets;
 pub mod probe;
 pub mod spec;
 
+pub use error::{DecompressError, SpecError, ThrottleError};
 pub use memory::{MemoryAccess, MemoryOp};
 pub use model::{DeviceModel, IoKind};
 pub use probe::{run_probe, BackgroundLoad, Probe, ProbeResult};

@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod cache;
 pub mod controller;
+mod error;
 pub mod nyx;
 pub mod plan;
 pub mod poly;
@@ -24,6 +25,7 @@ pub use cache::config::{
 };
 pub use cache::{CacheController, MAX_CACHE_TIERS};
 pub use controller::{Controller, ControllerStats, Decision, Feedback, Reply};
+pub use error::{NameError, ParamError, ProfileError};
 pub use plan::{DeviceOp, IoKind, Plan};
 pub use split::SplitController;
 pub use timing::{time_plan, time_stage, PlanTimes, SoftwareCost};

@@ -270,6 +270,7 @@ impl Harness {
 
     fn check(&self) -> Result<(), String> {
         let c = &self.controller;
+        c.check_invariants()?;
         let mut dirty_copies = 0;
         let mut bytes = vec![0u64; self.tiers];
         let mut lines = vec![0usize; self.tiers];

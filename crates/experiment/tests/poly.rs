@@ -150,6 +150,7 @@ fn every_poly_experiment_runs_and_compares_with_the_paper() {
         ..SearchConfig::default()
     }
     .validate()
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("step"));
 }

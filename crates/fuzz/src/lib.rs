@@ -193,7 +193,8 @@ pub fn serve_config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Err(message) = heterarchy_server::config::ServeConfig::from_toml(text, "fuzz.toml") {
+    if let Err(error) = heterarchy_server::config::ServeConfig::from_toml(text, "fuzz.toml") {
+        let message = error.to_string();
         assert!(message.starts_with("fuzz.toml"), "{message}");
         assert!(!message.contains('\n'), "{message:?}");
     }
@@ -281,7 +282,8 @@ pub fn volume_layout(data: &[u8]) {
         Box::new(backing),
     ) {
         Ok(volume) => volume,
-        Err(message) => {
+        Err(error) => {
+            let message = error.to_string();
             assert!(!message.contains('\n'), "{message:?}");
             return;
         }

@@ -65,6 +65,11 @@ impl Index {
         self.bytes
     }
 
+    /// Every item, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = &Item> {
+        self.table.iter()
+    }
+
     pub fn find(&self, key: &[u8], hash: u64) -> Option<&Item> {
         self.table.find(hash, |item| *item.key == *key)
     }
@@ -110,7 +115,11 @@ impl Index {
     }
 
     fn removed(&mut self, item: Item) -> Item {
-        self.bytes -= index_entry_bytes(item.key.len());
+        let bytes = index_entry_bytes(item.key.len());
+        // Counted when the item went in: less left would be a bug, never a wrapped count that
+        // makes the index look full for ever.
+        debug_assert!(bytes <= self.bytes, "{bytes} of {} index bytes", self.bytes);
+        self.bytes = self.bytes.saturating_sub(bytes);
         item
     }
 

@@ -143,7 +143,7 @@ pub(crate) fn scan(
                 && record_header.sequence > header.flushed_through
                 && !expiry.has_passed(now_secs);
             if !live {
-                segment.live_bytes -= bytes;
+                segment.forget_live(bytes);
             } else {
                 let item = Item {
                     key: key.into(),
@@ -233,7 +233,7 @@ fn keep_newest(
     } else {
         &mut segments.segments[loser.segment as usize]
     };
-    owner.live_bytes -= bytes_of(&loser);
+    owner.forget_live(bytes_of(&loser));
 }
 
 /// Writes every segment's header as free, each at a generation none of its old records carry.

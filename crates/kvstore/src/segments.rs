@@ -51,6 +51,18 @@ impl Segment {
         self.extend_expiry(expiry);
     }
 
+    /// Notes that a record of `bytes` no longer holds an item. Its bytes were counted when it
+    /// was written, so more than are live would be a bug: caught in debug builds, and never
+    /// wrapped into a huge count that would keep the segment from being compacted.
+    pub fn forget_live(&mut self, bytes: u64) {
+        debug_assert!(
+            bytes <= self.live_bytes,
+            "{bytes} bytes leave a segment with {} live",
+            self.live_bytes
+        );
+        self.live_bytes = self.live_bytes.saturating_sub(bytes);
+    }
+
     /// Notes that one of its items now expires at `expiry`.
     pub fn extend_expiry(&mut self, expiry: Expiry) {
         self.latest_expiry = match (self.latest_expiry, expiry.to_raw()) {
@@ -262,6 +274,57 @@ impl Segments {
     pub fn in_use(&self) -> usize {
         self.by_age.len()
     }
+
+    /// Checks what the pool keeps whatever is stored: each segment written within its bounds
+    /// with no more live bytes than written, its records in the order they were appended and
+    /// inside what was written, a free segment empty; and every segment exactly once among
+    /// the free ones, the reserve and those in use. The message names the segment.
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        let mut places = vec![0u8; self.segments.len()];
+        let in_use = self.by_age.values();
+        for &index in self.free.iter().chain(&self.reserve).chain(in_use) {
+            match places.get_mut(index as usize) {
+                Some(seen) => *seen += 1,
+                None => return Err(format!("segment {index} is past the pool's end")),
+            }
+        }
+        if let Some(index) = places.iter().position(|&seen| seen != 1) {
+            return Err(format!(
+                "segment {index} is {} times among the free, reserve and in-use segments",
+                places[index]
+            ));
+        }
+        for (index, segment) in self.segments.iter().enumerate() {
+            let broken = |what: String| Err(format!("segment {index}: {what}"));
+            let offset = segment.write_offset;
+            if !(SEGMENT_HEADER_BYTES..=self.segment_bytes).contains(&offset) {
+                return broken(format!("written up to byte {offset}"));
+            }
+            let written = u64::from(offset - SEGMENT_HEADER_BYTES);
+            if segment.live_bytes > written {
+                return broken(format!(
+                    "{} live bytes of {written} written",
+                    segment.live_bytes
+                ));
+            }
+            let mut end = SEGMENT_HEADER_BYTES;
+            for &(_, at) in &segment.records {
+                if at < end || at >= offset {
+                    return broken(format!("a record at byte {at}, written up to {offset}"));
+                }
+                end = at + 1;
+            }
+            let free = self.free.contains(&(index as u32)) || self.reserve == Some(index as u32);
+            if free && (segment.live_bytes != 0 || !segment.records.is_empty()) {
+                return broken(format!(
+                    "free with {} live bytes in {} records",
+                    segment.live_bytes,
+                    segment.records.len()
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -305,6 +368,28 @@ mod tests {
             big.bucket_of(Expiry::at(5), 1),
             big.bucket_of(Expiry::NEVER, 1)
         );
+    }
+
+    #[test]
+    fn the_checker_finds_broken_accounting() {
+        let mut pool = Segments::new(4096, &[0; 8]);
+        pool.check_invariants().unwrap();
+        let (index, _) = pool.open_free(0, 0).unwrap();
+        let segment = &mut pool.segments[index as usize];
+        segment.note_record(1, 64, 100, Expiry::NEVER);
+        segment.note_record(2, 164, 100, Expiry::NEVER);
+        pool.check_invariants().unwrap();
+        pool.segments[index as usize].live_bytes = 201;
+        let error = pool.check_invariants().unwrap_err();
+        assert!(error.contains("201 live bytes of 200 written"), "{error}");
+        pool.segments[index as usize].live_bytes = 100;
+        pool.segments[index as usize].records.swap(0, 1);
+        let error = pool.check_invariants().unwrap_err();
+        assert!(error.contains("a record at byte 64"), "{error}");
+        pool.segments[index as usize].records.swap(0, 1);
+        pool.free.push(index);
+        let error = pool.check_invariants().unwrap_err();
+        assert!(error.contains("2 times"), "{error}");
     }
 
     #[test]

@@ -300,6 +300,9 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<bool, String> {
     }
     budget.set(i64::MAX);
     let (mut store, recovery) = open().map_err(|error| format!("reopening: {error}"))?;
+    store
+        .check_invariants()
+        .map_err(|broken| format!("{crash:?} crash: recovery left {broken}"))?;
     if let Recovery::Discarded { reason } = &recovery {
         return Err(format!(
             "{crash:?} crash: the store was discarded: {reason} (lost)"

@@ -174,6 +174,9 @@ proptest! {
                     model.clear();
                 }
             }
+            if let Err(broken) = store.check_invariants() {
+                return Err(TestCaseError::fail(format!("after {op:?}: {broken}")));
+            }
         }
         model.retain(|_, (_, expiry)| !expiry.has_passed(now));
         for k in 0..12u8 {
@@ -194,6 +197,9 @@ proptest! {
             prop_assert!(matches!(set(&mut store, NOW, &name, &value, Expiry::NEVER), Stored::Stored(_)));
             latest.insert(key, value);
             prop_assert!(store.stats().bytes <= store.stats().limit_maxbytes);
+            if let Err(broken) = store.check_invariants() {
+                return Err(TestCaseError::fail(format!("after write {round}: {broken}")));
+            }
         }
         for (key, value) in &latest {
             if let Some(got) = get(&mut store, NOW, &key.to_be_bytes()) {
@@ -324,6 +330,10 @@ fn overwrites_in_a_store_with_room_never_evict_a_live_item() {
         let value = [round.to_le_bytes(); 16].concat();
         set(&mut store, NOW, key.as_bytes(), &value, Expiry::NEVER);
         latest.insert(key, value);
+        // Compaction moves records between segments: their accounting must follow.
+        if let Err(broken) = store.check_invariants() {
+            panic!("after round {round}: {broken}");
+        }
     }
     for (key, value) in &latest {
         assert_eq!(
@@ -429,9 +439,12 @@ fn a_restart_with_a_smaller_index_limit_keeps_the_newest_items() {
 fn warm_restart_after_shutdown_and_after_a_process_crash() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("values.pm");
+    // What recovery rebuilds must be as whole as what requests build.
     let open = || {
         let backend = Box::new(PmemBackend::open(&path, 1 << 20).unwrap());
-        Store::open(backend, small_config(), NOW).unwrap()
+        let (store, recovery) = Store::open(backend, small_config(), NOW).unwrap();
+        store.check_invariants().unwrap();
+        (store, recovery)
     };
     let (mut store, recovery) = open();
     assert_eq!(recovery, Recovery::Fresh);
@@ -508,7 +521,10 @@ fn warm_restart_after_shutdown_and_after_a_process_crash() {
 /// injection, reached through the device crate's crash wrapper.
 fn crashing_store(pmem: &Arc<PmemBackend>, budget: &CrashBudget) -> Store {
     let device = Box::new(CrashAfter::new(Arc::clone(pmem), budget.clone()));
-    Store::open(device, small_config(), NOW).unwrap().0
+    let store = Store::open(device, small_config(), NOW).unwrap().0;
+    // Recovery after a crash must rebuild whole accounting, whatever the crash left.
+    store.check_invariants().unwrap();
+    store
 }
 
 #[test]

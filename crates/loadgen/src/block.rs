@@ -31,6 +31,7 @@ use heterarchy_engine::staging::StagingStats;
 use heterarchy_nbd::{Client, ClientError, Command};
 use serde::Serialize;
 
+use crate::error::ArgError;
 use crate::interval::{Board, IntervalReport, Series};
 
 /// Threads of an in-process run at most.
@@ -48,7 +49,7 @@ pub enum BlockTarget {
 
 impl BlockTarget {
     /// Parses `nbd://HOST:PORT/EXPORT` (the export may be empty: the server's default).
-    pub fn nbd(url: &str) -> Result<BlockTarget, String> {
+    pub fn nbd(url: &str) -> Result<BlockTarget, ArgError> {
         let (address, export) = parse_nbd_url(url)?;
         Ok(BlockTarget::Nbd { address, export })
     }
@@ -56,8 +57,8 @@ impl BlockTarget {
 
 /// The address and export of `nbd://HOST:PORT/EXPORT` (the export may be empty: the server's
 /// default).
-pub(crate) fn parse_nbd_url(url: &str) -> Result<(String, String), String> {
-    let bad = || format!("bad target \"{url}\": expected nbd://HOST:PORT/EXPORT");
+pub(crate) fn parse_nbd_url(url: &str) -> Result<(String, String), ArgError> {
+    let bad = || ArgError::bad("target", url, "expected nbd://HOST:PORT/EXPORT");
     let rest = url.strip_prefix("nbd://").ok_or_else(bad)?;
     let (address, export) = rest.split_once('/').unwrap_or((rest, ""));
     if !address.contains(':') {
@@ -781,6 +782,7 @@ mod tests {
         assert!(BlockTarget::nbd("127.0.0.1:10809")
             .err()
             .unwrap()
+            .to_string()
             .contains("nbd://HOST:PORT/EXPORT"));
         assert!(BlockTarget::nbd("nbd://localhost/x").is_err());
     }
@@ -809,7 +811,10 @@ mod tests {
             (&torn, "torn"),
         ] {
             own.start(Op::Read(15));
-            let error = own.finish(Op::Read(15), 0, Ok(data)).unwrap_err();
+            let error = own
+                .finish(Op::Read(15), 0, Ok(data))
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(expected), "{error}");
         }
         // A block the run never wrote holds whatever it held.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use heterarchy_memcache::PROTOCOL_MAX_KEY_BYTES;
 
-use crate::error::LoadError;
+use crate::error::{ArgError, LoadError};
 use crate::keys::KeySpace;
 use crate::schedule::RateSchedule;
 use crate::verify::NAMED_BYTES;
@@ -46,12 +46,12 @@ impl ServerAddr {
 }
 
 impl FromStr for ServerAddr {
-    type Err = String;
+    type Err = ArgError;
 
-    fn from_str(text: &str) -> Result<ServerAddr, String> {
+    fn from_str(text: &str) -> Result<ServerAddr, ArgError> {
         if let Some(path) = text.strip_prefix("unix:") {
             if path.is_empty() {
-                return Err("unix: needs a socket path".to_string());
+                return Err(ArgError::NoSocketPath);
             }
             return Ok(ServerAddr::Unix(PathBuf::from(path)));
         }
@@ -59,8 +59,10 @@ impl FromStr for ServerAddr {
             Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
                 Ok(ServerAddr::Tcp(text.to_string()))
             }
-            _ => Err(format!(
-                "bad server address \"{text}\": expected HOST:PORT (127.0.0.1:11211) or unix:PATH"
+            _ => Err(ArgError::bad(
+                "server address",
+                text,
+                "expected HOST:PORT (127.0.0.1:11211) or unix:PATH",
             )),
         }
     }
@@ -85,11 +87,15 @@ pub enum Distribution {
 }
 
 impl FromStr for Distribution {
-    type Err = String;
+    type Err = ArgError;
 
-    fn from_str(text: &str) -> Result<Distribution, String> {
+    fn from_str(text: &str) -> Result<Distribution, ArgError> {
         let expected = || {
-            format!("bad key distribution \"{text}\": expected uniform or zipf:THETA (zipf:0.99)")
+            ArgError::bad(
+                "key distribution",
+                text,
+                "expected uniform or zipf:THETA (zipf:0.99)",
+            )
         };
         if text == "uniform" {
             return Ok(Distribution::Uniform);
@@ -102,8 +108,10 @@ impl FromStr for Distribution {
         if theta.is_finite() && theta > 0.0 {
             Ok(Distribution::Zipf(theta))
         } else {
-            Err(format!(
-                "bad key distribution \"{text}\": the Zipf exponent must be above 0"
+            Err(ArgError::bad(
+                "key distribution",
+                text,
+                "the Zipf exponent must be above 0",
             ))
         }
     }
@@ -119,8 +127,10 @@ impl fmt::Display for Distribution {
 }
 
 /// Parses a duration written as seconds or milliseconds: `10s`, `1.5s`, `500ms`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let expected = || format!("expected a duration such as 10s, 1.5s or 500ms, found \"{text}\"");
+pub fn parse_duration(text: &str) -> Result<Duration, ArgError> {
+    let expected = || ArgError::Duration {
+        text: text.to_string(),
+    };
     let trimmed = text.trim();
     let (number, seconds_per_unit) = if let Some(number) = trimmed.strip_suffix("ms") {
         (number, 1e-3)
@@ -190,52 +200,72 @@ impl Config {
 
     /// Checks that the workload can run, saying which setting is wrong if not.
     pub fn validate(&self) -> Result<(), LoadError> {
-        let bad = |message: String| Err(LoadError::Config(message));
+        let bad = |flag: &str, reason: String| {
+            Err(LoadError::Config {
+                flag: flag.to_string(),
+                reason,
+            })
+        };
         if self.connections == 0 || self.pipeline == 0 || self.threads == 0 {
-            return bad("--connections, --pipeline and --threads must be at least 1".into());
+            return bad(
+                "--connections, --pipeline and --threads",
+                "must be at least 1".into(),
+            );
         }
         if self.threads > self.connections {
-            return bad(format!(
-                "--threads {} is more than --connections {}: every thread needs a connection",
-                self.threads, self.connections
-            ));
+            return bad(
+                "--threads",
+                format!(
+                    "{} is more than --connections {}: every thread needs a connection",
+                    self.threads, self.connections
+                ),
+            );
         }
         if self.duration.is_zero() {
-            return bad("--duration must be above 0".into());
+            return bad("--duration", "must be above 0".into());
         }
         if self.keys == 0 {
-            return bad("--keys must be at least 1".into());
+            return bad("--keys", "must be at least 1".into());
         }
         if let Some(schedule) = &self.rate {
-            schedule.check().map_err(LoadError::Config)?;
+            schedule.check()?;
         }
         if self.interval.is_some_and(|interval| interval.is_zero()) {
-            return bad("--interval must be above 0".into());
+            return bad("--interval", "must be above 0".into());
         }
         if !(1..=PROTOCOL_MAX_KEY_BYTES).contains(&self.key_bytes) {
-            return bad(format!(
-                "--key-bytes {} is outside the protocol's 1 to {PROTOCOL_MAX_KEY_BYTES}",
-                self.key_bytes
-            ));
+            return bad(
+                "--key-bytes",
+                format!(
+                    "{} is outside the protocol's 1 to {PROTOCOL_MAX_KEY_BYTES}",
+                    self.key_bytes
+                ),
+            );
         }
         if !KeySpace::fits(self.keyspace(), self.key_bytes) {
-            return bad(format!(
-                "--keys {} distinct keys{} do not fit in {} bytes",
-                self.keys,
-                if self.miss_ratio > 0.0 {
-                    " and as many for --miss-ratio"
-                } else {
-                    ""
-                },
-                self.key_bytes
-            ));
+            return bad(
+                "--keys",
+                format!(
+                    "{} distinct keys{} do not fit in {} bytes",
+                    self.keys,
+                    if self.miss_ratio > 0.0 {
+                        " and as many for --miss-ratio"
+                    } else {
+                        ""
+                    },
+                    self.key_bytes
+                ),
+            );
         }
         if self.value_bytes > VALUE_BYTES_MAX {
-            return bad(format!(
-                "--value-bytes {} is more than memcached's largest item, {} MiB",
-                self.value_bytes,
-                VALUE_BYTES_MAX >> 20
-            ));
+            return bad(
+                "--value-bytes",
+                format!(
+                    "{} is more than memcached's largest item, {} MiB",
+                    self.value_bytes,
+                    VALUE_BYTES_MAX >> 20
+                ),
+            );
         }
         for (flag, ratio) in [
             ("--get-ratio", self.get_ratio),
@@ -243,36 +273,48 @@ impl Config {
             ("--miss-ratio", self.miss_ratio),
         ] {
             if !(0.0..=1.0).contains(&ratio) {
-                return bad(format!("{flag} {ratio} is not a fraction between 0 and 1"));
+                return bad(flag, format!("{ratio} is not a fraction between 0 and 1"));
             }
         }
         if self.get_ratio + self.delete_ratio > 1.0 {
-            return bad(format!(
-                "--get-ratio {} and --delete-ratio {} add up to more than 1",
-                self.get_ratio, self.delete_ratio
-            ));
+            return bad(
+                "--get-ratio",
+                format!(
+                    "{} and --delete-ratio {} add up to more than 1",
+                    self.get_ratio, self.delete_ratio
+                ),
+            );
         }
         if self.verify {
             if self.value_bytes < NAMED_BYTES {
-                return bad(format!(
-                    "--verify needs --value-bytes of at least {NAMED_BYTES} (a value names its key \
-                     and version), not {}",
-                    self.value_bytes
-                ));
+                return bad(
+                    "--verify",
+                    format!(
+                        "needs --value-bytes of at least {NAMED_BYTES} (a value names its key and \
+                     version), not {}",
+                        self.value_bytes
+                    ),
+                );
             }
             let outstanding = (self.connections as u64).saturating_mul(self.pipeline as u64);
             if self.keys < outstanding.saturating_mul(2) {
-                return bad(format!(
-                    "--verify needs --keys at least twice the requests outstanding ({outstanding}), \
-                     not {}: a key has one request outstanding at a time",
+                return bad(
+                    "--verify",
+                    format!(
+                    "needs --keys at least twice the requests outstanding ({outstanding}), not \
+                     {}: a key has one request outstanding at a time",
                     self.keys
-                ));
+                ),
+                );
             }
             if self.keys > VERIFIED_KEYS_MAX {
-                return bad(format!(
-                    "--verify keeps every key's state: at most {VERIFIED_KEYS_MAX} --keys, not {}",
-                    self.keys
-                ));
+                return bad(
+                    "--verify",
+                    format!(
+                        "keeps every key's state: at most {VERIFIED_KEYS_MAX} --keys, not {}",
+                        self.keys
+                    ),
+                );
             }
         }
         Ok(())

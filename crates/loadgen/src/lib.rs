@@ -24,7 +24,7 @@ mod verify;
 mod workload;
 
 pub use config::{parse_duration, Config, Distribution, ServerAddr};
-pub use error::LoadError;
+pub use error::{ArgError, LoadError};
 pub use interval::IntervalReport;
 pub use report::Report;
 pub use run::{run, run_streaming, run_together, Phase};

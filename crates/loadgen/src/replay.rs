@@ -27,6 +27,7 @@ use heterarchy_volume::{Volume, VolumeStats};
 use serde::Serialize;
 
 use crate::block::{connect, parse_nbd_url};
+use crate::error::ArgError;
 
 /// Intervals of the throughput series.
 const SERIES_INTERVALS: usize = 50;
@@ -46,7 +47,7 @@ pub enum ReplayTarget {
 
 impl ReplayTarget {
     /// Parses `nbd://HOST:PORT/EXPORT` (an empty export is the server's default).
-    pub fn nbd(url: &str) -> Result<ReplayTarget, String> {
+    pub fn nbd(url: &str) -> Result<ReplayTarget, ArgError> {
         let (address, export) = parse_nbd_url(url)?;
         Ok(ReplayTarget::Nbd { address, export })
     }

@@ -94,7 +94,7 @@ pub fn run_streaming(
         ready.wait();
         let (connections, wire) = prepared?;
         if failed.load(Ordering::Relaxed) {
-            return Err(LoadError::Config("another target failed first".into()));
+            return Err(LoadError::AnotherTargetFailed);
         }
         let start = *start.get_or_init(|| {
             on_phase(Phase::Load);
@@ -122,7 +122,7 @@ pub fn run_streaming(
     if let Some(position) = results.iter().position(|result| {
         result
             .as_ref()
-            .is_err_and(|error| !matches!(error, LoadError::Config(_)))
+            .is_err_and(|error| !matches!(error, LoadError::AnotherTargetFailed))
     }) {
         return Err(results
             .into_iter()

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::config::parse_duration;
+use crate::error::ArgError;
 
 /// From `at` into the measured time on, `rate` requests a second.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -16,17 +17,19 @@ pub struct RateStep {
 }
 
 impl FromStr for RateStep {
-    type Err = String;
+    type Err = ArgError;
 
     /// `AT:RATE`, e.g. `12s:200000`.
-    fn from_str(text: &str) -> Result<RateStep, String> {
-        let expected = || format!("bad rate step \"{text}\": expected AT:RATE, e.g. 12s:200000");
+    fn from_str(text: &str) -> Result<RateStep, ArgError> {
+        let expected = || ArgError::bad("rate step", text, "expected AT:RATE, e.g. 12s:200000");
         let (at, rate) = text.split_once(':').ok_or_else(expected)?;
         let at = parse_duration(at).map_err(|_| expected())?;
         let rate: f64 = rate.trim().parse().map_err(|_| expected())?;
         if !(rate.is_finite() && rate > 0.0) {
-            return Err(format!(
-                "bad rate step \"{text}\": the rate must be above 0 requests a second"
+            return Err(ArgError::bad(
+                "rate step",
+                text,
+                "the rate must be above 0 requests a second",
             ));
         }
         Ok(RateStep { at, rate })
@@ -42,14 +45,16 @@ pub struct Diurnal {
 }
 
 impl FromStr for Diurnal {
-    type Err = String;
+    type Err = ArgError;
 
     /// `PERIOD:LOW`, e.g. `20s:0.2`.
-    fn from_str(text: &str) -> Result<Diurnal, String> {
+    fn from_str(text: &str) -> Result<Diurnal, ArgError> {
         let expected = || {
-            format!(
-                "bad diurnal pattern \"{text}\": expected PERIOD:LOW, e.g. 20s:0.2 (a 20 s day \
-                 whose night runs at a fifth of the rate)"
+            ArgError::bad(
+                "diurnal pattern",
+                text,
+                "expected PERIOD:LOW, e.g. 20s:0.2 (a 20 s day whose night runs at a fifth of \
+                 the rate)",
             )
         };
         let (period, low) = duration_and_number(text).ok_or_else(expected)?;
@@ -103,15 +108,18 @@ impl RateSchedule {
     }
 
     /// Why the schedule cannot run, if it cannot.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ArgError> {
         if !(self.base.is_finite() && self.base > 0.0) {
-            return Err(format!(
-                "--rate {}: expected requests a second above 0",
-                self.base
-            ));
+            return Err(ArgError::Flag {
+                flag: format!("--rate {}", self.base),
+                reason: "expected requests a second above 0",
+            });
         }
         if self.steps.windows(2).any(|pair| pair[1].at < pair[0].at) {
-            return Err("--rate-step: the steps must come in time order".into());
+            return Err(ArgError::Flag {
+                flag: "--rate-step".to_string(),
+                reason: "the steps must come in time order",
+            });
         }
         Ok(())
     }
@@ -144,17 +152,21 @@ mod tests {
     #[test]
     fn bad_steps_and_patterns_say_what_was_expected() {
         for bad in ["12s", "12:5000", "12s:-1", "12s:fast"] {
-            let error = bad.parse::<RateStep>().unwrap_err();
+            let error = bad.parse::<RateStep>().unwrap_err().to_string();
             assert!(error.contains(bad), "{error}");
         }
         for bad in ["20s", "0s:0.5", "20s:1.5", "day:0.2"] {
-            let error = bad.parse::<Diurnal>().unwrap_err();
+            let error = bad.parse::<Diurnal>().unwrap_err().to_string();
             assert!(error.contains("PERIOD:LOW"), "{error}");
         }
         let backwards = RateSchedule {
             steps: vec!["12s:5000".parse().unwrap(), "5s:1000".parse().unwrap()],
             ..RateSchedule::steady(1000.0)
         };
-        assert!(backwards.check().unwrap_err().contains("time order"));
+        assert!(backwards
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("time order"));
     }
 }

@@ -22,11 +22,13 @@
 
 pub mod blocking;
 pub mod constants;
+mod error;
 pub mod handshake;
 mod parse;
 pub mod transmission;
 
 pub use blocking::{Client, ClientError, Completion, RequestError};
+pub use error::TlsModeError;
 pub use handshake::{
     BlockSizes, ClientEvent, ClientHandshake, ExportCatalog, ExportInfo, Negotiated, Refusal,
     ServerEvent, ServerHandshake, TlsMode,

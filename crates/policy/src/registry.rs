@@ -809,6 +809,53 @@ pub fn create(spec: &str, capacity: u64) -> Result<Box<dyn EvictionPolicy>, Poli
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::model_check::{steps, with_next_access};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Every policy, with and without an admission filter in front, keeps its invariants
+        /// after every call of a random stream of gets, lookups with admits, and removes.
+        #[test]
+        fn every_policy_keeps_its_invariants(
+            capacity in 1u64..400,
+            steps in steps(64),
+            filtered in any::<bool>(),
+        ) {
+            let requests = with_next_access(&steps);
+            for entry in POLICIES {
+                let admission = (filtered && entry.takes_admission).then_some("prob");
+                let mut policy = PolicySpec::parse(entry.name, admission)
+                    .and_then(|spec| spec.build(capacity))
+                    .unwrap();
+                let mut evicted = Vec::new();
+                for (step, request) in steps.iter().zip(&requests) {
+                    match step.action {
+                        0 => {
+                            policy.remove(step.key);
+                        }
+                        1 => {
+                            if !policy.lookup(request) {
+                                policy.admit(request, &mut evicted);
+                            }
+                        }
+                        _ => {
+                            policy.get(request, &mut evicted);
+                        }
+                    }
+                    policy.drain_hit_evictions(&mut evicted);
+                    evicted.clear();
+                    if let Err(broken) = policy.check_invariants() {
+                        return Err(TestCaseError::fail(format!(
+                            "{} after {step:?}: {broken}",
+                            entry.name
+                        )));
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_entry_builds_with_its_defaults_and_names_are_unique() {

@@ -45,6 +45,7 @@ use heterarchy_engine::nyx::policy::{PolicyParams, TenantTerms};
 use heterarchy_engine::nyx::PolicyName;
 use heterarchy_volume::VolumeConfig;
 
+use crate::error::ConfigError;
 use crate::kv::{PmConfig, TenantConfig};
 use crate::listen::ListenAddr;
 use crate::tls::TlsSettings;
@@ -125,14 +126,19 @@ impl Default for ServerSection {
 
 impl ServerSection {
     /// The TLS keys read together; the error starts with `server.` and the key.
-    pub fn tls_settings(&self) -> Result<TlsSettings<'_>, String> {
+    pub fn tls_settings(&self) -> Result<TlsSettings<'_>, ConfigError> {
         let settings = TlsSettings {
-            mode: self.tls.parse().map_err(|e| format!("server.tls: {e}"))?,
+            mode: self
+                .tls
+                .parse()
+                .map_err(|e| ConfigError::invalid("server.tls", e))?,
             certificates: self.tls_certificates.as_deref(),
             psk: self.tls_psk.as_deref(),
             verify_peer: self.tls_verify_peer,
         };
-        settings.check().map_err(|e| format!("server.{e}"))?;
+        settings
+            .check()
+            .map_err(|e| ConfigError::within("server.", e))?;
         Ok(settings)
     }
 }
@@ -209,11 +215,11 @@ impl ExportConfig {
         }
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ConfigError> {
         match self {
-            ExportConfig::Cached(volume) => volume.validate(),
-            ExportConfig::Staged(staged) => staged.validate(),
-            ExportConfig::Poly(poly) => poly.validate(),
+            ExportConfig::Cached(volume) => volume.validate().map_err(ConfigError::other),
+            ExportConfig::Staged(staged) => staged.validate().map_err(ConfigError::other),
+            ExportConfig::Poly(poly) => poly.validate().map_err(ConfigError::other),
         }
     }
 }
@@ -237,7 +243,7 @@ pub struct ServeConfig {
 impl ServeConfig {
     /// The declared devices' throttles, each shared by whoever names it; a `[[pm]]` is one
     /// such device, shared by its tenants.
-    pub fn throttles(&self) -> Result<Throttles, String> {
+    pub fn throttles(&self) -> Result<Throttles, ConfigError> {
         Throttles::new(
             self.device
                 .iter()
@@ -248,30 +254,41 @@ impl ServeConfig {
                         .map(|pm| (pm.name.as_str(), pm.throttle.as_str())),
                 ),
         )
+        .map_err(ConfigError::other)
     }
 
-    /// How the tenants of each `[[pm]]` share it.
-    pub fn policy(&self) -> Result<PolicyName, String> {
-        self.server.policy.parse()
+    /// How the tenants of each `[[pm]]` share it; the error starts with the key.
+    pub fn policy(&self) -> Result<PolicyName, ConfigError> {
+        self.server
+            .policy
+            .parse()
+            .map_err(|e| ConfigError::invalid("server.policy", e))
     }
 
     /// The sharing controller's parameters. The error starts with the key.
-    pub fn policy_params(&self) -> Result<PolicyParams, String> {
+    pub fn policy_params(&self) -> Result<PolicyParams, ConfigError> {
         let server = &self.server;
         if server.tick_ms == 0 || server.epoch_ticks == 0 {
-            return Err("server.tick_ms, server.epoch_ticks: expected at least 1".to_string());
+            return Err(ConfigError::invalid(
+                "server.tick_ms, server.epoch_ticks",
+                "expected at least 1",
+            ));
         }
         if server.alone_pause_ms == 0 || server.alone_period_ms <= server.alone_pause_ms {
-            return Err(
-                "server.alone_period_ms, server.alone_pause_ms: expected a pause of at least 1 ms, shorter than the period"
-                    .to_string(),
-            );
+            return Err(ConfigError::invalid(
+                "server.alone_period_ms, server.alone_pause_ms",
+                "expected a pause of at least 1 ms, shorter than the period",
+            ));
         }
         let experiment_step =
-            crate::kv::config::parse_rate(&server.experiment_step).map_err(|e| {
-                format!(
-                    "server.experiment_step: \"{}\"; expected {e}",
-                    server.experiment_step
+            crate::kv::config::parse_rate(&server.experiment_step).ok_or_else(|| {
+                ConfigError::invalid(
+                    "server.experiment_step",
+                    format!(
+                        "\"{}\"; expected {}",
+                        server.experiment_step,
+                        crate::kv::config::RATE_EXPECTED
+                    ),
                 )
             })?;
         let donate_step = server
@@ -281,9 +298,12 @@ impl ServeConfig {
             .and_then(|percent| percent.trim().parse::<f64>().ok())
             .filter(|percent| *percent > 0.0 && *percent < 100.0)
             .ok_or_else(|| {
-                format!(
-                    "server.donate_step: \"{}\"; expected a share above 0% and below 100%, e.g. \"10%\"",
-                    server.donate_step
+                ConfigError::invalid(
+                    "server.donate_step",
+                    format!(
+                        "\"{}\"; expected a share above 0% and below 100%, e.g. \"10%\"",
+                        server.donate_step
+                    ),
                 )
             })?;
         Ok(PolicyParams {
@@ -304,14 +324,16 @@ impl ServeConfig {
     }
 
     /// Reads and checks a config file; the error names the file, and the line or key.
-    pub fn from_file(path: &Path) -> Result<ServeConfig, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    pub fn from_file(path: &Path) -> Result<ServeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: path.to_path_buf(),
+            error,
+        })?;
         ServeConfig::from_toml(&text, &path.display().to_string())
     }
 
     /// Parses and checks config text; the error names `source`, and the line or key.
-    pub fn from_toml(text: &str, source: &str) -> Result<ServeConfig, String> {
+    pub fn from_toml(text: &str, source: &str) -> Result<ServeConfig, ConfigError> {
         let config: ServeConfig = toml::from_str(text).map_err(|e| {
             // toml's messages may run over lines; ours are one line.
             let message = e.message().replace('\n', " ");
@@ -329,44 +351,59 @@ impl ServeConfig {
                         .and_then(|row| row.split_once('='))
                         .map(|(key, _)| key.trim())
                         .filter(|key| !key.is_empty() && !message.contains(key));
-                    match key {
-                        Some(key) => format!("{source}:{line}: {key}: {message}"),
-                        None => format!("{source}:{line}: {message}"),
-                    }
+                    let at = match key {
+                        Some(key) => format!("{source}:{line}: {key}"),
+                        None => format!("{source}:{line}"),
+                    };
+                    ConfigError::Syntax { at, message }
                 }
-                None => format!("{source}: {message}"),
+                None => ConfigError::Syntax {
+                    at: source.to_string(),
+                    message,
+                },
             }
         })?;
-        config.validate().map_err(|e| format!("{source}: {e}"))?;
+        config
+            .validate()
+            .map_err(|e| ConfigError::within(format!("{source}: "), e))?;
         Ok(config)
     }
 
     /// Checks every export and tenant, and that their names and ports differ.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.export.is_empty() && self.tenant.is_empty() {
-            return Err(
-                "no [[export]] or [[tenant]] table; a server needs one of either".to_string(),
-            );
+            return Err(ConfigError::Empty);
         }
         for (index, pm) in self.pm.iter().enumerate() {
             pm.validate()
-                .map_err(|e| format!("pm[{index}] ({}).{e}", pm.name))?;
+                .map_err(|e| ConfigError::within(format!("pm[{index}] ({}).", pm.name), e))?;
         }
         let throttles = self.throttles()?;
         if self.server.io_workers == 0 {
-            return Err("server.io_workers: expected at least 1".to_string());
+            return Err(ConfigError::invalid(
+                "server.io_workers",
+                "expected at least 1",
+            ));
         }
         if self.server.threads == 0 {
-            return Err("server.threads: expected at least 1".to_string());
+            return Err(ConfigError::invalid(
+                "server.threads",
+                "expected at least 1",
+            ));
         }
         if self.server.max_connections == 0 {
-            return Err("server.max_connections: expected at least 1".to_string());
+            return Err(ConfigError::invalid(
+                "server.max_connections",
+                "expected at least 1",
+            ));
         }
         self.server.tls_settings()?;
-        let policy = self.policy().map_err(|e| format!("server.policy: {e}"))?;
+        let policy = self.policy()?;
         self.policy_params()?;
         for (index, tenant) in self.tenant.iter().enumerate() {
-            let named = |e: String| format!("tenant[{index}] ({}).{e}", tenant.name);
+            let named = |e: ConfigError| {
+                ConfigError::within(format!("tenant[{index}] ({}).", tenant.name), e)
+            };
             tenant.validate(self.pm_of(tenant)).map_err(named)?;
             let terms = tenant.terms(policy).map_err(named)?;
             if tenant.pm.is_none() && terms != TenantTerms::default() {
@@ -375,29 +412,30 @@ impl ServeConfig {
                 } else {
                     "class, p99_target_us, weight, slowdown_limit"
                 };
-                return Err(named(format!(
-                    "{key}: only a tenant on a [[pm]] shares a device to be regulated on"
+                return Err(named(ConfigError::invalid(
+                    key,
+                    "only a tenant on a [[pm]] shares a device to be regulated on",
                 )));
             }
             if let Some(throttle) = &tenant.throttle {
                 throttles
                     .get(throttle)
-                    .map_err(|e| named(format!("throttle: {e}")))?;
+                    .map_err(|e| named(ConfigError::invalid("throttle", e)))?;
             }
             let earlier = &self.tenant[..index];
             if earlier.iter().any(|other| other.name == tenant.name) {
-                return Err(format!(
-                    "tenant[{index}].name: \"{}\" is a tenant twice",
-                    tenant.name
+                return Err(ConfigError::invalid(
+                    format!("tenant[{index}].name"),
+                    format!("\"{}\" is a tenant twice", tenant.name),
                 ));
             }
             if earlier.iter().any(|other| other.listen == tenant.listen)
                 || self.server.listen == tenant.listen && !self.export.is_empty()
             {
-                return Err(format!(
-                    "tenant[{index}] ({}).listen: \"{}\" is already taken",
-                    tenant.name, tenant.listen
-                ));
+                return Err(named(ConfigError::invalid(
+                    "listen",
+                    format!("\"{}\" is already taken", tenant.listen),
+                )));
             }
         }
         for pm in &self.pm {
@@ -412,24 +450,27 @@ impl ServeConfig {
                 };
                 claimed += size_bytes;
                 if claimed > capacity {
-                    return Err(format!(
-                        "tenant[{index}] ({}).pm_size: the tenants on {} claim {claimed} bytes of its {capacity}",
-                        tenant.name, pm.name
+                    return Err(ConfigError::invalid(
+                        format!("tenant[{index}] ({}).pm_size", tenant.name),
+                        format!(
+                            "the tenants on {} claim {claimed} bytes of its {capacity}",
+                            pm.name
+                        ),
                     ));
                 }
             }
         }
         for (index, export) in self.export.iter().enumerate() {
-            export
-                .validate()
-                .map_err(|e| format!("export[{index}] ({}).{e}", export.name()))?;
+            export.validate().map_err(|e| {
+                ConfigError::within(format!("export[{index}] ({}).", export.name()), e)
+            })?;
             if self.export[..index]
                 .iter()
                 .any(|other| other.name() == export.name())
             {
-                return Err(format!(
-                    "export[{index}].name: \"{}\" is exported twice",
-                    export.name()
+                return Err(ConfigError::invalid(
+                    format!("export[{index}].name"),
+                    format!("\"{}\" is exported twice", export.name()),
                 ));
             }
         }
@@ -437,8 +478,9 @@ impl ServeConfig {
             match metrics.parse::<ListenAddr>() {
                 Ok(ListenAddr::Tcp(_)) => {}
                 _ => {
-                    return Err(format!(
-                        "server.metrics: \"{metrics}\"; expected HOST:PORT (127.0.0.1:9109)"
+                    return Err(ConfigError::invalid(
+                        "server.metrics",
+                        format!("\"{metrics}\"; expected HOST:PORT (127.0.0.1:9109)"),
                     ))
                 }
             }
@@ -501,7 +543,7 @@ mod tests {
             "[[device]]\nname = \"pm0\"\nlike = \"floppy\"\n\
              [[export]]\nname = \"a\"\nbacking = \"ram:4m\"\ncache = \"ram:1m\"\n",
         );
-        let error = ServeConfig::from_file(&path).unwrap_err();
+        let error = ServeConfig::from_file(&path).unwrap_err().to_string();
         assert!(
             error.contains("device pm0") && error.contains("floppy"),
             "{error}"
@@ -529,13 +571,13 @@ mod tests {
             "[[export]]\nname = \"pm0\"\nbacking = \"ram:8m\"\n\
              staging = \"writeback\"\n",
         );
-        let error = ServeConfig::from_file(&path).unwrap_err();
+        let error = ServeConfig::from_file(&path).unwrap_err().to_string();
         assert!(error.contains(":4:") && error.contains("caiti"), "{error}");
         let (_dir, path) = write(
             "[[export]]\nname = \"pm0\"\nbacking = \"ram:8m\"\nstaging = \"lru\"\n\
              cache = \"ram:1m\"\n",
         );
-        let error = ServeConfig::from_file(&path).unwrap_err();
+        let error = ServeConfig::from_file(&path).unwrap_err().to_string();
         assert!(error.contains(":5:") && error.contains("cache"), "{error}");
     }
 
@@ -566,7 +608,7 @@ mod tests {
             ("max_connections = 0\n", "server.max_connections:"),
         ] {
             let (_dir, path) = write(&format!("[server]\n{server}{export}"));
-            let error = ServeConfig::from_file(&path).unwrap_err();
+            let error = ServeConfig::from_file(&path).unwrap_err().to_string();
             assert!(error.contains(key), "{server}: {error}");
         }
     }
@@ -574,7 +616,7 @@ mod tests {
     #[test]
     fn errors_name_the_line_or_the_key() {
         let (_dir, path) = write("[server]\nlisten = \"nowhere\"\n");
-        let error = ServeConfig::from_file(&path).unwrap_err();
+        let error = ServeConfig::from_file(&path).unwrap_err().to_string();
         assert!(
             error.contains("volumes.toml:2:") && error.contains("HOST:PORT"),
             "{error}"
@@ -582,7 +624,7 @@ mod tests {
         let (_dir, path) = write(
             "[[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\ncache_line = \"3k\"\n",
         );
-        let error = ServeConfig::from_file(&path).unwrap_err();
+        let error = ServeConfig::from_file(&path).unwrap_err().to_string();
         assert!(error.contains("export[0] (a).cache_line"), "{error}");
         let (_dir, path) = write(
             "[[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\n\
@@ -590,13 +632,14 @@ mod tests {
         );
         assert!(ServeConfig::from_file(&path)
             .unwrap_err()
+            .to_string()
             .contains("exported twice"));
         let (_dir, path) = write("[[export]]\nname = \"a\"\nbackng = \"ram:1m\"\n");
-        let error = ServeConfig::from_file(&path).unwrap_err();
+        let error = ServeConfig::from_file(&path).unwrap_err().to_string();
         assert!(error.contains(":3:") && error.contains("backng"), "{error}");
         let (_dir, path) =
             write("[[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:12q\"\n");
-        let error = ServeConfig::from_file(&path).unwrap_err();
+        let error = ServeConfig::from_file(&path).unwrap_err().to_string();
         assert!(
             error.contains(":4: cache: ") && error.contains("12q"),
             "{error}"
@@ -604,6 +647,7 @@ mod tests {
         let (_dir, path) = write("");
         assert!(ServeConfig::from_file(&path)
             .unwrap_err()
+            .to_string()
             .contains("no [[export]]"));
     }
 
@@ -637,7 +681,7 @@ mod tests {
             }
         );
         let (_dir, path) = write(&pm_config("pm_size = \"16m\"\n", "pm_size = \"49m\"\n"));
-        let error = ServeConfig::from_file(&path).unwrap_err();
+        let error = ServeConfig::from_file(&path).unwrap_err().to_string();
         assert!(
             error.contains("tenant[1] (beta).pm_size") && error.contains("pm0"),
             "{error}"
@@ -652,7 +696,7 @@ mod tests {
             ("", "pm_size"),
         ] {
             let (_dir, path) = write(&pm_config(alpha, "pm_size = \"8m\"\n"));
-            let error = ServeConfig::from_file(&path).unwrap_err();
+            let error = ServeConfig::from_file(&path).unwrap_err().to_string();
             assert!(
                 error.contains(&format!("tenant[0] (alpha).{key}")),
                 "{error}"
@@ -663,7 +707,7 @@ mod tests {
             "pm = \"pm1\"\npm_size = \"8m\"\n[[tenant]]",
         );
         let (_dir, path) = write(&text);
-        let error = ServeConfig::from_file(&path).unwrap_err();
+        let error = ServeConfig::from_file(&path).unwrap_err().to_string();
         assert!(error.contains("tenant[0] (alpha).pm: no [[pm]]"), "{error}");
     }
 
@@ -675,12 +719,12 @@ mod tests {
         ));
         ServeConfig::from_file(&path).unwrap();
         let (_dir, path) = write(&format!("{tenant}throttle = \"nothing-like-it\"\n"));
-        let error = ServeConfig::from_file(&path).unwrap_err();
+        let error = ServeConfig::from_file(&path).unwrap_err().to_string();
         assert!(error.contains("tenant[0] (a).throttle"), "{error}");
     }
 
     /// alpha and beta on one `[[pm]]`, with `server` keys and `alpha`'s.
-    fn with(server: &str, alpha: &str) -> Result<ServeConfig, String> {
+    fn with(server: &str, alpha: &str) -> Result<ServeConfig, ConfigError> {
         let text = format!(
             "[server]\n{server}{}",
             pm_config(&format!("pm_size = \"8m\"\n{alpha}"), "pm_size = \"8m\"\n")
@@ -693,13 +737,17 @@ mod tests {
     fn sharing_policies_and_limits_are_refused_by_name_when_wrong() {
         let config = with("policy = \"limit\"\n", "limit = \"30%\"\n").unwrap();
         assert_eq!(
-            config.tenant[0].limit_under(config.policy().unwrap()),
-            Ok(Some(0.3))
+            config.tenant[0]
+                .limit_under(config.policy().unwrap())
+                .unwrap(),
+            Some(0.3)
         );
         let config = with("policy = \"bandwidth-limit\"\n", "limit = \"500mb/s\"\n").unwrap();
         assert_eq!(
-            config.tenant[0].limit_under(config.policy().unwrap()),
-            Ok(Some((500u64 << 20) as f64))
+            config.tenant[0]
+                .limit_under(config.policy().unwrap())
+                .unwrap(),
+            Some((500u64 << 20) as f64)
         );
         for (server, alpha, key) in [
             ("policy = \"fairness\"\n", "", "server.policy"),
@@ -720,7 +768,7 @@ mod tests {
                 "tenant[0] (alpha).limit",
             ),
         ] {
-            let error = with(server, alpha).unwrap_err();
+            let error = with(server, alpha).unwrap_err().to_string();
             assert!(error.contains(key), "{server}{alpha}: {error}");
         }
     }
@@ -804,7 +852,7 @@ mod tests {
                 "server.donate_step",
             ),
         ] {
-            let error = with(server, alpha).unwrap_err();
+            let error = with(server, alpha).unwrap_err().to_string();
             assert!(error.contains(key), "{server}{alpha}: {error}");
         }
     }

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod config;
 pub mod due_timer;
+mod error;
 pub mod kv;
 pub mod listen;
 pub mod nbd;
@@ -13,4 +14,5 @@ pub mod socket;
 pub mod tls;
 
 pub use config::ServeConfig;
+pub use error::{AddressError, AuthError, BoxError, ConfigError, RunError, TlsError};
 pub use listen::{ListenAddr, Listener};

@@ -10,6 +10,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::AddressError;
+
 /// A listening address: `HOST:PORT` or `unix:PATH`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -19,12 +21,12 @@ pub enum ListenAddr {
 }
 
 impl FromStr for ListenAddr {
-    type Err = String;
+    type Err = AddressError;
 
-    fn from_str(text: &str) -> Result<ListenAddr, String> {
+    fn from_str(text: &str) -> Result<ListenAddr, AddressError> {
         if let Some(path) = text.strip_prefix("unix:") {
             if path.is_empty() {
-                return Err("unix: needs a socket path".to_string());
+                return Err(AddressError::NoSocketPath);
             }
             return Ok(ListenAddr::Unix(PathBuf::from(path)));
         }
@@ -32,17 +34,17 @@ impl FromStr for ListenAddr {
             Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
                 Ok(ListenAddr::Tcp(text.to_string()))
             }
-            _ => Err(format!(
-                "bad listen address \"{text}\": expected HOST:PORT (127.0.0.1:10809) or unix:PATH"
-            )),
+            _ => Err(AddressError::Malformed {
+                text: text.to_string(),
+            }),
         }
     }
 }
 
 impl TryFrom<String> for ListenAddr {
-    type Error = String;
+    type Error = AddressError;
 
-    fn try_from(text: String) -> Result<ListenAddr, String> {
+    fn try_from(text: String) -> Result<ListenAddr, AddressError> {
         text.parse()
     }
 }

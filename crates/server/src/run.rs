@@ -12,6 +12,7 @@ use heterarchy_volume::Volume;
 
 use crate::admin::Served;
 use crate::config::{ExportConfig, ServeConfig};
+use crate::error::{BoxError, ConfigError, RunError};
 use crate::kv::{self, Tenant};
 use crate::listen::{ListenAddr, Listener};
 use crate::nbd::{self, Export, Exports};
@@ -20,7 +21,7 @@ use crate::nbd::{self, Export, Exports};
 const CLEANER_TICK: Duration = Duration::from_secs(1);
 
 /// Serves `config` until SIGTERM or SIGINT, then shuts every volume down cleanly.
-pub fn run(config: &ServeConfig) -> Result<(), String> {
+pub fn run(config: &ServeConfig) -> Result<(), RunError> {
     let signals = block_stop_signals();
     let throttles = config.throttles()?;
     let mut volumes = Vec::new();
@@ -28,17 +29,17 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
     let mut polys = Vec::new();
     let mut exports = Vec::new();
     for export in &config.export {
-        let failed = |e: &dyn std::fmt::Display| format!("export {}: {e}", export.name());
+        let failed = |e: BoxError| RunError::failed(format!("export {}", export.name()), e);
         match export {
             ExportConfig::Cached(volume) => {
                 let volume =
-                    Arc::new(Volume::open_with(volume, &throttles).map_err(|e| failed(&e))?);
+                    Arc::new(Volume::open_with(volume, &throttles).map_err(|e| failed(e.into()))?);
                 exports.push(Export::Cached(Arc::clone(&volume)));
                 volumes.push(volume);
             }
             ExportConfig::Staged(device) => {
                 let device =
-                    Arc::new(StagedExport::open(device, &throttles).map_err(|e| failed(&e))?);
+                    Arc::new(StagedExport::open(device, &throttles).map_err(|e| failed(e.into()))?);
                 eprintln!(
                     "heterarchy: export {}: {}",
                     device.name(),
@@ -48,7 +49,7 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
                 staged.push(device);
             }
             ExportConfig::Poly(poly) => {
-                let device = PolyExport::open(poly, &throttles).map_err(|e| failed(&e))?;
+                let device = PolyExport::open(poly, &throttles).map_err(|e| failed(e.into()))?;
                 let stats = device.stats();
                 eprintln!(
                     "heterarchy: export {}: PolyEMT tier over {}, {} pages recovered",
@@ -65,7 +66,7 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
     let mut tenants = Vec::new();
     for tenant in &config.tenant {
         let opened = Tenant::open(tenant, config.pm_of(tenant), &throttles)
-            .map_err(|e| format!("tenant {}: {e}", tenant.name))?;
+            .map_err(|e| RunError::failed(format!("tenant {}", tenant.name), e))?;
         eprintln!(
             "heterarchy: kv tenant {}: {:?}",
             tenant.name, opened.recovery
@@ -75,8 +76,10 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
     if !exports.is_empty() {
         // Certificates are read before the port opens, so a bad one stops the start.
         let tls = config.server.tls_settings()?;
-        let tls_config = tls.server_config().map_err(|e| format!("server.{e}"))?;
-        let listener = Listener::bind(&config.server.listen).map_err(|e| e.to_string())?;
+        let tls_config = tls
+            .server_config()
+            .map_err(|e| ConfigError::within("server.", e))?;
+        let listener = Listener::bind(&config.server.listen).map_err(RunError::Io)?;
         let names: Vec<&str> = exports.iter().map(|e| e.device().name()).collect();
         eprintln!(
             "heterarchy: nbd listening on {} (exports: {}; tls {})",
@@ -110,8 +113,9 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
         kv::start(&tenants, config.server.threads)?;
     }
     if let Some(address) = &config.server.metrics {
-        let server = tiny_http::Server::http(address.as_str())
-            .map_err(|e| format!("server.metrics: cannot listen on {address}: {e}"))?;
+        let server = tiny_http::Server::http(address.as_str()).map_err(|e| {
+            RunError::failed(format!("server.metrics: cannot listen on {address}"), e)
+        })?;
         let shown = server
             .server_addr()
             .to_ip()
@@ -130,23 +134,23 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
     for tenant in &tenants {
         tenant
             .shut_down()
-            .map_err(|e| format!("tenant {}: shutting down: {e}", tenant.name()))?;
+            .map_err(|e| RunError::failed(format!("tenant {}: shutting down", tenant.name()), e))?;
     }
     for device in &staged {
         device
             .flush()
-            .map_err(|e| format!("export {}: writing back: {e}", device.name()))?;
+            .map_err(|e| RunError::failed(format!("export {}: writing back", device.name()), e))?;
     }
     for device in &polys {
         // Its write cache stays in persistent memory; what went through is made durable.
         device
             .flush()
-            .map_err(|e| format!("export {}: flushing: {e}", device.name()))?;
+            .map_err(|e| RunError::failed(format!("export {}: flushing", device.name()), e))?;
     }
     for volume in &volumes {
         let lines = volume
             .shut_down()
-            .map_err(|e| format!("export {}: shutting down: {e}", volume.name()))?;
+            .map_err(|e| RunError::failed(format!("export {}: shutting down", volume.name()), e))?;
         eprintln!(
             "heterarchy: export {}: {lines} dirty lines written back",
             volume.name()
@@ -165,12 +169,12 @@ pub fn run(config: &ServeConfig) -> Result<(), String> {
     Ok(())
 }
 
-fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> Result<(), String> {
+fn spawn(name: &str, work: impl FnOnce() + Send + 'static) -> Result<(), RunError> {
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(work)
         .map(|_| ())
-        .map_err(|e| format!("cannot start the {name} thread: {e}"))
+        .map_err(|e| RunError::failed(format!("cannot start the {name} thread"), e))
 }
 
 fn clean_forever(volume: &Volume) {

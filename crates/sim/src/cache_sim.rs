@@ -5,7 +5,7 @@ use std::path::Path;
 
 use std::sync::Mutex;
 
-use heterarchy_policy::{EvictionPolicy, PolicySpec, SimCounters};
+use heterarchy_policy::{EvictionPolicy, PolicyError, PolicySpec, SimCounters};
 use heterarchy_trace::generate::{generator, WorkloadSpec};
 use heterarchy_trace::read::{for_each_batch, TraceInput};
 use heterarchy_trace::request::NEXT_ACCESS_UNKNOWN;
@@ -29,7 +29,7 @@ pub struct SimJob {
 impl SimJob {
     /// A job of the policy written as `policy` (`"s3fifo:small-size-ratio=0.2"`).
     pub fn new(policy: &str, cache_size: u64) -> Result<SimJob, SimError> {
-        let policy = PolicySpec::parse(policy, None).map_err(|e| SimError::Policy(e.0))?;
+        let policy = PolicySpec::parse(policy, None)?;
         Ok(SimJob { policy, cache_size })
     }
 
@@ -88,27 +88,14 @@ impl SimResult {
 }
 
 /// Why a simulation could not run.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    Trace(TraceError),
-    Policy(String),
-}
-
-impl std::fmt::Display for SimError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SimError::Trace(e) => e.fmt(f),
-            SimError::Policy(e) => f.write_str(e),
-        }
-    }
-}
-
-impl std::error::Error for SimError {}
-
-impl From<TraceError> for SimError {
-    fn from(e: TraceError) -> Self {
-        SimError::Trace(e)
-    }
+    /// The trace cannot be read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The policy as written cannot be built.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
 }
 
 /// Something that can be read from the start as often as needed: a trace file or a generated
@@ -138,7 +125,8 @@ pub struct GeneratedTrace(pub WorkloadSpec);
 
 impl TraceSource for GeneratedTrace {
     fn open(&self) -> Result<Box<dyn TraceReader>, TraceError> {
-        generator(&self.0).map_err(|e| TraceError::file(Path::new("<generated workload>"), e.0))
+        generator(&self.0)
+            .map_err(|e| TraceError::file(Path::new("<generated workload>"), e.to_string()))
     }
 }
 
@@ -210,10 +198,7 @@ pub fn run_jobs(
     let running: Vec<Running> = jobs
         .iter()
         .map(|job| {
-            let policy = job
-                .policy
-                .build(job.cache_size)
-                .map_err(|e| SimError::Policy(e.0))?;
+            let policy = job.policy.build(job.cache_size)?;
             Ok(Running {
                 policy,
                 counters: SimCounters::default(),

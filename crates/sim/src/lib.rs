@@ -3,6 +3,7 @@
 
 pub mod analytic;
 pub mod cache_sim;
+mod error;
 pub mod mrc;
 pub mod nyx;
 pub mod parallel;
@@ -11,3 +12,5 @@ pub mod sampling;
 pub mod sizing;
 pub mod staging;
 pub mod timed;
+
+pub use error::{ControllerError, PolyError};

@@ -128,12 +128,16 @@ fn a_workload_change_restarts_the_search_from_a_full_write_cache() {
 fn bad_runs_are_refused() {
     let mut bad = machine();
     bad.tier_pages = 0;
-    let err = run_poly(&bad, &workload('c', 0.0), PolyScheme::WriteCache, &run()).unwrap_err();
+    let err = run_poly(&bad, &workload('c', 0.0), PolyScheme::WriteCache, &run())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("tier_pages"), "{err}");
     let scheme = PolyScheme::Search(SearchConfig {
         step: 0.3,
         ..SearchConfig::default()
     });
-    let err = run_poly(&machine(), &workload('c', 0.0), scheme, &run()).unwrap_err();
+    let err = run_poly(&machine(), &workload('c', 0.0), scheme, &run())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("step"), "{err}");
 }

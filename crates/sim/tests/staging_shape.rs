@@ -196,7 +196,7 @@ fn runs_are_deterministic_and_names_parse() {
             conditional_bypass: true
         })
     );
-    let error = "bcache".parse::<Stack>().unwrap_err();
+    let error = "bcache".parse::<Stack>().unwrap_err().to_string();
     assert!(
         error.contains("raw-pm") && error.contains("caiti"),
         "{error}"

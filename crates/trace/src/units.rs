@@ -3,7 +3,7 @@
 /// Parses a byte count: digits with an optional unit `b`, `k`/`kb`/`kib`, `m`/`mb`/`mib`,
 /// `g`/`gb`/`gib` or `t`/`tb`/`tib`, case-insensitive, all powers of 1024 as libCacheSim reads
 /// sizes. The error says what was expected.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
+pub fn parse_bytes(text: &str) -> Result<u64, SizeError> {
     let lower = text.trim().to_ascii_lowercase();
     let digits_end = lower
         .find(|c: char| !c.is_ascii_digit())
@@ -15,16 +15,25 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
         "t" | "tb" | "tib" => 40,
-        _ => return Err(expected_size(text)),
+        _ => return Err(SizeError::Malformed { text: text.into() }),
     };
-    let count: u64 = digits.parse().map_err(|_| expected_size(text))?;
+    let count: u64 = digits
+        .parse()
+        .map_err(|_| SizeError::Malformed { text: text.into() })?;
     count
         .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("size \"{text}\" is too large"))
+        .ok_or_else(|| SizeError::TooLarge { text: text.into() })
 }
 
-fn expected_size(text: &str) -> String {
-    format!("expected a size in bytes such as 4096, 4kb or 64mb, found \"{text}\"")
+/// A byte count that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// Not digits with a unit.
+    #[error("expected a size in bytes such as 4096, 4kb or 64mb, found \"{text}\"")]
+    Malformed { text: String },
+    /// More bytes than 64 bits count.
+    #[error("size \"{text}\" is too large")]
+    TooLarge { text: String },
 }
 
 /// Serde for byte sizes in configs: a number of bytes, or text as [`parse_bytes`] reads it
@@ -67,11 +76,18 @@ mod tests {
 
     #[test]
     fn rejects_bad_sizes_saying_what_was_expected() {
-        assert!(parse_bytes("12qb").unwrap_err().contains("such as 4096"));
-        assert!(parse_bytes("mb").unwrap_err().contains("such as 4096"));
+        assert!(parse_bytes("12qb")
+            .unwrap_err()
+            .to_string()
+            .contains("such as 4096"));
+        assert!(parse_bytes("mb")
+            .unwrap_err()
+            .to_string()
+            .contains("such as 4096"));
         assert!(parse_bytes("-1").is_err());
         assert!(parse_bytes("99999999999999tb")
             .unwrap_err()
+            .to_string()
             .contains("too large"));
     }
 }

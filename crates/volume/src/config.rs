@@ -25,7 +25,9 @@ use heterarchy_trace::units::byte_size;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use heterarchy_device::backend::{BackendSpec, FaultSpec};
-use heterarchy_engine::{CacheConfig, MAX_CACHE_TIERS};
+use heterarchy_engine::{CacheConfig, ConfigError, MAX_CACHE_TIERS};
+
+use crate::error::VolumeError;
 
 /// When sequential streams bypass the cache (casadm `--set-param --name seq-cutoff`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -219,47 +221,56 @@ impl VolumeConfig {
     }
 
     /// Checks what can be checked without opening anything; errors name the key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), VolumeError> {
         if self.name.is_empty() || self.name.len() > 4096 {
-            return Err("name: expected 1 to 4096 bytes".to_string());
+            return Err(VolumeError::config("name", "expected 1 to 4096 bytes"));
         }
         let line = self.cache_line;
         if !line.is_power_of_two() || !(4096..=65_536).contains(&line) {
-            return Err(format!(
-                "cache_line: {line} bytes; expected 4k, 8k, 16k, 32k or 64k"
+            return Err(VolumeError::config(
+                "cache_line",
+                format!("{line} bytes; expected 4k, 8k, 16k, 32k or 64k"),
             ));
         }
         if !(1024..=4 << 30).contains(&self.seq_cutoff.threshold) {
-            return Err(format!(
-                "seq_cutoff.threshold: {} bytes is outside Open CAS's range 1 KiB..4 GiB",
-                self.seq_cutoff.threshold
+            return Err(VolumeError::config(
+                "seq_cutoff.threshold",
+                format!(
+                    "{} bytes is outside Open CAS's range 1 KiB..4 GiB",
+                    self.seq_cutoff.threshold
+                ),
             ));
         }
-        self.caching
-            .validate()
-            .map_err(|error| error.to_string().replacen("cache.", "caching.", 1))?;
+        self.caching.validate().map_err(caching_error)?;
         let tiers = self.cache.len();
         if !(1..=MAX_CACHE_TIERS).contains(&tiers) {
-            return Err(format!(
-                "cache: {tiers} tiers given; expected 1 to {MAX_CACHE_TIERS}"
+            return Err(VolumeError::config(
+                "cache",
+                format!("{tiers} tiers given; expected 1 to {MAX_CACHE_TIERS}"),
             ));
         }
         if !self.cache_throttle.is_empty() && self.cache_throttle.len() != tiers {
-            return Err(format!(
-                "cache_throttle: {} given for {tiers} cache tiers; expected one per tier (none \
-                 for a tier at its own speed)",
-                self.cache_throttle.len()
+            return Err(VolumeError::config(
+                "cache_throttle",
+                format!(
+                    "{} given for {tiers} cache tiers; expected one per tier (none for a tier \
+                     at its own speed)",
+                    self.cache_throttle.len()
+                ),
             ));
         }
         if !self.cache_faults.is_empty() && self.cache_faults.len() != tiers {
-            return Err(format!(
-                "cache_faults: {} given for {tiers} cache tiers; expected one per tier (none \
-                 for a tier left whole)",
-                self.cache_faults.len()
+            return Err(VolumeError::config(
+                "cache_faults",
+                format!(
+                    "{} given for {tiers} cache tiers; expected one per tier (none for a tier \
+                     left whole)",
+                    self.cache_faults.len()
+                ),
             ));
         }
         if self.queue_depth == 0 {
-            return Err("queue_depth: expected at least 1".to_string());
+            return Err(VolumeError::config("queue_depth", "expected at least 1"));
         }
         let devices = std::iter::once(("backing".to_string(), &self.backing)).chain(
             self.cache
@@ -276,10 +287,11 @@ impl VolumeConfig {
                 BackendSpec::Ram { .. } => continue,
             };
             if let Some((other, _)) = files.iter().find(|(_, seen)| same_file(seen, path)) {
-                return Err(format!(
-                    "{key}: {} is already {other}; each tier needs storage of its own",
+                let reason = format!(
+                    "{} is already {other}; each tier needs storage of its own",
                     path.display()
-                ));
+                );
+                return Err(VolumeError::config(key, reason));
             }
             files.push((key, path));
         }
@@ -289,6 +301,15 @@ impl VolumeConfig {
     /// The throttle of cache tier `tier`, if any.
     pub fn tier_throttle(&self, tier: usize) -> Option<&str> {
         self.cache_throttle.get(tier).and_then(Option::as_deref)
+    }
+}
+
+/// The engine's error about the `[caching]` table, under the name that table has in a volume's
+/// config (the engine calls it `cache`).
+pub(crate) fn caching_error(error: ConfigError) -> VolumeError {
+    VolumeError::Config {
+        key: format!("caching.{}", error.key),
+        reason: error.message,
     }
 }
 
@@ -362,18 +383,35 @@ mod tests {
                 .unwrap()
         };
         let mut config = VolumeConfig::with_tiers("v", file("b"), vec![file("c"), file("c")]);
-        assert!(config.validate().unwrap_err().starts_with("cache[1]:"));
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("cache[1]:"));
         config.cache = vec![file("b")];
-        assert!(config.validate().unwrap_err().starts_with("cache[0]:"));
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("cache[0]:"));
         config.cache = Vec::new();
-        assert!(config.validate().unwrap_err().starts_with("cache: 0 tiers"));
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("cache: 0 tiers"));
         config.cache = (0..5).map(|i| file(&format!("t{i}"))).collect();
-        assert!(config.validate().unwrap_err().starts_with("cache: 5 tiers"));
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("cache: 5 tiers"));
         config.cache = vec![file("c"), file("d")];
         config.cache_throttle = vec![Some("optane-pm".into())];
         assert!(config
             .validate()
             .unwrap_err()
+            .to_string()
             .starts_with("cache_throttle:"));
     }
 
@@ -382,12 +420,17 @@ mod tests {
         let mut config =
             VolumeConfig::new("v", "ram:1m".parse().unwrap(), "ram:1m".parse().unwrap());
         config.cache_line = 3000;
-        assert!(config.validate().unwrap_err().starts_with("cache_line:"));
+        assert!(config
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("cache_line:"));
         config.cache_line = 4096;
         config.caching.nhit.threshold = 0;
         assert!(config
             .validate()
             .unwrap_err()
+            .to_string()
             .starts_with("caching.nhit.threshold"));
         let error = toml::from_str::<VolumeConfig>(
             "name = \"v\"\nbacking = \"ram:1m\"\ncache = \"tape:1m\"\n",

@@ -18,9 +18,10 @@ use heterarchy_device::backend::{open_backend, with_faults, Backend, Throttle, T
 use heterarchy_engine::{CacheController, Controller, Plan, TierLayout};
 use heterarchy_trace::generate::mix64;
 
-use crate::config::VolumeConfig;
+use crate::config::{caching_error, VolumeConfig};
 use crate::cutoff::SequentialCutoff;
 use crate::device::Device;
+use crate::error::VolumeError;
 use crate::execute::Client;
 use crate::failure::Failure;
 use crate::layout::{Geometry, Place, SECTOR_BYTES};
@@ -46,15 +47,18 @@ impl Volume {
     /// persistent and was formatted as this tier of this hierarchy; formatted afresh otherwise
     /// (see the module docs for what is refused unless `force`). Errors name the device and
     /// say why.
-    pub fn open(config: &VolumeConfig) -> Result<Volume, String> {
+    pub fn open(config: &VolumeConfig) -> Result<Volume, VolumeError> {
         Volume::open_with(config, &Throttles::default())
     }
 
     /// [`open`](Self::open) with the server's devices: a throttle named after a declared
     /// device is that device's, shared with everyone who names it.
-    pub fn open_with(config: &VolumeConfig, throttles: &Throttles) -> Result<Volume, String> {
+    pub fn open_with(config: &VolumeConfig, throttles: &Throttles) -> Result<Volume, VolumeError> {
         config.validate()?;
-        let backing = open_backend(&config.backing).map_err(|e| format!("backing: {e}"))?;
+        let backing = open_backend(&config.backing).map_err(|error| VolumeError::Io {
+            key: "backing".to_string(),
+            error,
+        })?;
         let backing = with_faults(backing, config.backing_faults.clone());
         let tiers = config.cache.len();
         let caches = config
@@ -62,12 +66,14 @@ impl Volume {
             .iter()
             .enumerate()
             .map(|(tier, spec)| {
-                let cache =
-                    open_backend(spec).map_err(|e| format!("{}: {e}", tier_key(tier, tiers)))?;
+                let cache = open_backend(spec).map_err(|error| VolumeError::Io {
+                    key: tier_key(tier, tiers),
+                    error,
+                })?;
                 let faults = config.cache_faults.get(tier).cloned().flatten();
                 Ok(with_faults(cache, faults))
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, VolumeError>>()?;
         Volume::assemble(config, caches, backing, throttles)
     }
 
@@ -79,7 +85,7 @@ impl Volume {
         config: &VolumeConfig,
         caches: Vec<Box<dyn Backend>>,
         backing: Box<dyn Backend>,
-    ) -> Result<Volume, String> {
+    ) -> Result<Volume, VolumeError> {
         Volume::assemble(config, caches, backing, &Throttles::default())
     }
 
@@ -88,21 +94,24 @@ impl Volume {
         caches: Vec<Box<dyn Backend>>,
         backing: Box<dyn Backend>,
         throttles: &Throttles,
-    ) -> Result<Volume, String> {
+    ) -> Result<Volume, VolumeError> {
         config.validate()?;
         let tiers = caches.len();
         if tiers != config.cache.len() {
-            return Err(format!(
-                "cache: {tiers} tiers opened for {} configured",
-                config.cache.len()
+            return Err(VolumeError::config(
+                "cache",
+                format!("{tiers} tiers opened for {} configured", config.cache.len()),
             ));
         }
         let line_bytes = config.cache_line as u32;
         let size_bytes = backing.size_bytes() / u64::from(SECTOR_BYTES) * u64::from(SECTOR_BYTES);
         if size_bytes == 0 {
-            return Err(format!(
-                "backing: {} holds no whole {SECTOR_BYTES}-byte sector",
-                backing.describe()
+            return Err(VolumeError::config(
+                "backing",
+                format!(
+                    "{} holds no whole {SECTOR_BYTES}-byte sector",
+                    backing.describe()
+                ),
             ));
         }
         let exclusive = config.caching.layout == TierLayout::Exclusive;
@@ -113,23 +122,27 @@ impl Volume {
         for (tier, cache) in caches.into_iter().enumerate() {
             let key = tier_key(tier, tiers);
             if cache.size_bytes() > backing.size_bytes() {
-                return Err(format!(
-                    "{key}: {} bytes is larger than the backing store ({} bytes); a cache tier \
-                     holds part of what it caches",
+                let reason = format!(
+                    "{} bytes is larger than the backing store ({} bytes); a cache tier holds \
+                     part of what it caches",
                     cache.size_bytes(),
                     backing.size_bytes()
-                ));
+                );
+                return Err(VolumeError::config(key, reason));
             }
             let geometry =
-                Geometry::for_cache(cache.size_bytes(), line_bytes, backing.size_bytes())
-                    .map_err(|e| format!("{key}: {e}"))?;
+                Geometry::for_cache(cache.size_bytes(), line_bytes, backing.size_bytes()).map_err(
+                    |error| VolumeError::Geometry {
+                        key: key.clone(),
+                        error,
+                    },
+                )?;
             let place = Place {
                 tier: tier as u8,
                 tiers: tiers as u8,
                 signature,
             };
-            let slots = find_or_format(cache.as_ref(), geometry, place, config.force)
-                .map_err(|e| format!("{key}: {e}"))?;
+            let slots = find_or_format(cache.as_ref(), geometry, place, config.force, &key)?;
             capacities.push(geometry.slot_count * u64::from(line_bytes));
             let throttle = throttle(
                 throttles,
@@ -158,8 +171,8 @@ impl Volume {
             .name
             .bytes()
             .fold(0, |hash, byte| mix64(hash ^ u64::from(byte)));
-        let controller = CacheController::new(&config.caching, &capacities, seed)
-            .map_err(|e| e.to_string().replacen("cache.", "caching.", 1))?;
+        let controller =
+            CacheController::new(&config.caching, &capacities, seed).map_err(caching_error)?;
         let placement = devices[..tiers]
             .iter()
             .map(|device| {
@@ -198,7 +211,7 @@ impl Volume {
             counters: Counters::default(),
             failure: Failure::new(config.fallback_pt_errors),
         };
-        volume.restore().map_err(|e| format!("cache: {e}"))?;
+        volume.restore().map_err(VolumeError::Restore)?;
         Ok(volume)
     }
 
@@ -305,20 +318,32 @@ fn throttle(
     throttles: &Throttles,
     name: Option<&str>,
     key: &str,
-) -> Result<Option<Arc<Throttle>>, String> {
-    name.map(|name| throttles.get(name).map_err(|e| format!("{key}: {e}")))
-        .transpose()
+) -> Result<Option<Arc<Throttle>>, VolumeError> {
+    name.map(|name| {
+        throttles
+            .get(name)
+            .map_err(|reason| VolumeError::config(key, reason.to_string()))
+    })
+    .transpose()
 }
 
 /// Reads a persistent tier's superblock and table, or formats it; a volatile tier starts
-/// empty.
+/// empty. Errors name the tier by its config key `key`.
 fn find_or_format(
     cache: &dyn Backend,
     geometry: Geometry,
     place: Place,
     force: bool,
-) -> Result<TierSlots, String> {
-    let io_error = |e: io::Error| e.to_string();
+    key: &str,
+) -> Result<TierSlots, VolumeError> {
+    let io_error = |error: io::Error| VolumeError::Io {
+        key: key.to_string(),
+        error,
+    };
+    let refused = |reason: String| VolumeError::Refused {
+        key: key.to_string(),
+        reason,
+    };
     if !cache.is_persistent() {
         return Ok(TierSlots::empty(geometry, false));
     }
@@ -328,13 +353,15 @@ fn find_or_format(
     let found_place = Place::decode(superblock[64..].try_into().expect("64 bytes"));
     if let Some(damaged) = found.filter(|found| !found.fits(cache.size_bytes())) {
         if !force {
-            return Err(format!(
-                "its superblock describes {} slots of {}-byte lines from byte {}, which do not                  fit its {} bytes: damaged, or not a heterarchy cache tier; set force to                  reformat it",
+            return Err(refused(format!(
+                "its superblock describes {} slots of {}-byte lines from byte {}, which do not \
+                 fit its {} bytes: damaged, or not a heterarchy cache tier; set force to \
+                 reformat it",
                 damaged.slot_count,
                 damaged.line_bytes,
                 damaged.data_offset,
                 cache.size_bytes()
-            ));
+            )));
         }
     }
     let found = found.filter(|found| found.fits(cache.size_bytes()));
@@ -345,19 +372,19 @@ fn find_or_format(
         (Some(found), found_place) if !force => {
             let dirty = TierSlots::load(found, cache).map_err(io_error)?.counts().1;
             if let Some(other) = found_place.filter(|other| *other != place) {
-                return Err(format!(
+                return Err(refused(format!(
                     "was formatted as tier {} of {} of another hierarchy (the tiers were in \
                      another order, number or size) and holds {dirty} dirty lines; give the \
                      tiers as before, or set force to reformat it",
                     other.tier, other.tiers
-                ));
+                )));
             }
             if dirty > 0 {
-                return Err(format!(
+                return Err(refused(format!(
                     "holds {dirty} dirty lines of a volume of {} bytes with {}-byte lines; \
                      serve it with those settings and flush it, or set force to discard them",
                     found.backing_bytes, found.line_bytes
-                ));
+                )));
             }
         }
         _ => {}

@@ -19,6 +19,8 @@
 
 use heterarchy_trace::generate::mix64;
 
+use crate::error::GeometryError;
+
 /// Validity and dirtiness are kept per sector.
 pub const SECTOR_BYTES: u32 = 512;
 /// Largest cache line: 128 sectors, one bit each in a `u128`.
@@ -48,20 +50,19 @@ impl Geometry {
         cache_bytes: u64,
         line_bytes: u32,
         backing_bytes: u64,
-    ) -> Result<Geometry, String> {
+    ) -> Result<Geometry, GeometryError> {
         if !line_bytes.is_power_of_two() || !(4096..=MAX_LINE_BYTES).contains(&line_bytes) {
-            return Err(format!(
-                "cache line of {line_bytes} bytes; expected 4k, 8k, 16k, 32k or 64k"
-            ));
+            return Err(GeometryError::LineSize { line_bytes });
         }
         let line = u64::from(line_bytes);
         // Entries for n slots take 128 n bytes, padded to a whole line before the data.
         let room = cache_bytes.saturating_sub(SUPERBLOCK_BYTES + line);
         let slot_count = room / (line + 2 * ENTRY_BYTES);
         if slot_count == 0 {
-            return Err(format!(
-                "a cache of {cache_bytes} bytes holds no {line_bytes}-byte line with its metadata"
-            ));
+            return Err(GeometryError::TooSmall {
+                cache_bytes,
+                line_bytes,
+            });
         }
         let table_end = SUPERBLOCK_BYTES + slot_count * 2 * ENTRY_BYTES;
         Ok(Geometry {

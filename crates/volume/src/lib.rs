@@ -7,6 +7,7 @@
 pub mod config;
 mod cutoff;
 mod device;
+mod error;
 mod execute;
 mod failure;
 mod format;
@@ -22,6 +23,7 @@ mod timing;
 mod volume;
 
 pub use config::{CutoffPolicy, SeqCutoffConfig, VolumeConfig};
+pub use error::{GeometryError, VolumeError};
 pub use stats::{AdmissionStats, DeviceStats, PairSettings, TierStats, VolumeStats};
 pub use submission::{Attempt, Buffer, Command, Progress, Submission};
 pub use volume::Volume;

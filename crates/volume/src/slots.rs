@@ -31,6 +31,25 @@ pub struct SlotState {
     pub unflushed: u128,
 }
 
+impl SlotState {
+    /// What every slot's state keeps, whatever was done to it; the one broken, if any. A state
+    /// that breaks one would be written to the device as something recovery misreads (a dirty
+    /// sector with no valid data behind it is written back as garbage).
+    fn broken_invariant(&self, line_sectors: u128) -> Option<&'static str> {
+        if self.dirty & !self.valid != 0 {
+            Some("dirty sectors that are not valid")
+        } else if self.unflushed & !(self.valid & !self.dirty) != 0 {
+            Some("unflushed sectors that are not valid and clean")
+        } else if self.valid & !line_sectors != 0 {
+            Some("valid sectors past the line's end")
+        } else if self.key.is_none() && *self != SlotState::default() {
+            Some("sectors in a free slot")
+        } else {
+            None
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
     state: SlotState,
@@ -176,6 +195,11 @@ impl TierSlots {
             *state = SlotState::default();
         }
         let after = *state;
+        debug_assert_eq!(
+            after.broken_invariant(self.line_sectors()),
+            None,
+            "slot {slot}: {after:?}"
+        );
         if after.unflushed & !before.unflushed != 0 {
             guard.unflushed_epoch = epoch;
             if before.unflushed == 0 {
@@ -227,6 +251,42 @@ impl TierSlots {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .extend(kept);
         result
+    }
+
+    /// The sectors of one line.
+    fn line_sectors(&self) -> u128 {
+        crate::layout::sector_bits(0, self.geometry.line_bytes)
+    }
+
+    /// Checks what the table keeps whatever the volume does: every slot's state (dirty sectors
+    /// valid, unflushed ones valid and clean, nothing past the line's end or in a free slot),
+    /// no line in two slots, and every slot with unflushed sectors awaiting a settle (else no
+    /// flush would ever record them valid). The message names the slot and its state.
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        let line_sectors = self.line_sectors();
+        let unsettled = self
+            .unsettled
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        let mut keys = rustc_hash::FxHashMap::default();
+        for index in 0..self.slots.len() as u32 {
+            let state = self.state(index);
+            if let Some(broken) = state.broken_invariant(line_sectors) {
+                return Err(format!("slot {index}: {broken}: {state:?}"));
+            }
+            if let Some(key) = state.key {
+                if let Some(other) = keys.insert(key, index) {
+                    return Err(format!("line {key} is in slots {other} and {index}"));
+                }
+            }
+            if state.unflushed != 0 && !unsettled.contains(&index) {
+                return Err(format!(
+                    "slot {index}: unflushed sectors no settle will record: {state:?}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn write_entry(&self, slot: &mut Slot, index: u32, device: &dyn Backend) -> io::Result<()> {
@@ -298,5 +358,70 @@ mod tests {
         slots.settle(7, &cache).unwrap();
         assert_eq!(TierSlots::load(geometry, &cache).unwrap().state(5).valid, 7);
         assert_eq!(slots.counts(), (1, 0));
+        slots.check_invariants().unwrap();
+        again.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn the_checker_finds_a_broken_slot() {
+        let geometry = Geometry::for_cache(1 << 20, 4096, 1 << 30).unwrap();
+        let slots = TierSlots::empty(geometry, false);
+        let broken = |state: SlotState| {
+            slots.lock(2).state = state;
+            slots.check_invariants().unwrap_err()
+        };
+        let line = Some(1);
+        let dirty = broken(SlotState {
+            key: line,
+            valid: 1,
+            dirty: 3,
+            unflushed: 0,
+        });
+        assert!(
+            dirty.contains("dirty sectors that are not valid"),
+            "{dirty}"
+        );
+        let unflushed = broken(SlotState {
+            key: line,
+            valid: 3,
+            dirty: 1,
+            unflushed: 1,
+        });
+        assert!(unflushed.contains("not valid and clean"), "{unflushed}");
+        let past = broken(SlotState {
+            key: line,
+            valid: 1 << 8,
+            dirty: 0,
+            unflushed: 0,
+        });
+        assert!(past.contains("past the line's end"), "{past}");
+        let free = broken(SlotState {
+            key: None,
+            valid: 1,
+            dirty: 0,
+            unflushed: 0,
+        });
+        assert!(free.contains("free slot"), "{free}");
+        let unsettled = broken(SlotState {
+            key: line,
+            valid: 3,
+            dirty: 0,
+            unflushed: 2,
+        });
+        assert!(unsettled.contains("no settle will record"), "{unsettled}");
+        slots.lock(2).state = SlotState {
+            key: line,
+            valid: 1,
+            dirty: 0,
+            unflushed: 0,
+        };
+        slots.lock(4).state = SlotState {
+            key: line,
+            valid: 1,
+            dirty: 0,
+            unflushed: 0,
+        };
+        let twice = slots.check_invariants().unwrap_err();
+        assert!(twice.contains("line 1 is in slots 2 and 4"), "{twice}");
     }
 }

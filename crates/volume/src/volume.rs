@@ -96,6 +96,20 @@ impl Volume {
         self.storage.tiers()
     }
 
+    /// Checks the invariants every cache tier's slot table keeps between requests (see
+    /// `TierSlots::check_invariants`), naming the tier and slot that breaks one: for tests
+    /// that drive a volume and want corruption caught where it happens, not when a read
+    /// later returns the wrong bytes. Call it with no request in flight.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (tier, device) in self.storage.devices[..self.tiers()].iter().enumerate() {
+            device
+                .slots()
+                .check_invariants()
+                .map_err(|broken| format!("cache[{tier}]: {broken}"))?;
+        }
+        Ok(())
+    }
+
     /// True when answers wait for the devices' models.
     pub fn is_throttled(&self) -> bool {
         self.storage.is_throttled()

@@ -267,6 +267,10 @@ fn run_history(seed: u64) -> Vec<Timed> {
             }
         }
     });
+    // Every thread has stopped: the slot tables must be whole whatever the interleaving.
+    if let Err(broken) = volume.check_invariants() {
+        panic!("seed {seed}: {broken}");
+    }
     history.into_inner().unwrap()
 }
 

@@ -157,7 +157,7 @@ impl Machine {
     }
 
     /// The volume on this machine's devices (a fresh RAM tier, if any).
-    fn open(&self) -> Result<Volume, String> {
+    fn open(&self) -> Result<Volume, heterarchy_volume::VolumeError> {
         let caches: Vec<Box<dyn Backend>> = self
             .tiers
             .iter()
@@ -364,6 +364,9 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<bool, String> {
     let volume = machine
         .open()
         .map_err(|error| context(format!("reopening: {error}")))?;
+    volume
+        .check_invariants()
+        .map_err(|broken| context(format!("recovery left {broken}")))?;
     let mut found = vec![0u8; blocks() * BLOCK];
     for (block, data) in found.chunks_exact_mut(BLOCK).enumerate() {
         volume

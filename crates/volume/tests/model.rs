@@ -113,6 +113,9 @@ fn run(volume: &Volume, actions: &[Action]) -> Result<(), TestCaseError> {
         }
         let stats = volume.stats();
         prop_assert!(stats.resident_lines <= stats.slots);
+        if let Err(broken) = volume.check_invariants() {
+            return Err(TestCaseError::fail(format!("after {action:?}: {broken}")));
+        }
     }
     Ok(())
 }
@@ -235,7 +238,7 @@ fn a_persistent_cache_is_found_again_dirty_lines_and_all() {
     reopened.write(0, &[1; 4096], false).unwrap();
     reopened.flush().unwrap();
     drop(reopened);
-    let error = Volume::open(&config).err().unwrap();
+    let error = Volume::open(&config).err().unwrap().to_string();
     assert!(error.contains("holds 1 dirty lines"), "{error}");
     let mut forced = config.clone();
     forced.force = true;
@@ -299,6 +302,7 @@ fn a_backing_store_of_odd_size_is_served_in_whole_sectors() {
         &format!("file:{}", tiny.display()),
     ))
     .err()
-    .unwrap();
+    .unwrap()
+    .to_string();
     assert!(error.contains("no whole 512-byte sector"), "{error}");
 }

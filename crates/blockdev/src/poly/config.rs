@@ -26,10 +26,12 @@ use std::time::Duration;
 use heterarchy_device::backend::{open_backend_paced, BackendSpec, Throttles};
 use heterarchy_device::codec::Codec;
 use heterarchy_engine::poly::{Knobs, SearchConfig};
+use heterarchy_engine::ParamError;
 use serde::{Deserialize, Serialize};
 
 use super::device::{PolyDevice, PolyKnobs, PolyOptions, PolyStats};
 use crate::config::throttle_named;
+use crate::error::ExportError;
 use crate::export::BlockDevice;
 
 /// The `[export.caching.poly]` table.
@@ -65,8 +67,8 @@ impl Default for PolySettings {
 
 impl PolySettings {
     /// The device options these settings stand for; the error names the key.
-    pub fn options(&self) -> Result<PolyOptions, String> {
-        let codec = Codec::parse(&self.codec).map_err(|e| format!("codec: {e}"))?;
+    pub fn options(&self) -> Result<PolyOptions, ExportError> {
+        let codec = Codec::parse(&self.codec).map_err(ExportError::Codec)?;
         let knobs = match (self.read_share, self.compressed_share) {
             (Some(read_share), Some(compressed_share)) => {
                 let knobs = Knobs {
@@ -85,10 +87,11 @@ impl PolySettings {
                 };
                 config.validate()?;
                 if !(self.interval.is_finite() && self.interval > 0.0) {
-                    return Err(format!(
-                        "interval {}: expected seconds above 0",
-                        self.interval
-                    ));
+                    return Err(ExportError::Param(ParamError {
+                        name: "interval",
+                        value: self.interval.to_string(),
+                        expected: "seconds above 0",
+                    }));
                 }
                 PolyKnobs::Search {
                     config,
@@ -96,11 +99,10 @@ impl PolySettings {
                 }
             }
             _ => {
-                return Err(
-                    "read_share and compressed_share: expected both (fixed knobs) or neither \
-                     (the search)"
-                        .into(),
-                )
+                return Err(ExportError::invalid(
+                    "read_share and compressed_share",
+                    "expected both (fixed knobs) or neither (the search)",
+                ))
             }
         };
         Ok(PolyOptions { codec, knobs })
@@ -146,28 +148,35 @@ impl PolyConfig {
     }
 
     /// Checks what can be checked before opening; the error names the key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ExportError> {
         if self.name.is_empty() {
-            return Err("name: expected a non-empty export name".into());
-        }
-        if self.caching.scheme != "poly" {
-            return Err(format!(
-                "caching.scheme \"{}\": expected poly",
-                self.caching.scheme
+            return Err(ExportError::invalid(
+                "name",
+                "expected a non-empty export name",
             ));
         }
+        if self.caching.scheme != "poly" {
+            return Err(ExportError::Param(ParamError {
+                name: "caching.scheme",
+                value: format!("\"{}\"", self.caching.scheme),
+                expected: "poly",
+            }));
+        }
         if matches!(self.cache, BackendSpec::Ram { .. }) {
-            return Err(
-                "cache: the tier's write cache must survive a crash: expected pmem:PATH:SIZE or \
-                 file:PATH:SIZE, not ram"
-                    .into(),
-            );
+            return Err(ExportError::invalid(
+                "cache",
+                "the tier's write cache must survive a crash: expected pmem:PATH:SIZE or \
+                 file:PATH:SIZE, not ram",
+            ));
         }
         self.caching
             .poly
             .options()
             .map(|_| ())
-            .map_err(|e| format!("caching.poly.{e}"))
+            .map_err(|error| ExportError::Within {
+                prefix: "caching.poly.",
+                error: Box::new(error),
+            })
     }
 }
 
@@ -180,7 +189,7 @@ pub struct PolyExport {
 impl PolyExport {
     /// Opens `config`'s backing store (paced by its throttle from `throttles`) and tier.
     pub fn open(config: &PolyConfig, throttles: &Throttles) -> io::Result<PolyExport> {
-        let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidInput, message);
+        let invalid = |error: ExportError| io::Error::new(io::ErrorKind::InvalidInput, error);
         config.validate().map_err(invalid)?;
         let pace = throttle_named(
             throttles,
@@ -241,7 +250,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.caching.poly.step, 0.25);
-        let error = config.validate().unwrap_err();
+        let error = config.validate().unwrap_err().to_string();
         assert!(error.starts_with("cache:"), "{error}");
         for (key, value, named) in [
             ("step", "0.3", "step"),
@@ -254,7 +263,7 @@ mod tests {
                  scheme = \"poly\"\n[caching.poly]\n{key} = {value}\n"
             );
             let config: PolyConfig = toml::from_str(&text).unwrap();
-            let error = config.validate().unwrap_err();
+            let error = config.validate().unwrap_err().to_string();
             assert!(error.contains(named), "{key}: {error}");
         }
         let error = toml::from_str::<PolyConfig>(

@@ -171,10 +171,14 @@ impl PolyDevice {
             PolyKnobs::Fixed(knobs) => (knobs, None),
             PolyKnobs::Search { config, interval } => (
                 Knobs::WRITE_CACHE,
-                Some((KnobSearch::new(config).map_err(invalid)?, interval)),
+                Some((
+                    KnobSearch::new(config).map_err(|e| invalid(e.to_string()))?,
+                    interval,
+                )),
             ),
         };
-        tier.set_knobs(start, &mut Vec::new()).map_err(invalid)?;
+        tier.set_knobs(start, &mut Vec::new())
+            .map_err(|e| invalid(e.to_string()))?;
         let size_bytes = backing.size_bytes() / PAGE_BYTES as u64 * PAGE_BYTES as u64;
         let shared = Arc::new(Shared {
             backing,

@@ -42,7 +42,7 @@ const DEMO_POLICIES: &str = "lru,fifo,clock,sieve,s3fifo,lfu,arc,twoq,lirs,belad
 
 /// Runs the demo.
 pub fn run(args: &DemoArgs, sink: &mut Sink) -> Result<()> {
-    let spec = WorkloadSpec::parse(&args.workload).map_err(|e| anyhow::anyhow!(e.0))?;
+    let spec = WorkloadSpec::parse(&args.workload)?;
     let source = GeneratedTrace(spec);
     let bar = requests_bar(None, "measuring the working set");
     let base = working_set(&source, &|n| bar.inc(n))?;

@@ -16,8 +16,8 @@ use heterarchy_device::backend::Throttles;
 use heterarchy_engine::staging::StagingScheme;
 use heterarchy_loadgen::block::{run_block_streaming, BlockLoad, BlockReport, BlockTarget};
 use heterarchy_loadgen::{
-    parse_duration, Config, Distribution, Diurnal, IntervalReport, Phase, RateSchedule, RateStep,
-    Report, ServerAddr,
+    parse_duration, ArgError, Config, Distribution, Diurnal, IntervalReport, Phase, RateSchedule,
+    RateStep, Report, ServerAddr,
 };
 use heterarchy_report::{BarChart, Bars, LineChart, Series};
 use serde::Serialize;
@@ -442,30 +442,33 @@ fn target(spec: &str, index: usize, args: &KvArgs, base: &Config) -> Result<(Str
         }
         match key {
             "name" => name = value.to_string(),
-            "server" => config.server = value.parse().map_err(bad)?,
+            "server" => config.server = value.parse().map_err(|e: ArgError| bad(e.to_string()))?,
             "connections" => config.connections = number(value).map_err(bad)?,
             "pipeline" => config.pipeline = number(value).map_err(bad)?,
             "threads" => config.threads = number(value).map_err(bad)?,
             "keys" => config.keys = number(value).map_err(bad)?,
             "key-bytes" => config.key_bytes = number(value).map_err(bad)?,
             "value-bytes" => {
-                config.value_bytes = usize::try_from(parse_bytes(value).map_err(bad)?)
-                    .map_err(|_| bad("too large".into()))?
+                config.value_bytes =
+                    usize::try_from(parse_bytes(value).map_err(|e| bad(e.to_string()))?)
+                        .map_err(|_| bad("too large".into()))?
             }
             "get-ratio" => config.get_ratio = number(value).map_err(bad)?,
             "delete-ratio" => config.delete_ratio = number(value).map_err(bad)?,
             "miss-ratio" => config.miss_ratio = number(value).map_err(bad)?,
-            "distribution" => config.distribution = value.parse().map_err(bad)?,
+            "distribution" => {
+                config.distribution = value.parse().map_err(|e: ArgError| bad(e.to_string()))?
+            }
             "seed" => config.seed = number(value).map_err(bad)?,
             "rate" => rate = Some(number(value).map_err(bad)?),
             "rate-step" => {
                 steps = value
                     .split('+')
                     .map(str::parse)
-                    .collect::<Result<_, _>>()
-                    .map_err(bad)?
+                    .collect::<Result<_, ArgError>>()
+                    .map_err(|e| bad(e.to_string()))?
             }
-            "diurnal" => diurnal = Some(value.parse().map_err(bad)?),
+            "diurnal" => diurnal = Some(value.parse().map_err(|e: ArgError| bad(e.to_string()))?),
             _ => bail!(
                 "unknown key \"{key}\"; expected name, server, connections, pipeline, threads, \
                  keys, key-bytes, value-bytes, get-ratio, delete-ratio, miss-ratio, \

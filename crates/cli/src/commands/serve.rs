@@ -22,7 +22,7 @@ use crate::size::parse_bytes;
 
 /// A `--faults` flag's value, checked as it is given and kept as written (a spec is large
 /// beside the other flags).
-fn fault_spec(text: &str) -> Result<String, String> {
+fn fault_spec(text: &str) -> Result<String, heterarchy_device::SpecError> {
     FaultSpec::parse_optional(text).map(|_| text.to_string())
 }
 
@@ -167,7 +167,7 @@ impl KvArgs {
             tenant: vec![tenant],
             pm,
         };
-        config.validate().map_err(|e| anyhow!("{e}"))?;
+        config.validate()?;
         Ok(config)
     }
 }
@@ -354,6 +354,7 @@ impl NbdArgs {
         config.validate().map_err(|e| {
             // The config's key names its flag.
             let flag = |key: &str| format!("--{}", key.replace('_', "-"));
+            let e = e.to_string();
             match e
                 .strip_prefix("server.")
                 .and_then(|rest| rest.split_once(':'))
@@ -396,6 +397,7 @@ impl NbdArgs {
             poly.compressed_share = Some(compressed);
         }
         config.validate().map_err(|e| {
+            let e = e.to_string();
             let flag = match e.split([':', ' ']).next().unwrap_or("") {
                 "cache" => "--cache".to_string(),
                 "caching.poly.codec" => "--poly-codec".into(),
@@ -441,7 +443,7 @@ impl NbdArgs {
 
 pub fn run(args: &ServeArgs) -> Result<()> {
     let config = match (&args.config, &args.kind) {
-        (Some(path), None) => ServeConfig::from_file(path).map_err(|e| anyhow!("{e}"))?,
+        (Some(path), None) => ServeConfig::from_file(path)?,
         (None, Some(ServeKind::Nbd(nbd))) => nbd.to_config()?,
         (None, Some(ServeKind::Kv(kv))) => kv.to_config()?,
         _ => {
@@ -450,5 +452,5 @@ pub fn run(args: &ServeArgs) -> Result<()> {
             ))
         }
     };
-    heterarchy_server::run::run(&config).map_err(|e| anyhow!("{e}"))
+    Ok(heterarchy_server::run::run(&config)?)
 }

@@ -149,7 +149,7 @@ pub fn run(command: &TraceCommand, sink: &mut Sink) -> Result<()> {
             copy(&args.trace.source()?, &args.output, &args.output_format)
         }
         TraceCommand::Generate(args) if BlockWorkloadSpec::is_block_io(&args.spec) => {
-            let spec = BlockWorkloadSpec::parse(&args.spec).map_err(|e| anyhow::anyhow!(e.0))?;
+            let spec = BlockWorkloadSpec::parse(&args.spec)?;
             let format = block_output_format(&args.output, args.output_format.as_deref())?;
             let mut generator = BlockGenerator::new(&spec);
             let mut writer = create_block_writer(&args.output, format)?;
@@ -160,7 +160,7 @@ pub fn run(command: &TraceCommand, sink: &mut Sink) -> Result<()> {
             Ok(())
         }
         TraceCommand::Generate(args) => {
-            let spec = WorkloadSpec::parse(&args.spec).map_err(|e| anyhow::anyhow!(e.0))?;
+            let spec = WorkloadSpec::parse(&args.spec)?;
             let format = args.output_format.as_deref().unwrap_or("oracleGeneral");
             copy(&GeneratedTrace(spec), &args.output, format)
         }
@@ -209,7 +209,7 @@ fn sample(args: &SampleArgs, sink: &mut Sink) -> Result<()> {
         iterations: args.iterations,
         ..SampleOptions::new(method, args.rate)
     };
-    options.validate().map_err(anyhow::Error::msg)?;
+    options.validate()?;
     let format = block_output_format(&args.output, args.output_format.as_deref())?;
     let source = args.trace.source()?;
     let mut records = open_block_records(&source.input, &source.options)?;

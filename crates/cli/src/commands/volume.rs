@@ -109,7 +109,7 @@ pub fn run(command: &VolumeCommand, sink: &mut Sink) -> Result<()> {
     match command {
         VolumeCommand::Create(args) => {
             // Write-back, so opening keeps any dirty lines a matching cache already holds.
-            let volume = Volume::open(&args.config(WriteMode::Wb)?).map_err(|e| anyhow!("{e}"))?;
+            let volume = Volume::open(&args.config(WriteMode::Wb)?)?;
             let stats = volume.stats();
             volume.shut_down().context("flushing the new volume")?;
             sink.line(&format!(
@@ -159,8 +159,7 @@ pub fn run(command: &VolumeCommand, sink: &mut Sink) -> Result<()> {
                         layout: args.layout,
                         force: false,
                     };
-                    let volume = Volume::open(&devices.config(WriteMode::Wb)?)
-                        .map_err(|e| anyhow!("{e}"))?;
+                    let volume = Volume::open(&devices.config(WriteMode::Wb)?)?;
                     volume.shut_down()?
                 }
             };

@@ -32,6 +32,7 @@ use heterarchy_trace::units::parse_bytes;
 use serde::{Deserialize, Serialize};
 
 use super::Backend;
+use crate::error::SpecError;
 
 /// Which faults, how often, and when (module docs for the syntax).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -61,14 +62,9 @@ pub struct FaultSpec {
     pub seed: u64,
 }
 
-const EXPECTED: &str = "expected none or comma-separated read-error=RATE, write-error=RATE, \
-                        flush-error=RATE, short-write=RATE, delay=RATE@DURATION, \
-                        read-error-at=OFFSET+LEN, write-error-at=OFFSET+LEN, gone-after=OPS, \
-                        gone-file=PATH, file=PATH, seed=N";
-
 impl FaultSpec {
     /// Parses a spec; `none` or an empty string is no fault at all (`None`).
-    pub fn parse_optional(text: &str) -> Result<Option<FaultSpec>, String> {
+    pub fn parse_optional(text: &str) -> Result<Option<FaultSpec>, SpecError> {
         let text = text.trim();
         if text.is_empty() || text == "none" {
             return Ok(None);
@@ -78,15 +74,22 @@ impl FaultSpec {
 }
 
 impl FromStr for FaultSpec {
-    type Err = String;
+    type Err = SpecError;
 
-    fn from_str(text: &str) -> Result<FaultSpec, String> {
+    fn from_str(text: &str) -> Result<FaultSpec, SpecError> {
         let mut spec = FaultSpec::default();
         for part in text.split(',').map(str::trim) {
             let Some((key, value)) = part.split_once('=') else {
-                return Err(format!("fault \"{part}\" in \"{text}\": {EXPECTED}"));
+                return Err(SpecError::FaultSyntax {
+                    part: part.to_string(),
+                    text: text.to_string(),
+                });
             };
-            let bad = |why: String| format!("fault {key}={value}: {why}");
+            let bad = |reason: String| SpecError::Fault {
+                key: key.to_string(),
+                value: value.to_string(),
+                reason,
+            };
             match key {
                 "read-error" => spec.read_error = rate(value).map_err(bad)?,
                 "write-error" => spec.write_error = rate(value).map_err(bad)?,
@@ -116,7 +119,12 @@ impl FromStr for FaultSpec {
                         .parse()
                         .map_err(|_| bad("expected a whole number".to_string()))?
                 }
-                _ => return Err(format!("unknown fault \"{key}\" in \"{text}\": {EXPECTED}")),
+                _ => {
+                    return Err(SpecError::UnknownFault {
+                        key: key.to_string(),
+                        text: text.to_string(),
+                    })
+                }
             }
         }
         Ok(spec)
@@ -167,16 +175,16 @@ fn range(text: &str) -> Result<Range<u64>, String> {
     let (offset, len) = text
         .split_once('+')
         .ok_or_else(|| "expected OFFSET+LEN, such as 4m+64k".to_string())?;
-    let offset = parse_bytes(offset)?;
+    let offset = parse_bytes(offset).map_err(|e| e.to_string())?;
     let end = offset
-        .checked_add(parse_bytes(len)?)
+        .checked_add(parse_bytes(len).map_err(|e| e.to_string())?)
         .ok_or_else(|| "the range ends past 2^64 bytes".to_string())?;
     Ok(offset..end)
 }
 
 impl TryFrom<String> for FaultSpec {
-    type Error = String;
-    fn try_from(text: String) -> Result<FaultSpec, String> {
+    type Error = SpecError;
+    fn try_from(text: String) -> Result<FaultSpec, SpecError> {
         text.parse()
     }
 }
@@ -504,7 +512,7 @@ mod tests {
                 "fault gone-after=-1: expected a whole number",
             ),
         ] {
-            let error = text.parse::<FaultSpec>().unwrap_err();
+            let error = text.parse::<FaultSpec>().unwrap_err().to_string();
             assert!(error.starts_with(expected), "{text}: {error}");
             assert!(!error.contains('\n'), "{error}");
         }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::btt::{BttBackend, BttOptions};
 use super::{Backend, FileBackend, PacedBackend, PmemBackend, RamBackend, Throttle};
+use crate::error::SpecError;
 
 /// Which storage, where and how large.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,23 +38,31 @@ pub enum BackendSpec {
     },
 }
 
-const EXPECTED: &str = "expected ram:SIZE, file:PATH[:SIZE][:direct], blockdev:PATH[:direct], \
-                        pmem:PATH:SIZE or btt:PATH:SIZE[:512|:4k]";
-
 impl FromStr for BackendSpec {
-    type Err = String;
+    type Err = SpecError;
 
-    fn from_str(text: &str) -> Result<BackendSpec, String> {
+    fn from_str(text: &str) -> Result<BackendSpec, SpecError> {
+        let syntax = || SpecError::StorageSyntax {
+            text: text.to_string(),
+        };
         let Some((kind, rest)) = text.split_once(':') else {
-            return Err(format!("bad storage \"{text}\": {EXPECTED}"));
+            return Err(syntax());
         };
         let mut parts: Vec<&str> = rest.split(':').collect();
         let direct = parts.len() > 1 && parts.last() == Some(&"direct");
         if direct {
             parts.pop();
         }
-        let size_of =
-            |part: &str| parse_bytes(part).map_err(|error| format!("\"{text}\": {error}"));
+        let size_of = |part: &str| {
+            parse_bytes(part).map_err(|error| SpecError::StorageSize {
+                text: text.to_string(),
+                error,
+            })
+        };
+        let bad = |reason: String| SpecError::Storage {
+            text: text.to_string(),
+            reason,
+        };
         let spec = match kind {
             "ram" if parts.len() == 1 && !direct => BackendSpec::Ram {
                 size_bytes: size_of(parts[0])?,
@@ -95,9 +104,7 @@ impl FromStr for BackendSpec {
                             && parse_bytes(last).is_ok()
                             && parse_bytes(parts[parts.len() - 2]).is_ok() =>
                     {
-                        return Err(format!(
-                            "bad storage \"{text}\": sectors of {last}: expected 512 or 4k"
-                        ));
+                        return Err(bad(format!("sectors of {last}: expected 512 or 4k")));
                     }
                     _ => 0,
                 };
@@ -115,7 +122,7 @@ impl FromStr for BackendSpec {
                     },
                 }
             }
-            _ => return Err(format!("bad storage \"{text}\": {EXPECTED}")),
+            _ => return Err(syntax()),
         };
         if matches!(
             spec,
@@ -123,16 +130,16 @@ impl FromStr for BackendSpec {
                 | BackendSpec::Pmem { size_bytes: 0, .. }
                 | BackendSpec::Btt { size_bytes: 0, .. }
         ) {
-            return Err(format!("bad storage \"{text}\": the size must be above 0"));
+            return Err(bad("the size must be above 0".to_string()));
         }
         Ok(spec)
     }
 }
 
 impl TryFrom<String> for BackendSpec {
-    type Error = String;
+    type Error = SpecError;
 
-    fn try_from(text: String) -> Result<BackendSpec, String> {
+    fn try_from(text: String) -> Result<BackendSpec, SpecError> {
         text.parse()
     }
 }
@@ -320,12 +327,15 @@ mod tests {
             "btt:/x:0:512",
             "file:",
         ] {
-            let error = text.parse::<BackendSpec>().unwrap_err();
+            let error = text.parse::<BackendSpec>().unwrap_err().to_string();
             assert!(error.contains(text), "{error}");
         }
-        let error = "ram:12q".parse::<BackendSpec>().unwrap_err();
+        let error = "ram:12q".parse::<BackendSpec>().unwrap_err().to_string();
         assert!(error.contains("expected a size"), "{error}");
-        let error = "btt:/x:64m:1k".parse::<BackendSpec>().unwrap_err();
+        let error = "btt:/x:64m:1k"
+            .parse::<BackendSpec>()
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("sectors of 1k") && error.contains("512 or 4k"),
             "{error}"

@@ -14,10 +14,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::error::ThrottleError;
 use crate::memory::MemoryOp;
 use crate::model::{DeviceModel, IoKind};
 use crate::presets::resolve_device;
-use crate::spec::DeviceSpec;
+use crate::spec::{DeviceError, DeviceSpec};
 
 /// A device model run on the real clock, shared by its users.
 pub struct Throttle {
@@ -98,15 +99,20 @@ impl Throttles {
     /// the device.
     pub fn new<'a>(
         devices: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> Result<Throttles, String> {
+    ) -> Result<Throttles, ThrottleError> {
         let mut shared = HashMap::new();
         for (name, like) in devices {
-            let spec = resolve_device(like, None).map_err(|e| format!("device {name}: {e}"))?;
+            let spec = resolve_device(like, None).map_err(|error| ThrottleError::Device {
+                name: name.to_string(),
+                error,
+            })?;
             if shared
                 .insert(name.to_string(), Arc::new(Throttle::new(&spec)))
                 .is_some()
             {
-                return Err(format!("device {name}: declared twice"));
+                return Err(ThrottleError::DeclaredTwice {
+                    name: name.to_string(),
+                });
             }
         }
         Ok(Throttles { shared })
@@ -114,13 +120,11 @@ impl Throttles {
 
     /// The throttle `name` stands for: a declared device's, or a new one like the preset or
     /// device file it names.
-    pub fn get(&self, name: &str) -> Result<Arc<Throttle>, String> {
+    pub fn get(&self, name: &str) -> Result<Arc<Throttle>, DeviceError> {
         if let Some(throttle) = self.shared.get(name) {
             return Ok(Arc::clone(throttle));
         }
-        resolve_device(name, None)
-            .map(|spec| Arc::new(Throttle::new(&spec)))
-            .map_err(|e| e.to_string())
+        resolve_device(name, None).map(|spec| Arc::new(Throttle::new(&spec)))
     }
 }
 
@@ -198,7 +202,7 @@ mod tests {
         assert!(throttles
             .get("floppy")
             .err()
-            .is_some_and(|error| error.contains("floppy")));
+            .is_some_and(|error| error.to_string().contains("floppy")));
         assert!(Throttles::new([("x", "optane-pm"), ("x", "hdd")]).is_err());
     }
 }

@@ -122,6 +122,20 @@ impl DirtyTracker {
         self.copies
     }
 
+    /// Checks that the count of dirty copies agrees with the dirty lines: every dirty line has
+    /// at least one copy and at most one per tier, so a count that drifted (a copy cleaned
+    /// twice, or never) shows before a flush trusts it.
+    pub fn check_invariants(&self, tiers: usize) -> Result<(), String> {
+        let lines = self.lines.len() as u64;
+        if self.copies < lines || self.copies > lines * tiers as u64 {
+            return Err(format!(
+                "{} dirty copies counted for {lines} dirty lines over {tiers} tiers",
+                self.copies
+            ));
+        }
+        Ok(())
+    }
+
     /// Lines holding at least one dirty copy, in no particular order.
     pub fn dirty_lines(&self) -> impl Iterator<Item = u64> + '_ {
         self.lines.iter().copied()

@@ -218,6 +218,19 @@ impl CacheController {
         }
     }
 
+    /// Checks the controller's bookkeeping between calls, for tests that want a corrupted
+    /// state caught at the call that made it: every tier's policy keeps its invariants
+    /// ([`EvictionPolicy::check_invariants`]) and the dirty copies counted agree with the dirty
+    /// lines. The message names the tier.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (tier, policy) in self.tiers.iter().enumerate() {
+            policy
+                .check_invariants()
+                .map_err(|broken| format!("tier {tier}: {broken}"))?;
+        }
+        self.dirty.check_invariants(self.tiers.len())
+    }
+
     /// True when cache tier `tier` holds a copy of `key`.
     pub fn holds(&self, tier: usize, key: u64) -> bool {
         tier < self.tiers.len() && self.line(key).is_some_and(|line| line.holds(tier))

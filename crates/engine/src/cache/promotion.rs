@@ -108,7 +108,9 @@ impl Nhit {
                 break;
             };
             if let Some(dropped) = self.tracked.remove(&oldest) {
-                self.tracked_bytes -= u64::from(dropped.size);
+                let size = u64::from(dropped.size);
+                debug_assert!(size <= self.tracked_bytes, "tracked bytes undercounted");
+                self.tracked_bytes = self.tracked_bytes.saturating_sub(size);
             }
         }
         false

@@ -16,6 +16,8 @@ use heterarchy_device::memory::MemoryOp;
 use heterarchy_device::model::{DeviceModel, IoKind};
 use serde::{Deserialize, Serialize};
 
+use crate::error::ProfileError;
+
 /// The profile's size step, and its first size.
 pub const PROFILE_STEP_BYTES: u32 = 64;
 /// The largest size profiled: seed 000 §5.2.3 stops at 4 KiB, "which obtain the device's
@@ -186,31 +188,34 @@ impl MaxIopsProfile {
     }
 
     /// Whether the profile is whole and of the device `fingerprint` names; why not otherwise.
-    pub fn check(&self, fingerprint: &str) -> Result<(), String> {
+    pub fn check(&self, fingerprint: &str) -> Result<(), ProfileError> {
         if self.device != fingerprint {
-            return Err(format!(
-                "profiled on \"{}\", not on this device (\"{fingerprint}\")",
-                self.device
-            ));
+            return Err(ProfileError::OtherDevice {
+                profiled: self.device.clone(),
+                device: fingerprint.to_string(),
+            });
         }
         for (name, table) in [
             ("read_iops", &self.read_iops),
             ("write_iops", &self.write_iops),
         ] {
             if table.len() != PROFILE_SIZES {
-                return Err(format!(
-                    "{name}: {} sizes; expected {PROFILE_SIZES} (64 B to 4 KiB in 64 B steps)",
-                    table.len()
-                ));
+                return Err(ProfileError::Damaged {
+                    key: name.to_string(),
+                    reason: format!(
+                        "{} sizes; expected {PROFILE_SIZES} (64 B to 4 KiB in 64 B steps)",
+                        table.len()
+                    ),
+                });
             }
             if let Some(bad) = table
                 .iter()
                 .position(|iops| !(iops.is_finite() && *iops > 0.0))
             {
-                return Err(format!(
-                    "{name}[{bad}]: {}; expected a positive number",
-                    table[bad]
-                ));
+                return Err(ProfileError::Damaged {
+                    key: format!("{name}[{bad}]"),
+                    reason: format!("{}; expected a positive number", table[bad]),
+                });
             }
         }
         Ok(())
@@ -297,16 +302,19 @@ mod tests {
         assert!(profile
             .check("optane-pm-x2")
             .unwrap_err()
+            .to_string()
             .contains("optane-pm"));
         profile.write_iops.pop();
         assert!(profile
             .check("optane-pm")
             .unwrap_err()
+            .to_string()
             .contains("write_iops"));
         profile.write_iops.push(f64::NAN);
         assert!(profile
             .check("optane-pm")
             .unwrap_err()
+            .to_string()
             .contains("write_iops[63]"));
     }
 }

@@ -13,6 +13,7 @@
 //! negated latency); its caller applies them to the tier and measures a window at a time.
 
 use super::tier::Knobs;
+use crate::error::ParamError;
 
 /// The search's parameters (`[cache.poly]`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -43,21 +44,23 @@ impl Default for SearchConfig {
 
 impl SearchConfig {
     /// A one-line error naming the parameter out of range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ParamError> {
         let steps = 1.0 / self.step;
         if !(self.step > 0.0 && self.step <= 1.0) || (steps - steps.round()).abs() > 1e-9 {
-            return Err(format!(
-                "step {}: expected a share in (0, 1] that divides 1 (0.05, 0.1, 0.25, ...)",
-                self.step
+            return Err(ParamError::new(
+                "step",
+                self.step,
+                "a share in (0, 1] that divides 1 (0.05, 0.1, 0.25, ...)",
             ));
         }
         if self.patience == 0 {
-            return Err("patience 0: expected at least 1 step".into());
+            return Err(ParamError::new("patience", 0, "at least 1 step"));
         }
         if !(self.restart_threshold > 0.0 && self.restart_threshold.is_finite()) {
-            return Err(format!(
-                "restart_threshold {}: expected a relative change above 0",
-                self.restart_threshold
+            return Err(ParamError::new(
+                "restart_threshold",
+                self.restart_threshold,
+                "a relative change above 0",
             ));
         }
         Ok(())
@@ -105,7 +108,7 @@ pub struct KnobSearch {
 
 impl KnobSearch {
     /// A search starting from a full write cache.
-    pub fn new(config: SearchConfig) -> Result<KnobSearch, String> {
+    pub fn new(config: SearchConfig) -> Result<KnobSearch, ParamError> {
         config.validate()?;
         Ok(KnobSearch {
             config,
@@ -262,7 +265,7 @@ impl Window {
 
 /// Every point of the knob grid at `step`: both shares multiples of `step` in [0, 1], read
 /// share first.
-pub fn knob_grid(step: f64) -> Result<Vec<Knobs>, String> {
+pub fn knob_grid(step: f64) -> Result<Vec<Knobs>, ParamError> {
     SearchConfig {
         step,
         ..SearchConfig::default()
@@ -284,7 +287,7 @@ pub fn knob_grid(step: f64) -> Result<Vec<Knobs>, String> {
 pub fn offline_sweep(
     step: f64,
     mut measure: impl FnMut(Knobs) -> f64,
-) -> Result<(Knobs, f64, usize), String> {
+) -> Result<(Knobs, f64, usize), ParamError> {
     let grid = knob_grid(step)?;
     let mut best: Option<(Knobs, f64)> = None;
     for knobs in &grid {
@@ -471,7 +474,8 @@ mod tests {
                 step,
                 ..SearchConfig::default()
             })
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
             assert!(err.starts_with("step"), "{err}");
         }
         assert!(SearchConfig {
@@ -480,6 +484,7 @@ mod tests {
         }
         .validate()
         .unwrap_err()
+        .to_string()
         .contains("patience"));
         assert!(SearchConfig {
             restart_threshold: 0.0,

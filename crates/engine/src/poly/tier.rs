@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use rustc_hash::FxHashMap;
 
+use crate::error::ParamError;
 pub use heterarchy_device::codec::{SECTORS_PER_PAGE, SECTOR_BYTES};
 
 /// The two knobs of seed 004 §3.4: the share of the tier in the read-cache role (the write
@@ -47,13 +48,13 @@ impl Knobs {
     };
 
     /// A one-line error naming the knob out of range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ParamError> {
         for (name, value) in [
             ("read_share", self.read_share),
             ("compressed_share", self.compressed_share),
         ] {
             if !(0.0..=1.0).contains(&value) {
-                return Err(format!("{name} {value}: expected a share in [0, 1]"));
+                return Err(ParamError::new(name, value, "a share in [0, 1]"));
             }
         }
         Ok(())
@@ -378,7 +379,11 @@ impl PolyTier {
     /// write-cache pages are written back first when dirty (§3.2), read-cache pages leave by
     /// Clock, and the compressed store takes the least recently used uncompressed pages of
     /// both roles.
-    pub fn set_knobs(&mut self, knobs: Knobs, actions: &mut Vec<PolyAction>) -> Result<(), String> {
+    pub fn set_knobs(
+        &mut self,
+        knobs: Knobs,
+        actions: &mut Vec<PolyAction>,
+    ) -> Result<(), ParamError> {
         knobs.validate()?;
         self.knobs = knobs;
         self.fit(actions);
@@ -601,7 +606,13 @@ impl PolyTier {
         if let Some(written) = packed.written.filter(|written| written.dirty) {
             self.dirty_order.remove(&written.stamp);
         }
-        self.compressed_sectors -= u64::from(packed.sectors);
+        let sectors = u64::from(packed.sectors);
+        // Counted when the page was packed: a wrapped count would make the store look full.
+        debug_assert!(
+            sectors <= self.compressed_sectors,
+            "compressed sectors undercounted"
+        );
+        self.compressed_sectors = self.compressed_sectors.saturating_sub(sectors);
         Some(packed)
     }
 
@@ -810,7 +821,7 @@ mod tests {
     #[test]
     fn knobs_out_of_range_are_refused() {
         for (read, compressed) in [(-0.1, 0.0), (1.1, 0.0), (0.6, 1.5), (0.0, f64::NAN)] {
-            let err = knobs(read, compressed).validate().unwrap_err();
+            let err = knobs(read, compressed).validate().unwrap_err().to_string();
             assert!(err.contains("expected"), "{err}");
         }
         assert!(PolyTier::new(4)

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use chain::{Chain, Link};
 
+use crate::error::NameError;
 pub use caiti::Caiti;
 pub use coactive::CoActive;
 pub use lru::LruStaging;
@@ -129,19 +130,23 @@ impl StagingScheme {
 }
 
 impl FromStr for StagingScheme {
-    type Err = String;
+    type Err = NameError;
 
-    fn from_str(text: &str) -> Result<StagingScheme, String> {
+    fn from_str(text: &str) -> Result<StagingScheme, NameError> {
         StagingScheme::ALL
             .into_iter()
             .find(|scheme| scheme.name() == text)
-            .ok_or_else(|| format!("unknown staging \"{text}\": expected one of {STAGING_NAMES}"))
+            .ok_or_else(|| NameError {
+                what: "staging",
+                text: text.to_string(),
+                expected: format!("one of {STAGING_NAMES}"),
+            })
     }
 }
 
 impl TryFrom<String> for StagingScheme {
-    type Error = String;
-    fn try_from(text: String) -> Result<StagingScheme, String> {
+    type Error = NameError;
+    fn try_from(text: String) -> Result<StagingScheme, NameError> {
         text.parse()
     }
 }

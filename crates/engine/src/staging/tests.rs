@@ -345,7 +345,10 @@ fn names_parse_and_print_alike() {
     for scheme in StagingScheme::ALL {
         assert_eq!(scheme.name().parse::<StagingScheme>().unwrap(), scheme);
     }
-    let error = "writeback".parse::<StagingScheme>().unwrap_err();
+    let error = "writeback"
+        .parse::<StagingScheme>()
+        .unwrap_err()
+        .to_string();
     assert!(
         error.contains("writeback") && error.contains("caiti"),
         "{error}"

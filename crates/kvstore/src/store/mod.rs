@@ -133,6 +133,53 @@ impl Store {
         self.media.flush()
     }
 
+    /// Checks what the store keeps between requests, for tests that want corruption caught at
+    /// the step that made it: the segment pool's accounting (see `Segments::check_invariants`),
+    /// every item pointing at a record its segment wrote, each segment's live bytes the bytes
+    /// of the records its items point at, and the index's DRAM count its entries'. The message
+    /// names the segment or key.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.segments.check_invariants()?;
+        let mut live = vec![0u64; self.segments.segments.len()];
+        let mut index_bytes = 0;
+        for item in self.index.iter() {
+            let key = String::from_utf8_lossy(&item.key);
+            let Some(segment) = self.segments.segments.get(item.segment as usize) else {
+                return Err(format!(
+                    "key {key} is in segment {}, past the pool",
+                    item.segment
+                ));
+            };
+            let recorded = segment
+                .records
+                .binary_search_by_key(&item.offset, |&(_, offset)| offset)
+                .is_ok();
+            if segment.header.free || !recorded {
+                return Err(format!(
+                    "key {key} points at byte {} of segment {}, where no record is",
+                    item.offset, item.segment
+                ));
+            }
+            live[item.segment as usize] += record_bytes(item.key.len(), item.value_len as usize);
+            index_bytes += index_entry_bytes(item.key.len());
+        }
+        for (index, (segment, live)) in self.segments.segments.iter().zip(live).enumerate() {
+            if segment.live_bytes != live {
+                return Err(format!(
+                    "segment {index} counts {} live bytes, its items' records take {live}",
+                    segment.live_bytes
+                ));
+            }
+        }
+        if index_bytes != self.index.bytes() {
+            return Err(format!(
+                "the index counts {} bytes of DRAM, its entries take {index_bytes}",
+                self.index.bytes()
+            ));
+        }
+        Ok(())
+    }
+
     /// The counters, with the current item count and bytes.
     pub fn stats(&self) -> StoreStats {
         let mut stats = self.stats;
@@ -592,8 +639,7 @@ impl Store {
     /// Marks a record dead: in the segment's accounting, and on persistent storage in its
     /// state word.
     fn void_record(&mut self, segment: u32, offset: u32, bytes: u64) -> io::Result<()> {
-        let accounting = &mut self.segments.segments[segment as usize];
-        accounting.live_bytes = accounting.live_bytes.saturating_sub(bytes);
+        self.segments.segments[segment as usize].forget_live(bytes);
         let at = self.segments.base_offset(segment) + u64::from(offset);
         self.media.void_record(at)
     }

@@ -117,14 +117,16 @@ impl TlsMode {
 }
 
 impl std::str::FromStr for TlsMode {
-    type Err = String;
+    type Err = crate::TlsModeError;
 
-    fn from_str(text: &str) -> Result<TlsMode, String> {
+    fn from_str(text: &str) -> Result<TlsMode, crate::TlsModeError> {
         match text {
             "off" => Ok(TlsMode::Off),
             "on" => Ok(TlsMode::On),
             "require" => Ok(TlsMode::Require),
-            _ => Err(format!("\"{text}\"; expected off, on or require")),
+            _ => Err(crate::TlsModeError {
+                text: text.to_string(),
+            }),
         }
     }
 }
@@ -712,7 +714,7 @@ mod tests {
         for mode in [TlsMode::Off, TlsMode::On, TlsMode::Require] {
             assert_eq!(mode.name().parse::<TlsMode>(), Ok(mode));
         }
-        let error = "yes".parse::<TlsMode>().unwrap_err();
+        let error = "yes".parse::<TlsMode>().unwrap_err().to_string();
         assert!(error.contains("off, on or require"), "{error}");
     }
 

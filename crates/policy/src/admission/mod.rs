@@ -135,6 +135,10 @@ impl EvictionPolicy for Admitted {
         self.policy.space()
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.policy.check_invariants()
+    }
+
     fn needs_next_access(&self) -> bool {
         self.policy.needs_next_access()
     }

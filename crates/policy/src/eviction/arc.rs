@@ -154,6 +154,13 @@ impl EvictionPolicy for Arc {
         Space::of_lists(self.capacity, &[&self.t1, &self.t2])
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        [&self.t1, &self.t2]
+            .iter()
+            .try_for_each(|list| list.check(&self.slab))
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         self.ghost_hit_now = false;

@@ -18,7 +18,7 @@ use heterarchy_trace::Request;
 use super::{Evicted, EvictionPolicy, Space};
 use crate::util::heap::IndexedHeap;
 use crate::util::key_table::KeyTable;
-use crate::util::Slab;
+use crate::util::{release_bytes, Slab};
 
 /// Belady's MIN over a byte capacity.
 pub struct Belady {
@@ -62,7 +62,7 @@ impl Belady {
             };
             let node = self.slab.get(victim);
             evicted.push(node.evicted());
-            self.used -= u64::from(node.size);
+            release_bytes(&mut self.used, u64::from(node.size));
             self.map.remove(node.key);
             self.slab.release(victim);
         }
@@ -131,7 +131,7 @@ impl EvictionPolicy for Belady {
         match self.map.remove(key) {
             Some(index) => {
                 self.heap.remove(index);
-                self.used -= u64::from(self.slab.get(index).size);
+                release_bytes(&mut self.used, u64::from(self.slab.get(index).size));
                 self.slab.release(index);
                 true
             }

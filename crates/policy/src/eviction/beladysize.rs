@@ -46,6 +46,7 @@ use heterarchy_trace::Request;
 use super::{Evicted, EvictionPolicy, Space};
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
+use crate::util::release_bytes;
 use crate::util::resident_draw::bucket_hash;
 use crate::util::NIL;
 
@@ -449,7 +450,7 @@ impl BeladySize {
                 .expect("residents are in the map") = position as u32;
         }
         self.map.remove(gone.key);
-        self.used_bytes -= u64::from(gone.size);
+        release_bytes(&mut self.used_bytes, u64::from(gone.size));
         gone
     }
 }

@@ -413,6 +413,13 @@ impl EvictionPolicy for Cacheus {
         Space::of_lists(self.capacity, &[&self.reused, &self.scan_resistant])
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        [&self.reused, &self.scan_resistant]
+            .iter()
+            .try_for_each(|list| list.check(&self.slab))
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         if self.revision_due {

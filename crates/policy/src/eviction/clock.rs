@@ -63,6 +63,11 @@ impl EvictionPolicy for Clock {
         self.queue.space(self.capacity)
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        self.queue.check_invariants()
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         match self.queue.find(request.key) {

@@ -63,7 +63,7 @@ use super::{Evicted, EvictionPolicy, Space};
 use crate::params::PolicyError;
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
-use crate::util::{store_at, List, Slab, NIL};
+use crate::util::{release_bytes, store_at, List, Slab, NIL};
 
 /// Which decisions to follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -357,7 +357,7 @@ impl ClockPro {
         let size = self.size(index);
         self.adjust_cold_target(size, page.referenced);
         if page.status == Status::NonResident {
-            self.non_resident_bytes -= size;
+            release_bytes(&mut self.non_resident_bytes, size);
             self.drop_page(index);
         } else {
             self.page_mut(index).in_test = false;
@@ -374,11 +374,11 @@ impl ClockPro {
         }
         match page.status {
             Status::Cold => {
-                self.cold_bytes -= size;
+                release_bytes(&mut self.cold_bytes, size);
                 self.cold_pages -= 1;
                 self.unlink_cold(index);
             }
-            Status::NonResident => self.non_resident_bytes -= size,
+            Status::NonResident => release_bytes(&mut self.non_resident_bytes, size),
             Status::Hot => unreachable!("only cold pages turn hot"),
         }
         *self.page_mut(index) = Page {
@@ -416,7 +416,7 @@ impl ClockPro {
                         in_test: false,
                         referenced: false,
                     };
-                    self.hot_bytes -= size;
+                    release_bytes(&mut self.hot_bytes, size);
                     self.hot_pages -= 1;
                     self.cold_bytes += size;
                     self.cold_pages += 1;
@@ -501,7 +501,7 @@ impl ClockPro {
         }
         let node = self.slab.get(at);
         evicted.push(node.evicted());
-        self.cold_bytes -= size;
+        release_bytes(&mut self.cold_bytes, size);
         self.cold_pages -= 1;
         self.unlink_cold(at);
         if !page.in_test {
@@ -627,15 +627,15 @@ impl EvictionPolicy for ClockPro {
         }
         match page.status {
             Status::Hot => {
-                self.hot_bytes -= size;
+                release_bytes(&mut self.hot_bytes, size);
                 self.hot_pages -= 1;
             }
             Status::Cold => {
-                self.cold_bytes -= size;
+                release_bytes(&mut self.cold_bytes, size);
                 self.cold_pages -= 1;
                 self.unlink_cold(index);
             }
-            Status::NonResident => self.non_resident_bytes -= size,
+            Status::NonResident => release_bytes(&mut self.non_resident_bytes, size),
         }
         self.drop_page(index);
         page.status != Status::NonResident

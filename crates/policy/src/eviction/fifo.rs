@@ -28,6 +28,11 @@ impl EvictionPolicy for Fifo {
         self.queue.space(self.capacity)
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        self.queue.check_invariants()
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         self.queue.find(request.key).is_some()

@@ -38,7 +38,7 @@ use super::{Evicted, EvictionPolicy, Space};
 use crate::util::heap::IndexedHeap;
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
-use crate::util::{Slab, NIL};
+use crate::util::{release_bytes, Slab, NIL};
 
 /// libCacheSim's per-object cost.
 const COST: f64 = 1.0e6;
@@ -116,7 +116,7 @@ impl Gdsf {
         if victim != newcomer {
             evicted.push(node.evicted());
         }
-        self.used_bytes -= u64::from(node.size);
+        release_bytes(&mut self.used_bytes, u64::from(node.size));
         self.map.remove(node.key);
         self.slab.release(victim);
         true
@@ -174,7 +174,7 @@ impl EvictionPolicy for Gdsf {
             return false;
         };
         self.queue.remove(index);
-        self.used_bytes -= u64::from(self.slab.get(index).size);
+        release_bytes(&mut self.used_bytes, u64::from(self.slab.get(index).size));
         self.slab.release(index);
         true
     }

@@ -117,6 +117,11 @@ impl EvictionPolicy for Hyperbolic {
         self.residents.space(self.capacity)
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        self.residents.check_invariants()
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         self.requests += 1;

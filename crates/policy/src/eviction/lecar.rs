@@ -211,6 +211,11 @@ impl EvictionPolicy for LeCaR {
         Space::of_lists(self.capacity, &[&self.recency])
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        self.recency.check(&self.slab)
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         self.requests += 1;

@@ -429,6 +429,11 @@ impl EvictionPolicy for Lhd {
         self.residents.space(self.capacity)
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        self.residents.check_invariants()
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         match self.residents.find(request.key) {

@@ -39,6 +39,11 @@ impl EvictionPolicy for Lru {
         self.queue.space(self.capacity)
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        self.queue.check_invariants()
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         match self.queue.find(request.key) {

@@ -108,12 +108,27 @@ impl Space {
         self.objects += 1;
     }
 
+    /// Checks what any cache's accounting keeps between requests: no more bytes than the
+    /// capacity, and no bytes without objects.
+    pub fn check(&self) -> Result<(), String> {
+        if self.used_bytes > self.capacity_bytes {
+            return Err(format!(
+                "{} bytes used of a capacity of {}",
+                self.used_bytes, self.capacity_bytes
+            ));
+        }
+        if self.objects == 0 && self.used_bytes != 0 {
+            return Err(format!("{} bytes used by no object", self.used_bytes));
+        }
+        Ok(())
+    }
+
     /// Uncounts an object that left.
     #[inline]
     pub fn release(&mut self, size: u32) {
         debug_assert!(self.objects > 0 && self.used_bytes >= u64::from(size));
-        self.used_bytes -= u64::from(size);
-        self.objects -= 1;
+        self.used_bytes = self.used_bytes.saturating_sub(u64::from(size));
+        self.objects = self.objects.saturating_sub(1);
     }
 }
 
@@ -149,6 +164,17 @@ pub trait EvictionPolicy: Send {
     /// True when nothing is resident.
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Checks what the policy's bookkeeping must keep between calls of
+    /// [`lookup`](Self::lookup), [`admit`](Self::admit), [`get`](Self::get) and
+    /// [`remove`](Self::remove): never over capacity, and, where the policy overrides this,
+    /// its counted bytes and objects equal to what its own structures hold. A policy serving
+    /// inside another may be over capacity after [`insert`](Self::insert) until the outer one
+    /// evicts, so only the outer policy is checked. For tests: the walk may take time linear
+    /// in the residents. The message says what broke.
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()
     }
 
     /// True for oracles that read [`Request::next_access`] (Belady): the simulator then

@@ -54,6 +54,11 @@ impl EvictionPolicy for Random {
         self.residents.space(self.capacity)
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        self.residents.check_invariants()
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         self.residents.find(request.key).is_some()

@@ -294,6 +294,13 @@ impl EvictionPolicy for S3Fifo {
         Space::of_lists(self.capacity, &[&self.small, &self.main])
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        [&self.small, &self.main]
+            .iter()
+            .try_for_each(|list| list.check(&self.slab))
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         self.ghost_hit = false;

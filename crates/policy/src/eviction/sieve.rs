@@ -51,6 +51,11 @@ impl EvictionPolicy for Sieve {
         self.queue.space(self.capacity)
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        self.queue.check_invariants()
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         match self.queue.find(request.key) {

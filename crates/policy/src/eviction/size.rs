@@ -17,7 +17,7 @@ use heterarchy_trace::Request;
 use super::{Evicted, EvictionPolicy, Space};
 use crate::util::heap::IndexedHeap;
 use crate::util::key_table::KeyTable;
-use crate::util::Slab;
+use crate::util::{release_bytes, Slab};
 
 /// SIZE over a byte capacity.
 pub struct Size {
@@ -74,7 +74,7 @@ impl EvictionPolicy for Size {
             };
             let node = self.slab.get(victim);
             evicted.push(node.evicted());
-            self.used_bytes -= u64::from(node.size);
+            release_bytes(&mut self.used_bytes, u64::from(node.size));
             self.map.remove(node.key);
             self.slab.release(victim);
         }
@@ -93,7 +93,7 @@ impl EvictionPolicy for Size {
             return false;
         };
         self.heap.remove(index);
-        self.used_bytes -= u64::from(self.slab.get(index).size);
+        release_bytes(&mut self.used_bytes, u64::from(self.slab.get(index).size));
         self.slab.release(index);
         true
     }

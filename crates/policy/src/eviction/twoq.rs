@@ -117,6 +117,13 @@ impl EvictionPolicy for TwoQ {
         Space::of_lists(self.capacity, &[&self.recent, &self.main])
     }
 
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space().check()?;
+        [&self.recent, &self.main]
+            .iter()
+            .try_for_each(|list| list.check(&self.slab))
+    }
+
     #[inline]
     fn lookup(&mut self, request: &Request) -> bool {
         self.ghost_hit = false;

@@ -81,6 +81,34 @@ impl<T> DenseResidents<T> {
         }
     }
 
+    /// Checks that the counted bytes are the residents' and that the key table finds each
+    /// resident at its position.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let bytes: u64 = self.residents.iter().map(|r| u64::from(r.size)).sum();
+        if bytes != self.bytes {
+            return Err(format!(
+                "residents of {bytes} bytes counted as {}",
+                self.bytes
+            ));
+        }
+        if self.positions.len() != self.residents.len() {
+            return Err(format!(
+                "{} keys in the table for {} residents",
+                self.positions.len(),
+                self.residents.len()
+            ));
+        }
+        for (position, resident) in self.residents.iter().enumerate() {
+            if self.positions.get(resident.key) != Some(position as u32) {
+                return Err(format!(
+                    "key {} is not found at its position {position}",
+                    resident.key
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The resident at `position`.
     #[inline]
     pub fn get(&self, position: u32) -> &Resident<T> {
@@ -122,7 +150,8 @@ impl<T> DenseResidents<T> {
                 .get_mut(moved.key)
                 .expect("every resident has a position") = position;
         }
-        self.bytes -= u64::from(gone.size);
+        debug_assert!(self.bytes >= u64::from(gone.size));
+        self.bytes = self.bytes.saturating_sub(u64::from(gone.size));
         gone
     }
 

@@ -46,6 +46,19 @@ impl KeyedQueue {
         self.list.is_empty()
     }
 
+    /// Checks that the list is whole and that the key table finds exactly its objects.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.list.check(&self.slab)?;
+        if self.map.len() != self.list.len {
+            return Err(format!(
+                "{} keys in the table for {} queued objects",
+                self.map.len(),
+                self.list.len
+            ));
+        }
+        Ok(())
+    }
+
     /// The oldest end of the queue, or [`NIL`].
     #[inline]
     pub fn tail(&self) -> u32 {

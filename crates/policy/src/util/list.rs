@@ -151,6 +151,45 @@ impl Default for List {
 }
 
 impl List {
+    /// Checks that the list is whole in `slab`: linked both ways from head to tail, with the
+    /// length and bytes it counts. Stops after `len + 1` nodes, so that a cycle is reported
+    /// rather than followed forever.
+    pub fn check<T>(&self, slab: &Slab<T>) -> Result<(), String> {
+        let (mut len, mut bytes) = (0usize, 0u64);
+        let (mut prev, mut index) = (NIL, self.head);
+        while index != NIL {
+            if len > self.len {
+                return Err(format!("a list counting {} nodes links more", self.len));
+            }
+            let Some(node) = slab.try_get(index) else {
+                return Err(format!("a list links node {index}, past the slab's end"));
+            };
+            if node.prev != prev {
+                return Err(format!(
+                    "node {index} of key {} links back wrongly",
+                    node.key
+                ));
+            }
+            len += 1;
+            bytes += u64::from(node.size);
+            prev = index;
+            index = node.next;
+        }
+        if prev != self.tail {
+            return Err(format!(
+                "a list ends at node {prev}, its tail says {}",
+                self.tail
+            ));
+        }
+        if (len, bytes) != (self.len, self.bytes) {
+            return Err(format!(
+                "a list links {len} nodes of {bytes} bytes but counts {} of {}",
+                self.len, self.bytes
+            ));
+        }
+        Ok(())
+    }
+
     /// Links the unlinked node `index` at the front.
     #[inline]
     pub fn push_front<T>(&mut self, slab: &mut Slab<T>, index: u32) {
@@ -190,8 +229,11 @@ impl List {
         let node = slab.get_mut(index);
         node.prev = NIL;
         node.next = NIL;
-        self.len -= 1;
-        self.bytes -= u64::from(size);
+        // Counted when linked: an underflow is a bug, and must not wrap into a list that
+        // looks full for ever in release builds.
+        debug_assert!(self.len > 0 && self.bytes >= u64::from(size));
+        self.len = self.len.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(u64::from(size));
     }
 
     /// Moves `index`, which must be in this list, to the front.
@@ -224,6 +266,32 @@ impl List {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_checker_finds_a_miscounted_or_broken_list() {
+        let mut slab = Slab::default();
+        let mut list = List::default();
+        for key in 0..3 {
+            let index = slab.alloc(key, 10, ());
+            list.push_front(&mut slab, index);
+        }
+        list.check(&slab).unwrap();
+        let mut miscounted = list;
+        miscounted.bytes -= 1;
+        let error = miscounted.check(&slab).unwrap_err();
+        assert!(
+            error.contains("links 3 nodes of 30 bytes but counts 3 of 29"),
+            "{error}"
+        );
+        let mut short = list;
+        short.len = 1;
+        assert!(short.check(&slab).unwrap_err().contains("links more"));
+        slab.get_mut(list.tail).prev = NIL;
+        assert!(list
+            .check(&slab)
+            .unwrap_err()
+            .contains("links back wrongly"));
+    }
 
     fn keys(list: &List, slab: &Slab<()>) -> Vec<u64> {
         let mut out = Vec::new();

@@ -26,3 +26,12 @@ pub fn store_at<T>(values: &mut Vec<T>, index: u32, value: T) {
         }
     }
 }
+
+/// Takes `bytes` off `count`, a byte count that included them. An underflow is a bug in the
+/// policy's accounting: caught in debug builds, and never wrapped in release builds into a
+/// count that makes the cache look full for ever.
+#[inline]
+pub fn release_bytes(count: &mut u64, bytes: u64) {
+    debug_assert!(bytes <= *count, "{bytes} bytes leave a count of {count}");
+    *count = count.saturating_sub(bytes);
+}

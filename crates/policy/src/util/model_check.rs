@@ -110,6 +110,9 @@ pub fn check_against_model(
                 model.insert(step.key, step.size);
             }
         }
+        if let Err(broken) = policy.check_invariants() {
+            return Err(TestCaseError::fail(format!("after {step:?}: {broken}")));
+        }
         prop_assert!(policy.used_bytes() <= policy.capacity_bytes());
         prop_assert_eq!(policy.len(), model.len());
         prop_assert_eq!(

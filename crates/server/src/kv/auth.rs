@@ -11,6 +11,8 @@ use std::path::Path;
 
 use heterarchy_memcache::{Request, StoreMode};
 
+use crate::error::{AuthError, ConfigError};
+
 /// The longest token a client may authenticate with; a longer `set` is answered
 /// [`BAD_TOKEN`] (memcached bounds its token buffer too).
 pub const MAX_TOKEN_BYTES: usize = 1024;
@@ -49,14 +51,16 @@ impl std::fmt::Debug for AuthFile {
 impl AuthFile {
     /// Reads `path`: a `username:password` per line (split at the first colon); empty lines
     /// are skipped. The error names the file and the line.
-    pub fn load(path: &Path) -> Result<AuthFile, String> {
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        AuthFile::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<AuthFile, ConfigError> {
+        let bytes = std::fs::read(path).map_err(|error| ConfigError::Read {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        AuthFile::parse(&bytes).map_err(|e| ConfigError::within(format!("{}: ", path.display()), e))
     }
 
     /// Parses the file's bytes; the error names the line.
-    pub fn parse(bytes: &[u8]) -> Result<AuthFile, String> {
+    pub fn parse(bytes: &[u8]) -> Result<AuthFile, AuthError> {
         let mut users = Vec::new();
         for (index, line) in bytes.split(|&byte| byte == b'\n').enumerate() {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -64,29 +68,29 @@ impl AuthFile {
                 continue;
             }
             let expected = "expected username:password";
+            let bad = |reason: String| AuthError::Line {
+                line: index + 1,
+                reason,
+            };
             let colon = line
                 .iter()
                 .position(|&byte| byte == b':')
-                .ok_or_else(|| format!("line {}: no colon; {expected}", index + 1))?;
+                .ok_or_else(|| bad(format!("no colon; {expected}")))?;
             let (user, password) = (&line[..colon], &line[colon + 1..]);
             if user.is_empty() || user.contains(&b' ') {
-                return Err(format!(
-                    "line {}: an empty username or one with a space; {expected}",
-                    index + 1
-                ));
+                return Err(bad(format!(
+                    "an empty username or one with a space; {expected}"
+                )));
             }
             if user.len() + 1 + password.len() > MAX_TOKEN_BYTES {
-                return Err(format!(
-                    "line {}: longer than the {MAX_TOKEN_BYTES}-byte token a client can send",
-                    index + 1
-                ));
+                return Err(bad(format!(
+                    "longer than the {MAX_TOKEN_BYTES}-byte token a client can send"
+                )));
             }
             users.push((user.to_vec(), password.to_vec()));
         }
         if users.is_empty() {
-            return Err(
-                "no username:password line; a tenant without users is open to no one".to_string(),
-            );
+            return Err(AuthError::Empty);
         }
         Ok(AuthFile { users })
     }
@@ -171,13 +175,15 @@ mod tests {
             (b"a b:c\n", "line 1:"),
             (b"\n\n", "no username"),
         ] {
-            let error = AuthFile::parse(bytes).unwrap_err();
+            let error = AuthFile::parse(bytes).unwrap_err().to_string();
             assert!(error.starts_with(line), "{error}");
         }
         let long = format!("u:{}\n", "p".repeat(MAX_TOKEN_BYTES));
         assert!(AuthFile::parse(long.as_bytes()).is_err());
         let dir = tempfile::tempdir().unwrap();
-        let error = AuthFile::load(&dir.path().join("missing")).unwrap_err();
+        let error = AuthFile::load(&dir.path().join("missing"))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("missing: cannot read"), "{error}");
     }
 

@@ -44,6 +44,7 @@ use heterarchy_engine::nyx::PolicyName;
 use heterarchy_kvstore::{StoreConfig, DEFAULT_ITEM_MAX_BYTES, DEFAULT_SEGMENT_BYTES};
 use heterarchy_trace::units::parse_bytes;
 
+use crate::error::ConfigError;
 use crate::listen::ListenAddr;
 
 /// Connections one tenant serves at once unless told otherwise (memcached's `-c`).
@@ -152,8 +153,8 @@ pub struct PmConfig {
 }
 
 impl PmConfig {
-    pub fn size_bytes(&self) -> Result<u64, String> {
-        parse_bytes(&self.size).map_err(|e| format!("size: {e}"))
+    pub fn size_bytes(&self) -> Result<u64, ConfigError> {
+        parse_bytes(&self.size).map_err(|e| ConfigError::invalid("size", e))
     }
 
     /// Where its MaxIOPS profile is kept.
@@ -169,46 +170,62 @@ impl PmConfig {
     }
 
     /// Checks every key; the error starts with the key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.name.is_empty() || self.name.contains(|c: char| c.is_whitespace() || c == '"') {
-            return Err(format!(
-                "name: \"{}\"; expected a name without spaces or quotes",
-                self.name
+            return Err(ConfigError::invalid(
+                "name",
+                format!(
+                    "\"{}\"; expected a name without spaces or quotes",
+                    self.name
+                ),
             ));
         }
         if self.size_bytes()? == 0 {
-            return Err(format!("size: \"{}\"; expected more than 0", self.size));
+            return Err(ConfigError::invalid(
+                "size",
+                format!("\"{}\"; expected more than 0", self.size),
+            ));
         }
         heterarchy_device::presets::resolve_device(&self.throttle, None)
             .map(drop)
-            .map_err(|e| format!("throttle: {e}"))
+            .map_err(|e| ConfigError::invalid("throttle", e))
     }
 }
 
-/// Bytes a second written as "500mb/s"; what was expected otherwise.
-pub fn parse_rate(text: &str) -> Result<f64, String> {
-    let expected = "bytes a second above 0, e.g. \"500mb/s\"".to_string();
-    let bytes = text.trim().strip_suffix("/s").ok_or(expected.clone())?;
-    match parse_bytes(bytes) {
-        Ok(bytes) if bytes > 0 => Ok(bytes as f64),
-        _ => Err(expected),
-    }
+/// What [`parse_rate`] reads, for the messages of the keys that hold a rate.
+pub const RATE_EXPECTED: &str = "bytes a second above 0, e.g. \"500mb/s\"";
+
+/// Bytes a second written as "500mb/s"; `None` for anything else ([`RATE_EXPECTED`]).
+pub fn parse_rate(text: &str) -> Option<f64> {
+    let bytes = text.trim().strip_suffix("/s")?;
+    parse_bytes(bytes)
+        .ok()
+        .filter(|&bytes| bytes > 0)
+        .map(|bytes| bytes as f64)
 }
 
 impl TenantConfig {
     /// Its `limit` in `policy`'s units per second: a share of the device, or bytes; none
     /// without a limit. The error starts with the key.
-    pub fn limit_under(&self, policy: PolicyName) -> Result<Option<f64>, String> {
+    pub fn limit_under(&self, policy: PolicyName) -> Result<Option<f64>, ConfigError> {
         let Some(text) = &self.limit else {
             return Ok(None);
         };
-        let bad = |expected: &str| Err(format!("limit: \"{text}\"; expected {expected}"));
+        let bad = |expected: &str| {
+            Err(ConfigError::invalid(
+                "limit",
+                format!("\"{text}\"; expected {expected}"),
+            ))
+        };
         match policy {
             PolicyName::Limit | PolicyName::BandwidthLimit => {}
             other => {
-                return Err(format!(
-                "limit: \"{text}\" under policy \"{other}\"; set server.policy to limit or bandwidth-limit"
-            ))
+                return Err(ConfigError::invalid(
+                    "limit",
+                    format!(
+                "\"{text}\" under policy \"{other}\"; set server.policy to limit or bandwidth-limit"
+            ),
+                ))
             }
         }
         match policy {
@@ -222,37 +239,54 @@ impl TenantConfig {
                 }
             }
             _ => match parse_rate(text) {
-                Ok(bytes) => Ok(Some(bytes)),
-                Err(expected) => bad(&expected),
+                Some(bytes) => Ok(Some(bytes)),
+                None => bad(RATE_EXPECTED),
             },
         }
     }
 
     /// What the server's sharing policy knows of it. The error starts with the key.
-    pub fn terms(&self, policy: PolicyName) -> Result<TenantTerms, String> {
+    pub fn terms(&self, policy: PolicyName) -> Result<TenantTerms, ConfigError> {
         let class = match &self.class {
-            Some(class) => class.parse().map_err(|e| format!("class: {e}"))?,
+            Some(class) => class
+                .parse()
+                .map_err(|e| ConfigError::invalid("class", e))?,
             None => TenantClass::BestEffort,
         };
         let p99_target_ns = match (self.p99_target_us, class) {
             (None, _) => None,
             (Some(_), TenantClass::BestEffort) => {
-                return Err("p99_target_us: for a best-effort tenant; set class = \"lc\"".into())
+                return Err(ConfigError::invalid(
+                    "p99_target_us",
+                    "for a best-effort tenant; set class = \"lc\"",
+                ))
             }
             (Some(us), _) if us.is_finite() && us > 0.0 => Some((us * 1000.0) as u64),
-            (Some(us), _) => return Err(format!("p99_target_us: {us}; expected above 0")),
+            (Some(us), _) => {
+                return Err(ConfigError::invalid(
+                    "p99_target_us",
+                    format!("{us}; expected above 0"),
+                ))
+            }
         };
         if class == TenantClass::LatencyCritical && p99_target_ns.is_none() {
-            return Err("class: \"lc\" without p99_target_us; give its target".into());
+            return Err(ConfigError::invalid(
+                "class",
+                "\"lc\" without p99_target_us; give its target",
+            ));
         }
         let weight = self.weight.unwrap_or(1.0);
         if !(weight.is_finite() && weight > 0.0) {
-            return Err(format!("weight: {weight}; expected above 0"));
+            return Err(ConfigError::invalid(
+                "weight",
+                format!("{weight}; expected above 0"),
+            ));
         }
         let slowdown_limit = match self.slowdown_limit {
             Some(limit) if !(limit.is_finite() && limit >= 1.0) => {
-                return Err(format!(
-                    "slowdown_limit: {limit}; expected at least 1 (the slowdown of running alone)"
+                return Err(ConfigError::invalid(
+                    "slowdown_limit",
+                    format!("{limit}; expected at least 1 (the slowdown of running alone)"),
                 ))
             }
             limit => limit,
@@ -267,13 +301,18 @@ impl TenantConfig {
     }
 
     /// Where its values live; `pm` is the `[[pm]]` table it names, if it names one.
-    pub fn value_store(&self, pm: Option<&PmConfig>) -> Result<BackendSpec, String> {
+    pub fn value_store(&self, pm: Option<&PmConfig>) -> Result<BackendSpec, ConfigError> {
         if let Some(name) = &self.pm {
-            let pm = pm.ok_or_else(|| format!("pm: no [[pm]] table named \"{name}\""))?;
-            let share = self.pm_size.as_deref().ok_or_else(|| {
-                format!("pm_size: missing; expected the tenant's share of {name}, e.g. \"1g\"")
+            let pm = pm.ok_or_else(|| {
+                ConfigError::invalid("pm", format!("no [[pm]] table named \"{name}\""))
             })?;
-            let size_bytes = parse_bytes(share).map_err(|e| format!("pm_size: {e}"))?;
+            let share = self.pm_size.as_deref().ok_or_else(|| {
+                ConfigError::invalid(
+                    "pm_size",
+                    format!("missing; expected the tenant's share of {name}, e.g. \"1g\""),
+                )
+            })?;
+            let size_bytes = parse_bytes(share).map_err(|e| ConfigError::invalid("pm_size", e))?;
             return Ok(BackendSpec::Pmem {
                 path: self
                     .pm_file
@@ -283,25 +322,30 @@ impl TenantConfig {
             });
         }
         if self.pm_size.is_some() {
-            return Err("pm_size: without pm; expected pm = the [[pm]] table's name".into());
+            return Err(ConfigError::invalid(
+                "pm_size",
+                "without pm; expected pm = the [[pm]] table's name",
+            ));
         }
         match &self.pmem {
             Some(pmem) => format!("pmem:{pmem}")
                 .parse()
-                .map_err(|e| format!("pmem: {e}; expected PATH:SIZE")),
+                .map_err(|e| ConfigError::invalid("pmem", format!("{e}; expected PATH:SIZE"))),
             None => {
                 let memory = self.memory.as_deref().unwrap_or(DEFAULT_MEMORY);
-                let size_bytes = parse_bytes(memory).map_err(|e| format!("memory: {e}"))?;
+                let size_bytes =
+                    parse_bytes(memory).map_err(|e| ConfigError::invalid("memory", e))?;
                 Ok(BackendSpec::Ram { size_bytes })
             }
         }
     }
 
     /// The store's geometry and limits.
-    pub fn store_config(&self) -> Result<StoreConfig, String> {
-        let size = |key: &str, text: &str| -> Result<u32, String> {
-            let bytes = parse_bytes(text).map_err(|e| format!("{key}: {e}"))?;
-            u32::try_from(bytes).map_err(|_| format!("{key}: {text} is over 4 GiB"))
+    pub fn store_config(&self) -> Result<StoreConfig, ConfigError> {
+        let size = |key: &str, text: &str| -> Result<u32, ConfigError> {
+            let bytes = parse_bytes(text).map_err(|e| ConfigError::invalid(key, e))?;
+            u32::try_from(bytes)
+                .map_err(|_| ConfigError::invalid(key, format!("{text} is over 4 GiB")))
         };
         let item_max_bytes = size("item_max", &self.item_max)?;
         // A segment holds at least one item of the largest size.
@@ -310,10 +354,13 @@ impl TenantConfig {
         let on_pm = self.pmem.is_some() || self.pm.is_some();
         let index_max_bytes = match (on_pm, &self.memory) {
             (true, Some(memory)) => {
-                let bytes = parse_bytes(memory).map_err(|e| format!("memory: {e}"))?;
+                let bytes = parse_bytes(memory).map_err(|e| ConfigError::invalid("memory", e))?;
                 if bytes < 1 << 20 {
-                    return Err(format!(
-                        "memory: \"{memory}\" for the index of values on pmem; expected at least 1m"
+                    return Err(ConfigError::invalid(
+                        "memory",
+                        format!(
+                            "\"{memory}\" for the index of values on pmem; expected at least 1m"
+                        ),
                     ));
                 }
                 Some(bytes)
@@ -326,15 +373,18 @@ impl TenantConfig {
             index_max_bytes,
         };
         if config.segment_bytes < 4096 || config.segment_bytes & 7 != 0 {
-            return Err(format!(
-                "segment: \"{}\"; expected at least 4k, a multiple of 8 bytes",
-                self.segment
+            return Err(ConfigError::invalid(
+                "segment",
+                format!(
+                    "\"{}\"; expected at least 4k, a multiple of 8 bytes",
+                    self.segment
+                ),
             ));
         }
         if config.item_max_bytes < 1024 {
-            return Err(format!(
-                "item_max: \"{}\"; expected at least 1k",
-                self.item_max
+            return Err(ConfigError::invalid(
+                "item_max",
+                format!("\"{}\"; expected at least 1k", self.item_max),
             ));
         }
         Ok(config)
@@ -342,36 +392,49 @@ impl TenantConfig {
 
     /// Checks every key but `throttle` (which may name a declared device: the serve config
     /// checks it); `pm` is the `[[pm]]` table it names, if any. The error starts with the key.
-    pub fn validate(&self, pm: Option<&PmConfig>) -> Result<(), String> {
+    pub fn validate(&self, pm: Option<&PmConfig>) -> Result<(), ConfigError> {
         if self.name.is_empty() || self.name.contains(|c: char| c.is_whitespace() || c == '"') {
-            return Err(format!(
-                "name: \"{}\"; expected a name without spaces or quotes",
-                self.name
+            return Err(ConfigError::invalid(
+                "name",
+                format!(
+                    "\"{}\"; expected a name without spaces or quotes",
+                    self.name
+                ),
             ));
         }
         if let Some(name) = &self.pm {
             if self.pmem.is_some() {
-                return Err(format!("pmem: with pm = \"{name}\"; give one of the two"));
+                return Err(ConfigError::invalid(
+                    "pmem",
+                    format!("with pm = \"{name}\"; give one of the two"),
+                ));
             }
             if self.throttle.is_some() {
-                return Err(format!(
-                    "throttle: with pm = \"{name}\", which paces it; drop the throttle"
+                return Err(ConfigError::invalid(
+                    "throttle",
+                    format!("with pm = \"{name}\", which paces it; drop the throttle"),
                 ));
             }
         }
         if !matches!(self.listen, ListenAddr::Tcp(_)) {
-            return Err(format!(
-                "listen: \"{}\"; expected HOST:PORT (the Unix socket goes in `unix`)",
-                self.listen
+            return Err(ConfigError::invalid(
+                "listen",
+                format!(
+                    "\"{}\"; expected HOST:PORT (the Unix socket goes in `unix`)",
+                    self.listen
+                ),
             ));
         }
         let store = self.value_store(pm)?;
         self.store_config()?;
         if self.max_connections == 0 {
-            return Err("max_connections: expected at least 1".to_string());
+            return Err(ConfigError::invalid(
+                "max_connections",
+                "expected at least 1",
+            ));
         }
         let (BackendSpec::Ram { size_bytes } | BackendSpec::Pmem { size_bytes, .. }) = store else {
-            return Err("pmem: expected PATH:SIZE".to_string());
+            return Err(ConfigError::invalid("pmem", "expected PATH:SIZE"));
         };
         let segment = u64::from(self.store_config()?.segment_bytes);
         if size_bytes < 4096 + 2 * segment {
@@ -380,9 +443,12 @@ impl TenantConfig {
                 (None, Some(_)) => "pmem",
                 (None, None) => "memory",
             };
-            return Err(format!(
-                "{key}: {size_bytes} bytes hold fewer than two {} segments",
-                self.segment
+            return Err(ConfigError::invalid(
+                key,
+                format!(
+                    "{size_bytes} bytes hold fewer than two {} segments",
+                    self.segment
+                ),
             ));
         }
         Ok(())

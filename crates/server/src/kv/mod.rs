@@ -20,22 +20,25 @@ use std::sync::Arc;
 pub use config::{PmConfig, TenantConfig};
 pub use tenant::{Tenant, TenantStats};
 
+use crate::error::RunError;
 use crate::listen::ListenAddr;
 use worker::{accept_forever, start_workers, TenantListener};
 
 /// Binds every tenant's sockets (a port taken fails here, naming the tenant) and serves them
 /// on `threads` workers from now on.
-pub fn start(tenants: &[Arc<Tenant>], threads: usize) -> Result<(), String> {
+pub fn start(tenants: &[Arc<Tenant>], threads: usize) -> Result<(), RunError> {
     let mut listeners = Vec::new();
     for tenant in tenants {
         let ListenAddr::Tcp(address) = &tenant.config.listen else {
-            return Err(format!(
-                "tenant {}: listen: expected HOST:PORT",
-                tenant.name()
-            ));
+            let what = format!("tenant {}: listen", tenant.name());
+            return Err(RunError::failed(what, "expected HOST:PORT"));
         };
-        let tcp = TcpListener::bind(address)
-            .map_err(|e| format!("tenant {}: cannot listen on {address}: {e}", tenant.name()))?;
+        let tcp = TcpListener::bind(address).map_err(|e| {
+            RunError::failed(
+                format!("tenant {}: cannot listen on {address}", tenant.name()),
+                e,
+            )
+        })?;
         let shown = tcp
             .local_addr()
             .map_or_else(|_| address.clone(), |addr| addr.to_string());
@@ -47,17 +50,19 @@ pub fn start(tenants: &[Arc<Tenant>], threads: usize) -> Result<(), String> {
                 let _ = std::fs::remove_file(path);
             }
             let unix = UnixListener::bind(path).map_err(|e| {
-                format!(
-                    "tenant {}: cannot listen on {}: {e}",
+                let what = format!(
+                    "tenant {}: cannot listen on {}",
                     tenant.name(),
                     path.display()
-                )
+                );
+                RunError::failed(what, e)
             })?;
             let shown = format!("unix:{}", path.display());
             listeners.push((TenantListener::Unix(unix), Arc::clone(tenant), shown));
         }
     }
-    let workers = start_workers(threads).map_err(|e| format!("cannot start kv workers: {e}"))?;
+    let workers =
+        start_workers(threads).map_err(|e| RunError::failed("cannot start kv workers", e))?;
     for (listener, tenant, shown) in listeners {
         eprintln!(
             "heterarchy: kv tenant {} listening on {shown} ({})",
@@ -68,7 +73,7 @@ pub fn start(tenants: &[Arc<Tenant>], threads: usize) -> Result<(), String> {
         std::thread::Builder::new()
             .name("kv-accept".to_string())
             .spawn(move || accept_forever(listener, tenant, workers))
-            .map_err(|e| format!("cannot start an acceptor thread: {e}"))?;
+            .map_err(|e| RunError::failed("cannot start an acceptor thread", e))?;
     }
     Ok(())
 }

@@ -23,13 +23,14 @@ use heterarchy_trace::read::stable_key_hash;
 use super::config::PmConfig;
 use super::tenant::Tenant;
 use crate::config::ServeConfig;
+use crate::error::{BoxError, ConfigError, RunError};
 
 /// Gates the tenants of every `[[pm]]` and starts its controller.
 pub fn start(
     config: &ServeConfig,
     tenants: &[Arc<Tenant>],
     throttles: &Throttles,
-) -> Result<(), String> {
+) -> Result<(), RunError> {
     let policy_name = config.policy()?;
     for pm in &config.pm {
         let on_pm: Vec<&Arc<Tenant>> = tenants
@@ -40,13 +41,15 @@ pub fn start(
             continue;
         }
         let profile = Arc::new(profile_of(pm)?);
-        let throttle = throttles.get(&pm.name)?;
+        let throttle = throttles
+            .get(&pm.name)
+            .map_err(|e| RunError::failed(format!("pm {}", pm.name), e))?;
         let mut gates = Vec::new();
         let mut terms = Vec::new();
         for tenant in &on_pm {
             let gate = tenant
                 .gate()
-                .ok_or_else(|| format!("tenant {}: no gate", tenant.name()))?;
+                .ok_or_else(|| RunError::failed(format!("tenant {}", tenant.name()), "no gate"))?;
             tenant
                 .store()
                 .set_gate(Arc::clone(gate), Arc::clone(&profile));
@@ -76,15 +79,18 @@ pub fn start(
                     std::thread::sleep(next.saturating_duration_since(Instant::now()));
                 }
             })
-            .map_err(|e| format!("pm {}: cannot start its controller: {e}", pm.name))?;
+            .map_err(|e| {
+                RunError::failed(format!("pm {}: cannot start its controller", pm.name), e)
+            })?;
     }
     Ok(())
 }
 
 /// The device's profile: the kept one if it is whole and of this device, else measured again
 /// and kept.
-fn profile_of(pm: &PmConfig) -> Result<MaxIopsProfile, String> {
-    let spec = resolve_device(&pm.throttle, None).map_err(|e| format!("pm {}: {e}", pm.name))?;
+fn profile_of(pm: &PmConfig) -> Result<MaxIopsProfile, RunError> {
+    let failed = |error: BoxError| RunError::failed(format!("pm {}", pm.name), error);
+    let spec = resolve_device(&pm.throttle, None).map_err(|e| failed(e.into()))?;
     let fingerprint = fingerprint(&pm.throttle, &format!("{spec:?}"));
     let path = pm.profile_path();
     match read_profile(&path, &fingerprint) {
@@ -93,22 +99,27 @@ fn profile_of(pm: &PmConfig) -> Result<MaxIopsProfile, String> {
     }
     let mut model = DeviceModel::new(&spec);
     let profile = MaxIopsProfile::measure(&mut model, &fingerprint, &ProfileLoad::default());
-    let text = toml::to_string(&profile).map_err(|e| format!("pm {}: {e}", pm.name))?;
+    let text = toml::to_string(&profile).map_err(|e| failed(e.into()))?;
     std::fs::write(
         &path,
         format!("# heterarchy's NyxCache MaxIOPS profile (seed 000 §5.2.3)\n{text}"),
     )
-    .map_err(|e| format!("pm {}: {}: {e}", pm.name, path.display()))?;
+    .map_err(|e| RunError::failed(format!("pm {}: {}", pm.name, path.display()), e))?;
     Ok(profile)
 }
 
-fn read_profile(path: &Path, fingerprint: &str) -> Result<MaxIopsProfile, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let profile: MaxIopsProfile =
-        toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
+fn read_profile(path: &Path, fingerprint: &str) -> Result<MaxIopsProfile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    let profile: MaxIopsProfile = toml::from_str(&text).map_err(|e| ConfigError::Syntax {
+        at: path.display().to_string(),
+        message: e.message().replace('\n', " "),
+    })?;
     profile
         .check(fingerprint)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| ConfigError::within(format!("{}: ", path.display()), e))?;
     Ok(profile)
 }
 

@@ -14,6 +14,7 @@ use super::auth::AuthFile;
 use super::config::{PmConfig, TenantConfig};
 use super::counters::{FrontCounters, FrontCounts};
 use super::latency::{Latencies, LatencyWindow};
+use crate::error::RunError;
 
 /// One tenant being served.
 pub struct Tenant {
@@ -79,24 +80,27 @@ impl Tenant {
         config: &TenantConfig,
         pm: Option<&PmConfig>,
         throttles: &Throttles,
-    ) -> Result<Tenant, String> {
+    ) -> Result<Tenant, RunError> {
         // Read before the store opens, so a bad file stops the start at once.
         let auth = match &config.auth_file {
-            Some(path) => Some(AuthFile::load(path).map_err(|e| format!("auth_file: {e}"))?),
+            Some(path) => Some(AuthFile::load(path).map_err(|e| RunError::failed("auth_file", e))?),
             None => None,
         };
         let spec = config.value_store(pm)?;
         if let Some(pm) = pm {
-            std::fs::create_dir_all(&pm.path)
-                .map_err(|e| format!("pm {}: {}: {e}", pm.name, pm.path.display()))?;
+            std::fs::create_dir_all(&pm.path).map_err(|e| {
+                RunError::failed(format!("pm {}: {}", pm.name, pm.path.display()), e)
+            })?;
         }
-        let backend = open_backend(&spec).map_err(|e| format!("{spec}: {e}"))?;
+        let backend = open_backend(&spec).map_err(|e| RunError::failed(spec.to_string(), e))?;
         let backend = with_faults(backend, config.faults.clone());
         let store_config = config.store_config()?;
-        let (mut store, recovery) = Store::open(backend, store_config.clone(), unix_now_secs())
-            .map_err(|e| e.to_string())?;
+        let (mut store, recovery) =
+            Store::open(backend, store_config.clone(), unix_now_secs()).map_err(RunError::Io)?;
         if let Some(name) = config.throttle.as_ref().or(config.pm.as_ref()) {
-            let throttle = throttles.get(name).map_err(|e| format!("throttle: {e}"))?;
+            let throttle = throttles
+                .get(name)
+                .map_err(|e| RunError::failed("throttle", e))?;
             store.set_throttle(throttle);
         }
         Ok(Tenant {

@@ -25,6 +25,8 @@ use rustls::{RootCertStore, ServerConfig};
 
 pub use stream::Transport;
 
+use crate::error::{ConfigError, TlsError};
+
 /// The server's certificate chain, in a `tls_certificates` directory.
 pub const SERVER_CERT_FILE: &str = "server-cert.pem";
 /// The server's private key, in a `tls_certificates` directory.
@@ -48,27 +50,34 @@ pub struct TlsSettings<'a> {
 impl TlsSettings<'_> {
     /// Checks that the settings make sense together, without reading any file; the error
     /// starts with the key.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         if let Some(psk) = self.psk {
-            return Err(format!(
-                "tls_psk: {}: TLS with pre-shared keys is not supported: rustls has no external \
-                 PSKs (rustls/rustls#174); use tls_certificates",
-                psk.display()
+            return Err(ConfigError::invalid(
+                "tls_psk",
+                format!(
+                    "{}: TLS with pre-shared keys is not supported: rustls has no external PSKs \
+                     (rustls/rustls#174); use tls_certificates",
+                    psk.display()
+                ),
             ));
         }
+        let expected_on = "expected tls = \"on\" or \"require\"";
         match (self.mode, self.certificates) {
-            (TlsMode::Off, Some(dir)) => Err(format!(
-                "tls_certificates: {} given with tls = \"off\"; expected tls = \"on\" or \"require\"",
-                dir.display()
+            (TlsMode::Off, Some(dir)) => Err(ConfigError::invalid(
+                "tls_certificates",
+                format!("{} given with tls = \"off\"; {expected_on}", dir.display()),
             )),
-            (TlsMode::Off, None) if self.verify_peer => Err(
-                "tls_verify_peer: given with tls = \"off\"; expected tls = \"on\" or \"require\""
-                    .to_string(),
-            ),
-            (TlsMode::On | TlsMode::Require, None) => Err(format!(
-                "tls: \"{}\" without tls_certificates; expected the directory of {SERVER_CERT_FILE} \
-                 and {SERVER_KEY_FILE}",
-                self.mode.name()
+            (TlsMode::Off, None) if self.verify_peer => Err(ConfigError::invalid(
+                "tls_verify_peer",
+                format!("given with tls = \"off\"; {expected_on}"),
+            )),
+            (TlsMode::On | TlsMode::Require, None) => Err(ConfigError::invalid(
+                "tls",
+                format!(
+                    "\"{}\" without tls_certificates; expected the directory of \
+                     {SERVER_CERT_FILE} and {SERVER_KEY_FILE}",
+                    self.mode.name()
+                ),
             )),
             _ => Ok(()),
         }
@@ -76,73 +85,74 @@ impl TlsSettings<'_> {
 
     /// The rustls configuration these settings make, `None` with TLS off; the error names the
     /// key and the file.
-    pub fn server_config(&self) -> Result<Option<Arc<ServerConfig>>, String> {
+    pub fn server_config(&self) -> Result<Option<Arc<ServerConfig>>, ConfigError> {
         self.check()?;
         match (self.mode, self.certificates) {
             (TlsMode::Off, _) | (_, None) => Ok(None),
             (_, Some(dir)) => server_config(dir, self.verify_peer)
                 .map(Some)
-                .map_err(|e| format!("tls_certificates: {e}")),
+                .map_err(|e| ConfigError::within("tls_certificates: ", e)),
         }
     }
 }
 
 /// A server configuration from the PEM files in `dir`; with `verify_peer`, clients must
 /// present a certificate that `ca-cert.pem` signed. The error names the file.
-pub fn server_config(dir: &Path, verify_peer: bool) -> Result<Arc<ServerConfig>, String> {
+pub fn server_config(dir: &Path, verify_peer: bool) -> Result<Arc<ServerConfig>, TlsError> {
+    let failed = |subject: String, reason: String| TlsError { subject, reason };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let cert_path = dir.join(SERVER_CERT_FILE);
     let chain = certificates(&cert_path)?;
     let key_path = dir.join(SERVER_KEY_FILE);
     let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| {
-        format!(
-            "{}: {}; expected a PEM private key (PKCS #8, PKCS #1 or SEC1)",
-            key_path.display(),
-            pem_error(&e)
+        failed(
+            key_path.display().to_string(),
+            format!(
+                "{}; expected a PEM private key (PKCS #8, PKCS #1 or SEC1)",
+                pem_error(&e)
+            ),
         )
     })?;
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("the TLS provider: {e}"))?;
+        .map_err(|e| failed("the TLS provider".to_string(), e.to_string()))?;
     let builder = if verify_peer {
         let ca_path = dir.join(CA_CERT_FILE);
         let mut roots = RootCertStore::empty();
         for certificate in certificates(&ca_path)? {
             roots
                 .add(certificate)
-                .map_err(|e| format!("{}: {e}", ca_path.display()))?;
+                .map_err(|e| failed(ca_path.display().to_string(), e.to_string()))?;
         }
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
             .build()
-            .map_err(|e| format!("{}: {e}", ca_path.display()))?;
+            .map_err(|e| failed(ca_path.display().to_string(), e.to_string()))?;
         builder.with_client_cert_verifier(verifier)
     } else {
         builder.with_no_client_auth()
     };
-    let config = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| format!("{} and {}: {e}", cert_path.display(), key_path.display()))?;
+    let config = builder.with_single_cert(chain, key).map_err(|e| {
+        let subject = format!("{} and {}", cert_path.display(), key_path.display());
+        failed(subject, e.to_string())
+    })?;
     Ok(Arc::new(config))
 }
 
 /// Every certificate in the PEM file at `path`, at least one.
-fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let failed = |e: rustls::pki_types::pem::Error| {
-        format!(
-            "{}: {}; expected PEM certificates",
-            path.display(),
-            pem_error(&e)
-        )
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let failed = |e: rustls::pki_types::pem::Error| TlsError {
+        subject: path.display().to_string(),
+        reason: format!("{}; expected PEM certificates", pem_error(&e)),
     };
     let chain = CertificateDer::pem_file_iter(path)
         .map_err(failed)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(failed)?;
     if chain.is_empty() {
-        return Err(format!(
-            "{}: no CERTIFICATE section; expected PEM certificates",
-            path.display()
-        ));
+        return Err(TlsError {
+            subject: path.display().to_string(),
+            reason: "no CERTIFICATE section; expected PEM certificates".to_string(),
+        });
     }
     Ok(chain)
 }
@@ -195,7 +205,7 @@ mod tests {
                 "tls_psk:",
             ),
         ] {
-            let error = settings.check().unwrap_err();
+            let error = settings.check().unwrap_err().to_string();
             assert!(error.starts_with(key), "{error}");
             assert!(!error.contains('\n'), "{error}");
         }
@@ -204,17 +214,17 @@ mod tests {
             certificates: Some(dir),
             ..TlsSettings::default()
         };
-        assert_eq!(on.check(), Ok(()));
+        assert!(on.check().is_ok());
         assert!(matches!(TlsSettings::default().server_config(), Ok(None)));
     }
 
     #[test]
     fn missing_or_bad_files_are_named() {
         let dir = tempfile::tempdir().unwrap();
-        let error = server_config(dir.path(), false).unwrap_err();
+        let error = server_config(dir.path(), false).unwrap_err().to_string();
         assert!(error.contains("server-cert.pem: cannot read"), "{error}");
         std::fs::write(dir.path().join(SERVER_CERT_FILE), "not PEM at all\n").unwrap();
-        let error = server_config(dir.path(), false).unwrap_err();
+        let error = server_config(dir.path(), false).unwrap_err().to_string();
         assert!(error.contains("server-cert.pem: no CERTIFICATE"), "{error}");
     }
 }

@@ -39,6 +39,8 @@ use heterarchy_device::codec::{Codec, CodecCost, PAGE_BYTES};
 use heterarchy_engine::poly::{Knobs, SearchConfig, SearchStep};
 use serde::Serialize;
 
+use crate::error::PolyError;
+
 pub use run::{run_poly, run_poly_phases};
 pub use ssd::LoadedSsd;
 
@@ -79,7 +81,7 @@ impl PolyMachine {
     }
 
     /// A one-line error naming the size that cannot work.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PolyError> {
         for (name, value) in [
             ("data_pages", self.data_pages),
             ("dram_pages", self.dram_pages),
@@ -89,7 +91,10 @@ impl PolyMachine {
             ("writeback_depth", u64::from(self.writeback_depth)),
         ] {
             if value == 0 {
-                return Err(format!("{name}: expected at least 1"));
+                return Err(PolyError::Invalid {
+                    key: name,
+                    reason: "expected at least 1",
+                });
             }
         }
         Ok(())

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use hdrhistogram::Histogram;
 use heterarchy_device::codec::{fill_page, Codec, PAGE_BYTES, SECTORS_PER_PAGE};
 use heterarchy_engine::poly::{Found, KnobSearch, Knobs, PolyAction, PolyTier, Window};
+use heterarchy_engine::ParamError;
 use heterarchy_policy::eviction::clock::Clock;
 use heterarchy_policy::eviction::{Evicted, EvictionPolicy};
 use heterarchy_trace::generate::{generator, Random, RequestKind, WorkloadSpec};
@@ -13,6 +14,7 @@ use heterarchy_trace::{Op, Request};
 use rustc_hash::FxHashMap;
 
 use super::{PolyMachine, PolyResult, PolyRun, PolyScheme};
+use crate::error::PolyError;
 
 /// Runs `workload` (its first `run.warmup_ops + run.ops` requests, as key-value operations on
 /// records) on `machine` under `scheme`; deterministic for given arguments.
@@ -21,7 +23,7 @@ pub fn run_poly(
     workload: &WorkloadSpec,
     scheme: PolyScheme,
     run: &PolyRun,
-) -> Result<PolyResult, String> {
+) -> Result<PolyResult, PolyError> {
     run_poly_phases(
         machine,
         &[(workload.clone(), run.warmup_ops + run.ops)],
@@ -39,13 +41,19 @@ pub fn run_poly_phases(
     phases: &[(WorkloadSpec, u64)],
     scheme: PolyScheme,
     run: &PolyRun,
-) -> Result<PolyResult, String> {
+) -> Result<PolyResult, PolyError> {
     machine.validate()?;
     if run.ops == 0 || run.window_ns == 0 {
-        return Err("ops and window_ns: expected at least 1".into());
+        return Err(PolyError::Invalid {
+            key: "ops and window_ns",
+            reason: "expected at least 1",
+        });
     }
     let Some((first, _)) = phases.first() else {
-        return Err("phases: expected at least one workload".into());
+        return Err(PolyError::Invalid {
+            key: "phases",
+            reason: "expected at least one workload",
+        });
     };
     let mut search = match scheme {
         PolyScheme::Search(config) => Some(KnobSearch::new(config)?),
@@ -58,7 +66,7 @@ pub fn run_poly_phases(
             kind: RequestKind::Kv,
             ..workload.clone()
         };
-        readers.push(generator(&spec).map_err(|error| error.to_string())?);
+        readers.push(generator(&spec)?);
     }
     let requests = readers
         .into_iter()
@@ -75,7 +83,7 @@ pub fn run_poly_phases(
     let mut queued: VecDeque<u64> = VecDeque::new();
     let mut queued_ns = 0u64;
     for request in requests {
-        let request = request.map_err(|error| error.to_string())?;
+        let request = request?;
         if done >= run.warmup_ops + run.ops
             || (done > run.warmup_ops && store.now_ns - measured_from_ns >= run.duration_ns)
         {
@@ -329,7 +337,7 @@ impl<'a> Store<'a> {
     /// Applies knobs; the write-backs of revoked pages go to the write-back thread, and the
     /// compression of demoted pages to a core of its own (§3.2: revocation is in the
     /// background).
-    fn set_knobs(&mut self, knobs: Knobs) -> Result<(), String> {
+    fn set_knobs(&mut self, knobs: Knobs) -> Result<(), ParamError> {
         if knobs == self.tier.knobs() {
             return Ok(());
         }

@@ -21,6 +21,7 @@ use std::str::FromStr;
 
 use heterarchy_device::spec::DeviceSpec;
 use heterarchy_engine::staging::{StagingScheme, StagingStats, STAGING_NAMES};
+use heterarchy_engine::NameError;
 use serde::Serialize;
 
 pub use costs::{measure_costs, StackCosts, WriteDecisionCosts};
@@ -67,14 +68,16 @@ impl fmt::Display for Stack {
 }
 
 impl FromStr for Stack {
-    type Err = String;
+    type Err = NameError;
 
-    fn from_str(text: &str) -> Result<Stack, String> {
+    fn from_str(text: &str) -> Result<Stack, NameError> {
         match text {
             "raw-pm" => Ok(Stack::RawPm),
             "btt" => Ok(Stack::Btt(StagingScheme::None)),
-            _ => text.parse().map(Stack::Btt).map_err(|_| {
-                format!("unknown stack \"{text}\": expected raw-pm, btt or one of {STAGING_NAMES}")
+            _ => text.parse().map(Stack::Btt).map_err(|_| NameError {
+                what: "stack",
+                text: text.to_string(),
+                expected: format!("raw-pm, btt or one of {STAGING_NAMES}"),
             }),
         }
     }

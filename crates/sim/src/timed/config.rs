@@ -28,10 +28,11 @@ use heterarchy_device::DeviceSpec;
 use heterarchy_engine::{
     CacheConfig, CacheController, Controller, SoftwareCost, SplitController, MAX_CACHE_TIERS,
 };
-use heterarchy_trace::units::parse_bytes;
+use heterarchy_trace::units::{parse_bytes, SizeError};
 use serde::Deserialize;
 
 use super::run::{Arrivals, Load};
+use crate::error::ControllerError;
 
 /// Closed-loop clients when the file names neither `outstanding` nor `speedup`.
 pub const DEFAULT_OUTSTANDING: u32 = 16;
@@ -45,7 +46,7 @@ enum Bytes {
 }
 
 impl Bytes {
-    fn resolve(&self) -> Result<u64, String> {
+    fn resolve(&self) -> Result<u64, SizeError> {
         match self {
             Bytes::Count(bytes) => Ok(*bytes),
             Bytes::Text(text) => parse_bytes(text),
@@ -184,7 +185,9 @@ impl Hierarchy {
         let line_bytes = match &file.line_size {
             None => None,
             Some(size) => {
-                let bytes = size.resolve().map_err(|m| fail("line_size", m))?;
+                let bytes = size
+                    .resolve()
+                    .map_err(|m| fail("line_size", m.to_string()))?;
                 match u32::try_from(bytes) {
                     Ok(bytes) if bytes > 0 => Some(bytes),
                     _ => return Err(fail("line_size", format!("{bytes} is not in 1..4GiB"))),
@@ -204,7 +207,7 @@ impl Hierarchy {
                     .as_ref()
                     .ok_or_else(|| fail(&key("size"), "a cache tier needs a size".into()))?
                     .resolve()
-                    .map_err(|m| fail(&key("size"), m))?;
+                    .map_err(|m| fail(&key("size"), m.to_string()))?;
                 if size == 0 || size < u64::from(line_bytes.unwrap_or(1)) {
                     return Err(fail(
                         &key("size"),
@@ -268,14 +271,14 @@ impl Hierarchy {
         if hierarchy.scheme == Scheme::Caching {
             hierarchy
                 .cache_controller()
-                .map_err(|message| fail("cache", message))?;
+                .map_err(|error| fail("cache", error.to_string()))?;
         }
         Ok(hierarchy)
     }
 
     /// The cache controller these settings describe.
-    pub fn cache_controller(&self) -> Result<CacheController, String> {
-        CacheController::new(&self.cache, &self.tier_bytes, self.seed).map_err(|e| e.to_string())
+    pub fn cache_controller(&self) -> Result<CacheController, heterarchy_engine::ConfigError> {
+        CacheController::new(&self.cache, &self.tier_bytes, self.seed)
     }
 
     /// The splitting baseline at `rate` (fraction of keys on the top device).
@@ -284,11 +287,11 @@ impl Hierarchy {
     }
 
     /// The controller of a fixed scheme (caching, or splitting at a given rate).
-    pub fn controller(&self) -> Result<Box<dyn Controller>, String> {
+    pub fn controller(&self) -> Result<Box<dyn Controller>, ControllerError> {
         match self.scheme {
             Scheme::Caching => Ok(Box::new(self.cache_controller()?)),
             Scheme::Split(rate) => Ok(Box::new(self.split_controller(rate))),
-            Scheme::SplitSearch => Err("a split search runs many controllers".into()),
+            Scheme::SplitSearch => Err(ControllerError::SplitSearch),
         }
     }
 }

@@ -57,7 +57,8 @@ impl Hfio {
             self.write_ratio,
             self.seed
         );
-        WorkloadSpec::parse(&text).map_err(|e| TraceError::file("<hfio workload>".as_ref(), e.0))
+        WorkloadSpec::parse(&text)
+            .map_err(|e| TraceError::file("<hfio workload>".as_ref(), e.to_string()))
     }
 
     fn run(
@@ -66,8 +67,8 @@ impl Hfio {
         keys: u64,
     ) -> Result<TimedResult, TraceError> {
         let spec = self.workload(keys)?;
-        let mut reader =
-            generator(&spec).map_err(|e| TraceError::file("<hfio workload>".as_ref(), e.0))?;
+        let mut reader = generator(&spec)
+            .map_err(|e| TraceError::file("<hfio workload>".as_ref(), e.to_string()))?;
         run_timed(controller, &self.devices, &mut *reader, &self.load())
     }
 

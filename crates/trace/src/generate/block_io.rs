@@ -77,16 +77,23 @@ impl BlockWorkloadSpec {
     /// Parses `block-io[:FIELD=VALUE,...]`, FIELD one of requests, pages, theta, write,
     /// misaligned, rate, seed.
     pub fn parse(text: &str) -> Result<BlockWorkloadSpec, SpecError> {
-        let fail = |message: String| SpecError(format!("workload spec \"{text}\": {message}"));
+        let spec_error = |field: Option<&str>, reason: String| SpecError {
+            spec: Some(text.to_string()),
+            field: field.map(str::to_string),
+            reason,
+        };
         if !BlockWorkloadSpec::is_block_io(text) {
-            return Err(fail(format!("expected the pattern {BLOCK_IO_PATTERN}")));
+            return Err(spec_error(
+                None,
+                format!("expected the pattern {BLOCK_IO_PATTERN}"),
+            ));
         }
         let fields = text.trim().split_once(':').map_or("", |(_, fields)| fields);
         let mut spec = BlockWorkloadSpec::default();
         for item in fields.split(',').filter(|item| !item.trim().is_empty()) {
             let (field, value) = item
                 .split_once('=')
-                .ok_or_else(|| fail(format!("\"{item}\": expected FIELD=VALUE")))?;
+                .ok_or_else(|| spec_error(None, format!("\"{item}\": expected FIELD=VALUE")))?;
             let (field, value) = (field.trim(), value.trim());
             let parsed = match field {
                 "requests" => parse_count(value).map(|v| spec.requests = v),
@@ -102,13 +109,13 @@ impl BlockWorkloadSpec {
                         .to_string(),
                 ),
             };
-            parsed.map_err(|message| fail(format!("{field}: {message}")))?;
+            parsed.map_err(|message| spec_error(Some(field), message))?;
         }
         let check = |ok: bool, field: &str, expected: &str| {
             if ok {
                 Ok(())
             } else {
-                Err(fail(format!("{field}: expected {expected}")))
+                Err(spec_error(Some(field), format!("expected {expected}")))
             }
         };
         check(
@@ -231,7 +238,7 @@ mod tests {
             "block-io:requests",
             "zipf:keys=3",
         ] {
-            let err = BlockWorkloadSpec::parse(bad).unwrap_err().0;
+            let err = BlockWorkloadSpec::parse(bad).unwrap_err().to_string();
             assert!(err.contains("expected"), "{bad}: {err}");
         }
     }

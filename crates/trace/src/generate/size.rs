@@ -158,7 +158,7 @@ impl fmt::Display for SizeDistribution {
 
 /// Parses an object size (see [`crate::units::parse_bytes`]), at most 4 GiB - 1.
 pub(crate) fn parse_bytes(text: &str) -> Result<u32, String> {
-    let bytes = crate::units::parse_bytes(text)?;
+    let bytes = crate::units::parse_bytes(text).map_err(|e| e.to_string())?;
     u32::try_from(bytes).map_err(|_| format!("expected a size below 4 GiB, found \"{text}\""))
 }
 

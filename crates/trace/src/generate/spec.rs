@@ -20,10 +20,48 @@ pub const YCSB_ITEM_COUNT: u64 = 10_000_000_000;
 /// YCSB's default `maxscanlength`.
 pub const YCSB_MAX_SCAN_LENGTH: u32 = 100;
 
-/// A workload spec that cannot be used, as one line naming the field and what was expected.
+/// A workload spec that cannot be used, as one line naming the spec, the field and what was
+/// expected.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SpecError(pub String);
+pub struct SpecError {
+    /// The spec string, when the spec was given as one.
+    pub spec: Option<String>,
+    /// The field at fault (`keys`, `size`), when one is.
+    pub field: Option<String>,
+    /// What was expected, and what was found.
+    pub reason: String,
+}
+
+impl SpecError {
+    /// Field `field` of a spec cannot be used, for `reason`.
+    pub fn field(field: &str, reason: impl Into<String>) -> SpecError {
+        SpecError {
+            spec: None,
+            field: Some(field.to_string()),
+            reason: reason.into(),
+        }
+    }
+
+    /// The error as found in the spec string `text`.
+    pub fn in_spec(self, text: &str) -> SpecError {
+        SpecError {
+            spec: Some(text.to_string()),
+            ..self
+        }
+    }
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(spec) = &self.spec {
+            write!(f, "workload spec \"{spec}\": ")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, "{field}: ")?;
+        }
+        f.write_str(&self.reason)
+    }
+}
 
 /// How keys and operations are chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -192,9 +230,7 @@ impl WorkloadSpec {
     /// hot_ops, ranges, write, write_keys, scan, scan_len, size, kind, rate, compress, seed; unnamed
     /// fields keep their defaults.
     pub fn parse(text: &str) -> Result<WorkloadSpec, SpecError> {
-        let fail = |field: &str, message: String| {
-            SpecError(format!("workload spec \"{text}\": {field}: {message}"))
-        };
+        let fail = |field: &str, message: String| SpecError::field(field, message).in_spec(text);
         let (name, fields) = text.trim().split_once(':').unwrap_or((text.trim(), ""));
         let mut spec = WorkloadSpec {
             pattern: pattern_named(name).ok_or_else(|| {
@@ -228,9 +264,7 @@ impl WorkloadSpec {
             spec.set_field(field, value)
                 .map_err(|message| fail(field, message))?;
         }
-        spec.validate().map_err(|SpecError(message)| {
-            SpecError(format!("workload spec \"{text}\": {message}"))
-        })?;
+        spec.validate().map_err(|error| error.in_spec(text))?;
         Ok(spec)
     }
 
@@ -291,7 +325,7 @@ impl WorkloadSpec {
 
     /// Checks every parameter (parsing does it; call it on specs built otherwise).
     pub fn validate(&self) -> Result<(), SpecError> {
-        let fail = |field: &str, message: String| Err(SpecError(format!("{field}: {message}")));
+        let fail = |field: &str, message: String| Err(SpecError::field(field, message));
         if !(1..=MAX_KEYS).contains(&self.keys) {
             return fail(
                 "keys",

@@ -86,16 +86,20 @@ const SPEC_KEYS: &str = "time-col, obj-id-col, obj-size-col, op-col, tenant-col,
                          has-header, delimiter, obj-id-is-num";
 
 impl FromStr for CsvSpec {
-    type Err = String;
+    type Err = CsvSpecError;
 
     /// Parses a libCacheSim-style spec; the error is one line naming the bad part.
-    fn from_str(spec: &str) -> Result<CsvSpec, String> {
+    fn from_str(spec: &str) -> Result<CsvSpec, CsvSpecError> {
+        let bad = |reason: String| CsvSpecError {
+            spec: spec.to_string(),
+            reason,
+        };
         let mut parsed = CsvSpec::with_id_column(0);
         let mut rest = spec.trim();
         while !rest.is_empty() {
-            let equals = rest.find('=').ok_or_else(|| {
-                format!("bad CSV spec \"{spec}\": expected key=value at \"{rest}\"")
-            })?;
+            let equals = rest
+                .find('=')
+                .ok_or_else(|| bad(format!("expected key=value at \"{rest}\"")))?;
             let key = rest[..equals].trim().replace('_', "-").to_ascii_lowercase();
             rest = &rest[equals + 1..];
             let value;
@@ -108,21 +112,19 @@ impl FromStr for CsvSpec {
                 rest = &rest[end..];
             }
             rest = rest.trim_start_matches([',', ' ']);
-            let column = || -> Result<Option<usize>, String> {
+            let column = || -> Result<Option<usize>, CsvSpecError> {
                 match value.parse::<usize>() {
                     Ok(column) if column >= 1 => Ok(Some(column)),
-                    _ => Err(format!(
-                        "bad CSV spec \"{spec}\": {key}={value}: expected a column number from 1"
-                    )),
+                    _ => Err(bad(format!(
+                        "{key}={value}: expected a column number from 1"
+                    ))),
                 }
             };
-            let flag = || -> Result<bool, String> {
+            let flag = || -> Result<bool, CsvSpecError> {
                 match value.to_ascii_lowercase().as_str() {
                     "true" | "1" | "yes" | "y" => Ok(true),
                     "false" | "0" | "no" | "n" => Ok(false),
-                    _ => Err(format!(
-                        "bad CSV spec \"{spec}\": {key}={value}: expected true or false"
-                    )),
+                    _ => Err(bad(format!("{key}={value}: expected true or false"))),
                 }
             };
             match key.as_str() {
@@ -136,24 +138,34 @@ impl FromStr for CsvSpec {
                 "obj-id-is-num" => parsed.obj_id_is_num = flag()?,
                 "delimiter" => {
                     parsed.delimiter = Some(parse_delimiter(value).ok_or_else(|| {
-                        format!(
-                            "bad CSV spec \"{spec}\": delimiter={value}: expected one character, \
+                        bad(format!(
+                            "delimiter={value}: expected one character, \
                              \\t or tab"
-                        )
+                        ))
                     })?)
                 }
                 _ => {
-                    return Err(format!(
-                    "bad CSV spec \"{spec}\": unknown key \"{key}\"; expected one of {SPEC_KEYS}"
-                ))
+                    return Err(bad(format!(
+                        "unknown key \"{key}\"; expected one of {SPEC_KEYS}"
+                    )))
                 }
             }
         }
         if parsed.obj_id_col == 0 {
-            return Err(format!("bad CSV spec \"{spec}\": obj-id-col is required"));
+            return Err(bad("obj-id-col is required".to_string()));
         }
         Ok(parsed)
     }
+}
+
+/// A CSV spec that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bad CSV spec \"{spec}\": {reason}")]
+pub struct CsvSpecError {
+    /// The spec as given.
+    pub spec: String,
+    /// The part at fault and what was expected.
+    pub reason: String,
 }
 
 /// Splits the value of `delimiter=` off the rest of the spec: `\t`, `tab`, or one character,
@@ -519,7 +531,7 @@ mod tests {
             ("obj-id-col=1,has-header=maybe", "true or false"),
             ("obj-id-col", "key=value"),
         ] {
-            let err = spec.parse::<CsvSpec>().unwrap_err();
+            let err = spec.parse::<CsvSpec>().unwrap_err().to_string();
             assert!(err.contains(needle), "{spec}: {err}");
             assert!(!err.contains('\n'));
         }

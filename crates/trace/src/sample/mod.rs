@@ -74,6 +74,17 @@ pub struct SampleOptions {
     pub iterations: u32,
 }
 
+/// Sampling options out of range, named by their command-line flag.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SampleError {
+    /// A rate outside (0, 1].
+    #[error("--rate {0}: expected a sampling rate in (0, 1]")]
+    Rate(f64),
+    /// More ignored bits than a region can have.
+    #[error("--bits {0}: expected at most {MAX_BITS} ignored bits")]
+    Bits(u32),
+}
+
 impl SampleOptions {
     /// `method` at `rate` with its default bits, seed 1 and the default iterations.
     pub fn new(method: SampleMethod, rate: f64) -> SampleOptions {
@@ -92,18 +103,12 @@ impl SampleOptions {
     }
 
     /// A one-line error naming the argument that is out of range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SampleError> {
         if !(self.rate > 0.0 && self.rate <= 1.0) {
-            return Err(format!(
-                "--rate {}: expected a sampling rate in (0, 1]",
-                self.rate
-            ));
+            return Err(SampleError::Rate(self.rate));
         }
         if self.bits > MAX_BITS {
-            return Err(format!(
-                "--bits {}: expected at most {MAX_BITS} ignored bits",
-                self.bits
-            ));
+            return Err(SampleError::Bits(self.bits));
         }
         Ok(())
     }
@@ -214,7 +219,7 @@ pub fn sample_block_trace(
 ) -> Result<Sample, TraceError> {
     options
         .validate()
-        .map_err(|message| TraceError::file(source.path(), message))?;
+        .map_err(|error| TraceError::file(source.path(), error.to_string()))?;
     let region_bytes = options.region_bytes();
     let mut full = Counting::new(1.0);
     let mut sampled = Vec::new();
@@ -337,7 +342,7 @@ mod tests {
                 bits,
                 ..SampleOptions::new(SampleMethod::Spatial, rate)
             };
-            let err = options.validate().unwrap_err();
+            let err = options.validate().unwrap_err().to_string();
             assert!(err.starts_with("--"), "{err}");
         }
         assert!(SampleOptions::new(SampleMethod::BlkSample, 1.0)

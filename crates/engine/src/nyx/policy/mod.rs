@@ -28,6 +28,7 @@ pub use qos::{Choice, Qos};
 pub use window::{TenantWindow, Windows, MIN_RATE_CAP};
 
 use super::regulator::Regulator;
+use crate::error::NameError;
 
 /// What a controller runs.
 pub trait SharingPolicy: Send {
@@ -86,18 +87,17 @@ impl fmt::Display for PolicyName {
 }
 
 impl FromStr for PolicyName {
-    type Err = String;
+    type Err = NameError;
 
-    fn from_str(text: &str) -> Result<PolicyName, String> {
+    fn from_str(text: &str) -> Result<PolicyName, NameError> {
         PolicyName::ALL
             .iter()
             .copied()
             .find(|policy| policy.name() == text)
-            .ok_or_else(|| {
-                format!(
-                    "unknown sharing policy \"{text}\": expected one of {}",
-                    policy_names()
-                )
+            .ok_or_else(|| NameError {
+                what: "sharing policy",
+                text: text.to_string(),
+                expected: format!("one of {}", policy_names()),
             })
     }
 }
@@ -113,13 +113,17 @@ pub enum TenantClass {
 }
 
 impl FromStr for TenantClass {
-    type Err = String;
+    type Err = NameError;
 
-    fn from_str(text: &str) -> Result<TenantClass, String> {
+    fn from_str(text: &str) -> Result<TenantClass, NameError> {
         match text {
             "lc" => Ok(TenantClass::LatencyCritical),
             "be" => Ok(TenantClass::BestEffort),
-            _ => Err(format!("unknown class \"{text}\": expected lc or be")),
+            _ => Err(NameError {
+                what: "class",
+                text: text.to_string(),
+                expected: "lc or be".to_string(),
+            }),
         }
     }
 }
