@@ -306,40 +306,11 @@ fn compress(path: &Path, suffix: &str) -> PathBuf {
     out
 }
 
-/// gz, bz2, xz and zst copies read exactly like the plain file, format detection included.
+/// gz, bz2, xz and zst copies read exactly like the plain file, format detection included; and
+/// so do all of them as any reader's bytes (`TraceInput::from_reader`), named as standard input
+/// is, so that content alone decides the format.
 #[test]
-fn compressed_copies_read_identically() {
-    let Some(dir) = traces_dir() else { return };
-    let temp = tempfile::tempdir().unwrap();
-    for file in [
-        "msr-cambridge-hm0-sample.csv",
-        "cloudPhysicsIO.vscsi",
-        "twitter-sample.csv",
-    ] {
-        let plain = dir.join(file);
-        let copy = temp.path().join(file);
-        std::fs::copy(&plain, &copy).unwrap();
-        let expected = read_all(&plain, &options(true)).unwrap();
-        for suffix in [".gz", ".bz2", ".xz", ".zst"] {
-            let compressed = compress(&copy, suffix);
-            assert_eq!(
-                detect_format(&compressed).unwrap(),
-                detect_format(&plain).unwrap(),
-                "{file}{suffix}"
-            );
-            assert_eq!(
-                read_all(&compressed, &options(true)).unwrap(),
-                expected,
-                "{file}{suffix}"
-            );
-        }
-    }
-}
-
-/// Any reader's bytes read as the file does: plain or compressed, under the file's name or a
-/// name that says nothing (standard input's), so that content alone decides the format.
-#[test]
-fn a_trace_from_any_reader_reads_as_its_file_does() {
+fn compressed_copies_and_any_readers_bytes_read_identically() {
     let Some(dir) = traces_dir() else { return };
     let temp = tempfile::tempdir().unwrap();
     for file in [
@@ -349,24 +320,24 @@ fn a_trace_from_any_reader_reads_as_its_file_does() {
         "cloudPhysicsIO.oracleGeneral.bin",
     ] {
         let plain = dir.join(file);
-        let expected = read_all(&plain, &options(true)).unwrap();
         let copy = temp.path().join(file);
         std::fs::copy(&plain, &copy).unwrap();
-        let gzipped = compress(&copy, ".gz");
-        for (name, bytes_of) in [(file, &plain), ("<stdin>", &plain), ("<stdin>", &gzipped)] {
-            let input =
-                TraceInput::from_reader(name, std::fs::File::open(bytes_of).unwrap()).unwrap();
-            assert_eq!(
-                detect_format(&input).unwrap(),
-                detect_format(&plain).unwrap(),
-                "{file} as {name}"
-            );
-            assert_eq!(
-                read_all(&input, &options(true)).unwrap(),
-                expected,
-                "{file} as {name} from {}",
-                bytes_of.display()
-            );
+        let format = detect_format(&plain).unwrap();
+        let expected = read_all(&plain, &options(true)).unwrap();
+        let mut copies = vec![copy.clone()];
+        copies.extend([".gz", ".bz2", ".xz", ".zst"].map(|suffix| compress(&copy, suffix)));
+        for path in copies {
+            let piped =
+                TraceInput::from_reader("<stdin>", std::fs::File::open(&path).unwrap()).unwrap();
+            for input in [TraceInput::file(&path), piped] {
+                let what = format!("{} as {}", path.display(), input.name().display());
+                assert_eq!(detect_format(&input).unwrap(), format, "{what}");
+                assert_eq!(
+                    read_all(&input, &options(true)).unwrap(),
+                    expected,
+                    "{what}"
+                );
+            }
         }
     }
 }

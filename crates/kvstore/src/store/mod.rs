@@ -56,6 +56,22 @@ impl Default for StoreConfig {
     }
 }
 
+/// One record to write: an item's key and value and what its header says of it.
+#[derive(Clone, Copy)]
+pub(crate) struct NewRecord<'a> {
+    pub key: &'a [u8],
+    /// The key's hash in the index.
+    pub hash: u64,
+    pub value: &'a [u8],
+    pub client_flags: u32,
+    pub expiry: Expiry,
+    /// `STATE_LIVE`, with `STATE_STALE` for an item marked stale.
+    pub state: u8,
+    /// The CAS unique it keeps (a moved item's, or one a client gave); `None`: its sequence
+    /// number.
+    pub cas: Option<u64>,
+}
+
 /// One tenant's cache.
 pub struct Store {
     media: Media,
@@ -307,13 +323,15 @@ impl Store {
         };
         let cas = self.put(
             now_secs,
-            write.key,
-            hash,
-            &value,
-            client_flags,
-            expiry,
-            state,
-            write.new_cas,
+            NewRecord {
+                key: write.key,
+                hash,
+                value: &value,
+                client_flags,
+                expiry,
+                state,
+                cas: write.new_cas,
+            },
         )?;
         Ok(Stored::Stored(cas))
     }
@@ -336,13 +354,15 @@ impl Store {
             let state = STATE_LIVE | STATE_STALE;
             self.put(
                 now_secs,
-                key,
-                hash,
-                &value,
-                item.client_flags,
-                expiry,
-                state,
-                how.new_cas,
+                NewRecord {
+                    key,
+                    hash,
+                    value: &value,
+                    client_flags: item.client_flags,
+                    expiry,
+                    state,
+                    cas: how.new_cas,
+                },
             )?;
             if let Some(entry) = self.index.find_mut(key, hash) {
                 entry.win_sent = false;
@@ -350,13 +370,15 @@ impl Store {
         } else if how.drop_value {
             self.put(
                 now_secs,
-                key,
-                hash,
-                b"",
-                item.client_flags,
-                item.expiry,
-                STATE_LIVE,
-                how.new_cas,
+                NewRecord {
+                    key,
+                    hash,
+                    value: b"",
+                    client_flags: item.client_flags,
+                    expiry: item.expiry,
+                    state: STATE_LIVE,
+                    cas: how.new_cas,
+                },
             )?;
         } else {
             self.remove(key, hash)?;
@@ -394,13 +416,15 @@ impl Store {
             let digits = initial.to_string();
             let cas = self.put(
                 now_secs,
-                key,
-                hash,
-                digits.as_bytes(),
-                0,
-                expiry,
-                STATE_LIVE,
-                request.new_cas,
+                NewRecord {
+                    key,
+                    hash,
+                    value: digits.as_bytes(),
+                    client_flags: 0,
+                    expiry,
+                    state: STATE_LIVE,
+                    cas: request.new_cas,
+                },
             )?;
             return Ok(Counted::Value {
                 value: initial,
@@ -428,13 +452,15 @@ impl Store {
         let expiry = request.touch.unwrap_or(item.expiry);
         let cas = self.put(
             now_secs,
-            key,
-            hash,
-            &digits,
-            item.client_flags,
-            expiry,
-            STATE_LIVE,
-            request.new_cas,
+            NewRecord {
+                key,
+                hash,
+                value: &digits,
+                client_flags: item.client_flags,
+                expiry,
+                state: STATE_LIVE,
+                cas: request.new_cas,
+            },
         )?;
         Ok(Counted::Value { value, cas, expiry })
     }
@@ -509,35 +535,24 @@ impl Store {
             && bytes <= u64::from(self.config.segment_bytes - SEGMENT_HEADER_BYTES)
     }
 
-    /// Writes a record for `key` and points the index at it, voiding the one it replaces;
-    /// returns the new CAS unique.
-    #[allow(clippy::too_many_arguments)]
-    fn put(
-        &mut self,
-        now_secs: u32,
-        key: &[u8],
-        hash: u64,
-        value: &[u8],
-        client_flags: u32,
-        expiry: Expiry,
-        state: u8,
-        given_cas: Option<u64>,
-    ) -> io::Result<u64> {
-        if self.config.index_max_bytes.is_some() && self.index.find(key, hash).is_none() {
-            self.make_index_room(now_secs, index_entry_bytes(key.len()))?;
-        }
-        let bytes = record_bytes(key.len(), value.len());
-        let (segment, offset) = self.room_for(now_secs, expiry, bytes)?;
-        let cas = self.append_record(
-            (segment, offset),
+    /// Writes `record` and points the index at it, voiding the one it replaces; returns the
+    /// new CAS unique.
+    fn put(&mut self, now_secs: u32, record: NewRecord<'_>) -> io::Result<u64> {
+        let NewRecord {
             key,
             hash,
             value,
             client_flags,
             expiry,
             state,
-            given_cas,
-        )?;
+            ..
+        } = record;
+        if self.config.index_max_bytes.is_some() && self.index.find(key, hash).is_none() {
+            self.make_index_room(now_secs, index_entry_bytes(key.len()))?;
+        }
+        let bytes = record_bytes(key.len(), value.len());
+        let (segment, offset) = self.room_for(now_secs, expiry, bytes)?;
+        let cas = self.append_record((segment, offset), &record)?;
         let stale = state & STATE_STALE != 0;
         let replaced = match self.index.find_mut(key, hash) {
             Some(item) => {
@@ -587,21 +602,23 @@ impl Store {
         Ok(cas)
     }
 
-    /// Writes a record at `at` (segment, offset) with the next sequence number, durably as the
-    /// media's writes are, and notes it in its segment; returns its CAS unique (`given_cas`, or
+    /// Writes `record` at `at` (segment, offset) with the next sequence number, durably as the
+    /// media's writes are, and notes it in its segment; returns its CAS unique (the record's, or
     /// the sequence number). Pointing the index at it is the caller's part.
-    #[allow(clippy::too_many_arguments)]
     fn append_record(
         &mut self,
         (segment, offset): (u32, u32),
-        key: &[u8],
-        hash: u64,
-        value: &[u8],
-        client_flags: u32,
-        expiry: Expiry,
-        state: u8,
-        given_cas: Option<u64>,
+        record: &NewRecord<'_>,
     ) -> io::Result<u64> {
+        let NewRecord {
+            key,
+            hash,
+            value,
+            client_flags,
+            expiry,
+            state,
+            cas: given_cas,
+        } = *record;
         let bytes = record_bytes(key.len(), value.len());
         let sequence = self.next_sequence;
         self.next_sequence += 1;

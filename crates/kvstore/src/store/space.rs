@@ -9,7 +9,7 @@ use crate::index::Item;
 use crate::layout::{SegmentHeader, SEGMENT_HEADER_BYTES, STATE_LIVE, STATE_STALE};
 use crate::segments::Reclaim;
 
-use super::Store;
+use super::{NewRecord, Store};
 
 impl Store {
     /// A segment and offset where `bytes` fit, in the bucket of `expiry`: the bucket's open
@@ -89,16 +89,16 @@ impl Store {
                 true => STATE_LIVE | STATE_STALE,
                 false => STATE_LIVE,
             };
-            self.append_record(
-                (reserve, to),
-                &item.key,
+            let record = NewRecord {
+                key: &item.key,
                 hash,
-                &value,
-                item.client_flags,
-                item.expiry,
+                value: &value,
+                client_flags: item.client_flags,
+                expiry: item.expiry,
                 state,
-                Some(item.cas),
-            )?;
+                cas: Some(item.cas),
+            };
+            self.append_record((reserve, to), &record)?;
             if let Some(moved) = self.index.find_at_mut(hash, index, offset) {
                 moved.segment = reserve;
                 moved.offset = to;
