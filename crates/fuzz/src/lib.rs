@@ -46,30 +46,25 @@ pub fn trace_readers(data: &[u8]) {
         format,
         ..ReaderOptions::default()
     };
-    let one_line = |error: heterarchy_trace::TraceError| assert_one_line(&error.to_string());
     match heterarchy_trace::open(&input, &options) {
-        Ok(mut reader) => {
-            for _ in 0..TRACE_REQUESTS_READ {
-                match reader.next_request() {
-                    Ok(Some(_)) => {}
-                    Ok(None) => break,
-                    Err(error) => return one_line(error),
-                }
-            }
-        }
-        Err(error) => one_line(error),
+        Ok(mut reader) => read_to_the_bound(|| reader.next_request()),
+        Err(error) => assert_one_line(&error.to_string()),
     }
     match open_block_records(&input, &options) {
-        Ok(mut records) => {
-            for _ in 0..TRACE_REQUESTS_READ {
-                match records.next_record() {
-                    Ok(Some(_)) => {}
-                    Ok(None) => break,
-                    Err(error) => return one_line(error),
-                }
-            }
+        Ok(mut records) => read_to_the_bound(|| records.next_record()),
+        Err(error) => assert_one_line(&error.to_string()),
+    }
+}
+
+/// Takes items from `next` to the end, the first error (which must be one line) or
+/// [`TRACE_REQUESTS_READ`] of them.
+fn read_to_the_bound<T>(mut next: impl FnMut() -> Result<Option<T>, heterarchy_trace::TraceError>) {
+    for _ in 0..TRACE_REQUESTS_READ {
+        match next() {
+            Ok(Some(_)) => {}
+            Ok(None) => return,
+            Err(error) => return assert_one_line(&error.to_string()),
         }
-        Err(error) => one_line(error),
     }
 }
 

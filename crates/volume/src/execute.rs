@@ -400,20 +400,25 @@ impl Storage {
                     && Some(op.key) != request_key)
         });
         // A read of sectors no copy holds takes them from the backing store, whatever the plan
-        // says of the line (a line partly valid, as a restart finds many).
-        let reads_backing = job.request.is_some_and(|part| {
-            let held = job
-                .lines
-                .iter()
-                .find(|line| line.key == part.key)
-                .map_or(0, |line| {
-                    self.held(part.key, &line.before)
-                        .fold(0, |valid, (_, _, state)| valid | state.valid)
-                });
-            part.access == Access::Read && sector_bits(part.start, part.len) & !held != 0
-        });
+        // says of the line (a line partly valid, as a restart finds many). Looked at only when
+        // the backing store could refuse: the slot states cost locks on the event loop.
+        let reads_backing = || {
+            job.request.is_some_and(|part| {
+                part.access == Access::Read && {
+                    let held =
+                        job.lines
+                            .iter()
+                            .find(|line| line.key == part.key)
+                            .map_or(0, |line| {
+                                self.held(part.key, &line.before)
+                                    .fold(0, |valid, (_, _, state)| valid | state.valid)
+                            });
+                    sector_bits(part.start, part.len) & !held != 0
+                }
+            })
+        };
         ops_quick
-            && (!reads_backing || quick(backing))
+            && (quick(backing) || !reads_backing())
             && job.lines.iter().all(|line| {
                 // A line leaving every tier with dirty sectors is written back and flushed.
                 line.after.iter().any(Option::is_some)

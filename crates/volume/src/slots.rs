@@ -366,61 +366,27 @@ mod tests {
     fn the_checker_finds_a_broken_slot() {
         let geometry = Geometry::for_cache(1 << 20, 4096, 1 << 30).unwrap();
         let slots = TierSlots::empty(geometry, false);
-        let broken = |state: SlotState| {
-            slots.lock(2).state = state;
-            slots.check_invariants().unwrap_err()
+        let state = |key, valid, dirty, unflushed| SlotState {
+            key,
+            valid,
+            dirty,
+            unflushed,
         };
         let line = Some(1);
-        let dirty = broken(SlotState {
-            key: line,
-            valid: 1,
-            dirty: 3,
-            unflushed: 0,
-        });
-        assert!(
-            dirty.contains("dirty sectors that are not valid"),
-            "{dirty}"
-        );
-        let unflushed = broken(SlotState {
-            key: line,
-            valid: 3,
-            dirty: 1,
-            unflushed: 1,
-        });
-        assert!(unflushed.contains("not valid and clean"), "{unflushed}");
-        let past = broken(SlotState {
-            key: line,
-            valid: 1 << 8,
-            dirty: 0,
-            unflushed: 0,
-        });
-        assert!(past.contains("past the line's end"), "{past}");
-        let free = broken(SlotState {
-            key: None,
-            valid: 1,
-            dirty: 0,
-            unflushed: 0,
-        });
-        assert!(free.contains("free slot"), "{free}");
-        let unsettled = broken(SlotState {
-            key: line,
-            valid: 3,
-            dirty: 0,
-            unflushed: 2,
-        });
-        assert!(unsettled.contains("no settle will record"), "{unsettled}");
-        slots.lock(2).state = SlotState {
-            key: line,
-            valid: 1,
-            dirty: 0,
-            unflushed: 0,
-        };
-        slots.lock(4).state = SlotState {
-            key: line,
-            valid: 1,
-            dirty: 0,
-            unflushed: 0,
-        };
+        // Each broken state, alone in slot 2, and the words of the checker's finding.
+        for (broken, finding) in [
+            (state(line, 1, 3, 0), "dirty sectors that are not valid"),
+            (state(line, 3, 1, 1), "not valid and clean"),
+            (state(line, 1 << 8, 0, 0), "past the line's end"),
+            (state(None, 1, 0, 0), "free slot"),
+            (state(line, 3, 0, 2), "no settle will record"),
+        ] {
+            slots.lock(2).state = broken;
+            let found = slots.check_invariants().unwrap_err();
+            assert!(found.contains(finding), "{broken:?}: {found}");
+        }
+        slots.lock(2).state = state(line, 1, 0, 0);
+        slots.lock(4).state = state(line, 1, 0, 0);
         let twice = slots.check_invariants().unwrap_err();
         assert!(twice.contains("line 1 is in slots 2 and 4"), "{twice}");
     }
