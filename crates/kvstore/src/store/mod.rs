@@ -539,21 +539,15 @@ impl Store {
     /// new CAS unique.
     fn put(&mut self, now_secs: u32, record: NewRecord<'_>) -> io::Result<u64> {
         let NewRecord {
-            key,
-            hash,
-            value,
-            client_flags,
-            expiry,
-            state,
-            ..
+            key, hash, value, ..
         } = record;
         if self.config.index_max_bytes.is_some() && self.index.find(key, hash).is_none() {
             self.make_index_room(now_secs, index_entry_bytes(key.len()))?;
         }
         let bytes = record_bytes(key.len(), value.len());
-        let (segment, offset) = self.room_for(now_secs, expiry, bytes)?;
+        let (segment, offset) = self.room_for(now_secs, record.expiry, bytes)?;
         let cas = self.append_record((segment, offset), &record)?;
-        let stale = state & STATE_STALE != 0;
+        let stale = record.state & STATE_STALE != 0;
         let replaced = match self.index.find_mut(key, hash) {
             Some(item) => {
                 let old = (
@@ -565,8 +559,8 @@ impl Store {
                 item.segment = segment;
                 item.offset = offset;
                 item.value_len = value.len() as u32;
-                item.client_flags = client_flags;
-                item.expiry = expiry;
+                item.client_flags = record.client_flags;
+                item.expiry = record.expiry;
                 item.accessed_secs = now_secs;
                 item.fetched = false;
                 item.stale = stale;
@@ -580,8 +574,8 @@ impl Store {
                     segment,
                     offset,
                     value_len: value.len() as u32,
-                    client_flags,
-                    expiry,
+                    client_flags: record.client_flags,
+                    expiry: record.expiry,
                     accessed_secs: now_secs,
                     fetched: false,
                     stale,
