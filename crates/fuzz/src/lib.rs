@@ -25,8 +25,9 @@ pub const TARGETS: [(&str, Target); 9] = [
 ];
 
 /// Requests one fuzzed trace may yield before the target stops reading: a block trace's one
-/// record of a terabyte is a quarter of a billion cache lines, legitimately, and no bug.
-const TRACE_REQUESTS_READ: usize = 1 << 16;
+/// record of a terabyte is a quarter of a billion cache lines, legitimately, and no bug. A few
+/// thousand cross every reader's states; more would only spend the run decompressing.
+const TRACE_REQUESTS_READ: usize = 1 << 12;
 
 /// A trace's bytes through every reader: the first byte picks the format (one past the last
 /// detects it from the content, as for a file named `trace`), the rest is the trace, compressed
@@ -217,8 +218,11 @@ pub fn hierarchy_config(data: &[u8]) {
 pub fn volume_layout(data: &[u8]) {
     use heterarchy_volume::layout::{Entry, Geometry, Place};
     const LINE: u64 = 4096;
-    const TIER_BYTES: u64 = 64 * 1024;
-    const BACKING_BYTES: u64 = 32 * LINE;
+    // Small enough that an execution is cheap under the sanitizer, large enough for several
+    // slots and for entries that name lines past the backing store.
+    const TIER_BYTES: u64 = 32 * 1024;
+    const BACKING_LINES: u64 = 8;
+    const BACKING_BYTES: u64 = BACKING_LINES * LINE;
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
@@ -254,7 +258,7 @@ pub fn volume_layout(data: &[u8]) {
             let Some(key) = key else { break };
             let entry = Entry {
                 sequence: sequence.unwrap_or(1) % 4,
-                key: (key != u64::MAX).then_some(key % 40),
+                key: (key != u64::MAX).then_some(key % (BACKING_LINES + 8)),
                 valid: u128::from(valid.unwrap_or(u64::MAX)),
                 dirty: u128::from(dirty.unwrap_or(0)),
             };

@@ -390,7 +390,8 @@ fn find_or_format(
         _ => {}
     }
     let (table_start, table_len) = geometry.table_range();
-    let zeroes = vec![0u8; 1 << 20];
+    // Cleared a mebibyte at a time at most; a small tier needs no more than its table.
+    let zeroes = vec![0u8; table_len.min(1 << 20) as usize];
     let mut offset = table_start;
     while offset < table_start + table_len {
         let chunk = (table_start + table_len - offset).min(zeroes.len() as u64);

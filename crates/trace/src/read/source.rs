@@ -138,14 +138,23 @@ impl From<&TraceInput> for TraceInput {
 pub fn open_source(
     input: &TraceInput,
 ) -> Result<(Box<dyn BufRead + Send>, Compression), TraceError> {
+    open_buffered(input, BUFFER_BYTES)
+}
+
+/// [`open_source`] with read buffers of `buffer_bytes` for a file and for a decompressed stream
+/// (bytes in memory are their own buffer): a probe of a trace's head needs no more than it reads.
+fn open_buffered(
+    input: &TraceInput,
+    buffer_bytes: usize,
+) -> Result<(Box<dyn BufRead + Send>, Compression), TraceError> {
     let path = input.name();
-    let stored: Box<dyn Read + Send> = match input {
-        TraceInput::File(path) => Box::new(
+    let mut raw: Box<dyn BufRead + Send> = match input {
+        TraceInput::File(path) => Box::new(BufReader::with_capacity(
+            buffer_bytes,
             File::open(path).map_err(|e| TraceError::file(path, format!("cannot open: {e}")))?,
-        ),
+        )),
         TraceInput::Bytes { bytes, .. } => Box::new(Cursor::new(Arc::clone(bytes))),
     };
-    let mut raw = BufReader::with_capacity(BUFFER_BYTES, stored);
     let head = raw
         .fill_buf()
         .map_err(|e| TraceError::file(path, format!("cannot read: {e}")))?;
@@ -156,21 +165,20 @@ pub fn open_source(
         ));
     }
     let compression = Compression::detect(head);
-    let stream: Box<dyn BufRead + Send> = match compression {
-        Compression::None => Box::new(raw),
-        Compression::Gzip => buffered(flate2::bufread::MultiGzDecoder::new(raw)),
-        Compression::Bzip2 => buffered(bzip2::bufread::MultiBzDecoder::new(raw)),
-        Compression::Xz => buffered(xz2::bufread::XzDecoder::new_multi_decoder(raw)),
-        Compression::Zstd => buffered(
+    let buffered = |decoder: Box<dyn Read + Send>| -> Box<dyn BufRead + Send> {
+        Box::new(BufReader::with_capacity(buffer_bytes, decoder))
+    };
+    let stream = match compression {
+        Compression::None => raw,
+        Compression::Gzip => buffered(Box::new(flate2::bufread::MultiGzDecoder::new(raw))),
+        Compression::Bzip2 => buffered(Box::new(bzip2::bufread::MultiBzDecoder::new(raw))),
+        Compression::Xz => buffered(Box::new(xz2::bufread::XzDecoder::new_multi_decoder(raw))),
+        Compression::Zstd => buffered(Box::new(
             zstd::stream::read::Decoder::with_buffer(raw)
                 .map_err(|e| TraceError::file(path, format!("bad zstd stream: {e}")))?,
-        ),
+        )),
     };
     Ok((stream, compression))
-}
-
-fn buffered(decoder: impl Read + Send + 'static) -> Box<dyn BufRead + Send> {
-    Box::new(BufReader::with_capacity(BUFFER_BYTES, decoder))
 }
 
 /// The first `max_bytes` decompressed bytes of `input` (fewer if the stream is shorter), with
@@ -180,7 +188,7 @@ pub fn read_head(
     max_bytes: usize,
 ) -> Result<(Vec<u8>, Compression), TraceError> {
     let path = input.name();
-    let (stream, compression) = open_source(input)?;
+    let (stream, compression) = open_buffered(input, max_bytes.clamp(1, BUFFER_BYTES))?;
     let mut head = Vec::with_capacity(max_bytes);
     stream
         .take(max_bytes as u64)
