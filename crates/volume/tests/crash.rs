@@ -17,9 +17,14 @@
 //! A word older than the durable version is a lost flushed write, one of a version never
 //! written to the block is phantom, one of another block or word is torn.
 //!
-//! `scripts/crash-campaign --store volume --trials N` runs any number of trials (the suite runs
-//! one of each combination of hierarchy, mode, cleaning and crash kind); `VOLUME_CRASH_LINE=8192`
-//! makes each line two blocks, so that writes cover parts of lines.
+//! The same trials run with one client, reproducible from the seed, and with four at once, as a
+//! server's connections work (each writes its own blocks; a FLUSH covers what any of them had
+//! acknowledged before it was asked for).
+//!
+//! `scripts/crash-campaign --store volume --trials N` (`--store volume-clients` for four
+//! clients) runs any number of trials (the suite runs one of each combination of hierarchy,
+//! mode, cleaning and crash kind); `VOLUME_CRASH_LINE=8192` makes each line two blocks, so that
+//! writes cover parts of lines.
 
 use std::sync::Arc;
 
@@ -306,30 +311,66 @@ fn check_block(
     Ok(())
 }
 
-/// One trial: the client's work until the machine stops, the crash, and every block checked.
-/// Returns whether the machine stopped in the middle of the work.
-fn trial(seed: u64, dir: &std::path::Path) -> Result<bool, String> {
-    let setting = Setting::of(seed);
-    let mut random = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let machine = Machine::new(dir, &seed.to_string(), setting);
-    let volume = machine
-        .open()
-        .map_err(|error| format!("{setting:?}: opening: {error}"))?;
-    // Version 0 (zeroes) is durable everywhere at first.
-    let mut written: Vec<Written> = vec![Written::default(); blocks()];
+/// What the oracle learns of one block while clients work on it: every version written (the
+/// one client that owns the block writes them in rising order), the last one acknowledged, and
+/// the one a completed FLUSH or FUA write made durable.
+#[derive(Clone, Default)]
+struct BlockLog {
+    ever: Vec<u32>,
+    acknowledged: u32,
+    durable: u32,
+}
+
+impl BlockLog {
+    /// What a read after the crash may find: the durable version or any written after it.
+    fn written(&self) -> Written {
+        Written {
+            durable: self.durable,
+            since: self
+                .ever
+                .iter()
+                .copied()
+                .filter(|&version| version > self.durable)
+                .collect(),
+            ever: self.ever.clone(),
+        }
+    }
+}
+
+/// Writes one trial makes in all, shared among its clients.
+const TRIAL_WRITES: u32 = 300;
+
+/// One client's work until the machine stops (or another client saw it stop) or its share of
+/// the writes is done: writes (some with FUA) to the blocks it owns (those `client` is the
+/// remainder of, by the number of clients), reads, flushes, cleaning and the background
+/// cleaner. A FLUSH makes durable what was acknowledged before it was asked for, whichever
+/// client wrote it, as NBD's FLUSH does. Returns whether the client saw the machine stop.
+fn client_work(
+    volume: &Volume,
+    random: &mut Xoshiro256PlusPlus,
+    (client, clients): (usize, usize),
+    logs: &std::sync::Mutex<Vec<BlockLog>>,
+    stopped: &std::sync::atomic::AtomicBool,
+) -> bool {
+    use std::sync::atomic::Ordering;
+    let owned = blocks() / clients;
     let mut version = 0;
-    machine.budget.set(random.gen_range(0..400));
-    let crashed = loop {
-        let block = random.gen_range(0..blocks());
+    while !stopped.load(Ordering::SeqCst) {
+        let block = client + clients * random.gen_range(0..owned);
         let outcome = match random.gen_range(0..20) {
-            0 | 1 => volume.flush().map(|()| {
-                for entry in &mut written {
-                    if let Some(&last) = entry.since.last() {
-                        entry.durable = last;
+            0 | 1 => {
+                let asked: Vec<u32> = logs
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .map(|log| log.acknowledged)
+                    .collect();
+                volume.flush().map(|()| {
+                    for (log, acknowledged) in logs.lock().unwrap().iter_mut().zip(asked) {
+                        log.durable = log.durable.max(acknowledged);
                     }
-                    entry.since.clear();
-                }
-            }),
+                })
+            }
             2 => volume.clean().map(drop),
             3..=5 => volume.background().map(drop),
             6..=9 => volume
@@ -338,26 +379,71 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<bool, String> {
             kind => {
                 version += 1;
                 let fua = kind == 19;
-                let entry = &mut written[block];
-                entry.since.push(version);
-                entry.ever.push(version);
+                logs.lock().unwrap()[block].ever.push(version);
                 volume
                     .write((block * BLOCK) as u64, &pattern(block, version), fua)
                     .map(|_| {
+                        let log = &mut logs.lock().unwrap()[block];
+                        log.acknowledged = version;
                         if fua {
-                            entry.durable = version;
-                            entry.since.clear();
+                            log.durable = version;
                         }
                     })
             }
         };
         if outcome.is_err() {
-            break true;
+            stopped.store(true, Ordering::SeqCst);
+            return true;
         }
-        if version > 300 {
-            break false;
+        if version > TRIAL_WRITES / clients as u32 {
+            return false;
         }
-    };
+    }
+    false
+}
+
+/// One trial: `clients` clients' work until the machine stops, the crash, and every block
+/// checked. Returns whether the machine stopped in the middle of the work. With one client the
+/// trial is the same for the same seed every time; with more, the threads' interleaving is
+/// the machine's, and a failure names the seed to run again many times.
+fn trial(seed: u64, dir: &std::path::Path, clients: usize) -> Result<bool, String> {
+    let setting = Setting::of(seed);
+    let mut random = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let machine = Machine::new(dir, &seed.to_string(), setting);
+    let volume = machine
+        .open()
+        .map_err(|error| format!("{setting:?}: opening: {error}"))?;
+    // Version 0 (zeroes) is durable everywhere at first.
+    let logs = std::sync::Mutex::new(vec![BlockLog::default(); blocks()]);
+    let stopped = std::sync::atomic::AtomicBool::new(false);
+    machine.budget.set(random.gen_range(0..400));
+    // The first client draws from the trial's own generator, so that one client's trial is
+    // the same work it always was for the same seed.
+    let mut generators: Vec<Xoshiro256PlusPlus> = (1..clients)
+        .map(|client| Xoshiro256PlusPlus::seed_from_u64(seed ^ (client as u64) << 48))
+        .collect();
+    let crashed = std::thread::scope(|scope| {
+        let others: Vec<_> = generators
+            .iter_mut()
+            .enumerate()
+            .map(|(index, generator)| {
+                let (volume, logs, stopped) = (&volume, &logs, &stopped);
+                scope.spawn(move || {
+                    client_work(volume, generator, (index + 1, clients), logs, stopped)
+                })
+            })
+            .collect();
+        let first = client_work(&volume, &mut random, (0, clients), &logs, &stopped);
+        others.into_iter().fold(first, |crashed, other| {
+            other.join().expect("a client") || crashed
+        })
+    });
+    let written: Vec<Written> = logs
+        .into_inner()
+        .unwrap()
+        .iter()
+        .map(BlockLog::written)
+        .collect();
     drop(volume);
     machine.crash(random.gen_range(0..u64::MAX / 2));
     let context = |what: String| format!("{setting:?}: {what}");
@@ -414,23 +500,36 @@ fn trial(seed: u64, dir: &std::path::Path) -> Result<bool, String> {
 /// runs any number.
 #[test]
 fn flushed_writes_survive_injected_crashes_in_every_mode_and_hierarchy() {
+    campaign("volume", "VOLUME_CRASH_TRIALS", 1);
+}
+
+/// Clients working at once, as an NBD server's connections do: one trial of each combination
+/// with four clients here; `scripts/crash-campaign --store volume-clients --trials N` runs any
+/// number. A FLUSH answered before another client's earlier write-back reached persistent
+/// storage (the bug `at_once.rs` pins) is a lost flushed write here.
+#[test]
+fn concurrent_clients_lose_no_flushed_write_to_injected_crashes() {
+    campaign("volume-clients", "VOLUME_CLIENTS_CRASH_TRIALS", CLIENTS);
+}
+
+/// Clients of [`concurrent_clients_lose_no_flushed_write_to_injected_crashes`].
+const CLIENTS: usize = 4;
+
+/// Runs [`trial`]s with `clients` clients as [`run_crash_campaign`] says (one of each
+/// combination unless `trials_var` asks for more), and checks that most crashes hit the work
+/// rather than came after it.
+fn campaign(store: &str, trials_var: &str, clients: usize) {
     let dir = tempfile::tempdir().unwrap();
     let (mut trials, mut mid_work) = (0, 0);
-    run_crash_campaign(
-        "volume",
-        "VOLUME_CRASH_TRIALS",
-        COMBINATIONS as u64,
-        |seed| {
-            let result = trial(seed, dir.path());
-            for entry in std::fs::read_dir(dir.path()).unwrap() {
-                std::fs::remove_file(entry.unwrap().path()).unwrap();
-            }
-            trials += 1;
-            mid_work += u64::from(*result.as_ref().unwrap_or(&true));
-            result.map(|_| 1)
-        },
-    );
-    // Most machines stop in the middle of the work, not after it.
+    run_crash_campaign(store, trials_var, COMBINATIONS as u64, |seed| {
+        let result = trial(seed, dir.path(), clients);
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+        trials += 1;
+        mid_work += u64::from(*result.as_ref().unwrap_or(&true));
+        result.map(|_| 1)
+    });
     assert!(
         mid_work * 3 >= trials * 2,
         "only {mid_work} of {trials} crashes hit the work"
@@ -448,7 +547,7 @@ fn flushed_writes_survive_injected_crashes_in_every_mode_and_hierarchy() {
 fn seeds_that_once_read_differently_after_cleaning_no_longer_do() {
     let dir = tempfile::tempdir().unwrap();
     for seed in [239, 1373, 5457] {
-        assert_eq!(trial(seed, dir.path()).map(drop), Ok(()), "seed {seed}");
+        assert_eq!(trial(seed, dir.path(), 1).map(drop), Ok(()), "seed {seed}");
     }
 }
 
