@@ -278,15 +278,60 @@ def test_a_stalled_tls_handshake_holds_up_no_other_client(volume, pki):
                 time.sleep(0.5)
 
 
-def test_psk_is_refused_with_its_reason(heterarchy, tmp_path):
-    psk = tmp_path / "keys.psk"
-    psk.write_text("alice:" + "ab" * 32 + "\n")
-    done = subprocess.run([heterarchy, "serve", "nbd", "--listen", f"127.0.0.1:{free_port()}",
-                           "--backing", "ram:16m", "--cache", "ram:4m", "--tls", "require", "--tls-psk", psk],
-                          capture_output=True, text=True, timeout=30)
-    assert done.returncode != 0
-    message = done.stderr.strip()
-    assert message.count("\n") == 0 and "--tls-psk" in message and "rustls" in message, message
+def psk_files(directory: Path, user: str = "alice") -> Path:
+    """A PSK directory as qemu's tls-creds-psk reads it: keys.psk with a key for USER drawn from
+    the directory's name, the file nbdkit's --tls-psk and libnbd's tls-psk-file take too."""
+    directory.mkdir(exist_ok=True)
+    keys = directory / "keys.psk"
+    keys.write_text(f"{user}:{random.Random(directory.name).randbytes(32).hex()}\n")
+    return keys
+
+
+def psk_uri(server, keys: Path, user: str = "alice") -> str:
+    return f"nbds://{user}@127.0.0.1:{server.port}/{EXPORT}?tls-psk-file={keys}"
+
+
+@needs_nbd_tools
+def test_nbdinfo_and_nbdcopy_over_tls_with_a_pre_shared_key(volume, tmp_path):
+    keys = psk_files(tmp_path / "psk")
+    server = volume("wt", "--tls", "require", "--tls-psk", keys)
+    info = tool("nbdinfo", "--no-content", psk_uri(server, keys)).stdout
+    assert "with TLS" in info, info
+    data = random.Random(6).randbytes(4 * MIB)
+    (tmp_path / "up.bin").write_bytes(data)
+    tool("nbdcopy", tmp_path / "up.bin", psk_uri(server, keys))
+    tool("nbdcopy", psk_uri(server, keys), tmp_path / "down.bin")
+    assert (tmp_path / "down.bin").read_bytes()[: len(data)] == data
+
+
+@needs_nbd_tools
+def test_qemu_img_and_qemu_io_over_tls_with_a_pre_shared_key(volume, tmp_path):
+    keys = psk_files(tmp_path / "psk")
+    server = volume("wt", "--tls", "require", "--tls-psk", keys)
+    creds = f"tls-creds-psk,id=tls0,dir={keys.parent},username=alice,endpoint=client"
+    image = f"driver=nbd,host=127.0.0.1,port={server.port},export={EXPORT},tls-creds=tls0"
+    info = tool("qemu-img", "info", "--object", creds, "--image-opts", image).stdout
+    assert "virtual size: 64 MiB" in info, info
+    done = tool("qemu-io", "--object", creds, "--image-opts", image,
+                "-c", "write -P 0x3c 2M 128k", "-c", "read -P 0x3c 2M 128k", "-c", "read -P 0 3M 64k")
+    output = done.stdout + done.stderr
+    assert "failed" not in output and output.count("read 131072/131072") == 1, output
+
+
+@needs_nbd_tools
+def test_a_wrong_key_or_an_unknown_user_is_refused_and_others_go_on(volume, tmp_path):
+    keys = psk_files(tmp_path / "psk")
+    server = volume("wt", "--tls", "require", "--tls-psk", keys)
+    other_key = psk_files(tmp_path / "other")  # alice, with another key
+    stranger = psk_files(tmp_path / "stranger", "mallory")
+    for uri in [psk_uri(server, other_key), psk_uri(server, stranger, "mallory")]:
+        refused = subprocess.run(["nbdinfo", "--no-content", uri], capture_output=True, text=True, timeout=30)
+        assert refused.returncode != 0, refused.stdout
+    # A client in the clear gets nothing either.
+    with NbdClient(server.port) as client:
+        [(kind, _)] = client.option(OPT_LIST)
+        assert kind == REP_ERR_TLS_REQD
+    assert "with TLS" in tool("nbdinfo", "--no-content", psk_uri(server, keys)).stdout
 
 
 @pytest.mark.parametrize("flags, named", [
@@ -294,7 +339,11 @@ def test_psk_is_refused_with_its_reason(heterarchy, tmp_path):
     (["--tls", "maybe"], "--tls:"),
     (["--tls-certificates", "."], "--tls-certificates:"),
     (["--tls", "on", "--tls-certificates", "/nonexistent"], "server-cert.pem"),
-], ids=["no-certificates", "bad-mode", "certificates-without-tls", "missing-files"])
+    (["--tls", "on", "--tls-psk", "/nonexistent.psk"], "tls_psk: /nonexistent.psk: cannot read"),
+    (["--tls", "on", "--tls-psk", "/x.psk", "--tls-certificates", "."], "--tls-psk:"),
+    (["--tls-psk", "/x.psk"], "--tls-psk:"),
+], ids=["no-certificates", "bad-mode", "certificates-without-tls", "missing-files", "missing-psk",
+        "psk-and-certificates", "psk-without-tls"])
 def test_bad_tls_settings_fail_at_start_with_one_line(heterarchy, flags, named):
     done = subprocess.run([heterarchy, "serve", "nbd", "--listen", f"127.0.0.1:{free_port()}",
                            "--backing", "ram:16m", "--cache", "ram:4m", *flags],

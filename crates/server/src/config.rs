@@ -90,8 +90,8 @@ pub struct ServerSection {
     /// The directory of `ca-cert.pem`, `server-cert.pem` and `server-key.pem`, as nbdkit's
     /// `--tls-certificates`.
     pub tls_certificates: Option<PathBuf>,
-    /// A `username:hexkey` file, as nbdkit's `--tls-psk`: refused, rustls has no external
-    /// pre-shared keys (see `crate::tls`).
+    /// A `username:hexkey` file, as nbdkit's `--tls-psk`: TLS with pre-shared keys instead of
+    /// certificates (`crate::tls::psk`).
     pub tls_psk: Option<PathBuf>,
     /// Clients must present a certificate signed by `ca-cert.pem` (nbdkit's
     /// `--tls-verify-peer`).

@@ -76,8 +76,8 @@ pub fn run(config: &ServeConfig) -> Result<(), RunError> {
     if !exports.is_empty() {
         // Certificates are read before the port opens, so a bad one stops the start.
         let tls = config.server.tls_settings()?;
-        let tls_config = tls
-            .server_config()
+        let tls_server = tls
+            .server()
             .map_err(|e| ConfigError::within("server.", e))?;
         let listener = Listener::bind(&config.server.listen).map_err(RunError::Io)?;
         let names: Vec<&str> = exports.iter().map(|e| e.device().name()).collect();
@@ -99,7 +99,7 @@ pub fn run(config: &ServeConfig) -> Result<(), RunError> {
             },
             max_connections: config.server.max_connections,
             tls: tls.mode,
-            tls_config,
+            tls_server,
         };
         spawn("nbd-accept", move || {
             if let Err(error) = nbd::serve(listener, exports, settings) {

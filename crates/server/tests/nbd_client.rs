@@ -50,7 +50,7 @@ fn start() -> String {
         },
         max_connections: 64,
         tls: Default::default(),
-        tls_config: None,
+        tls_server: None,
     };
     std::thread::spawn(move || serve(listener, exports, settings));
     address

@@ -281,8 +281,8 @@ pub struct NbdArgs {
     /// Clients must present a certificate signed by ca-cert.pem.
     #[arg(long)]
     pub tls_verify_peer: bool,
-    /// TLS with pre-shared keys (a file of username:hexkey lines): refused, as rustls has
-    /// no external PSKs.
+    /// TLS with pre-shared keys instead of certificates: a file of username:hexkey lines, as
+    /// nbdkit's --tls-psk (and GnuTLS's psktool) read them; the client names its user.
     #[arg(long)]
     pub tls_psk: Option<PathBuf>,
     /// Reformat a cache that holds another volume's dirty lines.

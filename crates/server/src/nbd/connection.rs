@@ -14,10 +14,10 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::tls::TlsServer;
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::{Command, Parsed, Request, ServerEvent, ServerHandshake, TlsMode};
 use heterarchy_volume::{Attempt, Buffer, Command as VolumeCommand};
-use rustls::ServerConfig;
 
 use super::reply::{too_large, Replies};
 use super::workers::{Inbox, Task, Workers};
@@ -44,7 +44,7 @@ pub struct Context<'a> {
     pub slot: usize,
     pub generation: u64,
     /// What a client that sends `NBD_OPT_STARTTLS` gets TLS with (none with TLS off).
-    pub tls: Option<&'a Arc<ServerConfig>>,
+    pub tls: Option<&'a TlsServer>,
 }
 
 enum Phase {
@@ -196,7 +196,7 @@ impl Connection {
             ));
         };
         let received = &self.input[self.start..self.end];
-        self.transport.start_tls(Arc::clone(config), received)?;
+        self.transport.start_tls(config, received)?;
         (self.start, self.end) = (0, 0);
         // The client's first records may all have come with the option: the socket may hold
         // nothing more to announce.

@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
+use crate::tls::TlsServer;
 use heterarchy_nbd::TlsMode;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
-use rustls::ServerConfig;
 
 use super::connection::{Connection, Context, End};
 use super::workers::{Inbox, Workers};
@@ -123,7 +123,7 @@ pub fn start(
                 held_count: 0,
                 later: RefCell::new(Vec::new()),
                 tls: settings.tls,
-                tls_config: settings.tls_config.clone(),
+                tls_server: settings.tls_server.clone(),
             };
             std::thread::Builder::new()
                 .name(format!("nbd-loop-{index}"))
@@ -149,7 +149,7 @@ struct Loop {
     /// Answers a connection held while it was being served, with their due times.
     later: RefCell<Vec<(Instant, Vec<u8>)>>,
     tls: TlsMode,
-    tls_config: Option<Arc<ServerConfig>>,
+    tls_server: Option<TlsServer>,
 }
 
 impl Loop {
@@ -293,7 +293,7 @@ impl Loop {
             inbox: &self.inbox,
             slot,
             generation,
-            tls: self.tls_config.as_ref(),
+            tls: self.tls_server.as_ref(),
         };
         let end = connection.on_ready(&context);
         let later = std::mem::take(&mut *self.later.borrow_mut());

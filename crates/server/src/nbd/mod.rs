@@ -16,11 +16,11 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::tls::TlsServer;
 use heterarchy_blockdev::BlockDevice;
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::{BlockSizes, ExportCatalog, ExportInfo, TlsMode};
 use heterarchy_volume::Volume;
-use rustls::ServerConfig;
 
 use crate::listen::Listener;
 use crate::socket::Socket;
@@ -52,7 +52,7 @@ pub struct Settings {
     /// How TLS is offered (proto.md "Server-side requirements").
     pub tls: TlsMode,
     /// What TLS runs with; `Some` unless `tls` is off.
-    pub tls_config: Option<Arc<ServerConfig>>,
+    pub tls_server: Option<TlsServer>,
 }
 
 /// What every export offers: flush, FUA, trim, write zeroes, and several connections at once

@@ -1,6 +1,6 @@
 //! TLS for the NBD server (issue 23, item 5; proto.md "TLS support"; docs/architecture.md,
 //! "Serving"): the `[server]` settings as nbdkit's `--tls`, `--tls-certificates`,
-//! `--tls-verify-peer` and `--tls-psk` take them, the rustls configuration they make, and a
+//! `--tls-verify-peer` and `--tls-psk` take them, the [`TlsServer`] they make, and a
 //! non-blocking TLS stream for the event loops ([`stream`]).
 //!
 //! Certificates sit in one directory laid out as nbdkit's and qemu's: `server-cert.pem` (the
@@ -8,10 +8,12 @@
 //! clients' certificates, needed only to verify them. The cryptography is rustls's `ring`
 //! provider, given to each configuration (no process-wide default is installed).
 //!
-//! TLS with pre-shared keys (nbdkit's `--tls-psk`) is refused with a one-line reason: rustls
-//! implements no external PSKs (rustls/rustls#174, open since 2018), and hand-made key
-//! schedules are no place for a cache server.
+//! TLS with pre-shared keys (nbdkit's `--tls-psk`, a file of `username:hexkey` lines) runs on
+//! OpenSSL ([`psk`]): rustls implements no external PSKs (rustls/rustls#174, open since 2018),
+//! and hand-made key schedules are no place for a cache server. A server offers one or the
+//! other, as nbdkit does.
 
+pub mod psk;
 pub mod stream;
 
 use std::path::Path;
@@ -23,6 +25,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
+pub use psk::PskServer;
 pub use stream::Transport;
 
 use crate::error::{ConfigError, TlsError};
@@ -41,7 +44,7 @@ pub struct TlsSettings<'a> {
     pub mode: TlsMode,
     /// `tls_certificates`: the directory of PEM files.
     pub certificates: Option<&'a Path>,
-    /// `tls_psk`: a file of `username:hexkey` lines (refused: see the module docs).
+    /// `tls_psk`: a file of `username:hexkey` lines, instead of certificates.
     pub psk: Option<&'a Path>,
     /// `tls_verify_peer`: clients must present a certificate `ca-cert.pem` signed.
     pub verify_peer: bool,
@@ -51,17 +54,29 @@ impl TlsSettings<'_> {
     /// Checks that the settings make sense together, without reading any file; the error
     /// starts with the key.
     pub fn check(&self) -> Result<(), ConfigError> {
-        if let Some(psk) = self.psk {
-            return Err(ConfigError::invalid(
-                "tls_psk",
-                format!(
-                    "{}: TLS with pre-shared keys is not supported: rustls has no external PSKs \
-                     (rustls/rustls#174); use tls_certificates",
-                    psk.display()
-                ),
-            ));
-        }
         let expected_on = "expected tls = \"on\" or \"require\"";
+        if let Some(psk) = self.psk {
+            let refused = |reason: String| Err(ConfigError::invalid("tls_psk", reason));
+            if self.mode == TlsMode::Off {
+                return refused(format!(
+                    "{} given with tls = \"off\"; {expected_on}",
+                    psk.display()
+                ));
+            }
+            if self.certificates.is_some() {
+                return refused(format!(
+                    "{} given with tls_certificates; expected one of them",
+                    psk.display()
+                ));
+            }
+            if self.verify_peer {
+                return refused(format!(
+                    "{} given with tls_verify_peer, which needs certificates; expected one of them",
+                    psk.display()
+                ));
+            }
+            return Ok(());
+        }
         match (self.mode, self.certificates) {
             (TlsMode::Off, Some(dir)) => Err(ConfigError::invalid(
                 "tls_certificates",
@@ -74,8 +89,8 @@ impl TlsSettings<'_> {
             (TlsMode::On | TlsMode::Require, None) => Err(ConfigError::invalid(
                 "tls",
                 format!(
-                    "\"{}\" without tls_certificates; expected the directory of \
-                     {SERVER_CERT_FILE} and {SERVER_KEY_FILE}",
+                    "\"{}\" without tls_certificates or tls_psk; expected the directory of \
+                     {SERVER_CERT_FILE} and {SERVER_KEY_FILE}, or a file of username:hexkey lines",
                     self.mode.name()
                 ),
             )),
@@ -83,17 +98,34 @@ impl TlsSettings<'_> {
         }
     }
 
-    /// The rustls configuration these settings make, `None` with TLS off; the error names the
-    /// key and the file.
-    pub fn server_config(&self) -> Result<Option<Arc<ServerConfig>>, ConfigError> {
+    /// What TLS these settings make, `None` with TLS off; the error names the key and the file.
+    pub fn server(&self) -> Result<Option<TlsServer>, ConfigError> {
         self.check()?;
-        match (self.mode, self.certificates) {
-            (TlsMode::Off, _) | (_, None) => Ok(None),
-            (_, Some(dir)) => server_config(dir, self.verify_peer)
-                .map(Some)
+        if self.mode == TlsMode::Off {
+            return Ok(None);
+        }
+        if let Some(psk) = self.psk {
+            return PskServer::from_file(psk)
+                .map(|server| Some(TlsServer::Psk(server)))
+                .map_err(|e| ConfigError::within("tls_psk: ", e));
+        }
+        match self.certificates {
+            None => Ok(None),
+            Some(dir) => server_config(dir, self.verify_peer)
+                .map(|config| Some(TlsServer::Certificates(config)))
                 .map_err(|e| ConfigError::within("tls_certificates: ", e)),
         }
     }
+}
+
+/// How a server's TLS sessions are made: with X.509 certificates (rustls) or with pre-shared
+/// keys (OpenSSL).
+#[derive(Clone, Debug)]
+pub enum TlsServer {
+    /// The rustls configuration of `tls_certificates`.
+    Certificates(Arc<ServerConfig>),
+    /// The keys of `tls_psk`.
+    Psk(PskServer),
 }
 
 /// A server configuration from the PEM files in `dir`; with `verify_peer`, clients must
@@ -198,8 +230,25 @@ mod tests {
             ),
             (
                 TlsSettings {
-                    mode: TlsMode::On,
                     psk: Some(psk),
+                    ..TlsSettings::default()
+                },
+                "tls_psk:",
+            ),
+            (
+                TlsSettings {
+                    mode: TlsMode::On,
+                    certificates: Some(dir),
+                    psk: Some(psk),
+                    ..TlsSettings::default()
+                },
+                "tls_psk:",
+            ),
+            (
+                TlsSettings {
+                    mode: TlsMode::Require,
+                    psk: Some(psk),
+                    verify_peer: true,
                     ..TlsSettings::default()
                 },
                 "tls_psk:",
@@ -215,7 +264,18 @@ mod tests {
             ..TlsSettings::default()
         };
         assert!(on.check().is_ok());
-        assert!(matches!(TlsSettings::default().server_config(), Ok(None)));
+        let with_keys = TlsSettings {
+            mode: TlsMode::Require,
+            psk: Some(psk),
+            ..TlsSettings::default()
+        };
+        assert!(with_keys.check().is_ok());
+        let missing = with_keys.server().unwrap_err().to_string();
+        assert!(
+            missing.starts_with("tls_psk: /etc/nbd.psk: cannot read"),
+            "{missing}"
+        );
+        assert!(matches!(TlsSettings::default().server(), Ok(None)));
     }
 
     #[test]

@@ -1,24 +1,77 @@
 //! A connection's byte stream, in the clear or under TLS, for event loops whose sockets never
-//! block (issue 23, item 5): rustls's `ServerConnection` keeps the records, the sockets stay
-//! non-blocking, and a read or write that would wait says `WouldBlock` as a socket's would, so
-//! a client in the middle of a TLS handshake holds up no one else on its loop.
+//! block (issue 23, item 5): a [`Session`] keeps the records (rustls's `ServerConnection` for
+//! certificates, OpenSSL for pre-shared keys, [`super::psk`]), the sockets stay non-blocking,
+//! and a read or write that would wait says `WouldBlock` as a socket's would, so a client in the
+//! middle of a TLS handshake holds up no one else on its loop.
 //!
 //! Two differences from a plain socket a caller must mind: a read that returned less than it
-//! asked for does not mean the socket is empty (rustls takes records in pieces), so read until
-//! `WouldBlock`; and bytes written may still wait inside rustls after `write` took them all,
+//! asked for does not mean the socket is empty (a session takes records in pieces), so read until
+//! `WouldBlock`; and bytes written may still wait inside the session after `write` took them all,
 //! so call [`Transport::flush`] until it says everything left.
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
-use rustls::{ServerConfig, ServerConnection};
+use rustls::ServerConnection;
 
+use super::TlsServer;
 use crate::socket::Socket;
+
+/// A TLS session as the transport drives it, records in and out through the caller's socket,
+/// in rustls's terms (which OpenSSL's PSK sessions follow too).
+pub(crate) trait Session: Send {
+    /// Takes TLS records from `from`; `Ok(0)` at its end.
+    fn read_tls(&mut self, from: &mut dyn Read) -> io::Result<usize>;
+    /// Works on the records taken: the handshake, and decryption where it happens here.
+    fn process_new_packets(&mut self) -> io::Result<()>;
+    /// Whether records wait to be written.
+    fn wants_write(&self) -> bool;
+    /// Writes waiting records to `to`.
+    fn write_tls(&mut self, to: &mut dyn Write) -> io::Result<usize>;
+    /// Decrypted bytes; `WouldBlock` when none are ready, `Ok(0)` after a `close_notify`.
+    fn read_plain(&mut self, buffer: &mut [u8]) -> io::Result<usize>;
+    /// Takes bytes to encrypt, as many as there is room for (`Ok(0)` when none).
+    fn write_plain(&mut self, bytes: &[u8]) -> io::Result<usize>;
+    /// Queues the alert that ends the session cleanly.
+    fn send_close_notify(&mut self);
+}
+
+// The connection's own methods are its common part's, reached through `Deref`; the trait's
+// names would otherwise call themselves.
+impl Session for ServerConnection {
+    fn read_tls(&mut self, from: &mut dyn Read) -> io::Result<usize> {
+        (**self).read_tls(from)
+    }
+
+    fn process_new_packets(&mut self) -> io::Result<()> {
+        (**self).process_new_packets().map(drop).map_err(tls_error)
+    }
+
+    fn wants_write(&self) -> bool {
+        (**self).wants_write()
+    }
+
+    fn write_tls(&mut self, to: &mut dyn Write) -> io::Result<usize> {
+        (**self).write_tls(to)
+    }
+
+    fn read_plain(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        self.reader().read(buffer)
+    }
+
+    fn write_plain(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.writer().write(bytes)
+    }
+
+    fn send_close_notify(&mut self) {
+        (**self).send_close_notify();
+    }
+}
 
 /// A connection's socket, and its TLS session once one has begun.
 pub struct Transport {
     socket: Socket,
-    tls: Option<Box<ServerConnection>>,
+    tls: Option<Box<dyn Session>>,
 }
 
 impl Transport {
@@ -44,26 +97,31 @@ impl Transport {
 
     /// Begins TLS as the server: from now on every byte is a TLS record, starting with
     /// `received`, bytes already read from the socket after the last one in the clear.
-    pub fn start_tls(&mut self, config: Arc<ServerConfig>, received: &[u8]) -> io::Result<()> {
+    pub fn start_tls(&mut self, server: &TlsServer, received: &[u8]) -> io::Result<()> {
         if self.tls.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "TLS: already started",
             ));
         }
-        let mut tls = ServerConnection::new(config).map_err(tls_error)?;
+        let mut tls: Box<dyn Session> = match server {
+            TlsServer::Certificates(config) => {
+                Box::new(ServerConnection::new(Arc::clone(config)).map_err(tls_error)?)
+            }
+            TlsServer::Psk(psk) => Box::new(psk.session()?),
+        };
         let mut rest = received;
         while !rest.is_empty() {
             if tls.read_tls(&mut rest)? == 0 {
                 break;
             }
-            tls.process_new_packets().map_err(tls_error)?;
+            tls.process_new_packets()?;
         }
-        self.tls = Some(Box::new(tls));
+        self.tls = Some(tls);
         Ok(())
     }
 
-    /// Writes what rustls holds for the socket; `Ok(true)` once nothing is left.
+    /// Writes what the session holds for the socket; `Ok(true)` once nothing is left.
     pub fn flush(&mut self) -> io::Result<bool> {
         let Some(tls) = &mut self.tls else {
             return Ok(true);
@@ -96,7 +154,7 @@ impl Read for Transport {
             return self.socket.read(buffer);
         };
         loop {
-            match tls.reader().read(buffer) {
+            match tls.read_plain(buffer) {
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
                 other => return other,
             }
@@ -109,7 +167,7 @@ impl Read for Transport {
             if let Err(error) = tls.process_new_packets() {
                 // The alert that says why goes out if the socket takes it.
                 let _ = tls.write_tls(&mut self.socket);
-                return Err(tls_error(error));
+                return Err(error);
             }
             // The handshake's answers go out as soon as they are made.
             while tls.wants_write() {
@@ -121,7 +179,7 @@ impl Read for Transport {
                 }
             }
             if ended {
-                return match tls.reader().read(buffer) {
+                return match tls.read_plain(buffer) {
                     Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                         Err(io::ErrorKind::UnexpectedEof.into())
                     }
@@ -133,16 +191,16 @@ impl Read for Transport {
 }
 
 impl Write for Transport {
-    /// Takes as many bytes as rustls has room for (encrypting them) and sends what the socket
-    /// takes; `WouldBlock` when neither has room.
+    /// Takes as many bytes as the session has room for (encrypting them) and sends what the
+    /// socket takes; `WouldBlock` when neither has room.
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         if self.tls.is_none() {
             return self.socket.write(bytes);
         }
-        // Room first: what rustls already holds goes out before more is taken.
+        // Room first: what the session already holds goes out before more is taken.
         self.flush()?;
         let tls = self.tls.as_mut().expect("checked above");
-        let taken = tls.writer().write(bytes)?;
+        let taken = tls.write_plain(bytes)?;
         self.flush()?;
         match taken {
             0 if !bytes.is_empty() => Err(io::ErrorKind::WouldBlock.into()),
