@@ -23,7 +23,6 @@ pub mod output;
 pub mod poly;
 pub mod timeline;
 
-use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -123,33 +122,29 @@ impl Options {
     }
 }
 
-/// Why an experiment could not run (a bad preset or workload: a bug, since both are built in).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExperimentError(pub String);
-
-impl fmt::Display for ExperimentError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why an experiment could not run (a bad preset or workload: a bug, since both are built in),
+/// naming the preset, or carrying the failing layer's own error.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// A device preset that does not exist.
+    #[error("{0}: no such device preset")]
+    NoPreset(String),
+    /// A trace that cannot be read.
+    #[error(transparent)]
+    Trace(#[from] heterarchy_trace::TraceError),
+    /// A workload spec that cannot be generated.
+    #[error(transparent)]
+    Workload(#[from] heterarchy_trace::generate::SpecError),
+    /// A cache configuration the controller refuses.
+    #[error(transparent)]
+    Config(#[from] heterarchy_engine::ConfigError),
+    /// A PolyEMT knob or parameter out of its range.
+    #[error(transparent)]
+    Param(#[from] heterarchy_engine::ParamError),
+    /// A PolyEMT run that cannot start or go on.
+    #[error(transparent)]
+    Poly(#[from] heterarchy_sim::PolyError),
 }
-
-impl std::error::Error for ExperimentError {}
-
-macro_rules! from_error {
-    ($($source:ty),*) => {$(
-        impl From<$source> for ExperimentError {
-            fn from(error: $source) -> Self {
-                ExperimentError(error.to_string())
-            }
-        }
-    )*};
-}
-
-from_error!(
-    heterarchy_trace::TraceError,
-    heterarchy_trace::generate::SpecError,
-    heterarchy_engine::ConfigError
-);
 
 /// One experiment of the registry.
 pub struct Experiment {
@@ -421,5 +416,5 @@ pub(crate) fn run_phases(
 /// A device preset by name; the names used here are built in.
 pub(crate) fn preset(name: &str) -> Result<heterarchy_device::DeviceSpec, ExperimentError> {
     heterarchy_device::presets::preset(name)
-        .ok_or_else(|| ExperimentError(format!("{name}: no such device preset")))
+        .ok_or_else(|| ExperimentError::NoPreset(name.to_string()))
 }

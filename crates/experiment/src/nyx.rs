@@ -35,8 +35,7 @@ pub struct Bench {
 impl Bench {
     /// `optane-pm-x2` and its profile, runs and time constants `scale` times the thesis'.
     pub fn new(scale: f64) -> Result<Bench, ExperimentError> {
-        let device =
-            preset(DEVICE).ok_or_else(|| ExperimentError(format!("no preset {DEVICE}")))?;
+        let device = preset(DEVICE).ok_or_else(|| ExperimentError::NoPreset(DEVICE.to_string()))?;
         let profile = MaxIopsProfile::measure(
             &mut DeviceModel::new(&device),
             DEVICE,

@@ -144,7 +144,7 @@ impl Setup {
             scheme,
             &self.fixed_run(),
         )
-        .map_err(|e| ExperimentError(e.to_string()))
+        .map_err(ExperimentError::from)
     }
 
     /// The online search on `workload`, from a full write cache.
@@ -159,7 +159,7 @@ impl Setup {
             PolyScheme::Search(config),
             &self.search_run(),
         )
-        .map_err(|e| ExperimentError(e.to_string()))
+        .map_err(ExperimentError::from)
     }
 
     /// `design` on `workload`: a search design is measured at the point its search ends on.
@@ -603,7 +603,7 @@ pub fn run_phase_change(setup: &Setup, windows_each: u64) -> Result<PolyResult, 
         PolyScheme::Search(Design::Polymorphic.search().expect("a search")),
         &run,
     )
-    .map_err(|e| ExperimentError(e.to_string()))
+    .map_err(ExperimentError::from)
 }
 
 /// `poly-convergence`: the search's trajectory on every workload, and YCSB-C turning into
@@ -739,7 +739,7 @@ fn searches(options: &Options, setup: &Setup) -> Result<Vec<PolyResult>, Experim
 /// (Table 2's reference), both measured the same way.
 pub fn run_offline(options: &Options) -> Result<Output, ExperimentError> {
     let setup = Setup::new(options);
-    let grid = knob_grid(STEP).map_err(|e| ExperimentError(e.to_string()))?;
+    let grid = knob_grid(STEP)?;
     let searches = searches(options, &setup)?;
     let jobs: Vec<(YcsbWorkload, Knobs)> = YcsbWorkload::ALL
         .into_iter()

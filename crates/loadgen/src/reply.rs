@@ -35,10 +35,23 @@ pub struct Captured {
     pub digest: u64,
 }
 
-/// Bytes that cannot be memcached's replies: the reply stream is lost from there on.
+/// Bytes that cannot be memcached's replies, with what was found: the reply stream is lost
+/// from there on.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ReplyError(String);
+pub enum ReplyError {
+    /// A value not followed by `\r\n`.
+    #[error("a value is followed by {0:?} instead of \\r\\n")]
+    AfterValue(char),
+    /// A line longer than any reply's.
+    #[error("a reply line is longer than {LINE_MAX} bytes")]
+    LineTooLong,
+    /// A line ending in `\n` alone.
+    #[error("the reply line \"{0}\" ends without \\r")]
+    NoCarriageReturn(String),
+    /// A `VALUE` line without a readable length.
+    #[error("malformed value header \"{0}\"")]
+    ValueHeader(String),
+}
 
 #[derive(Clone, Copy, Debug)]
 enum State {
@@ -140,10 +153,7 @@ impl ReplyParser {
                 }
                 State::DataEnd { matched } => {
                     if rest[0] != b"\r\n"[matched] {
-                        return Err(ReplyError(format!(
-                            "a value is followed by {:?} instead of \\r\\n",
-                            char::from(rest[0])
-                        )));
+                        return Err(ReplyError::AfterValue(char::from(rest[0])));
                     }
                     used += 1;
                     self.state = match matched {
@@ -158,9 +168,7 @@ impl ReplyParser {
 
     fn keep_partial_line(&mut self, bytes: &[u8]) -> Result<(), ReplyError> {
         if self.line.len() + bytes.len() > LINE_MAX {
-            return Err(ReplyError(format!(
-                "a reply line is longer than {LINE_MAX} bytes"
-            )));
+            return Err(ReplyError::LineTooLong);
         }
         self.line.extend_from_slice(bytes);
         Ok(())
@@ -169,17 +177,13 @@ impl ReplyParser {
     /// Interprets one whole line (with its `\n`): a reply, or `None` when it opens a value.
     fn end_line(&mut self, line: &[u8]) -> Result<Option<Reply>, ReplyError> {
         let Some(text) = line.strip_suffix(b"\r\n") else {
-            return Err(ReplyError(format!(
-                "the reply line \"{}\" ends without \\r",
-                String::from_utf8_lossy(line).trim_end()
-            )));
+            return Err(ReplyError::NoCarriageReturn(
+                String::from_utf8_lossy(line).trim_end().to_string(),
+            ));
         };
         if let Some(fields) = text.strip_prefix(b"VALUE ") {
             let bytes = value_length(fields).ok_or_else(|| {
-                ReplyError(format!(
-                    "malformed value header \"{}\"",
-                    String::from_utf8_lossy(text)
-                ))
+                ReplyError::ValueHeader(String::from_utf8_lossy(text).to_string())
             })?;
             if self.values == 0 {
                 self.first_bytes = bytes;

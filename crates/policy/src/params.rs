@@ -4,19 +4,99 @@
 //! parameters once ([`ParamSpec`]); [`Params::parse`] checks what a user gave against them and
 //! fills in the defaults, so a build function only reads typed values.
 
-use std::fmt;
-
-/// A name or parameter that cannot be used, as one line naming what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PolicyError(pub String);
-
-impl fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// A policy or filter spec that cannot be used, naming the policy, parameter or text at fault;
+/// displayed on one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// A name no policy (or filter) answers to.
+    #[error("unknown {what} \"{name}\"; expected one of: {known}")]
+    UnknownName {
+        what: String,
+        name: String,
+        known: String,
+    },
+    /// Spec text with no name before its parameters.
+    #[error("no {what} name in \"{text}\"")]
+    NoName { what: String, text: String },
+    /// A list of specs that starts with a parameter.
+    #[error("\"{piece}\" is a parameter with no {what} before it")]
+    ParameterFirst { what: String, piece: String },
+    /// A piece of a spec that is not `name=value`.
+    #[error("{policy}: \"{piece}\" is not a parameter: expected name=value")]
+    NotAParameter { policy: String, piece: String },
+    /// A parameter the policy does not take (`expected` lists those it does).
+    #[error("{policy}: unknown parameter \"{param}\"; {expected}")]
+    UnknownParam {
+        policy: String,
+        param: String,
+        expected: String,
+    },
+    /// A parameter given twice.
+    #[error("{policy}: parameter \"{param}\" given twice")]
+    Repeated { policy: String, param: String },
+    /// A parameter's value that cannot be read or is outside its range.
+    #[error("{policy}: {param}={value} is out of range: expected {expected}")]
+    OutOfRange {
+        policy: String,
+        param: String,
+        value: String,
+        expected: String,
+    },
+    /// Values the policy refuses when it is built: out of its range, or not fitting together.
+    #[error("{policy}: {reason}")]
+    Refused { policy: String, reason: String },
+    /// An admission filter given to a policy that cannot take one.
+    #[error("policy {policy} cannot take an admission filter (--admission {filter})")]
+    NoAdmission { policy: String, filter: String },
+    /// A list that names no policy.
+    #[error("no policy in \"{list}\"")]
+    NoPolicy { list: String },
 }
 
-impl std::error::Error for PolicyError {}
+impl PolicyError {
+    /// Values `policy` refuses, and why.
+    pub fn refused(policy: &str, reason: impl Into<String>) -> PolicyError {
+        PolicyError::Refused {
+            policy: policy.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The same error of a policy built as another's variant (CLOCK2Q+ as S3-FIFO), named as
+    /// the policy the user asked for.
+    pub fn as_policy(self, name: &str) -> PolicyError {
+        match self {
+            PolicyError::NotAParameter { piece, .. } => PolicyError::NotAParameter {
+                policy: name.to_string(),
+                piece,
+            },
+            PolicyError::UnknownParam {
+                param, expected, ..
+            } => PolicyError::UnknownParam {
+                policy: name.to_string(),
+                param,
+                expected,
+            },
+            PolicyError::Repeated { param, .. } => PolicyError::Repeated {
+                policy: name.to_string(),
+                param,
+            },
+            PolicyError::OutOfRange {
+                param,
+                value,
+                expected,
+                ..
+            } => PolicyError::OutOfRange {
+                policy: name.to_string(),
+                param,
+                value,
+                expected,
+            },
+            PolicyError::Refused { reason, .. } => PolicyError::refused(name, reason),
+            other => other,
+        }
+    }
+}
 
 /// What values a parameter takes (bounds inclusive).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -61,12 +141,11 @@ impl ParamSpec {
     }
 
     fn parse(&self, owner: &str, text: &str) -> Result<ParamValue, PolicyError> {
-        let refused = || {
-            PolicyError(format!(
-                "{owner}: {}={text} is out of range: expected {}",
-                self.name,
-                self.range()
-            ))
+        let refused = || PolicyError::OutOfRange {
+            policy: owner.to_string(),
+            param: self.name.to_string(),
+            value: text.to_string(),
+            expected: self.range(),
         };
         let value = match self.kind {
             ParamKind::Float { min, max } => {
@@ -146,20 +225,21 @@ impl Params {
                 .position(|spec| spec.name.eq_ignore_ascii_case(name))
                 .ok_or_else(|| {
                     let known: Vec<&str> = specs.iter().map(|spec| spec.name).collect();
-                    PolicyError(if known.is_empty() {
-                        format!("{owner}: unknown parameter \"{name}\"; {owner} takes none")
-                    } else {
-                        format!(
-                            "{owner}: unknown parameter \"{name}\"; expected one of: {}",
-                            known.join(", ")
-                        )
-                    })
+                    PolicyError::UnknownParam {
+                        policy: owner.to_string(),
+                        param: name.to_string(),
+                        expected: if known.is_empty() {
+                            format!("{owner} takes none")
+                        } else {
+                            format!("expected one of: {}", known.join(", "))
+                        },
+                    }
                 })?;
             if values[index].is_some() {
-                return Err(PolicyError(format!(
-                    "{owner}: parameter \"{}\" given twice",
-                    specs[index].name
-                )));
+                return Err(PolicyError::Repeated {
+                    policy: owner.to_string(),
+                    param: specs[index].name.to_string(),
+                });
             }
             values[index] = Some(specs[index].parse(owner, text.trim())?);
         }
@@ -254,7 +334,10 @@ impl NamedSpec {
         };
         let name = name.trim().to_ascii_lowercase();
         if name.is_empty() {
-            return Err(PolicyError(format!("no {what} name in \"{text}\"")));
+            return Err(PolicyError::NoName {
+                what: what.to_string(),
+                text: text.to_string(),
+            });
         }
         let mut given: Vec<(String, String)> = Vec::new();
         for piece in rest.into_iter().flat_map(|rest| rest.split(',')) {
@@ -272,9 +355,10 @@ impl NamedSpec {
                     }
                     (None, _) if pair.is_empty() => {}
                     (None, _) => {
-                        return Err(PolicyError(format!(
-                            "{name}: \"{pair}\" is not a parameter: expected name=value"
-                        )))
+                        return Err(PolicyError::NotAParameter {
+                            policy: name,
+                            piece: pair.to_string(),
+                        })
                     }
                 }
             }
@@ -297,9 +381,10 @@ impl NamedSpec {
                     last.push_str(piece);
                 }
                 None if is_parameter => {
-                    return Err(PolicyError(format!(
-                        "\"{piece}\" is a parameter with no {what} before it"
-                    )))
+                    return Err(PolicyError::ParameterFirst {
+                        what: what.to_string(),
+                        piece: piece.to_string(),
+                    })
                 }
                 _ => texts.push(piece.to_string()),
             }
@@ -345,10 +430,11 @@ pub fn find_entry<E: Named>(
     };
     entries.iter().find(answers_to).ok_or_else(|| {
         let names: Vec<&str> = entries.iter().map(Named::name).collect();
-        PolicyError(format!(
-            "unknown {what} \"{name}\"; expected one of: {}",
-            names.join(", ")
-        ))
+        PolicyError::UnknownName {
+            what: what.to_string(),
+            name: name.to_string(),
+            known: names.join(", "),
+        }
     })
 }
 
@@ -426,8 +512,11 @@ mod tests {
 
     #[test]
     fn refusals_name_the_owner_and_the_parameter() {
-        let error =
-            |given: &[(&str, &str)]| Params::parse("p", SPECS, &pairs(given)).unwrap_err().0;
+        let error = |given: &[(&str, &str)]| {
+            Params::parse("p", SPECS, &pairs(given))
+                .unwrap_err()
+                .to_string()
+        };
         assert_eq!(
             error(&[("k", "9")]),
             "p: k=9 is out of range: expected an integer from 1 to 8"
@@ -477,7 +566,7 @@ mod tests {
         assert_eq!(spec.given, pairs(&[("n-seg", "3"), ("seg-size", "1:2:3")]));
         assert!(NamedSpec::parse("lru:k", "policy")
             .unwrap_err()
-            .0
+            .to_string()
             .contains("name=value"));
         assert!(NamedSpec::parse(":k=1", "policy").is_err());
     }

@@ -379,8 +379,8 @@ pub const POLICIES: &[PolicyEntry] = &[
             }
             let weights = Slru::parse_weights(weights)?;
             if params.given("n-seg") && weights.len() != segments {
-                return Err(PolicyError(format!(
-                    "slru: n-seg={segments} but seg-size names {} segments",
+                return Err(PolicyError::refused("slru", format!(
+                    "n-seg={segments} but seg-size names {} segments",
                     weights.len()
                 )));
             }
@@ -685,18 +685,21 @@ pub const POLICIES: &[PolicyEntry] = &[
 /// it can serve inside another.
 fn build_main_cache(name: &str, capacity: u64) -> Result<Box<dyn EvictionPolicy>, PolicyError> {
     let entry = find(name.trim())
-        .map_err(|error| PolicyError(format!("wtinylfu: main-cache: {}", error.0)))?;
+        .map_err(|error| PolicyError::refused("wtinylfu", format!("main-cache: {error}")))?;
     let main: Box<dyn EvictionPolicy> = if entry.name == "slru" {
         Box::new(Slru::with_weights(capacity, &[1, 4])?)
     } else {
         (entry.build)(capacity, &Params::parse(entry.name, entry.params, &[])?)?
     };
     if !main.serves_inside() {
-        return Err(PolicyError(format!(
-            "wtinylfu: main-cache={name}: {} cannot serve as a main cache (it cannot name its \
+        return Err(PolicyError::refused(
+            "wtinylfu",
+            format!(
+                "main-cache={name}: {} cannot serve as a main cache (it cannot name its \
              next victim)",
-            entry.name
-        )));
+                entry.name
+            ),
+        ));
     }
     Ok(main)
 }
@@ -736,10 +739,10 @@ impl PolicySpec {
         let admission = match admission {
             Some(text) => {
                 if !entry.takes_admission {
-                    return Err(PolicyError(format!(
-                        "policy {} cannot take an admission filter (--admission {text})",
-                        entry.name
-                    )));
+                    return Err(PolicyError::NoAdmission {
+                        policy: entry.name.to_string(),
+                        filter: text.to_string(),
+                    });
                 }
                 let filter = admission::FilterSpec::parse(text)?;
                 label.push('+');
@@ -771,7 +774,9 @@ impl PolicySpec {
             NamedSpec::parse_list(list, "policy")?
         };
         if named.is_empty() {
-            return Err(PolicyError(format!("no policy in \"{list}\"")));
+            return Err(PolicyError::NoPolicy {
+                list: list.to_string(),
+            });
         }
         named
             .into_iter()
@@ -880,7 +885,7 @@ mod tests {
         assert_eq!(spec.label(), "s3-fifo:small-size-ratio=0.5");
         assert_eq!(spec.entry().name, "s3fifo");
         assert_eq!(spec.build(100).unwrap().capacity_bytes(), 100);
-        let error = |text: &str| PolicySpec::parse(text, None).unwrap_err().0;
+        let error = |text: &str| PolicySpec::parse(text, None).unwrap_err().to_string();
         assert_eq!(
             error("s3fifo:small-size-ratio=2"),
             "s3fifo: small-size-ratio=2 is out of range: expected a number from 0 to 1"
@@ -888,11 +893,32 @@ mod tests {
         assert!(error("lru:k=2").starts_with("lru: unknown parameter \"k\"; lru takes none"));
         assert!(error("nope").starts_with("unknown policy \"nope\"; expected one of: lru,"));
         assert!(error("clock:n-bit-counter=9").contains("n-bit-counter=9"));
+        // The error names what is at fault, for callers that act on it, not only print it.
+        assert_eq!(
+            PolicySpec::parse("s3fifo:small-size-ratio=2", None).unwrap_err(),
+            PolicyError::OutOfRange {
+                policy: "s3fifo".into(),
+                param: "small-size-ratio".into(),
+                value: "2".into(),
+                expected: "a number from 0 to 1".into(),
+            }
+        );
+        let built = PolicySpec::parse("clock2q+:corr-window-ratio=-1", None)
+            .and_then(|spec| spec.build(100))
+            .map(drop);
+        assert!(
+            matches!(
+                built,
+                Err(PolicyError::OutOfRange { ref policy, .. }
+                    | PolicyError::Refused { ref policy, .. }) if policy == "clock2q+"
+            ),
+            "{built:?}"
+        );
     }
 
     #[test]
     fn slru_segments_and_wtinylfu_main_caches() {
-        let error = |text: &str| PolicySpec::parse(text, None).unwrap_err().0;
+        let error = |text: &str| PolicySpec::parse(text, None).unwrap_err().to_string();
         assert_eq!(
             PolicySpec::parse_list("slru:seg-size=1:4,n-seg=2,lru", None)
                 .unwrap()
@@ -930,7 +956,9 @@ mod tests {
             POLICIES.len()
         );
         assert!(PolicySpec::parse_list(" , ", None).is_err());
-        let error = PolicySpec::parse("lirs", Some("size")).unwrap_err().0;
+        let error = PolicySpec::parse("lirs", Some("size"))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             error,
             "policy lirs cannot take an admission filter (--admission size)"

@@ -43,9 +43,10 @@ impl Probabilistic {
     /// Admits with `probability` (in (0, 1]), drawing from the stream of `seed`.
     pub fn new(probability: f64, seed: u64) -> Result<Probabilistic, PolicyError> {
         if !(probability > 0.0 && probability <= 1.0) {
-            return Err(PolicyError(format!(
-                "prob: prob={probability} is out of range: expected a number above 0, at most 1"
-            )));
+            return Err(PolicyError::refused(
+                "prob",
+                format!("prob={probability} is out of range: expected a number above 0, at most 1"),
+            ));
         }
         Ok(Probabilistic {
             // Truncated, as libCacheSim converts it to an int.
@@ -100,7 +101,11 @@ mod tests {
 
     #[test]
     fn zero_and_out_of_range_are_refused() {
-        let error = |text: &str| PolicySpec::parse("lru", Some(text)).unwrap_err().0;
+        let error = |text: &str| {
+            PolicySpec::parse("lru", Some(text))
+                .unwrap_err()
+                .to_string()
+        };
         assert!(error("prob:prob=0").contains("prob=0"));
         assert!(error("prob:prob=1.5").contains("prob=1.5"));
         let spec = PolicySpec::parse("lru", Some("probabilistic:prob=0.1,seed=3")).unwrap();

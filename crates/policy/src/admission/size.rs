@@ -60,12 +60,16 @@ mod tests {
         assert!(!cache.get(&Request::new(2, 50), &mut evicted));
         assert!(cache.get(&Request::new(2, 50), &mut evicted));
         assert_eq!(cache.len(), 1);
-        let error = PolicySpec::parse("lru", Some("size:size=0")).unwrap_err().0;
+        let error = PolicySpec::parse("lru", Some("size:size=0"))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             error,
             "size: size=0 is out of range: expected an integer from 1 to 9223372036854775807"
         );
-        let error = PolicySpec::parse("lru", Some("bouncer")).unwrap_err().0;
+        let error = PolicySpec::parse("lru", Some("bouncer"))
+            .unwrap_err()
+            .to_string();
         assert!(error.starts_with("unknown admission filter \"bouncer\""));
     }
 }

@@ -45,10 +45,13 @@ impl SizeProbabilistic {
     /// in (0, 1]), drawing from the stream of `seed`.
     pub fn new(exponent_per_byte: f64, seed: u64) -> Result<SizeProbabilistic, PolicyError> {
         if !(exponent_per_byte > 0.0 && exponent_per_byte <= 1.0) {
-            return Err(PolicyError(format!(
-                "size-prob: exponent={exponent_per_byte} is out of range: expected a number \
+            return Err(PolicyError::refused(
+                "size-prob",
+                format!(
+                    "exponent={exponent_per_byte} is out of range: expected a number \
                  above 0, at most 1"
-            )));
+                ),
+            ));
         }
         Ok(SizeProbabilistic {
             exponent_per_byte,
@@ -96,7 +99,7 @@ mod tests {
         assert_eq!(spec.label(), "lru+sizeprobabilistic:exponent=1e-4");
         let error = PolicySpec::parse("lru", Some("size-prob:exponent=0"))
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(error.contains("exponent=0"), "{error}");
     }
 }

@@ -46,9 +46,10 @@ impl Clock {
         n_bit_counter: u32,
     ) -> Result<Clock, PolicyError> {
         if !(1..=8).contains(&n_bit_counter) {
-            return Err(PolicyError(format!(
-                "clock: n-bit-counter must be 1 to 8, got {n_bit_counter}"
-            )));
+            return Err(PolicyError::refused(
+                "clock",
+                format!("n-bit-counter must be 1 to 8, got {n_bit_counter}"),
+            ));
         }
         Ok(Clock {
             init_freq,

@@ -92,9 +92,10 @@ pub fn with_params(
     corr_window_in_bytes: bool,
 ) -> Result<S3Fifo, PolicyError> {
     if !(corr_window_ratio >= 0.0 && corr_window_ratio.is_finite()) {
-        return Err(PolicyError(format!(
-            "clock2q+: corr-window-ratio must be a non-negative number, got {corr_window_ratio}"
-        )));
+        return Err(PolicyError::refused(
+            "clock2q+",
+            format!("corr-window-ratio must be a non-negative number, got {corr_window_ratio}"),
+        ));
     }
     let cache = S3Fifo::with_params(
         capacity,
@@ -102,7 +103,7 @@ pub fn with_params(
         ghost_size_ratio,
         move_to_main_threshold,
     )
-    .map_err(|error| PolicyError(error.0.replacen("s3fifo", "clock2q+", 1)))?;
+    .map_err(|error| error.as_policy("clock2q+"))?;
     Ok(cache
         .with_main_counter_max(1)
         .with_correlation_window(corr_window_ratio, corr_window_in_bytes))

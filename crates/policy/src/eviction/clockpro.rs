@@ -81,9 +81,10 @@ impl Variant {
         match name.to_ascii_lowercase().as_str() {
             "libcachesim" => Ok(Variant::LibCacheSim),
             "paper" => Ok(Variant::Paper),
-            _ => Err(PolicyError(format!(
-                "clockpro: variant must be libcachesim or paper, got {name}"
-            ))),
+            _ => Err(PolicyError::refused(
+                "clockpro",
+                format!("variant must be libcachesim or paper, got {name}"),
+            )),
         }
     }
 }
@@ -170,9 +171,10 @@ impl ClockPro {
         init_ratio_cold: f64,
     ) -> Result<ClockPro, PolicyError> {
         if !(0.0..=1.0).contains(&init_ratio_cold) {
-            return Err(PolicyError(format!(
-                "clockpro: init-ratio-cold must be between 0 and 1, got {init_ratio_cold}"
-            )));
+            return Err(PolicyError::refused(
+                "clockpro",
+                format!("init-ratio-cold must be between 0 and 1, got {init_ratio_cold}"),
+            ));
         }
         Ok(ClockPro::build(
             capacity,

@@ -68,8 +68,9 @@ impl Hyperbolic {
         seed: u64,
     ) -> Result<Hyperbolic, PolicyError> {
         if samples == 0 {
-            return Err(PolicyError(
-                "hyperbolic: n-sample must be at least 1".to_string(),
+            return Err(PolicyError::refused(
+                "hyperbolic",
+                "n-sample must be at least 1",
             ));
         }
         Ok(Hyperbolic {

@@ -115,9 +115,10 @@ impl LruK {
         retained_period: u64,
     ) -> Result<LruK, PolicyError> {
         if !(1..=MAX_K).contains(&k) {
-            return Err(PolicyError(format!(
-                "lru-k: k must be between 1 and {MAX_K}, got {k}"
-            )));
+            return Err(PolicyError::refused(
+                "lru-k",
+                format!("k must be between 1 and {MAX_K}, got {k}"),
+            ));
         }
         Ok(LruK::build(capacity, k, subsidiary, retained_period))
     }

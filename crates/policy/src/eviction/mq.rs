@@ -104,17 +104,19 @@ impl Mq {
         qout_size_ratio: f64,
     ) -> Result<Mq, PolicyError> {
         if !(1..=MAX_QUEUES).contains(&queues) {
-            return Err(PolicyError(format!(
-                "mq: n-queue must be between 1 and {MAX_QUEUES}, got {queues}"
-            )));
+            return Err(PolicyError::refused(
+                "mq",
+                format!("n-queue must be between 1 and {MAX_QUEUES}, got {queues}"),
+            ));
         }
         if lifetime < 1 {
-            return Err(PolicyError("mq: lifetime must be positive".to_string()));
+            return Err(PolicyError::refused("mq", "lifetime must be positive"));
         }
         if !(qout_size_ratio > 0.0 && qout_size_ratio <= 64.0) {
-            return Err(PolicyError(format!(
-                "mq: Qout-size-ratio must be in (0, 64], got {qout_size_ratio}"
-            )));
+            return Err(PolicyError::refused(
+                "mq",
+                format!("Qout-size-ratio must be in (0, 64], got {qout_size_ratio}"),
+            ));
         }
         Ok(Mq::build(capacity, queues, lifetime, qout_size_ratio))
     }

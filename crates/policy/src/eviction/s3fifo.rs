@@ -109,14 +109,16 @@ impl S3Fifo {
         move_to_main_threshold: u8,
     ) -> Result<S3Fifo, PolicyError> {
         if !(0.0..=1.0).contains(&small_size_ratio) {
-            return Err(PolicyError(format!(
-                "s3fifo: small-size-ratio must be between 0 and 1, got {small_size_ratio}"
-            )));
+            return Err(PolicyError::refused(
+                "s3fifo",
+                format!("small-size-ratio must be between 0 and 1, got {small_size_ratio}"),
+            ));
         }
         if !(ghost_size_ratio >= 0.0 && ghost_size_ratio.is_finite()) {
-            return Err(PolicyError(format!(
-                "s3fifo: ghost-size-ratio must be a non-negative number, got {ghost_size_ratio}"
-            )));
+            return Err(PolicyError::refused(
+                "s3fifo",
+                format!("ghost-size-ratio must be a non-negative number, got {ghost_size_ratio}"),
+            ));
         }
         Ok(S3Fifo::build(
             capacity,

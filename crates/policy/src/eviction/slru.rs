@@ -73,9 +73,10 @@ impl Slru {
     pub fn with_weights(capacity: u64, weights: &[u64]) -> Result<Slru, PolicyError> {
         let sum: u64 = weights.iter().sum();
         if weights.is_empty() || weights.len() > MAX_WEIGHTED_SEGMENTS || sum == 0 {
-            return Err(PolicyError(format!(
-                "slru: seg-size needs 1 to {MAX_WEIGHTED_SEGMENTS} weights with a positive sum"
-            )));
+            return Err(PolicyError::refused(
+                "slru",
+                format!("seg-size needs 1 to {MAX_WEIGHTED_SEGMENTS} weights with a positive sum"),
+            ));
         }
         // libCacheSim divides in doubles, then multiplies by the capacity, then truncates.
         let limits = weights
@@ -91,10 +92,13 @@ impl Slru {
         text.split(':')
             .map(|weight| {
                 weight.trim().parse::<u64>().map_err(|_| {
-                    PolicyError(format!(
-                        "slru: seg-size={text} is out of range: expected integer weights \
+                    PolicyError::refused(
+                        "slru",
+                        format!(
+                            "seg-size={text} is out of range: expected integer weights \
                          separated by colons, such as 1:4"
-                    ))
+                        ),
+                    )
                 })
             })
             .collect()

@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::random::{mix64, unit_from_bits};
+use super::spec::SpecError;
 
 /// How object sizes (bytes) are distributed over keys.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -30,8 +31,13 @@ impl Default for SizeDistribution {
 }
 
 impl SizeDistribution {
-    /// Parses the `size=` value of a workload spec; the error says what was expected.
-    pub fn parse(text: &str) -> Result<SizeDistribution, String> {
+    /// Parses the `size=` value of a workload spec; the error names the field and says what was
+    /// expected.
+    pub fn parse(text: &str) -> Result<SizeDistribution, SpecError> {
+        Self::parse_text(text).map_err(|reason| SpecError::field("size", reason))
+    }
+
+    fn parse_text(text: &str) -> Result<SizeDistribution, String> {
         let mut parts = text.split(':');
         let head = parts.next().unwrap_or_default();
         let rest: Vec<&str> = parts.collect();
@@ -58,12 +64,17 @@ impl SizeDistribution {
                 ))
             }
         };
-        distribution.validate()?;
+        distribution.check()?;
         Ok(distribution)
     }
 
-    /// Checks the parameters; the error says what was expected.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the parameters; the error names the field and says what was expected.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        self.check()
+            .map_err(|reason| SpecError::field("size", reason))
+    }
+
+    fn check(&self) -> Result<(), String> {
         match *self {
             SizeDistribution::Fixed { bytes: 0 } => {
                 Err("expected a size of at least 1 byte, found 0".into())
@@ -211,8 +222,9 @@ mod tests {
             ("lognormal:100:nan", "expected a number"),
         ];
         for (text, expected) in bad {
-            let message = SizeDistribution::parse(text).unwrap_err();
-            assert!(message.contains(expected), "{text}: {message}");
+            let error = SizeDistribution::parse(text).unwrap_err();
+            assert_eq!(error.field.as_deref(), Some("size"), "{text}");
+            assert!(error.reason.contains(expected), "{text}: {error}");
         }
     }
 

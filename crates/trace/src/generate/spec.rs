@@ -302,7 +302,7 @@ impl WorkloadSpec {
                 }
             }
             ("scan_len", _) if !is_ycsb => self.scan_length = parse_length(value)?,
-            ("size", _) => self.size = SizeDistribution::parse(value)?,
+            ("size", _) => self.size = SizeDistribution::parse(value).map_err(|e| e.reason)?,
             ("kind", _) => {
                 self.kind = match value.to_ascii_lowercase().as_str() {
                     "block" => RequestKind::Block,
@@ -435,9 +435,7 @@ impl WorkloadSpec {
                 ),
             );
         }
-        self.size
-            .validate()
-            .or_else(|message| fail("size", message))
+        self.size.validate()
     }
 
     /// `uniform`, `zipf`, `hotspot` or `ycsb-a` ... `ycsb-f`.

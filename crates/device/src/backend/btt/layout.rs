@@ -18,8 +18,6 @@
 //! - arenas may be made smaller than the kernel's 16 MiB minimum, to exercise the multi-arena
 //!   paths on small test devices.
 
-use std::fmt;
-
 /// Size of an info block and the alignment of every area.
 pub const INFO_BYTES: u64 = 4096;
 /// What an info block starts with.
@@ -41,20 +39,51 @@ pub const MAX_ARENA_BYTES: u64 = 1 << 39;
 
 const CHECKSUM_OFFSET: usize = INFO_BYTES as usize - 8;
 
-/// Why bytes are not a usable BTT structure.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LayoutError(pub String);
-
-impl fmt::Display for LayoutError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for LayoutError {}
-
-fn error(message: impl Into<String>) -> LayoutError {
-    LayoutError(message.into())
+/// Why bytes are not a usable BTT structure, with the values found.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// Fewer bytes than an info block.
+    #[error("an info block needs 4096 bytes, got {0}")]
+    Short(usize),
+    /// No info block signature.
+    #[error("no BTT info block signature")]
+    NoSignature,
+    /// The checksum does not match the block.
+    #[error("info block checksum mismatch")]
+    Checksum,
+    /// Another major version of the format.
+    #[error(
+        "BTT format version {major}.{minor}, expected {VERSION_MAJOR}.x (a Linux BTT is not read)"
+    )]
+    Version { major: u16, minor: u16 },
+    /// An info block of another size.
+    #[error("info block size {0}, expected 4096")]
+    InfoSize(u32),
+    /// Block sizes other than 512 or 4096, or unequal.
+    #[error("block sizes {external} and {internal}, expected 512 or 4096, equal")]
+    BlockSizes { external: u32, internal: u32 },
+    /// Block counts that do not add up.
+    #[error("{external} blocks offered and {free} free, in {internal} blocks")]
+    BlockCounts {
+        external: u32,
+        free: u32,
+        internal: u32,
+    },
+    /// Areas that overlap, are unaligned or leave the arena.
+    #[error(
+        "areas out of order, unaligned or past the arena's {arena_bytes} bytes: data at \
+         {data_offset}, map at {map_offset}, flog at {flog_offset}, copy at {info2_offset}"
+    )]
+    Areas {
+        arena_bytes: u64,
+        data_offset: u64,
+        map_offset: u64,
+        flog_offset: u64,
+        info2_offset: u64,
+    },
+    /// A flog pair no writer can have left.
+    #[error("flog sequence numbers {0} and {1}")]
+    FlogSequence(u32, u32),
 }
 
 /// An arena's info block: its geometry, as offsets from the arena's start.
@@ -131,15 +160,15 @@ impl InfoBlock {
         let bytes: &[u8; INFO_BYTES as usize] = bytes
             .get(..INFO_BYTES as usize)
             .and_then(|head| head.try_into().ok())
-            .ok_or_else(|| error("an info block needs 4096 bytes"))?;
+            .ok_or(LayoutError::Short(bytes.len()))?;
         if &bytes[0..16] != SIGNATURE {
-            return Err(error("no BTT info block signature"));
+            return Err(LayoutError::NoSignature);
         }
         let stored = u64::from_le_bytes(bytes[CHECKSUM_OFFSET..].try_into().expect("8 bytes"));
         let mut zeroed = *bytes;
         zeroed[CHECKSUM_OFFSET..].fill(0);
         if fletcher64(&zeroed) != stored {
-            return Err(error("info block checksum mismatch"));
+            return Err(LayoutError::Checksum);
         }
         let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4"));
@@ -162,16 +191,13 @@ impl InfoBlock {
             info2_offset: u64_at(112),
         };
         if info.version_major != VERSION_MAJOR {
-            return Err(error(format!(
-                "BTT format version {}.{}, expected {VERSION_MAJOR}.x (a Linux BTT is not read)",
-                info.version_major, info.version_minor
-            )));
+            return Err(LayoutError::Version {
+                major: info.version_major,
+                minor: info.version_minor,
+            });
         }
         if u32_at(76) != INFO_BYTES as u32 {
-            return Err(error(format!(
-                "info block size {}, expected 4096",
-                u32_at(76)
-            )));
+            return Err(LayoutError::InfoSize(u32_at(76)));
         }
         info.check(arena_bytes)?;
         Ok(info)
@@ -183,20 +209,21 @@ impl InfoBlock {
         if !matches!(self.external_lba_bytes, 512 | 4096)
             || self.internal_lba_bytes != self.external_lba_bytes
         {
-            return Err(error(format!(
-                "block sizes {} and {}, expected 512 or 4096, equal",
-                self.external_lba_bytes, self.internal_lba_bytes
-            )));
+            return Err(LayoutError::BlockSizes {
+                external: self.external_lba_bytes,
+                internal: self.internal_lba_bytes,
+            });
         }
         if self.nfree == 0
             || self.nfree > MAX_LANES
             || self.internal_nlba != self.external_nlba.wrapping_add(self.nfree)
             || self.external_nlba == 0
         {
-            return Err(error(format!(
-                "{} blocks offered and {} free, in {} blocks",
-                self.external_nlba, self.nfree, self.internal_nlba
-            )));
+            return Err(LayoutError::BlockCounts {
+                external: self.external_nlba,
+                free: self.nfree,
+                internal: self.internal_nlba,
+            });
         }
         // Offsets come from storage: sums saturate rather than wrap into a false fit.
         let end = |offset: u64, count: u32, bytes: u64| {
@@ -226,11 +253,13 @@ impl InfoBlock {
         .iter()
         .all(|offset| offset % INFO_BYTES == 0);
         if !ordered || !aligned {
-            return Err(error(format!(
-                "areas out of order, unaligned or past the arena's {arena_bytes} bytes: data at \
-                 {}, map at {}, flog at {}, copy at {}",
-                self.data_offset, self.map_offset, self.flog_offset, self.info2_offset
-            )));
+            return Err(LayoutError::Areas {
+                arena_bytes,
+                data_offset: self.data_offset,
+                map_offset: self.map_offset,
+                flog_offset: self.flog_offset,
+                info2_offset: self.info2_offset,
+            });
         }
         Ok(())
     }
@@ -452,7 +481,7 @@ pub fn newest_section(sections: &[FlogEntry; 2]) -> Result<usize, LayoutError> {
         (0, 1..=3) => Ok(1),
         (1..=3, 1..=3) if next_seq(b) == a => Ok(0),
         (1..=3, 1..=3) if next_seq(a) == b => Ok(1),
-        _ => Err(error(format!("flog sequence numbers {a} and {b}"))),
+        _ => Err(LayoutError::FlogSequence(a, b)),
     }
 }
 
@@ -476,15 +505,25 @@ mod tests {
             assert!(InfoBlock::decode(&damaged, 4 << 20).is_err(), "byte {at}");
         }
         // too little room for what it describes, or too few bytes
-        assert!(InfoBlock::decode(&bytes, 2 << 20).is_err());
-        assert!(InfoBlock::decode(&bytes[..100], 4 << 20).is_err());
+        assert!(matches!(
+            InfoBlock::decode(&bytes, 2 << 20),
+            Err(LayoutError::Areas {
+                arena_bytes: 0x20_0000,
+                ..
+            })
+        ));
+        assert_eq!(
+            InfoBlock::decode(&bytes[..100], 4 << 20),
+            Err(LayoutError::Short(100))
+        );
         // another version is refused by name
         let other = InfoBlock {
             version_major: 2,
             ..info
         };
-        let message = InfoBlock::decode(&other.encode(), 4 << 20).unwrap_err().0;
-        assert!(message.contains("version 2."), "{message}");
+        let refused = InfoBlock::decode(&other.encode(), 4 << 20).unwrap_err();
+        assert_eq!(refused, LayoutError::Version { major: 2, minor: 1 });
+        assert!(refused.to_string().contains("version 2.1,"), "{refused}");
     }
 
     #[test]
