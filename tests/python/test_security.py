@@ -174,10 +174,9 @@ def test_nbdinfo_and_nbdcopy_over_tls_write_and_read_back(volume, pki, tmp_path)
     assert (tmp_path / "down.bin").read_bytes()[: len(data)] == data
 
 
-@needs_nbd_tools
-def test_qemu_img_and_qemu_io_over_tls(volume, pki):
-    server = tls_volume(volume, pki)
-    creds = f"tls-creds-x509,id=tls0,dir={pki.client},endpoint=client"
+def check_qemu_over_tls(server, creds: str):
+    """qemu-img sees the volume and qemu-io writes and reads it back, over TLS with CREDS (a
+    qemu tls-creds object with id tls0)."""
     image = f"driver=nbd,host=127.0.0.1,port={server.port},export={EXPORT},tls-creds=tls0"
     info = tool("qemu-img", "info", "--object", creds, "--image-opts", image).stdout
     assert "virtual size: 64 MiB" in info, info
@@ -185,6 +184,12 @@ def test_qemu_img_and_qemu_io_over_tls(volume, pki):
                 "-c", "write -P 0x5a 1M 192k", "-c", "read -P 0x5a 1M 192k", "-c", "read -P 0 2M 64k")
     output = done.stdout + done.stderr
     assert "failed" not in output and output.count("read 196608/196608") == 1, output
+
+
+@needs_nbd_tools
+def test_qemu_img_and_qemu_io_over_tls(volume, pki):
+    server = tls_volume(volume, pki)
+    check_qemu_over_tls(server, f"tls-creds-x509,id=tls0,dir={pki.client},endpoint=client")
 
 
 def test_a_plain_client_is_refused_everything_under_require(volume, pki):
@@ -308,14 +313,7 @@ def test_nbdinfo_and_nbdcopy_over_tls_with_a_pre_shared_key(volume, tmp_path):
 def test_qemu_img_and_qemu_io_over_tls_with_a_pre_shared_key(volume, tmp_path):
     keys = psk_files(tmp_path / "psk")
     server = volume("wt", "--tls", "require", "--tls-psk", keys)
-    creds = f"tls-creds-psk,id=tls0,dir={keys.parent},username=alice,endpoint=client"
-    image = f"driver=nbd,host=127.0.0.1,port={server.port},export={EXPORT},tls-creds=tls0"
-    info = tool("qemu-img", "info", "--object", creds, "--image-opts", image).stdout
-    assert "virtual size: 64 MiB" in info, info
-    done = tool("qemu-io", "--object", creds, "--image-opts", image,
-                "-c", "write -P 0x3c 2M 128k", "-c", "read -P 0x3c 2M 128k", "-c", "read -P 0 3M 64k")
-    output = done.stdout + done.stderr
-    assert "failed" not in output and output.count("read 131072/131072") == 1, output
+    check_qemu_over_tls(server, f"tls-creds-psk,id=tls0,dir={keys.parent},username=alice,endpoint=client")
 
 
 @needs_nbd_tools

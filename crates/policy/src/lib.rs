@@ -3,11 +3,12 @@
 //! registries that build them by name with their parameters (docs/architecture.md, "Layers").
 
 pub mod admission;
+pub mod error;
 pub mod eviction;
 pub mod params;
 pub mod registry;
 pub mod util;
 
+pub use error::PolicyError;
 pub use eviction::{Evicted, EvictionPolicy, SimCounters, Space};
-pub use params::PolicyError;
 pub use registry::{create, PolicySpec};

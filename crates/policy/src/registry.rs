@@ -36,7 +36,7 @@ use crate::eviction::{
 };
 use crate::params::{find_entry, Named, NamedSpec, ParamKind, ParamSpec, Params, SEED};
 
-pub use crate::params::PolicyError;
+pub use crate::error::PolicyError;
 
 /// Builds a policy of a capacity in bytes from checked parameters.
 pub type BuildPolicy = fn(u64, &Params) -> Result<Box<dyn EvictionPolicy>, PolicyError>;

@@ -18,8 +18,9 @@ pub mod size_prob;
 
 use heterarchy_trace::Request;
 
+use crate::error::PolicyError;
 use crate::eviction::{Evicted, EvictionPolicy, Space};
-use crate::params::{find_entry, Named, NamedSpec, ParamSpec, Params, PolicyError};
+use crate::params::{find_entry, Named, NamedSpec, ParamSpec, Params};
 
 /// Decides whether a missed object enters the cache.
 pub trait AdmissionFilter: Send {

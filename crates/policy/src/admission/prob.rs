@@ -9,7 +9,8 @@
 use heterarchy_trace::Request;
 
 use super::{AdmissionFilter, FilterEntry};
-use crate::params::{ParamKind, ParamSpec, PolicyError, SEED};
+use crate::error::PolicyError;
+use crate::params::{ParamKind, ParamSpec, SEED};
 use crate::util::rng::{Lehmer64, DRAW_MODULUS};
 
 /// The registry entry.

@@ -8,7 +8,7 @@
 use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy, Space};
-use crate::params::PolicyError;
+use crate::error::PolicyError;
 use crate::util::keyed_queue::KeyedQueue;
 use crate::util::prefetch::prefetch_read;
 use crate::util::store_at;

@@ -49,7 +49,7 @@
 //! [`EvictionPolicy::remove`] drops a resident object and forgets a ghost entry for the key,
 //! returning false for the ghost (libCacheSim's returns true for either).
 
-use crate::params::PolicyError;
+use crate::error::PolicyError;
 
 use super::s3fifo::S3Fifo;
 #[cfg(test)]

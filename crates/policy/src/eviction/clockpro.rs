@@ -60,7 +60,7 @@
 use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy, Space};
-use crate::params::PolicyError;
+use crate::error::PolicyError;
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
 use crate::util::{release_bytes, store_at, List, Slab, NIL};

@@ -31,7 +31,7 @@
 use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy, Space};
-use crate::params::PolicyError;
+use crate::error::PolicyError;
 use crate::util::dense_residents::DenseResidents;
 use crate::util::resident_draw::ResidentDraw;
 use crate::util::rng::Lehmer64;

@@ -34,7 +34,7 @@ use std::cmp::Reverse;
 use heterarchy_trace::Request;
 
 use super::{Evicted, EvictionPolicy, Space};
-use crate::params::PolicyError;
+use crate::error::PolicyError;
 use crate::util::heap::IndexedHeap;
 use crate::util::key_table::KeyTable;
 use crate::util::prefetch::prefetch_read;
