@@ -219,7 +219,10 @@ def test_ctrl_c_stops_a_long_call(tmp_path, zipf_trace, call):
     trace = zipf_trace(0.9, keys=200_000, requests=4_000_000, seed=7)
     script = tmp_path / "long.py"
     script.write_text(textwrap.dedent(f"""
-        import sys, time, heterarchy
+        import signal, sys, time, heterarchy
+        # A shell that runs the tests in the background has SIGINT ignored, and so would this
+        # child, whose Python would then raise no KeyboardInterrupt.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         TRACE = {str(trace)!r}
         print("start", flush=True)
         started = time.monotonic()
