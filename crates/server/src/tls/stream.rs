@@ -5,9 +5,9 @@
 //! middle of a TLS handshake holds up no one else on its loop.
 //!
 //! Two differences from a plain socket a caller must mind: a read that returned less than it
-//! asked for does not mean the socket is empty (a session takes records in pieces), so read until
-//! `WouldBlock`; and bytes written may still wait inside the session after `write` took them all,
-//! so call [`Transport::flush`] until it says everything left.
+//! asked for does not mean the socket is empty (a session takes records in pieces), so read
+//! until `WouldBlock`; and bytes written may still wait inside the session after `write` took
+//! them all, so call [`Transport::flush`] until it says everything left.
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
