@@ -403,19 +403,18 @@ impl Storage {
         // says of the line (a line partly valid, as a restart finds many). Looked at only when
         // the backing store could refuse: the slot states cost locks on the event loop.
         let reads_backing = || {
-            job.request.is_some_and(|part| {
-                part.access == Access::Read && {
-                    let held =
-                        job.lines
-                            .iter()
-                            .find(|line| line.key == part.key)
-                            .map_or(0, |line| {
-                                self.held(part.key, &line.before)
-                                    .fold(0, |valid, (_, _, state)| valid | state.valid)
-                            });
-                    sector_bits(part.start, part.len) & !held != 0
-                }
-            })
+            let Some(part) = job.request.filter(|part| part.access == Access::Read) else {
+                return false;
+            };
+            let held = job
+                .lines
+                .iter()
+                .find(|line| line.key == part.key)
+                .map_or(0, |line| {
+                    self.held(part.key, &line.before)
+                        .fold(0, |valid, (_, _, state)| valid | state.valid)
+                });
+            sector_bits(part.start, part.len) & !held != 0
         };
         ops_quick
             && (quick(backing) || !reads_backing())

@@ -14,7 +14,6 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::tls::TlsServer;
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::{Command, Parsed, Request, ServerEvent, ServerHandshake, TlsMode};
 use heterarchy_volume::{Attempt, Buffer, Command as VolumeCommand};
@@ -23,7 +22,7 @@ use super::reply::{too_large, Replies};
 use super::workers::{Inbox, Task, Workers};
 use super::{Export, Exports};
 use crate::socket::Socket;
-use crate::tls::Transport;
+use crate::tls::{TlsServer, Transport};
 
 /// Bytes asked of the socket per read, at least.
 const READ_CHUNK: usize = 64 * 1024;

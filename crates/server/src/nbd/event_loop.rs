@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
-use crate::tls::TlsServer;
 use heterarchy_nbd::TlsMode;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -22,6 +21,7 @@ use super::workers::{Inbox, Workers};
 use super::{client_went_away, Exports, Settings};
 use crate::due_timer::Timer;
 use crate::socket::Socket;
+use crate::tls::TlsServer;
 
 const WAKER: Token = Token(usize::MAX);
 const TIMER: Token = Token(usize::MAX - 1);

@@ -16,7 +16,6 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::tls::TlsServer;
 use heterarchy_blockdev::BlockDevice;
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::{BlockSizes, ExportCatalog, ExportInfo, TlsMode};
@@ -24,6 +23,7 @@ use heterarchy_volume::Volume;
 
 use crate::listen::Listener;
 use crate::socket::Socket;
+use crate::tls::TlsServer;
 use event_loop::Handoff;
 use workers::Workers;
 

@@ -37,7 +37,8 @@ impl SizeDistribution {
         Self::parse_text(text).map_err(|reason| SpecError::field("size", reason))
     }
 
-    fn parse_text(text: &str) -> Result<SizeDistribution, String> {
+    /// [`parse`](Self::parse), saying only what was expected: for a caller that names the field.
+    pub(crate) fn parse_text(text: &str) -> Result<SizeDistribution, String> {
         let mut parts = text.split(':');
         let head = parts.next().unwrap_or_default();
         let rest: Vec<&str> = parts.collect();

@@ -302,7 +302,7 @@ impl WorkloadSpec {
                 }
             }
             ("scan_len", _) if !is_ycsb => self.scan_length = parse_length(value)?,
-            ("size", _) => self.size = SizeDistribution::parse(value).map_err(|e| e.reason)?,
+            ("size", _) => self.size = SizeDistribution::parse_text(value)?,
             ("kind", _) => {
                 self.kind = match value.to_ascii_lowercase().as_str() {
                     "block" => RequestKind::Block,
