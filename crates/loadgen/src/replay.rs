@@ -133,6 +133,10 @@ pub struct ReplayReport {
     /// I/Os that started more than 1 ms after they were due (timed pacing): the target or the
     /// lanes could not keep up.
     pub late_requests: u64,
+    /// `skip_idle` only: I/Os issued before their time because nothing was outstanding, and
+    /// the time so skipped: the schedule ran that much shorter than the trace's timestamps.
+    pub issued_early: u64,
+    pub idle_skipped_s: f64,
     /// Line accesses the controller planned and those no tier held (in process only).
     pub line_requests: Option<u64>,
     pub misses: Option<u64>,
@@ -237,7 +241,7 @@ pub fn replay(
     let outstanding = AtomicUsize::new(0);
     let began = Instant::now();
     let mut trace_error = None;
-    std::thread::scope(|scope| {
+    let (idle_skipped, issued_early) = std::thread::scope(|scope| {
         for _ in 0..options.lanes {
             let receiver = Arc::clone(&receiver);
             let (tallies, first_error, outstanding) = (&tallies, &first_error, &outstanding);
@@ -261,6 +265,7 @@ pub fn replay(
         let mut issued = 0u64;
         // Time skipped while idle (`skip_idle`): every later I/O is due that much earlier.
         let mut skipped = Duration::ZERO;
+        let mut issued_early = 0u64;
         loop {
             if options.limit.is_some_and(|limit| issued >= limit) {
                 break;
@@ -285,6 +290,7 @@ pub fn replay(
                     }
                     if options.skip_idle && outstanding.load(Ordering::SeqCst) == 0 {
                         skipped += due - now;
+                        issued_early += 1;
                         due = now;
                         break;
                     }
@@ -307,6 +313,7 @@ pub fn replay(
             }
         }
         drop(sender);
+        (skipped, issued_early)
     });
     let duration_s = began.elapsed().as_secs_f64();
     if let Some(error) = trace_error {
@@ -323,6 +330,8 @@ pub fn replay(
     let series = throughput_series(&total.completions, began, duration_s);
     let mut report = report(target, options, total, duration_s, before, after);
     report.throughput_series = series;
+    report.issued_early = issued_early;
+    report.idle_skipped_s = idle_skipped.as_secs_f64();
     Ok(report)
 }
 
@@ -570,6 +579,8 @@ fn report(
         reads: summary(&tally.read_ns),
         writes: summary(&tally.write_ns),
         late_requests: tally.late,
+        issued_early: 0,
+        idle_skipped_s: 0.0,
         line_requests,
         misses,
         tiers,

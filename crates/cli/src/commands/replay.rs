@@ -214,13 +214,21 @@ fn tables(report: &ReplayReport) -> Vec<Table> {
 fn to_text(report: &ReplayReport) -> String {
     let mut text: String = tables(report).iter().map(Table::to_text).collect();
     text += &format!(
-        "replayed {} I/Os against {} in {:.2} s: {:.0} IOPS, {:.2} MB/s; {} late by over 1 ms{}\n",
+        "replayed {} I/Os against {} in {:.2} s: {:.0} IOPS, {:.2} MB/s; {} late by over 1 ms{}{}\n",
         report.requests,
         report.target,
         report.duration_s,
         report.iops,
         report.mb_per_s,
         report.late_requests,
+        if report.options.skip_idle {
+            format!(
+                "; {} issued early, {:.2} s of idle time skipped",
+                report.issued_early, report.idle_skipped_s
+            )
+        } else {
+            String::new()
+        },
         match (report.line_requests, report.misses) {
             (Some(lines), Some(misses)) if lines > 0 =>
                 format!("; line hit ratio {:.4}", 1.0 - misses as f64 / lines as f64),
