@@ -61,36 +61,15 @@ impl PolicyError {
 
     /// The same error of a policy built as another's variant (CLOCK2Q+ as S3-FIFO), named as
     /// the policy the user asked for.
-    pub fn as_policy(self, name: &str) -> PolicyError {
-        match self {
-            PolicyError::NotAParameter { piece, .. } => PolicyError::NotAParameter {
-                policy: name.to_string(),
-                piece,
-            },
-            PolicyError::UnknownParam {
-                param, expected, ..
-            } => PolicyError::UnknownParam {
-                policy: name.to_string(),
-                param,
-                expected,
-            },
-            PolicyError::Repeated { param, .. } => PolicyError::Repeated {
-                policy: name.to_string(),
-                param,
-            },
-            PolicyError::OutOfRange {
-                param,
-                value,
-                expected,
-                ..
-            } => PolicyError::OutOfRange {
-                policy: name.to_string(),
-                param,
-                value,
-                expected,
-            },
-            PolicyError::Refused { reason, .. } => PolicyError::refused(name, reason),
-            other => other,
+    pub fn as_policy(mut self, name: &str) -> PolicyError {
+        if let PolicyError::NotAParameter { policy, .. }
+        | PolicyError::UnknownParam { policy, .. }
+        | PolicyError::Repeated { policy, .. }
+        | PolicyError::OutOfRange { policy, .. }
+        | PolicyError::Refused { policy, .. } = &mut self
+        {
+            *policy = name.to_string();
         }
+        self
     }
 }

@@ -44,10 +44,12 @@ impl Probabilistic {
     /// Admits with `probability` (in (0, 1]), drawing from the stream of `seed`.
     pub fn new(probability: f64, seed: u64) -> Result<Probabilistic, PolicyError> {
         if !(probability > 0.0 && probability <= 1.0) {
-            return Err(PolicyError::refused(
-                "prob",
-                format!("prob={probability} is out of range: expected a number above 0, at most 1"),
-            ));
+            return Err(PolicyError::OutOfRange {
+                policy: "prob".into(),
+                param: "prob".into(),
+                value: probability.to_string(),
+                expected: "a number above 0, at most 1".into(),
+            });
         }
         Ok(Probabilistic {
             // Truncated, as libCacheSim converts it to an int.

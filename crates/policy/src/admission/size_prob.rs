@@ -46,13 +46,12 @@ impl SizeProbabilistic {
     /// in (0, 1]), drawing from the stream of `seed`.
     pub fn new(exponent_per_byte: f64, seed: u64) -> Result<SizeProbabilistic, PolicyError> {
         if !(exponent_per_byte > 0.0 && exponent_per_byte <= 1.0) {
-            return Err(PolicyError::refused(
-                "size-prob",
-                format!(
-                    "exponent={exponent_per_byte} is out of range: expected a number \
-                 above 0, at most 1"
-                ),
-            ));
+            return Err(PolicyError::OutOfRange {
+                policy: "size-prob".into(),
+                param: "exponent".into(),
+                value: exponent_per_byte.to_string(),
+                expected: "a number above 0, at most 1".into(),
+            });
         }
         Ok(SizeProbabilistic {
             exponent_per_byte,

@@ -91,15 +91,15 @@ impl Slru {
     pub fn parse_weights(text: &str) -> Result<Vec<u64>, PolicyError> {
         text.split(':')
             .map(|weight| {
-                weight.trim().parse::<u64>().map_err(|_| {
-                    PolicyError::refused(
-                        "slru",
-                        format!(
-                            "seg-size={text} is out of range: expected integer weights \
-                         separated by colons, such as 1:4"
-                        ),
-                    )
-                })
+                weight
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| PolicyError::OutOfRange {
+                        policy: "slru".into(),
+                        param: "seg-size".into(),
+                        value: text.to_string(),
+                        expected: "integer weights separated by colons, such as 1:4".into(),
+                    })
             })
             .collect()
     }

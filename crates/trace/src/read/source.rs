@@ -165,20 +165,25 @@ fn open_buffered(
         ));
     }
     let compression = Compression::detect(head);
-    let buffered = |decoder: Box<dyn Read + Send>| -> Box<dyn BufRead + Send> {
-        Box::new(BufReader::with_capacity(buffer_bytes, decoder))
-    };
     let stream = match compression {
         Compression::None => raw,
-        Compression::Gzip => buffered(Box::new(flate2::bufread::MultiGzDecoder::new(raw))),
-        Compression::Bzip2 => buffered(Box::new(bzip2::bufread::MultiBzDecoder::new(raw))),
-        Compression::Xz => buffered(Box::new(xz2::bufread::XzDecoder::new_multi_decoder(raw))),
-        Compression::Zstd => buffered(Box::new(
+        Compression::Gzip => buffered(flate2::bufread::MultiGzDecoder::new(raw), buffer_bytes),
+        Compression::Bzip2 => buffered(bzip2::bufread::MultiBzDecoder::new(raw), buffer_bytes),
+        Compression::Xz => buffered(
+            xz2::bufread::XzDecoder::new_multi_decoder(raw),
+            buffer_bytes,
+        ),
+        Compression::Zstd => buffered(
             zstd::stream::read::Decoder::with_buffer(raw)
                 .map_err(|e| TraceError::file(path, format!("bad zstd stream: {e}")))?,
-        )),
+            buffer_bytes,
+        ),
     };
     Ok((stream, compression))
+}
+
+fn buffered(decoder: impl Read + Send + 'static, buffer_bytes: usize) -> Box<dyn BufRead + Send> {
+    Box::new(BufReader::with_capacity(buffer_bytes, decoder))
 }
 
 /// The first `max_bytes` decompressed bytes of `input` (fewer if the stream is shorter), with
