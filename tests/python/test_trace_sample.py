@@ -66,6 +66,19 @@ def test_samples_of_a_real_trace_in_native_format(heterarchy, tmp_path):
     assert "hit-rate error" in compared.stdout
 
 
+def test_a_sample_named_for_its_source_is_read_by_its_last_extension(heterarchy, tmp_path):
+    """A sample of a vscsi trace written to `NAME.vscsi.blksample.csv` is MSR CSV, as its last
+    extension says, and reads back as such: the `.vscsi` marker earlier in the name does not win."""
+    trace = TRACES / "cloudPhysicsIO.vscsi"
+    if not trace.is_file():
+        pytest.skip(f"{trace} not found")
+    out = tmp_path / "cloudPhysicsIO.vscsi.blksample.csv"
+    sampled = sample(heterarchy, trace, out, "blksample")
+    assert out.read_text().split("\n", 1)[0].count(",") == 6  # MSR CSV's seven fields
+    stats = run_json(heterarchy, "trace", "stats", out)
+    assert stats["block"]["records"] == sampled["report"]["sample_requests"] > 0
+
+
 @pytest.mark.parametrize("args, expected", [
     (["--rate", "0"], "--rate 0: expected a sampling rate in (0, 1]"),
     (["--rate", "1.5"], "--rate 1.5: expected a sampling rate in (0, 1]"),

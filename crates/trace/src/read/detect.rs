@@ -4,8 +4,9 @@
 //! like is its entry in the format table (`registry.rs`); this file runs the entries' tests in
 //! the order the table gives, and holds the tests themselves.
 //!
-//! Names: `.oracleGeneral` anywhere in the name (as libCacheSim matches it), `.vscsi`, `.htrace`
-//! (native) and `.lis` (ARC) decide alone. `.csv`, `.txt` and `.trace` (LIRS) are hints: the
+//! Names: the last extension speaks first; a format's marker elsewhere in the name
+//! (`.oracleGeneral`, as libCacheSim matches it, or `.vscsi`) counts only when that extension is
+//! no format's. `.oracleGeneral`, `.vscsi`, `.htrace` (native) and `.lis` (ARC) decide alone. `.csv`, `.txt` and `.trace` (LIRS) are hints: the
 //! content decides when it clearly says something else (an MSR trace named `.csv` is read as
 //! MSR), and the hint decides when the content fits several formats (one number per line is
 //! `txt` or `lirs`) or none.
@@ -67,8 +68,10 @@ pub fn detect_format(input: impl Into<TraceInput>) -> Result<TraceFormat, TraceE
     })
 }
 
-/// The format the file name says, if any, after stripping a compression suffix (`.csv`,
-/// `.txt` and `.trace` only hint; see the module docs).
+/// The format the file name says, if any, after stripping a compression suffix: the last
+/// extension, when it is one a format claims (so a sample the user named
+/// `cloudPhysicsIO.vscsi.blksample.csv` is CSV), else a marker anywhere in the name (libCacheSim's
+/// `w.oracleGeneral.bin`). `.csv`, `.txt` and `.trace` only hint; see the module docs.
 pub fn format_from_name(path: &Path) -> Option<TraceFormat> {
     let mut name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
     while let Some(stripped) = [".gz", ".bz2", ".xz", ".zst", ".zstd"]
@@ -77,16 +80,24 @@ pub fn format_from_name(path: &Path) -> Option<TraceFormat> {
     {
         name = stripped.to_string();
     }
-    let matching = |anywhere: bool| {
+    let last_extension = name.rfind('.').map(|dot| &name[dot..]);
+    let by_extension = last_extension.and_then(|extension| {
+        FORMATS.iter().find(|entry| {
+            entry
+                .file_names
+                .patterns
+                .iter()
+                .any(|pattern| pattern.matches(extension))
+        })
+    });
+    let by_marker = || {
         FORMATS.iter().find(|entry| {
             entry.file_names.patterns.iter().any(|pattern| {
-                matches!(pattern, NamePattern::Anywhere(_)) == anywhere && pattern.matches(&name)
+                matches!(pattern, NamePattern::Anywhere(_)) && pattern.matches(&name)
             })
         })
     };
-    matching(true)
-        .or_else(|| matching(false))
-        .map(|entry| entry.format)
+    by_extension.or_else(by_marker).map(|entry| entry.format)
 }
 
 /// The format the first bytes say, if they say one clearly.
@@ -370,6 +381,15 @@ mod tests {
         assert_eq!(name("multi2.trace.gz"), Some(TraceFormat::Lirs));
         assert_eq!(name("k.txt"), Some(TraceFormat::Txt));
         assert_eq!(name("mystery.dat"), None);
+        // The last extension wins over a marker earlier in the name.
+        assert_eq!(
+            name("cloudPhysicsIO.vscsi.blksample.csv"),
+            Some(TraceFormat::Csv)
+        );
+        assert_eq!(name("x.vscsi.htrace"), Some(TraceFormat::Native));
+        assert_eq!(name("a.oracleGeneral.csv.gz"), Some(TraceFormat::Csv));
+        assert_eq!(name("s.vscsi.sample"), Some(TraceFormat::Vscsi));
+        assert_eq!(name("vscsi"), None);
     }
 
     #[test]

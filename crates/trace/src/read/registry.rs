@@ -52,8 +52,8 @@ pub(crate) enum Kind {
 pub(crate) enum NamePattern {
     /// `.ext` ends the name.
     Extension(&'static str),
-    /// `.ext` anywhere in the name, as libCacheSim matches names like `w.oracleGeneral.bin`.
-    /// These are tried before extensions, so `x.vscsi.htrace` stays vscsi as it always was.
+    /// `.ext` as the last extension, or anywhere in a name whose last extension no format
+    /// claims, as libCacheSim matches names like `w.oracleGeneral.bin`.
     Anywhere(&'static str),
 }
 
