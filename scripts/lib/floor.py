@@ -3,13 +3,9 @@ benchmarks, and judging a server's CPU time per request against it."""
 
 from pathlib import Path
 
-# heterarchy's target: at most this multiple of the floor's CPU time per request (issue 23).
+# heterarchy's target: at most this multiple of the floor's CPU time per request
+# (docs/benchmarks.md).
 TARGET_MULTIPLE = 1.3
-
-
-def floor_binary(heterarchy: Path) -> Path:
-    """The floor server built beside the heterarchy binary."""
-    return heterarchy.with_name("heterarchy-floor")
 
 
 def nbd_command(floor: Path, port: int, size_bytes: int) -> list:

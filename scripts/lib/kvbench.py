@@ -12,6 +12,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "python"))
+from needs import fail  # noqa: E402
 from helpers import cpu_seconds, free_port  # noqa: E402
 
 # name -> (value bytes, keys): the keyspace fits both servers' 1 GiB with room to spare.
@@ -22,10 +23,6 @@ CONNECTIONS = 64
 MEMORY = "1024"  # MiB, for memcached's -m and our --memory
 MAX_CONNECTIONS = 4096
 FIGURES = ("ops_per_sec", "latency_us_p99", "cpu_us_per_op")
-
-
-def fail(message: str):
-    sys.exit(f"{Path(sys.argv[0]).name}: {message}")
 
 
 def distinct_ports(count: int) -> list:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "python"))
+from needs import fail  # noqa: E402
 from helpers import READY_SECONDS, cpu_seconds, free_port, serving  # noqa: E402
 
 BACKING_BYTES = 256 << 20
@@ -19,10 +20,6 @@ BACKING_BYTES = 256 << 20
 HOT_SET_FLAGS = ["--mode", "wb", "--cache", "ram:256m"]
 # The hot set's reads: 4 KiB random reads at these queue depths, one fio job.
 HOT_SET_READS = [("randread", 16), ("randread", 64)]
-
-
-def fail(message: str):
-    sys.exit(f"{Path(sys.argv[0]).name}: {message}")
 
 
 def verdict(ok: bool) -> str:

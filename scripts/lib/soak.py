@@ -6,13 +6,10 @@ interval's p99 within 1.5 x the first's."""
 import argparse
 import json
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "python"))
-from helpers import BINARY  # noqa: E402
+import needs
 
 MAX_P99_GROWTH = 1.5
 MIB = 1 << 20
@@ -22,30 +19,24 @@ RSS_SAMPLE_SECONDS = 0.5
 SLACK_SECONDS = 300
 
 
-def fail(message: str):
-    sys.exit(f"{Path(sys.argv[0]).name}: {message}")
-
-
 def options(description: str, default_rss_limit_mib, configure) -> argparse.Namespace:
     """The soak's command line: --minutes (one line a minute), a hidden --seconds for smoke
     runs (a line every quarter of them), --rss-limit (MiB; by default `default_rss_limit_mib`
     of the parsed options), --binary; `configure(parser)` adds the script's own."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = needs.Parser(description=description)
     parser.add_argument("--minutes", type=int, default=10, help="how long to hold the load (default 10)")
     parser.add_argument("--seconds", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--rss-limit", type=int, metavar="MIB",
                         help="the most resident memory the server may reach, in MiB (default: see the script)")
-    parser.add_argument("--binary", type=Path, default=BINARY, help="the heterarchy binary")
+    parser.add_argument("--binary", type=Path, help="the heterarchy binary (default: HETERARCHY_BIN, else the release build)")
     configure(parser)
     parsed = parser.parse_args()
     if parsed.minutes < 1 or (parsed.seconds is not None and parsed.seconds < 4):
-        fail("--minutes must be at least 1 (--seconds at least 4)")
+        parser.error("--minutes must be at least 1 (--seconds at least 4)")
     parsed.total_seconds = parsed.seconds if parsed.seconds is not None else parsed.minutes * 60
     parsed.interval_seconds = max(1, parsed.seconds // 4) if parsed.seconds is not None else 60
     if parsed.rss_limit is None:
         parsed.rss_limit = default_rss_limit_mib(parsed)
-    if not parsed.binary.is_file():
-        fail(f"{parsed.binary} is missing: run `cargo build --release` first")
     return parsed
 
 
