@@ -7,7 +7,7 @@ scripts/bench-sim."""
 # FRESH: randomized, but with seed 0 ours draws exactly what libcachesim draws in a fresh
 #   process (its generator starts from the same state in each thread), so equal to 1e-12 against
 #   libcachesim run alone in a new interpreter.
-# SEEDED: randomized differently; the mean of ours over SEEDS within TOLERANCE (issue 21).
+# SEEDED: randomized differently; the mean of ours over SEEDS within TOLERANCE.
 EXACT, FRESH, SEEDED = "exact", "fresh", "seeded"
 TOLERANCE = 0.005
 SEEDS = range(5)

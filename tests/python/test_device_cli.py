@@ -1,6 +1,6 @@
-"""`heterarchy device`: the presets the issue names, the Optane SSD's queueing rule as the binary
-prints it (seed 000 §3.1.1: a 4 KiB random read at QD 64 takes 8x QD 8 and 11x QD 1), custom
-device files, and one-line errors with exit code 1 for bad input."""
+"""`heterarchy device`: the presets (docs/simulation.md, "Devices"), the Optane SSD's queueing
+rule as the binary prints it (seed 000 §3.1.1: a 4 KiB random read at QD 64 takes 8x QD 8 and
+11x QD 1), custom device files, and one-line errors with exit code 1 for bad input."""
 
 import csv
 import io
@@ -11,7 +11,7 @@ import pytest
 
 from helpers import run, run_json
 
-# The presets issue 3 asks for: one Optane PM DIMM and interleaved sets of 2 and 6.
+# The presets every build ships: one Optane PM DIMM and interleaved sets of 2 and 6.
 PRESETS = {
     "dram",
     "cxl-memory",
@@ -154,8 +154,9 @@ def test_bad_input_gives_one_line_and_exit_code_1(heterarchy, tmp_path, case):
 
 
 def test_codec_costs_time_both_codecs_at_each_compressibility(heterarchy):
-    """`device codec-costs` (issue 20, item 2): per codec and compressibility, the cost per KiB
-    of compressing and decompressing a 4 KiB page on this machine and the 512 B sectors it takes."""
+    """`device codec-costs` (seed 004 §4's Compression-Store): per codec and compressibility,
+    the cost per KiB of compressing and decompressing a 4 KiB page on this machine and the 512 B
+    sectors it takes."""
     rows = run_json(heterarchy, "device", "codec-costs", "--pages", "200", "--compressibility", "0,0.5,0.9")
     assert [(row["codec"], row["compressibility"]) for row in rows] == [
         (codec, share) for codec in ("lz4", "zstd") for share in (0.0, 0.5, 0.9)]

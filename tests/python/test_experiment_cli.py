@@ -1,8 +1,8 @@
-"""`heterarchy experiment` and tuned admission in `heterarchy simulate` (issue 4, items 1, 2
-and 6), as the binary runs them.
+"""`heterarchy experiment` and tuned admission in `heterarchy simulate` (docs/simulation.md,
+"Experiments" and "Non-hierarchical caching"), as the binary runs them.
 
 What each test compares against, derived independently of the experiment code:
-- the issue's interface: `experiment list`, one JSON row per (hierarchy, hit ratio, load) for
+- the documented interface: `experiment list`, one JSON row per (hierarchy, hit ratio, load) for
   nhc-orthus-cas with the named fields, CSV with the same columns, an HTML report with charts;
 - the rows' own arithmetic (gain from the two throughputs, normalization by the device's peak);
 - seed 000 §4.5.1.1's statement that NHC never loses to classic caching;
@@ -198,7 +198,7 @@ def test_bad_admission_settings_are_one_line_errors(heterarchy, tmp_path, settin
     assert done.stderr.strip().count("\n") == 0
 
 
-def test_poly_offline_has_the_issues_columns_and_measures_its_codec(heterarchy):
+def test_poly_offline_has_online_and_offline_columns_and_measures_its_codec(heterarchy):
     rows = run_json(heterarchy, "experiment", "poly-offline", "--scale", "0.01")
     assert [row["workload"] for row in rows] == [f"ycsb-{w}" for w in "abcdef"]
     for row in rows:

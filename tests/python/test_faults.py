@@ -1,7 +1,7 @@
-"""Failing devices under real servers and real clients (issue 23, item 2; docs/architecture.md,
-"Faults"): each device is wrapped in heterarchy's fault injector (`--cache-faults`,
-`--backing-faults`, a tenant's `faults`), armed by creating its trigger file as nbdkit's error
-filter is, while qemu-io and pymemcache use the servers."""
+"""Failing devices under real servers and real clients (docs/reliability.md, "Injecting faults";
+docs/architecture.md, "Faults"): each device is wrapped in heterarchy's fault injector
+(`--cache-faults`, `--backing-faults`, a tenant's `faults`), armed by creating its trigger file
+as nbdkit's error filter is, while qemu-io and pymemcache use the servers."""
 
 import json
 import socket

@@ -552,10 +552,11 @@ KILL_SETTINGS = {
 }
 
 
-# Found by the crash campaign (issue 23, item 4) and fixed in the volume: with RAM over PM over
-# PM and several connections, FLUSHes answered before write-backs planned earlier (now every
-# FLUSH waits for all of those); with PM over PM exclusive, a restart's partly valid lines made
-# a 1 MiB read fail with EIO (a later piece tried at once needed the backing store).
+# Found by the crash campaign (docs/reliability.md, "Crash campaigns") and fixed in the volume:
+# with RAM over PM over PM and several connections, FLUSHes answered before write-backs planned
+# earlier (now every FLUSH waits for all of those); with PM over PM exclusive, a restart's
+# partly valid lines made a 1 MiB read fail with EIO (a later piece tried at once needed the
+# backing store).
 @pytest.mark.parametrize("setting", list(KILL_SETTINGS))
 def test_sigkill_mid_stream_loses_no_flushed_write_and_tears_no_block(volume, tmp_path, setting):
     """Iterations of writes killed mid-stream and checked after the restart (5 per setting here;

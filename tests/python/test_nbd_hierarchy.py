@@ -1,8 +1,8 @@
-"""Live volumes as hierarchies (issue 16): several cache tiers per volume (RAM over persistent
-memory over a file), per-tier stats and metrics, persistent tiers found again after kill -9 and
-refused in another order, tier lists that make no sense refused naming the flag; and many
-clients: a thousand idle connections each greeted at once, requests in flight on a connection
-that goes away."""
+"""Live volumes as hierarchies (docs/block-volumes.md): several cache tiers per volume (RAM over
+persistent memory over a file), per-tier stats and metrics, persistent tiers found again after
+kill -9 and refused in another order, tier lists that make no sense refused naming the flag; and
+many clients: a thousand idle connections each greeted at once, requests in flight on a
+connection that goes away."""
 
 import random
 import resource

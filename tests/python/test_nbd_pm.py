@@ -1,7 +1,8 @@
-"""The PM block device served over NBD (issue 17): a BTT on a file in /dev/shm (or the test's
-temporary folder) under each staging cache, driven by qemu-io, fio (verifying, with a flush
-every few writes) and nbdcopy, started as `heterarchy serve nbd --staging` and as an
-`[[export]]` table; `loadgen block` against it; and the one-line errors of bad staging flags."""
+"""The PM block device served over NBD (docs/pm-block-device.md, "The BTT and Caiti's transit
+cache"): a BTT on a file in /dev/shm (or the test's temporary folder) under each staging cache,
+driven by qemu-io, fio (verifying, with a flush every few writes) and nbdcopy, started as
+`heterarchy serve nbd --staging` and as an `[[export]]` table; `loadgen block` against it; and
+the one-line errors of bad staging flags."""
 
 import json
 import random

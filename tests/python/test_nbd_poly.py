@@ -1,8 +1,8 @@
-"""PolyEMT served over NBD (issue 20, item 6): `heterarchy serve nbd --poly` with a persistent
-memory tier (a file standing for BB-DRAM) over a file backing store, driven by qemu-io and
-fio (verifying, with compressible data), killed with SIGKILL and restarted without losing an
-acknowledged write, as an `[[export]]` table with `scheme = "poly"`, and the one-line errors of
-flags it cannot serve."""
+"""PolyEMT served over NBD (docs/pm-block-device.md, "PolyEMT: one memory tier, three roles"):
+`heterarchy serve nbd --poly` with a persistent memory tier (a file standing for BB-DRAM) over a
+file backing store, driven by qemu-io and fio (verifying, with compressible data), killed with
+SIGKILL and restarted without losing an acknowledged write, as an `[[export]]` table with
+`scheme = "poly"`, and the one-line errors of flags it cannot serve."""
 
 import json
 

@@ -1,5 +1,5 @@
-"""The Python package `heterarchy` (issue 22, items 1 and 2): each function returns what its
-command prints with `--format json`, field for field; traces read as an iterator; errors are
+"""The Python package `heterarchy` (docs/python.md): each function returns what its command
+prints with `--format json`, field for field; traces read as an iterator; errors are
 `HeterarchyError` with the command line's one-line message, and wrong keyword arguments or types
 are `TypeError`; every function's keyword arguments are its command's flags; long calls release
 the GIL and stop at Ctrl-C."""

@@ -1,6 +1,6 @@
-"""`heterarchy replay` (issue 19, item 5): a block trace's reads and writes against a cached
-volume, over NBD (a `heterarchy serve nbd` on 127.0.0.1) or in this process from a serve config;
-closed loop or by timestamps; bad arguments are one-line errors."""
+"""`heterarchy replay` (docs/block-volumes.md, "Replay"): a block trace's reads and writes
+against a cached volume, over NBD (a `heterarchy serve nbd` on 127.0.0.1) or in this process
+from a serve config; closed loop or by timestamps; bad arguments are one-line errors."""
 
 import pytest
 

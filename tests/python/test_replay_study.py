@@ -1,6 +1,6 @@
-"""`scripts/replay-study --quick` and `scripts/sample-replay` at their smallest (issue 19, items 5
-and 6): the campaigns run end to end against in-process volumes and print their summaries; the
-full campaigns are scripts, not tests."""
+"""`scripts/replay-study --quick` and `scripts/sample-replay` at their smallest (seed 002 ch. 4
+and §5.3.4; docs/simulation.md, "Sizing a hierarchy"): the campaigns run end to end against
+in-process volumes and print their summaries; the full campaigns are scripts, not tests."""
 
 import json
 import subprocess

@@ -1,9 +1,9 @@
-"""Every command's `--report` page (issue 22, part 4), opened in headless Chromium (browser.py):
-each command runs on small real inputs — Zipf traces, a generated block trace and its sample,
-a device model, a key-value server under `loadgen kv`, an NBD volume under I/O — and its page
-must load without error, not be blank, hold charts with lines or bars drawn, and load nothing
-but itself (no script, no outside asset). HETERARCHY_UPDATE_SCREENSHOTS=1 keeps the `sim`
-report's screenshot as docs/img/report-sim.png; the others go to tmp_path."""
+"""Every command's `--report` page (docs/simulation.md, "Reports"), opened in headless Chromium
+(browser.py): each command runs on small real inputs — Zipf traces, a generated block trace and
+its sample, a device model, a key-value server under `loadgen kv`, an NBD volume under I/O — and
+its page must load without error, not be blank, hold charts with lines or bars drawn, and load
+nothing but itself (no script, no outside asset). HETERARCHY_UPDATE_SCREENSHOTS=1 keeps the
+`sim` report's screenshot as docs/img/report-sim.png; the others go to tmp_path."""
 
 import random
 import re

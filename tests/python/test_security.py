@@ -1,8 +1,9 @@
-"""Issue 23, item 5: NBD over TLS (rustls, negotiated with NBD_OPT_STARTTLS) checked with real
-clients (nbdinfo, nbdcopy, qemu-img, qemu-io) and a hand-written one; per-tenant
-authentication of the key-value server as memcached's -Y auth file does it, against the real
-memcached; connection limits; bounded memory under slow and idle clients; every length and
-count field bounded, one test per field over a real socket; and the default listening address.
+"""NBD over TLS (docs/reliability.md, "TLS and authentication"; rustls, negotiated with
+NBD_OPT_STARTTLS) checked with real clients (nbdinfo, nbdcopy, qemu-img, qemu-io) and a
+hand-written one; per-tenant authentication of the key-value server as memcached's -Y auth file
+does it, against the real memcached; connection limits; bounded memory under slow and idle
+clients; every length and count field bounded, one test per field over a real socket; and the
+default listening address.
 
 Certificates are made by openssl in each session's temporary directory; no key is kept in the
 repository."""

@@ -1,5 +1,5 @@
-"""`heterarchy simulate`: the timed multi-tier simulator as the binary runs it (issue 3, items 6-7
-and "Bad input").
+"""`heterarchy simulate`: the timed multi-tier simulator as the binary runs it
+(docs/simulation.md, "The timed simulator"), and its one-line errors for bad input.
 
 What each test compares against, derived independently of the simulator:
 - its own output: totals against rates, over-time series against totals, per-device operations

@@ -1,7 +1,8 @@
-"""`heterarchy sizing` (issue 19, item 4): per configuration and budget, Cydonia's tier sizes
-and the exhaustive optimum with its single-tier, pyramidal and non-pyramidal bests, as JSON
-rows; Cydonia never beats the exhaustive optimum, spends at most ten evaluations, and every
-answer fits its budget; bad budgets, devices and configurations are one-line errors."""
+"""`heterarchy sizing` (seed 002 ch. 3; docs/simulation.md, "Sizing a hierarchy"): per
+configuration and budget, Cydonia's tier sizes and the exhaustive optimum with its single-tier,
+pyramidal and non-pyramidal bests, as JSON rows; Cydonia never beats the exhaustive optimum,
+spends at most ten evaluations, and every answer fits its budget; bad budgets, devices and
+configurations are one-line errors."""
 
 import pytest
 

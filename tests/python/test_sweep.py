@@ -1,8 +1,8 @@
-"""Sweeps on Dask (issue 22, item 3): every (trace, config) pair runs as a task on a
-LocalCluster of two workers and lands in the Parquet dataset once, with the inputs and every
-output field; a second call resumes (runs only the pairs missing); a worker killed mid-sweep
-costs nothing; a spec with an unreadable trace fails before any task runs, naming the file; the
-command line `heterarchy sweep` does the same from a TOML spec."""
+"""Sweeps on Dask (docs/python.md): every (trace, config) pair runs as a task on a LocalCluster
+of two workers and lands in the Parquet dataset once, with the inputs and every output field; a
+second call resumes (runs only the pairs missing); a worker killed mid-sweep costs nothing; a
+spec with an unreadable trace fails before any task runs, naming the file; the command line
+`heterarchy sweep` does the same from a TOML spec."""
 
 import os
 import signal

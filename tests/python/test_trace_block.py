@@ -1,6 +1,6 @@
-"""`heterarchy trace stats` on block traces (issue 19, item 1): besides the request-level
-measures, the I/Os before splitting — sizes, inter-arrival times and misalignment to 4 KiB
-pages, reads and writes apart; key-value traces have no block section."""
+"""`heterarchy trace stats` on block traces (docs/simulation.md, "Traces"): besides the
+request-level measures, the I/Os before splitting — sizes, inter-arrival times and misalignment
+to 4 KiB pages, reads and writes apart; key-value traces have no block section."""
 
 import gzip
 import json

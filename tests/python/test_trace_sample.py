@@ -1,6 +1,7 @@
-"""`heterarchy trace generate block-io`, `trace sample` and `trace compare` (issue 19, item 6;
-seed 002 ch. 5): samples are block traces that read back; BlkSample's features are closer to
-the full trace's than random spatial sampling's; bad arguments are one-line errors."""
+"""`heterarchy trace generate block-io`, `trace sample` and `trace compare` (seed 002 ch. 5;
+docs/simulation.md, "Sampling block traces"): samples are block traces that read back;
+BlkSample's features are closer to the full trace's than random spatial sampling's; bad
+arguments are one-line errors."""
 
 import pytest
 

@@ -1,11 +1,12 @@
-//! The staged device under crashes (issue 17, item 8; notes §III.2.5): writers, a reader and
-//! a flusher at work over a BTT on persistent memory with crash injection, Caiti's evictors
-//! (or another scheme's) writing back, hits on Pending and Evicting slots and bypasses all
-//! happening, until the machine stops after a seeded number of device operations. The cache is
-//! volatile, like a disk's write cache: what it held is lost. After the crash the BTT opens
-//! again and every block must be whole, its own, a version written to it, and no older than the
-//! last write acknowledged before the last completed flush or FUA write; the BTT must be
-//! writable and a second cycle must pass too. The seed is printed on failure.
+//! The staged device under crashes (seed 001 §4.4: a volatile cache, made durable by flushes
+//! and FUA writes; docs/reliability.md, "Crash campaigns"): writers, a reader and a flusher at
+//! work over a BTT on persistent memory with crash injection, Caiti's evictors (or another
+//! scheme's) writing back, hits on Pending and Evicting slots and bypasses all happening, until
+//! the machine stops after a seeded number of device operations. The cache is volatile, like a
+//! disk's write cache: what it held is lost. After the crash the BTT opens again and every
+//! block must be whole, its own, a version written to it, and no older than the last write
+//! acknowledged before the last completed flush or FUA write; the BTT must be writable and a
+//! second cycle must pass too. The seed is printed on failure.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
-//! The staged device against a model, over many seeded histories of real threads (issue 17,
-//! item 3; notes §III.2.5's online checks): writers (each block has one), readers, flushes and
-//! FUA writes on a small cache over a BTT that records the last version written to each
-//! block. A read returns a whole block no older than the last write acknowledged before it
+//! The staged device against a model, over many seeded histories of real threads (seed 001
+//! §4.4's flush and FUA ordering, checked online): writers (each block has one), readers,
+//! flushes and FUA writes on a small cache over a BTT that records the last version written to
+//! each block. A read returns a whole block no older than the last write acknowledged before it
 //! began and no newer than the last issued before it ended; a completed flush or FUA write has
 //! put every write acknowledged before it on the device; after the last flush the device holds
 //! exactly what was acknowledged last. The seed and scheme are printed on failure.

@@ -1,8 +1,8 @@
-//! The live PolyEMT device (issue 20, item 6): against a model of the volume's bytes over
-//! seeded histories of whole and partial writes, reads and knob changes; and under injected
-//! crashes of its persistent memory and its backing store, where no write acknowledged with a
-//! write cache present (nor any flushed one) may be lost and every page must be whole. Seeds
-//! are printed on failure.
+//! The live PolyEMT device (docs/pm-block-device.md): against a model of the volume's bytes
+//! over seeded histories of whole and partial writes, reads and knob changes; and under
+//! injected crashes of its persistent memory and its backing store, where no write acknowledged
+//! with a write cache present (nor any flushed one) may be lost and every page must be whole.
+//! Seeds are printed on failure.
 
 use std::path::Path;
 use std::sync::Arc;

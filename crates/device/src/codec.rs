@@ -1,6 +1,7 @@
-//! The CPU as a compressor (seed 004 §3.3; issue 20, item 2): 4 KiB pages compressed with lz4
-//! or zstd into 512 B sectors, page data of a chosen compressibility, and a micro-benchmark of
-//! what compressing and decompressing cost on this machine, which the timed simulator charges.
+//! The CPU as a compressor (seed 004 §3.2 and §4's Compression-Store): 4 KiB pages compressed
+//! with lz4 or zstd into 512 B sectors, page data of a chosen compressibility, and a
+//! micro-benchmark of what compressing and decompressing cost on this machine, which the timed
+//! simulator charges.
 //!
 //! The paper used a dictionary-based Lempel-Ziv codec (LZ78) at 4 KiB granularity, measured at
 //! 11 µs to compress and 4 µs to decompress a page on a 2.2 GHz Azure VM (Fig 4c); lz4 and zstd

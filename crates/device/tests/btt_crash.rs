@@ -1,10 +1,11 @@
-//! The BTT under crashes with writers and readers at work (seed 001 §III.2.5's checks, issue 17
-//! item 8): threads write self-describing blocks (sector, version, checksum) over a BTT of
-//! several arenas while the machine stops after a seeded number of device operations; the
-//! persistent memory then drops or tears what was never persisted, and the BTT is opened
-//! again. Every sector must hold a whole block, never torn, never another sector's, the last
-//! write acknowledged to it or the one in flight when the power went; the BTT must open
-//! writable and survive a second crash. The seed is printed on failure.
+//! The BTT under crashes with writers and readers at work (seed 001 §2.2's block-level write
+//! atomicity; docs/reliability.md, "Crash campaigns"): threads write self-describing blocks
+//! (sector, version, checksum) over a BTT of several arenas while the machine stops after a
+//! seeded number of device operations; the persistent memory then drops or tears what was never
+//! persisted, and the BTT is opened again. Every sector must hold a whole block, never torn,
+//! never another sector's, the last write acknowledged to it or the one in flight when the
+//! power went; the BTT must open writable and survive a second crash. The seed is printed on
+//! failure.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,8 +1,8 @@
 //! Calibration: each preset reproduces the measurements of seed 000 (Kan Wu, *Evolving System
-//! Stack for Persistent Memory*; notes in `../shared/notes/nhc-orthus-optane.md` §1–§2) that its
+//! Stack for Persistent Memory*, chapters 2–3 and the device figures of chapters 4–5) that its
 //! TOML cites. Every test states the seed's figure, the tolerance and why that tolerance, and
-//! prints the model's value beside the seed's (`cargo test -p heterarchy-device --test
-//! calibration -- --nocapture`) for the issue's closing note.
+//! prints the model's value beside the seed's
+//! (`cargo test -p heterarchy-device --test calibration -- --nocapture`).
 
 use heterarchy_device::presets::{preset, preset_names, resolve_device};
 use heterarchy_device::{
@@ -308,8 +308,10 @@ fn optane_pm_64b_access_costs_like_256b() {
 /// write-only tenant leaves its co-runner as steady as a limited reader does, so on the device
 /// a write takes from readers about what writing it takes. A reader saturating six interleaved
 /// DIMMs at QD 256 beside 1 GB/s of 256 B writes loses the share of the device those writes
-/// use, 1 GB/s over the set's 13.8 GB/s of writing (±25%). The single-thread reader of Figure
-/// 5.1, which feels each write drain whole, is issue 18's `nyx-interference` experiment.
+/// use, 1 GB/s over the set's 13.8 GB/s of writing (±25%). The single-thread reader of
+/// Figure 5.1, which feels each write drain whole, is the `nyx-interference` experiment's
+/// (`stores_hurt_a_single_thread_reader_like_eight_times_the_reads` in
+/// `crates/experiment/tests/nyx.rs`).
 #[test]
 fn optane_pm_writes_take_from_a_saturating_reader_what_writing_takes() {
     let pm = device("optane-pm-x6");

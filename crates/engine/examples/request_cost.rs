@@ -1,8 +1,9 @@
 //! What one cached read costs the CPU on this machine, as the live volume serves it: the cache
-//! controller's bookkeeping (`CacheController::plan`) and the copy of the line between the cache
-//! and the client's buffer (the volume copies with `copy_from_slice`, a memcpy). Issue 16,
-//! item 1(b): the measured side of the per-request software cost (`engine::timing`).
-//! `scripts/bench-request-cost` runs it under the benchmark lock and names the machine.
+//! controller's bookkeeping (`CacheController::plan`) and the copy of the line between the
+//! cache and the client's buffer (the volume copies with `copy_from_slice`, a memcpy): the
+//! measured side of the per-request software cost (`engine::timing`; docs/benchmarks.md,
+//! "bench-request-cost: a cached read's CPU cost"). `scripts/bench-request-cost` runs it under
+//! the benchmark lock and names the machine.
 //!
 //! Prints, per line size, ns per request for the bookkeeping alone, the copy alone, and both.
 

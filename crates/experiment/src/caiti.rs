@@ -1,7 +1,8 @@
-//! Seed 001's fio figures on the simulated block stacks (issue 17, item 7): every stack over
-//! iodepth (Fig 5a) and jobs (Fig 5e), the time breakdown and write outcomes (Figs 6a, 6c), flush
-//! latency against the bytes written since the last flush (Fig 2b), a flush after every 128
-//! writes (Fig 2a), and the cache size (Table 1). The stacks and their decisions are
+//! Seed 001's fio figures (§3 and §5.1–5.2) on the simulated block stacks
+//! (docs/pm-block-device.md, "Seed 001's figures on the timed simulator"): every stack over
+//! iodepth (Fig 5a) and jobs (Fig 5e), the time breakdown and write outcomes (Figs 6a, 6c),
+//! flush latency against the bytes written since the last flush (Fig 2b), a flush after
+//! every 128 writes (Fig 2a), and the cache size (Table 1). The stacks and their decisions are
 //! `sim::staging`'s, the same staging code the live device runs.
 
 use heterarchy_report::{LineChart, Series};

@@ -249,7 +249,8 @@ pub fn run(options: &Options) -> Result<Output, ExperimentError> {
 
 /// Figure 4.7 at Load-0.5, against the thesis.
 pub const LOAD_HALF_DEVIATION: &str =
-    "Deviation, Load-0.5: NHC stays within 2.5% of classic caching (the issue asked for 2%). \
+    "Deviation, Load-0.5: NHC stays within 2.5% of classic caching, where the thesis has it \
+     behave the same (seed 000 §4.5.1.1). \
      Algorithm 1 turns data admission off whenever it probes (State 2), also at light load; at \
      80% hits on Optane SSD + flash the installs it skips (data_admit off 30% of the measured \
      time) spare the cache device, whose one queue serves reads and writes alike, enough \

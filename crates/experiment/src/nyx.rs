@@ -1,9 +1,9 @@
-//! Seed 000 chapter 5's NyxCache experiments on the simulated shared PM (issue 18, item 9):
-//! tenants on the `optane-pm-x2` model (the thesis' two interleaved DIMMs), each request one
-//! PM access through its gate, the policies of `engine::nyx` stepping on virtual time — the
-//! same code the live key-value server runs. `scale` shortens the runs and every time constant
-//! of the policies alike (tick, epoch, windows, T_alone's period and pause), so that a shape
-//! test runs the thesis' timeline in a tenth of its virtual time.
+//! Seed 000 chapter 5's NyxCache experiments (§5.3; docs/simulation.md, "Experiments") on the
+//! simulated shared PM: tenants on the `optane-pm-x2` model (the thesis' two interleaved
+//! DIMMs), each request one PM access through its gate, the policies of `engine::nyx` stepping
+//! on virtual time — the same code the live key-value server runs. `scale` shortens the runs
+//! and every time constant of the policies alike (tick, epoch, windows, T_alone's period and
+//! pause), so that a shape test runs the thesis' timeline in a tenth of its virtual time.
 
 use heterarchy_device::memory::MemoryOp;
 use heterarchy_device::model::{DeviceModel, IoKind};

@@ -1,6 +1,7 @@
-//! NHC over three levels (issue 4, item 3): one Algorithm 1 per pair of neighbouring levels,
-//! taking turns interval by interval. On DRAM over Optane PM over an Optane SSD, both pairs
-//! tune, and the cascade beats classic caching.
+//! NHC over three levels (seed 000 §4.3 defines it over two devices, D_hi and D_lo;
+//! docs/simulation.md, "Non-hierarchical caching"): one Algorithm 1 per pair of neighbouring
+//! levels, taking turns interval by interval. On DRAM over Optane PM over an Optane SSD, both
+//! pairs tune, and the cascade beats classic caching.
 
 use heterarchy_device::presets::preset;
 use heterarchy_engine::{AdmissionScheme, CacheConfig, CacheController};

@@ -1,10 +1,10 @@
-//! Seed 000 Figure 4.7 as shape tests (issues 4 and 16): NHC never loses to classic caching, it
-//! behaves as classic caching at Load-0.5 (within 2.5%, every hierarchy, both hit ratios), and at
-//! Load-2.0 with 95% hits it gains within 10 points of the thesis on PM + Optane SSD (+32%) and
-//! Optane SSD + flash (+54%). DRAM + PM gains more than the thesis' +21% in the model (the
-//! experiment's notes say why) but no more than the PM's bandwidth can add to the DRAM's.
-//! Runs are deterministic (seeded, virtual time), so these bounds guard the model and the
-//! scheduler, not noise.
+//! Seed 000 Figure 4.7 (§4.5.1.1) as shape tests: NHC never loses to classic caching, it
+//! behaves as classic caching at Load-0.5 (within 2.5%, every hierarchy, both hit ratios), and
+//! at Load-2.0 with 95% hits it gains within 10 points of the thesis on PM + Optane SSD (+32%)
+//! and Optane SSD + flash (+54%). DRAM + PM gains more than the thesis' +21% in the model (the
+//! experiment's notes say why) but no more than the PM's bandwidth can add to the DRAM's. Runs
+//! are deterministic (seeded, virtual time), so these bounds guard the model and the scheduler,
+//! not noise.
 
 use std::sync::OnceLock;
 
@@ -45,11 +45,11 @@ fn nhc_is_never_worse_than_classic_caching() {
 #[test]
 fn at_light_load_nhc_keeps_caching_classically() {
     for r in figure().iter().filter(|r| r.load == 0.5) {
-        // "NHC does not bypass any load and behaves the same as classic caching." Within 2.5%,
-        // not the issue's 2% (nhc_orthus_cas::LOAD_HALF_DEVIATION): the installs Algorithm 1
-        // skips while it probes (data_admit off 30% of the time on Optane SSD + flash at 80%
-        // hits) spare a shared-queue cache device some queueing, +2.4%. The thesis prints
-        // bars, no values; the bound is ours.
+        // "NHC does not bypass any load and behaves the same as classic caching." Within 2.5%
+        // (nhc_orthus_cas::LOAD_HALF_DEVIATION): the installs Algorithm 1 skips while it probes
+        // (data_admit off 30% of the time on Optane SSD + flash at 80% hits) spare a
+        // shared-queue cache device some queueing, +2.4%. The thesis prints bars, no values;
+        // the bound is ours.
         assert!(r.nhc_load_admit >= 0.99, "{r:?}");
         assert!(r.gain.abs() <= 0.025, "{r:?}");
     }

@@ -64,7 +64,7 @@ fn each_target_metric_wins_on_its_own_metric() {
         let p99 = of("p99-latency");
         // Table 4.2: the throughput target beats Open CAS's throughput and mean latency ...
         assert!(
-            // Table 4.2: +19% and +70%; the model gains +12% and +61% (issue 16's report).
+            // Table 4.2: +19% and +70%; the model gains +12% and +61%.
             throughput.throughput_gb_s > 1.1 * classic.throughput_gb_s,
             "{hierarchy}"
         );
@@ -106,7 +106,7 @@ fn prior_work_nhc_wins_and_sib_fails_on_short_periods() {
     assert!(speedup(0.0, "nhc") > speedup(0.0, "sib++"));
     assert!(speedup(0.0, "sib++") > speedup(0.0, "sib+"));
     assert!(speedup(0.0, "lbica") < 1.1);
-    // Dynamic at 0.5 s periods: NHC beats all three (issue 4, item 7).
+    // Dynamic at 0.5 s periods: NHC beats all three (Figure 4.15b).
     for scheme in ["sib++", "sib+", "lbica"] {
         assert!(speedup(0.5, "nhc") > speedup(0.5, scheme) + 0.2, "{scheme}");
     }

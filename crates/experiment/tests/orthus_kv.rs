@@ -1,5 +1,5 @@
-//! Seed 000 Figures 4.9, 4.11–4.14 and the α sweep as shape tests (issue 4, item 7), on
-//! shortened runs. Runs are deterministic (seeded, virtual time).
+//! Seed 000 Figures 4.9, 4.11–4.14 (§4.5.2–4.5.3) and a sweep of Algorithm 1's α as shape
+//! tests, on shortened runs. Runs are deterministic (seeded, virtual time).
 
 use heterarchy_experiment::{nhc_alpha, nhc_hotspot, nhc_ycsb, nhc_ycsb_d, nhc_zippydb, Options};
 
@@ -39,7 +39,7 @@ fn zippydb_gains_by_day_and_matches_classic_by_night() {
     let (rows, summary) =
         nhc_zippydb::rows(&Options::scaled(1.0), nhc_zippydb::DAY_S * 0.5).unwrap();
     assert!(!rows.is_empty());
-    // Issue 4: daytime gain at least 1.8x (the thesis: "up to 100%").
+    // Fig 4.12: daytime gain at least 1.8x (the thesis, §4.5.3.1: "up to 100%").
     assert!(summary.day_gain >= 1.8, "{summary:?}");
     assert!((0.97..=1.1).contains(&summary.night_gain), "{summary:?}");
     // "During the day, Orthus-KV keeps the data admit ratio at 0".

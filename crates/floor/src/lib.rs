@@ -1,8 +1,8 @@
-//! The floor (issue 23 item 6; docs/architecture.md, "Testing"): the least a request–response
-//! server over loopback TCP can spend on a request, written for the measurement and nothing
-//! else. No storage: an NBD read is answered with zeros, a memcached `get` with one constant
-//! value, a `set` with `STORED`. Each request costs one `read` and one `write` system call,
-//! and the event loop's `epoll_wait` is shared by every request that is ready when it returns.
+//! The floor (docs/architecture.md, "Testing"): the least a request–response server over
+//! loopback TCP can spend on a request, written for the measurement and nothing else. No
+//! storage: an NBD read is answered with zeros, a memcached `get` with one constant value, a
+//! `set` with `STORED`. Each request costs one `read` and one `write` system call, and the
+//! event loop's `epoll_wait` is shared by every request that is ready when it returns.
 //!
 //! `scripts/bench-floor`, `scripts/bench-nbd` and `scripts/bench-kv` run it under the same
 //! clients and settings as heterarchy's servers, and state each server's CPU time per request

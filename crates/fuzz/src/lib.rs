@@ -1,8 +1,8 @@
-//! The fuzz targets' bodies (issue 23, item 1; docs/architecture.md, "Testing"): each takes any
-//! bytes and drives one parser the way its server does, asserting what must hold whatever the
-//! bytes (progress on every step, nothing consumed past the input, replies on one line). The
-//! cargo-fuzz targets in `fuzz/` call them, and `tests/corpus.rs` replays the kept corpus
-//! (`fuzz/corpus/TARGET/`) through them in every test run.
+//! The fuzz targets' bodies (docs/reliability.md, "Fuzzing"; docs/architecture.md, "Testing"):
+//! each takes any bytes and drives one parser the way its server does, asserting what must hold
+//! whatever the bytes (progress on every step, nothing consumed past the input, replies on one
+//! line). The cargo-fuzz targets in `fuzz/` call them, and `tests/corpus.rs` replays the kept
+//! corpus (`fuzz/corpus/TARGET/`) through them in every test run.
 
 use heterarchy_memcache::{parse, Limits, ParseError};
 use heterarchy_nbd::handshake::{BlockSizes, ExportInfo, ServerEvent, ServerHandshake};

@@ -1,11 +1,11 @@
-//! What NyxCache's gate costs a store's get path (issue 18, §Targets; seed 000 §5.3.1, Fig
-//! 5.5a: "up to 12% overhead for extremely small value sizes ... less than 6% for access sizes
-//! above 256B"), measured as the thesis measured it: in process, no network, gets of one
-//! thread on a store whose tier is paced like `optane-pm-x2`, with and without a gate (admit,
-//! charge) on every access. Runs alternate, five each; medians printed with the ratio, twice:
-//! over the gets' CPU time alone, and with each get waiting for its device deadline before the
-//! next, as the thesis' gets waited for their PM loads (ours compute when the model completes
-//! them and spin until then).
+//! What NyxCache's gate costs a store's get path (seed 000 §5.3.1, Fig 5.5a: "up to 12%
+//! overhead for extremely small value sizes ... less than 6% for access sizes above 256B"),
+//! measured as the thesis measured it: in process, no network, gets of one thread on a store
+//! whose tier is paced like `optane-pm-x2`, with and without a gate (admit, charge) on every
+//! access. Runs alternate, five each; medians printed with the ratio, twice: over the gets' CPU
+//! time alone, and with each get waiting for its device deadline before the next, as the
+//! thesis' gets waited for their PM loads (ours compute when the model completes them and spin
+//! until then).
 
 use std::hint::black_box;
 use std::sync::Arc;

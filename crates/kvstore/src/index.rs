@@ -1,6 +1,6 @@
-//! The DRAM index of one tenant's store (issue 6, item 2; seed 000 §5.2.5: keys and metadata in
-//! DRAM, values on the value tier): its items by key, and the DRAM they take, which a store's
-//! `index_max_bytes` bounds.
+//! The DRAM index of one tenant's store (seed 000 §5.2.5: keys and metadata in DRAM, values on
+//! the value tier): its items by key, and the DRAM they take, which a store's `index_max_bytes`
+//! bounds.
 
 use std::hash::BuildHasher;
 

@@ -1,5 +1,5 @@
-//! Where things lie on the store's storage (issue 6, items 2 and 4): a double-buffered store
-//! header, then fixed-size segments, each a header and records appended one after another.
+//! Where things lie on the store's storage: a double-buffered store header, then fixed-size
+//! segments, each a header and records appended one after another.
 //!
 //! A record is a 40-byte header, the key and the value, padded to 8 bytes. The key is written
 //! beside its value so that a restart can rebuild the DRAM index from the segments alone; it is

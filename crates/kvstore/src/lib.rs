@@ -1,6 +1,6 @@
-//! heterarchy's key-value cache store (issue 6, item 2; seed 000 §5.2.5, "PM-optimized
-//! Pelikan"): one store per tenant, a DRAM hash index holding keys and metadata over values in
-//! fixed-size segments on a storage backend — RAM, or persistent memory written with
+//! heterarchy's key-value cache store (seed 000 §5.2.5, "PM-optimized Pelikan";
+//! docs/kv-cache.md): one store per tenant, a DRAM hash index holding keys and metadata over
+//! values in fixed-size segments on a storage backend — RAM, or persistent memory written with
 //! non-temporal stores — with TTL-grouped segments, segment eviction, and warm restart from
 //! persistent memory.
 

@@ -1,9 +1,9 @@
-//! Every access a tenant's store makes to its storage (issue 6, item 2): records written with
-//! streaming stores (seed 000 §5.2.5: values on PM written non-temporally), values read back,
-//! the state and expiry words updated in place, segment and store headers. Each access is timed
-//! on the tier's throttle when it has one (issue 18, item 2: on a shared PM every access counts,
-//! not only values) and made durable where each write must be. The timing holds no one: it
-//! says when the device would be done, and whoever answers the request waits for that.
+//! Every access a tenant's store makes to its storage: records written with streaming stores
+//! (seed 000 §5.2.5: values on PM written non-temporally), values read back, the state and
+//! expiry words updated in place, segment and store headers. Each access is timed on the tier's
+//! throttle when it has one (on a shared PM every access counts, not only values) and made
+//! durable where each write must be. The timing holds no one: it says when the device would be
+//! done, and whoever answers the request waits for that.
 
 use std::cell::Cell;
 use std::io;

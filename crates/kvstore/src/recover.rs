@@ -1,5 +1,5 @@
-//! Warm restart (issue 6, item 4): the DRAM index rebuilt from the segments a previous run left
-//! on persistent storage.
+//! Warm restart (docs/reliability.md, "What survives what"): the DRAM index rebuilt from the
+//! segments a previous run left on persistent storage.
 //!
 //! What survives which failure:
 //! - a clean shutdown (SIGTERM, SIGINT): every item;

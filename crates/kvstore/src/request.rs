@@ -1,6 +1,6 @@
-//! What a tenant's store is asked and what it answers (issue 6, item 2): memcached's commands,
-//! text and meta protocol alike, as plain values. The server translates to and from its wire
-//! formats; the store carries them out (`store.rs`).
+//! What a tenant's store is asked and what it answers: memcached's commands, text and meta
+//! protocol alike, as plain values. The server translates to and from its wire formats; the
+//! store carries them out (`store.rs`).
 
 use crate::expiry::Expiry;
 

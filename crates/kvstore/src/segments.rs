@@ -1,7 +1,7 @@
-//! The segment pool (issue 6, item 2): fixed-size segments that items are appended to, grouped
-//! by TTL so that a segment's items expire together, freed whole when they all have, and
-//! evicted oldest first when space runs out, as Segcache does (Yang et al., NSDI'21; seed 000
-//! §5.2.5 builds Nyx-Pelikan on it).
+//! The segment pool: fixed-size segments that items are appended to, grouped by TTL so that a
+//! segment's items expire together, freed whole when they all have, and evicted oldest first
+//! when space runs out, as Segcache does (Yang et al., NSDI'21; seed 000 §5.2.5 builds
+//! Nyx-Pelikan on it).
 
 use std::collections::BTreeMap;
 

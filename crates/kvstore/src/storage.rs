@@ -1,7 +1,6 @@
-//! What a server needs of a tenant's store (issue 18, "Structure"): memcached's commands in
-//! `request`'s terms, and the counters. The server's protocol code sees only this, as Pelikan
-//! keeps protocol, storage and server apart; [`Store`] implements it, and a store regulated on
-//! a shared device wraps one.
+//! What a server needs of a tenant's store: memcached's commands in `request`'s terms, and the
+//! counters. The server's protocol code sees only this, as Pelikan keeps protocol, storage and
+//! server apart; [`Store`] implements it, and a store regulated on a shared device wraps one.
 
 use std::io;
 use std::time::Instant;

@@ -1,9 +1,10 @@
-//! The key-value store's warm restart under injected crashes (issue 23, item 4): a store with
-//! values on emulated persistent memory (crash injection on: it stands for PM on DAX) is stopped
-//! after a seeded number of device operations while a client sets, adds, replaces, deletes,
-//! touches and now and then flushes everything, and the store evicts and compacts segments;
-//! then either the machine crashes (what PM never persisted is dropped or torn) or only the
-//! process dies (kill -9: the mapping's stores stay), and the store opens again.
+//! The key-value store's warm restart under injected crashes (docs/reliability.md, "Crash
+//! campaigns"): a store with values on emulated persistent memory (crash injection on: it
+//! stands for PM on DAX) is stopped after a seeded number of device operations while a client
+//! sets, adds, replaces, deletes, touches and now and then flushes everything, and the store
+//! evicts and compacts segments; then either the machine crashes (what PM never persisted is
+//! dropped or torn) or only the process dies (kill -9: the mapping's stores stay), and the
+//! store opens again.
 //!
 //! What warm restart promises (`heterarchy_kvstore::Recovery`'s module, README "Warm
 //! restart"): after a process crash, and after a machine crash with values on PM on DAX, every
@@ -401,10 +402,10 @@ fn compaction_step(step: u32) -> (u32, Vec<u8>) {
 /// store held before the set, bar the set's own key, must be there after the restart (a
 /// compaction only moves items; eviction is another path).
 ///
-/// Found by this harness (issue 23, item 4): compaction freed its segment on storage before it
-/// wrote the segment's live items again, so a crash between lost them; it now writes them
-/// into a reserve segment first. The campaign's oracle lets items an interrupted operation was
-/// moving or evicting be absent, so it does not count these; this test pins them.
+/// Found by this harness: compaction freed its segment on storage before it wrote the segment's
+/// live items again, so a crash between lost them; it now writes them into a reserve segment
+/// first. The campaign's oracle lets items an interrupted operation was moving or evicting be
+/// absent, so it does not count these; this test pins them.
 #[test]
 fn a_crash_during_a_compaction_keeps_the_items_it_moves() {
     let dir = tempfile::tempdir().unwrap();

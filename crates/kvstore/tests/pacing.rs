@@ -1,5 +1,6 @@
-//! Every storage access of a store on a paced tier is timed, one after another, and, through
-//! a NyxCache gate, delayed, stalled and charged (issue 18, items 2 and 3).
+//! Every storage access of a store on a paced tier is timed, one after another, and, through a
+//! NyxCache gate, delayed, stalled and charged (seed 000 §5.2.3's PM access regulation and
+//! resource usage estimation).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

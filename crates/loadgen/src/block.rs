@@ -1,9 +1,10 @@
-//! `loadgen block` (issue 17, item 6): random 4 KiB writes and reads against a block device —
-//! in this process (a staged PM device, whose write outcomes it also counts) or over NBD
-//! through the project's NBD client — as fio drives a device: jobs, each with `iodepth`
-//! requests in flight, a flush after every N writes of a job (`fsync=N`) or on a timer (the
-//! file system's journal commit). It reports throughput, latency percentiles, the three write
-//! outcomes (seed 001 Fig 6c) and a latency series for scatter plots (Fig 5b).
+//! `loadgen block` (docs/block-volumes.md, "loadgen block"; seed 001 §5.1's fio runs): random
+//! 4 KiB writes and reads against a block device — in this process (a staged PM device, whose
+//! write outcomes it also counts) or over NBD through the project's NBD client — as fio drives
+//! a device: jobs, each with `iodepth` requests in flight, a flush after every N writes of a
+//! job (`fsync=N`) or on a timer (the file system's journal commit). It reports throughput,
+//! latency percentiles, the three write outcomes (seed 001 Fig 6c) and a latency series for
+//! scatter plots (Fig 5b).
 //!
 //! In process, a job's requests in flight are threads of their own (a block call blocks), at
 //! most [`MAX_THREADS`] in all; over NBD a job is one connection with `iodepth` requests

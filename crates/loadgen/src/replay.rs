@@ -1,7 +1,7 @@
-//! `heterarchy replay` (seed 002 §4.2; issue 19, item 5): a block trace's reads and writes
-//! replayed against a live cached volume, in this process or over NBD through the project's
-//! NBD client, with throughput, latency percentiles, and for an in-process volume the hits of
-//! each tier and each device's bandwidth.
+//! `heterarchy replay` (seed 002 §4.2; docs/block-volumes.md, "Replay"): a block trace's reads
+//! and writes replayed against a live cached volume, in this process or over NBD through the
+//! project's NBD client, with throughput, latency percentiles, and for an in-process volume the
+//! hits of each tier and each device's bandwidth.
 //!
 //! Pacing: by timestamps divided by a speedup (open loop: an I/O is due at its scaled time and
 //! its latency counts from then, so time spent waiting for a free lane is not hidden), with at

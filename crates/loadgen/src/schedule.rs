@@ -1,6 +1,6 @@
-//! How a paced load's rate moves over the run (issue 18, item 8; seed 000 §5.3): steps at
-//! given times into the measured time (Fig 5.8's best-effort writer bursting at 12 s) and a
-//! diurnal swing between light and intensive (Fig 5.14's C1 and C2).
+//! How a paced load's rate moves over the run (seed 000 §5.3; docs/kv-cache.md, "loadgen kv"):
+//! steps at given times into the measured time (Fig 5.8's best-effort writer bursting at 12 s)
+//! and a diurnal swing between light and intensive (Fig 5.14's C1 and C2).
 
 use std::f64::consts::TAU;
 use std::str::FromStr;

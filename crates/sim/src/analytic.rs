@@ -213,8 +213,7 @@ mod tests {
     }
 
     /// Each row: ratio, x, then cache_low, cache_high, split_low, split_high reduced by hand
-    /// from Eqs 4.2, 4.7, 4.8, 4.9 (the notes' "[derived] exact model values" table, checked
-    /// one by one; the table's rounded figures agree with every fraction here).
+    /// from seed 000 Eqs 4.2, 4.7, 4.8, 4.9 (§4.2.1.1), each fraction checked one by one.
     #[test]
     fn matches_hand_reduced_equations() {
         let rows: [(f64, f64, f64, [f64; 4]); 11] = [
@@ -334,9 +333,9 @@ mod tests {
         }
     }
 
-    /// The notes' monotonicity facts: more hits never slow caching, and when D_hi is the faster
-    /// device, sending more to it never slows splitting at low concurrency; at high concurrency
-    /// splitting rises up to S* and falls after it.
+    /// The model's monotonicity (seed 000 §4.2.1.2, Figure 4.3): more hits never slow caching,
+    /// and when D_hi is the faster device, sending more to it never slows splitting at low
+    /// concurrency; at high concurrency splitting rises up to S* and falls after it.
     #[test]
     fn monotonicity() {
         for (r_hi, r_lo) in [(100.0, 1.0), (100.0, 10.0), (100.0, 50.0)] {

@@ -1,6 +1,6 @@
-//! How well a block-trace sample represents its trace (seed 002 §5.3; issue 19, item 6): each
-//! mean feature's error and the LRU hit-rate error at cache sizes scaled by the sampling rate,
-//! what `heterarchy trace compare` prints.
+//! How well a block-trace sample represents its trace (seed 002 §5.3; docs/simulation.md,
+//! "Sampling block traces"): each mean feature's error and the LRU hit-rate error at cache
+//! sizes scaled by the sampling rate, what `heterarchy trace compare` prints.
 //!
 //! The sample's inter-arrival times are its own gaps multiplied by the rate (a sample at rate r
 //! is r times as sparse), its cache sizes the full trace's times the rate (§5.2.4: "the cache

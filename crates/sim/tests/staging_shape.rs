@@ -1,7 +1,7 @@
-//! The shape of seed 001's results in the timed simulator (issue 17, item 7), at a scale a test
-//! affords: a 64 MiB cache rather than 512 MiB (seed 001 Table 1: the size hardly matters), one
-//! virtual second with the journal flush scaled with it (at 5/6 of the run, as 5 s is of 6 s).
-//! Deterministic: each figure below is the same on every run.
+//! The shape of seed 001's results in the timed simulator, at a scale a test affords: a 64 MiB
+//! cache rather than 512 MiB (seed 001 Table 1: the size hardly matters), one virtual second
+//! with the journal flush scaled with it (at 5/6 of the run, as 5 s is of 6 s). Deterministic:
+//! each figure below is the same on every run.
 
 use heterarchy_engine::staging::StagingScheme;
 use heterarchy_sim::staging::{run_staged, Stack, StagedConfig, StagedResult};

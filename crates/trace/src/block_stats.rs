@@ -1,6 +1,6 @@
-//! What a block trace's I/Os look like before they are split into cache lines (issue 19, item 1;
-//! seed 002 §4.3, BlkSample's features): request sizes, inter-arrival times and misalignment to
-//! 4 KiB pages, reads and writes apart.
+//! What a block trace's I/Os look like before they are split into cache lines (seed 002 §4.3,
+//! BlkSample's features; docs/simulation.md, "Traces"): request sizes, inter-arrival times and
+//! misalignment to 4 KiB pages, reads and writes apart.
 
 use std::fmt::Write as _;
 
@@ -13,9 +13,9 @@ use crate::{Op, TraceError};
 /// The cache line misalignment is measured against (seed 002 §2.1.3).
 pub const PAGE_BYTES: u64 = 4096;
 
-/// Bytes of the page holding `start_byte` before it and of the page holding the last byte
-/// after `end_byte` (seed 002 Algorithm 2's front and end misalignment, the end's aligned case
-/// 0: erratum 10 of the notes).
+/// Bytes of the page holding `start_byte` before it and of the page holding the last byte after
+/// `end_byte` (seed 002 Algorithm 2's front and end misalignment; an aligned end counts
+/// 0, where Algorithm 2's line 15 as printed counts a whole page).
 pub fn page_misalignment(start_byte: u64, end_byte: u64) -> (u64, u64) {
     let front = start_byte % PAGE_BYTES;
     let rear = (PAGE_BYTES - end_byte % PAGE_BYTES) % PAGE_BYTES;

@@ -1,6 +1,7 @@
-//! What a volume does when a device fails (issue 23, item 2; docs/architecture.md, "Faults"),
-//! as Open CAS does with a failing cache: errors reach the client, the volume goes on, and a
-//! cache that keeps failing is given up for pass-through once what it holds is written back.
+//! What a volume does when a device fails (docs/architecture.md, "Faults"; docs/reliability.md,
+//! "Injecting faults"), as Open CAS does with a failing cache: errors reach the client, the
+//! volume goes on, and a cache that keeps failing is given up for pass-through once what it
+//! holds is written back.
 //!
 //! The controller decides ahead of the data (a line's slots change when its request is
 //! planned), so a job that fails part way leaves the controller's view ahead of the devices.

@@ -1,6 +1,6 @@
 //! Opening a volume: each persistent tier found again where it was formatted for this
 //! hierarchy, formatted afresh otherwise, and the lines it held handed back to the controller
-//! (issue 5, item 3; issue 16, item 2; docs/architecture.md, "Format and recovery").
+//! (docs/architecture.md, "Format and recovery").
 //!
 //! A tier formatted as another tier of the hierarchy, or for another hierarchy (the tiers in
 //! another order, number or size), is refused unless forced: read as this tier, its lines would

@@ -1,5 +1,5 @@
 //! A cache tier's on-media format, so that a persistent tier is found again after a crash or a
-//! restart (issue 5, item 3; issue 16, item 2).
+//! restart (`crates/volume/tests/crash.rs`).
 //!
 //! ```text
 //! 0        superblock (4 KiB): two sealed 64-byte blocks:

@@ -1,6 +1,6 @@
-//! Live cached block volumes (issues 5 and 16): cache tiers in front of a backing store, served
-//! by the engine's cache controller with many requests in flight, with Open CAS's modes and
-//! settings, crash-safe write-back and NHC's admission tuning on the live request stream
+//! Live cached block volumes (docs/block-volumes.md): cache tiers in front of a backing store,
+//! served by the engine's cache controller with many requests in flight, with Open CAS's modes
+//! and settings, crash-safe write-back and NHC's admission tuning on the live request stream
 //! (seed 000 §4.4, Orthus-CAS). docs/architecture.md, "A request through a live volume", shows
 //! how the modules fit.
 

@@ -1,6 +1,6 @@
 //! Requests that touch the same line are carried out in the order they were planned; requests
-//! on different lines never wait for one another (issue 16, item 1; docs/architecture.md, "A
-//! request through a live volume").
+//! on different lines never wait for one another (docs/architecture.md, "A request through a
+//! live volume").
 //!
 //! Each line has a ticket queue. A request takes a ticket on every line its plan touches while
 //! it is planned, under the volume's planning lock, so all tickets are handed out in one global

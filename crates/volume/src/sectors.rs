@@ -1,6 +1,5 @@
 //! Sector I/O over a volume's devices: a line's copies in several tiers, read as one, and
-//! written sector by sector with the slot table kept in step (issue 5, item 3; issue 16,
-//! item 2).
+//! written sector by sector with the slot table kept in step.
 //!
 //! A cache line is tracked in 512-byte sectors, as Open CAS does, so a 4 KiB write into a
 //! 64 KiB line moves 4 KiB. Over several tiers one rule keeps reads right: for each sector, the

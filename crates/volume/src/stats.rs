@@ -1,6 +1,6 @@
-//! A volume's counters and state, for `heterarchy volume stats` and Prometheus metrics (issue 5,
-//! item 5: "hits, misses, dirty blocks, per-device bandwidth, NHC state"; issue 16, item 2:
-//! per tier).
+//! A volume's counters and state, for `heterarchy volume stats` and Prometheus metrics
+//! (docs/block-volumes.md, "Stats, metrics and the dashboard"): hits, misses, dirty blocks,
+//! per-device bandwidth and NHC state, per tier.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

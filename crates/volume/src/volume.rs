@@ -1,7 +1,7 @@
 //! A cached volume: the engine's cache controller executing its plans on real storage, one or
 //! more cache tiers over a backing store, many requests at once (docs/architecture.md, "One
-//! policy code, two executors" and "A request through a live volume"; issue 5, items 2 and 3;
-//! issue 16, items 1 and 2; Orthus-CAS, seed 000 §4.4).
+//! policy code, two executors" and "A request through a live volume"; docs/block-volumes.md;
+//! Orthus-CAS, seed 000 §4.4).
 //!
 //! Client requests are cut at cache-line boundaries and each piece is planned by the
 //! [`CacheController`] exactly as in the simulator, under one short lock that also chooses

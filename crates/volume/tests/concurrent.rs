@@ -1,7 +1,7 @@
-//! Concurrent histories against a sequential model (issue 16, item 3): threads issue reads,
-//! writes, FUA writes, write-zeroes, flushes and trims over a few lines, so that they collide,
-//! while a cleaner runs in the background; every mode, one to three tiers, both layouts, tiny
-//! tiers so that lines are evicted, demoted and written back all the time.
+//! Concurrent histories against a sequential model: threads issue reads, writes, FUA writes,
+//! write-zeroes, flushes and trims over a few lines, so that they collide, while a cleaner runs
+//! in the background; every mode, one to three tiers, both layouts, tiny tiers so that lines
+//! are evicted, demoted and written back all the time.
 //!
 //! Each 512-byte sector is a register. Every write stores a value no other write stores (the
 //! write's number and the sector's, in every word), so each read names the write it saw. A

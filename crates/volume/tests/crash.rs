@@ -1,12 +1,13 @@
-//! Injected crashes of write-back volumes (issue 23, item 4; docs/architecture.md, "The device
-//! layer": crash injection drops what was never persisted and tears unflushed 8-byte words):
-//! a volume in each mode that holds dirty data (`wb`, `wo`) with each cleaning policy (`nop`,
-//! `alru`, `acp`), on one to three tiers — persistent memory alone, PM over PM, RAM over PM,
-//! RAM over PM over PM and PM over PM over PM, inclusive and exclusive — over a backing store
-//! that loses unflushed writes too, is stopped dead after a seeded number of device operations
-//! while a client writes, reads, flushes, writes with FUA and the cleaner runs. Then either the
-//! machine crashes (every PM device drops or tears what it never persisted) or only the process
-//! dies (kill -9: the mapping's stores stay, a RAM tier is gone), and the volume opens again.
+//! Injected crashes of write-back volumes (docs/reliability.md, "Crash campaigns";
+//! docs/architecture.md, "The device layer": crash injection drops what was never persisted and
+//! tears unflushed 8-byte words): a volume in each mode that holds dirty data (`wb`, `wo`) with
+//! each cleaning policy (`nop`, `alru`, `acp`), on one to three tiers — persistent memory
+//! alone, PM over PM, RAM over PM, RAM over PM over PM and PM over PM over PM, inclusive and
+//! exclusive — over a backing store that loses unflushed writes too, is stopped dead after a
+//! seeded number of device operations while a client writes, reads, flushes, writes with FUA
+//! and the cleaner runs. Then either the machine crashes (every PM device drops or tears what
+//! it never persisted) or only the process dies (kill -9: the mapping's stores stay, a RAM tier
+//! is gone), and the volume opens again.
 //!
 //! What the volume promises (module docs of `heterarchy_volume::volume`; README, "Write-back is
 //! crash safe"), checked block by block with self-describing 8-byte words (block, version,

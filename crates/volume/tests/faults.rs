@@ -1,8 +1,8 @@
-//! Failing devices under a cached volume (issue 23, item 2; docs/architecture.md, "Faults"):
-//! errors reach the client and the volume goes on; a clean line whose cache copy cannot be
-//! read is served from the backing store, a dirty one is reported; a cache that keeps failing
-//! is given up for pass-through once what it holds is written back; and under random faults
-//! on every device, nothing acknowledged is lost.
+//! Failing devices under a cached volume (docs/architecture.md, "Faults"; docs/reliability.md,
+//! "Injecting faults"): errors reach the client and the volume goes on; a clean line whose
+//! cache copy cannot be read is served from the backing store, a dirty one is reported; a cache
+//! that keeps failing is given up for pass-through once what it holds is written back; and
+//! under random faults on every device, nothing acknowledged is lost.
 
 use std::sync::Arc;
 

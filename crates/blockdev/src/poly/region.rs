@@ -1,6 +1,8 @@
-//! The tier's memory as the live PolyEMT device lays it out (notes §III.3.2, items 2 and 4):
-//! a superblock, a table of records, and a heap of 512 B sectors holding every page the tier
-//! has, uncompressed (8 sectors) or compressed (1 to 8).
+//! The tier's memory as the live PolyEMT device lays it out (seed 004 §4's Write-Back Cache and
+//! Compression-Store, pages compressed to multiples of a 0.5 KB sector): a superblock, a table
+//! of records, and a heap of 512 B sectors holding every page the tier has, uncompressed
+//! (8 sectors) or compressed (1 to 8). The records and their recovery are this crate's own: the
+//! paper describes no recovery.
 //!
 //! Only the write cache's pages are persistent. Each has a record at the index of its first
 //! sector: its volume page, a sequence number, its size, whether it is compressed, and

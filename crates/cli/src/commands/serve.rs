@@ -1,5 +1,6 @@
-//! `heterarchy serve`: block volumes and PM block devices over NBD (issues 5, 17) and key-value tenants over the memcached
-//! protocols (issue 6), from a config file or, for one export or one tenant, from the command
+//! `heterarchy serve`: block volumes and PM block devices over NBD (docs/block-volumes.md,
+//! docs/pm-block-device.md) and key-value tenants over the memcached protocols
+//! (docs/kv-cache.md), from a config file or, for one export or one tenant, from the command
 //! line as nbdkit and memcached start.
 
 use std::path::{Path, PathBuf};

@@ -148,9 +148,9 @@ impl<B: Backend> Backend for CrashAfter<B> {
     }
 }
 
-/// A block that says which block and version it is and whether it is whole (seed 001
-/// §III.2.5's self-describing blocks, notes §III.2.5): block number, version, a checksum, a
-/// pattern from the version. The oracle of every block-device crash test.
+/// A block that says which block and version it is and whether it is whole: block number,
+/// version, a checksum, a pattern from the version. The oracle of every block-device crash test
+/// (docs/reliability.md, "Crash campaigns").
 pub fn self_describing_block(block: u64, version: u64, bytes: usize) -> Vec<u8> {
     let mut data = vec![0u8; bytes.max(24)];
     data[0..8].copy_from_slice(&block.to_le_bytes());

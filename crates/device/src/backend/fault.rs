@@ -1,7 +1,7 @@
-//! Fault injection: storage that fails on purpose (issue 23, item 2; docs/architecture.md, "The
-//! device layer"), as nbdkit's error and delay filters do for its plugins: errors on chosen or
-//! random reads, writes and flushes, short writes, latency spikes, and a device that
-//! disappears.
+//! Fault injection: storage that fails on purpose (docs/reliability.md, "Injecting faults";
+//! docs/architecture.md, "The device layer"), as nbdkit's error and delay filters do for its
+//! plugins: errors on chosen or random reads, writes and flushes, short writes, latency spikes,
+//! and a device that disappears.
 //!
 //! A [`FaultSpec`] is written like nbdkit's filter parameters, comma-separated:
 //!

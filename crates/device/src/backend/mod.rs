@@ -1,5 +1,5 @@
-//! Storage backends: the real storage a live volume or key-value store reads and writes (issue
-//! 5, item 1; docs/architecture.md, "The device layer").
+//! Storage backends: the real storage a live volume or key-value store reads and writes
+//! (docs/architecture.md, "The device layer").
 //!
 //! One small trait, [`Backend`], over byte-addressed storage of fixed size: RAM, a file or block
 //! device (pread/pwrite, optional O_DIRECT, fdatasync on flush), and persistent memory through a

@@ -1,7 +1,6 @@
 //! A device's queue depth: how many of its operations may be outstanding at once, whichever
-//! threads issue them (issue 16: "device I/O is issued concurrently up to a queue depth per
-//! device"; seed 000 §3.1.1 shows why it matters: an Optane SSD saturates at a handful of
-//! outstanding requests, flash keeps gaining with depth, a disk only seeks more).
+//! threads issue them (seed 000 §3.1.1 shows why it matters: an Optane SSD saturates at a
+//! handful of outstanding requests, flash keeps gaining with depth, a disk only seeks more).
 
 use std::sync::{Condvar, Mutex};
 

@@ -30,7 +30,7 @@ pub enum BackendSpec {
     },
     /// A memory-mapped file standing for persistent memory.
     Pmem { path: PathBuf, size_bytes: u64 },
-    /// A Block Translation Table on such a file: sectors written atomically (seed 001 §II).
+    /// A Block Translation Table on such a file: sectors written atomically (seed 001 §2.2).
     Btt {
         path: PathBuf,
         size_bytes: u64,

@@ -115,8 +115,8 @@ pub struct NhcConfig {
     /// Read misses are admitted while the tier has room for them without evicting, whatever
     /// `data_admit` says (ours): Algorithm 1 can judge the hit rate stable while the cache
     /// still fills (a slow climb, or a stable 0% during a scan) and would then freeze it below
-    /// full. On by default, in the simulator as in live volumes (issue 16); off reproduces
-    /// Algorithm 1 to the letter.
+    /// full. On by default, in the simulator as in live volumes; off reproduces Algorithm 1 to
+    /// the letter.
     pub admit_while_filling: bool,
 }
 

@@ -24,11 +24,12 @@
 //!   of its order statistic (the ranks n·0.99 ± 1.96·√(n·0.99·0.01)), and a move is taken only
 //!   when its range lies wholly above staying's; otherwise the points tie, and a tie stays
 //!   (which at 1.0 returns to State 1). Without this, the algorithm's tie-break (down first)
-//!   walks `load_admit` down through any flat stretch of a noisy curve (issue 16, item 1(c)).
-//!   Throughput and mean latency keep Algorithm 1's comparison exactly. Where one interval's
-//!   value varies more than a step of `load_admit` moves it, the walk wanders as Algorithm 1's
-//!   would: Figure 4.8's 50% writes on PM + Optane SSD, where how many of an interval's ~340
-//!   requests are writes moves its throughput by about 5% (the experiment's notes).
+//!   walks `load_admit` down through any flat stretch of a noisy curve (the test
+//!   `noisy_p99_ties_stay_instead_of_walking_down`). Throughput and mean latency keep
+//!   Algorithm 1's comparison exactly. Where one interval's value varies more than a step of
+//!   `load_admit` moves it, the walk wanders as Algorithm 1's would: Figure 4.8's 50% writes on
+//!   PM + Optane SSD, where how many of an interval's ~340 requests are writes moves its
+//!   throughput by about 5% (the experiment's notes).
 //! - With more than two levels, one instance runs per pair (tier i over the level below) and
 //!   the intervals go round the pairs, one each, so that no two instances measure at once;
 //!   with two levels there is one pair and this is Algorithm 1 exactly.

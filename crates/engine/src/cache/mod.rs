@@ -1,7 +1,7 @@
 //! The cache controller: one or more cache tiers over a backing store, with Open CAS's cache
-//! modes, dirty tracking, cleaning and promotion policies (issue 3, item 6; seed 000 §4.1–4.2,
-//! whose caching model charges a miss's install to the fast device as a write, Eq 4.4; Eq 4.1
-//! also puts it on the request's path, which Open CAS does not, issue 16).
+//! modes, dirty tracking, cleaning and promotion policies (seed 000 §4.1–4.2, whose caching
+//! model charges a miss's install to the fast device as a write, Eq 4.4; Eq 4.1 also puts it on
+//! the request's path, which Open CAS does not).
 //!
 //! Devices are numbered from the top: cache tiers `0..n`, then the backing store `n`. Each
 //! request becomes a [`Plan`] in up to four stages, any of which may be empty:

@@ -5,8 +5,8 @@
 //! prefetching and 256 B media unit that byte counting misses are in the profile, since the
 //! profiler pays them too.
 //!
-//! Nyx learns the device only by timing its own accesses (notes §13.1's integrity rule): the
-//! profiler sees a [`TimedDevice`], never the model's internals.
+//! Nyx learns the device only by timing its own accesses, as seed 000 §5.2.3's profiler
+//! measures MaxIOPS: the profiler sees a [`TimedDevice`], never the model's internals.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -39,7 +39,7 @@ pub trait TimedDevice {
     fn complete_ns(&mut self, start_ns: u64, kind: IoKind, offset: u64, bytes: u32) -> u64;
 }
 
-/// The profiler moves data as the cache does (notes §13.2, C2: "the profiler mimics the random
+/// The profiler moves data as the cache does (seed 000 §5.2.3: "the profiler mimics the random
 /// accesses of cache instances"): loads with the prefetcher, whose waste the profile then
 /// includes, and non-temporal stores.
 impl TimedDevice for DeviceModel {

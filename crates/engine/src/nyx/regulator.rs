@@ -3,12 +3,12 @@
 //! counted for the policies that watch performance (M3, M4).
 //!
 //! M1's throttle here is a least gap between the starts of the tenant's accesses, where the
-//! thesis adds a delay to each (`setThrottling`, 10 ns units, mimicking Intel MBA). For a tenant
-//! making one access at a time — every live tenant is, its store serializing them — the two are
-//! the same busy-wait; for the simulator's multi-threaded tenants the gap does not depend on the
-//! thread count, so a policy can set a throughput exactly (Alg. 3 throttles by "500MB/s of
-//! throughput expense", a conversion the source leaves open, notes §13.7). The infinite delay
-//! is a stall to a time the controller knows: the end of a limit's epoch, or of a pause that
+//! thesis adds a delay to each (`setThrottling`, 10 ns units, mimicking Intel MBA). For a
+//! tenant making one access at a time — every live tenant is, its store serializing them — the
+//! two are the same busy-wait; for the simulator's multi-threaded tenants the gap does not
+//! depend on the thread count, so a policy can set a throughput exactly (Alg. 3 throttles by
+//! "500MB/s of throughput expense", a conversion seed 000 leaves open). The infinite delay is a
+//! stall to a time the controller knows: the end of a limit's epoch, or of a pause that
 //! measures another tenant alone.
 //!
 //! Times are ns on the shared device's clock, whatever the executor's clock is (the live

@@ -1,4 +1,4 @@
-//! PolyEMT (seed 004; notes Part II, §II.2.4 and §III.3): one memory tier in front of an SSD
+//! PolyEMT (seed 004 §3–4; docs/architecture.md, "PolyEMT"): one memory tier in front of an SSD
 //! whose pages change role between persistent write cache, volatile read cache and compressed
 //! store, and the search that sets the two knobs. `tier.rs` holds the pages and decides where
 //! each goes; `search.rs` moves the knobs.

@@ -1,9 +1,10 @@
-//! The knob search of seed 004 §3 (reconstructed in the notes, §II.2.4; the paper gives no
-//! pseudocode): start with the whole tier as write cache; move the read-cache share up a step
-//! per measurement window while the measured performance improves (functional polymorphism),
-//! then the compressed share the same way (representational polymorphism); hold the last point
-//! that improved, and start again from a full write cache when the measurement moves away from
-//! it by more than a threshold (a workload change).
+//! The knob search of seed 004 §3 and §4 ("Handling dynamic capacity variations"), assembled
+//! from the prose, since the paper gives no pseudocode: start with the whole tier as write
+//! cache; move the read-cache share up a step per measurement window while the measured
+//! performance improves (functional polymorphism), then the compressed share the same way
+//! (representational polymorphism); hold the last point that improved, and start again from a
+//! full write cache when the measurement moves away from it by more than a threshold (a
+//! workload change).
 //!
 //! A step improves when it measures above the step before it (§3.2: "stops the re-purposing
 //! when the performance of the application stops increasing"), not above the best window seen:

@@ -1,7 +1,7 @@
-//! The memory tier whose pages change role (seed 004 §3; notes Part II and §III.3.2): one
-//! region in front of an SSD, split by two knobs into a persistent write cache (exact LRU by
-//! last write), a volatile read cache (Clock), and a compressed store shared by both roles
-//! (4 KiB pages in 512 B sectors).
+//! The memory tier whose pages change role (seed 004 §3, and §4's Buffer-Cache, Write-Back
+//! Cache and Compression-Store): one region in front of an SSD, split by two knobs into a
+//! persistent write cache (exact LRU by last write), a volatile read cache (Clock), and a
+//! compressed store shared by both roles (4 KiB pages in 512 B sectors).
 //!
 //! Placement is exclusive: a page lives in at most one of the three, so the role of its copy
 //! says how it is reached (the write cache through the storage stack, the read cache as

@@ -12,11 +12,12 @@
 //! moves the data outside it, reporting back (`write_done`, `evicted`, `bypass_done`). A step
 //! that cannot go on yet answers `Wait`; the executor asks again after the next report.
 //!
-//! The orderings every executor relies on (seed 001 §3.3, and the race of notes I.3.6):
-//! a slot being filled or written back is never given to a second writer of its block (they
-//! wait), so a block has one cached copy and an older copy never overwrites a newer one on the
-//! device; a write sent around a full cache makes later writes of the same block wait until it
-//! is on the device; readers never see a Pending slot.
+//! The orderings every executor relies on (seed 001 §4.3's slot states, and a race its
+//! Algorithm 1 leaves open: a bypass write overtaken by the write-back of an older cached
+//! copy): a slot being filled or written back is never given to a second writer of its block
+//! (they wait), so a block has one cached copy and an older copy never overwrites a newer one
+//! on the device; a write sent around a full cache makes later writes of the same block wait
+//! until it is on the device; readers never see a Pending slot.
 
 mod caiti;
 mod chain;

@@ -1,7 +1,7 @@
-//! One tenant's cache (issue 6, item 2): memcached's commands over a DRAM hash index and values
-//! in segments on a storage backend, as the PM-optimized Pelikan of seed 000 §5.2.5 places them
-//! — index, keys and metadata in DRAM, values on the value tier written with non-temporal
-//! stores. The tenant's quota is its storage: it can only ever evict its own items.
+//! One tenant's cache: memcached's commands over a DRAM hash index and values in segments on a
+//! storage backend, as the PM-optimized Pelikan of seed 000 §5.2.5 places them — index, keys
+//! and metadata in DRAM, values on the value tier written with non-temporal stores. The
+//! tenant's quota is its storage: it can only ever evict its own items.
 //!
 //! Times are passed in (Unix seconds), so the store is deterministic under test.
 

@@ -1,6 +1,6 @@
-//! Room for a tenant's records (issue 6, item 2): which segment a record goes to, and what a
-//! full store gives up for it — an expired segment, a half-dead one compacted, or the oldest
-//! evicted — and the index's DRAM limit kept the same way.
+//! Room for a tenant's records: which segment a record goes to, and what a full store gives up
+//! for it — an expired segment, a half-dead one compacted, or the oldest evicted — and the
+//! index's DRAM limit kept the same way.
 
 use std::io;
 

@@ -1,7 +1,7 @@
-//! Per-tenant authentication for the text protocol (issue 23, item 5), as memcached's `-Y`
-//! auth file does it (memcached doc/protocol.txt, "Authentication"): a tenant whose config
-//! names an `auth_file` refuses every command of a new connection with
-//! `CLIENT_ERROR unauthenticated` until the client sends a `set` whose data is
+//! Per-tenant authentication for the text protocol (docs/reliability.md, "TLS and
+//! authentication"), as memcached's `-Y` auth file does it (memcached doc/protocol.txt,
+//! "Authentication"): a tenant whose config names an `auth_file` refuses every command of a new
+//! connection with `CLIENT_ERROR unauthenticated` until the client sends a `set` whose data is
 //! "username password", which is answered `STORED` when a line of the file says
 //! `username:password`. The key, flags and exptime of that `set` are ignored and nothing is
 //! stored. The error lines are memcached 1.6.18's, checked against the real server; unlike it,

@@ -1,4 +1,4 @@
-//! A key-value tenant's `[[tenant]]` table (issue 6, item 3): its own port (and Unix socket),
+//! A key-value tenant's `[[tenant]]` table (docs/kv-cache.md): its own port (and Unix socket),
 //! its capacity quota, where its values live, and its limits.
 //!
 //! ```toml
@@ -17,8 +17,8 @@
 //! # auth_file = "/etc/heterarchy/alpha.auth"  # `user:password` lines, as memcached's -Y
 //! ```
 //!
-//! Tenants whose values share one persistent memory name its `[[pm]]` table (issue 18, item
-//! 2): each has its share there, and every access of every tenant is paced by the one model.
+//! Tenants whose values share one persistent memory name its `[[pm]]` table: each has its share
+//! there, and every access of every tenant is paced by the one model.
 //!
 //! ```toml
 //! [[pm]]
@@ -100,8 +100,8 @@ pub struct TenantConfig {
     pub throttle: Option<String>,
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
-    /// Faults to inject into the value store (issue 23, item 2; for tests): a
-    /// `heterarchy_device::backend::FaultSpec` such as `"write-error=1%"`.
+    /// Faults to inject into the value store (for tests; docs/reliability.md, "Injecting
+    /// faults"): a `heterarchy_device::backend::FaultSpec` such as `"write-error=1%"`.
     #[serde(
         default,
         deserialize_with = "heterarchy_device::backend::fault_spec::deserialize_optional",

@@ -1,8 +1,8 @@
-//! A tenant's request latency over windows (issue 18, item 7; seed 000 §5.3.3: "As in Parties,
-//! Nyx measures tail latency for 500ms"): what its requests took, from their bytes arriving
-//! to their answers being due (time behind a held answer included), in the window now filling
-//! and the last one completed, whose percentiles and throughput the JSON stats show (the
-//! dashboard charts p50, p99 and p99.9) and whose p99 the metrics endpoint exports.
+//! A tenant's request latency over windows (seed 000 §5.3.3: "As in Parties, Nyx measures tail
+//! latency for 500ms"): what its requests took, from their bytes arriving to their answers
+//! being due (time behind a held answer included), in the window now filling and the last one
+//! completed, whose percentiles and throughput the JSON stats show (the dashboard charts p50,
+//! p99 and p99.9) and whose p99 the metrics endpoint exports.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

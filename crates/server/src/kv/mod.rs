@@ -1,5 +1,5 @@
-//! The key-value cache server (issue 6): memcached's text and meta protocols for many tenants,
-//! each on its own port with its own store, quota and statistics, served by a pool of
+//! The key-value cache server (docs/kv-cache.md): memcached's text and meta protocols for many
+//! tenants, each on its own port with its own store, quota and statistics, served by a pool of
 //! event-loop workers.
 
 pub mod auth;

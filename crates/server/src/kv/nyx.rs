@@ -1,7 +1,8 @@
-//! NyxCache on the key-value server (seed 000 chapter 5; issue 18, items 3 and 6): for each
-//! `[[pm]]` its tenants share, the device's MaxIOPS profile (kept in a file, measured again when
-//! missing or stale), a gate on every tenant's storage accesses, and a controller thread that
-//! runs the server's sharing policy on the device's clock.
+//! NyxCache on the key-value server (seed 000 chapter 5; docs/kv-cache.md, "Sharing one PM
+//! among tenants (NyxCache)"): for each `[[pm]]` its tenants share, the device's MaxIOPS
+//! profile (kept in a file, measured again when missing or stale), a gate on every tenant's
+//! storage accesses, and a controller thread that runs the server's sharing policy on the
+//! device's clock.
 //!
 //! The profile is measured through a model of the device the `[[pm]]` is paced like, by timing
 //! the profiler's own accesses (the only thing Nyx may learn the device by): on real PM it would

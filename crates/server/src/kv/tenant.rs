@@ -1,6 +1,6 @@
-//! A tenant (issue 6, item 3): its store behind a lock, and the counters only the front end
-//! knows (commands and connections). Each tenant has its own store, so one tenant can never
-//! read, overwrite or evict another's keys.
+//! A tenant: its store behind a lock, and the counters only the front end knows (commands and
+//! connections). Each tenant has its own store, so one tenant can never read, overwrite or
+//! evict another's keys.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};

@@ -1,8 +1,8 @@
-//! The worker pool (issue 6, item 3): each worker runs an event loop (epoll through mio) over
-//! the connections handed to it; acceptor threads, one per listening socket, hand connections
-//! out round-robin, as memcached's dispatcher does, and refuse those over a tenant's limit. A
-//! tenant on a paced tier has its answers held until its device would be done (issue 18, item
-//! 2), and the worker serves the others meanwhile, woken by a timer when one falls due.
+//! The worker pool: each worker runs an event loop (epoll through mio) over the connections
+//! handed to it; acceptor threads, one per listening socket, hand connections out round-robin,
+//! as memcached's dispatcher does, and refuse those over a tenant's limit. A tenant on a paced
+//! tier has its answers held until its device would be done, and the worker serves the others
+//! meanwhile, woken by a timer when one falls due.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

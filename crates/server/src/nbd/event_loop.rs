@@ -1,8 +1,8 @@
-//! The NBD server's event loops (issue 16, item 1): each owns some connections and waits on
-//! epoll (through mio) for their sockets, for new connections from the acceptor, for answers
-//! from the I/O workers, and for the answers of paced devices to fall due (a timerfd, so no
-//! thread sleeps through a device model's latency). A thousand idle clients are a thousand
-//! small entries, not a thousand threads; every client is greeted as soon as it is accepted.
+//! The NBD server's event loops: each owns some connections and waits on epoll (through mio)
+//! for their sockets, for new connections from the acceptor, for answers from the I/O workers,
+//! and for the answers of paced devices to fall due (a timerfd, so no thread sleeps through a
+//! device model's latency). A thousand idle clients are a thousand small entries, not a
+//! thousand threads; every client is greeted as soon as it is accepted.
 
 use std::cell::RefCell;
 use std::cmp::Reverse;

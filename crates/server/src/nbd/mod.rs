@@ -1,8 +1,8 @@
-//! The NBD server (issues 5 and 16; docs/architecture.md, "Serving"): block volumes exported
-//! over the NBD protocol to qemu, the libnbd tools, fio and the Linux nbd driver, on TCP or a
-//! Unix socket. An acceptor hands connections to a few event loops ([`event_loop`]), which
-//! parse requests and answer those that wait for nothing at once; the rest go to a pool of I/O
-//! workers ([`workers`]), so that many requests of one client or of many are in flight
+//! The NBD server (docs/block-volumes.md; docs/architecture.md, "Serving"): block volumes
+//! exported over the NBD protocol to qemu, the libnbd tools, fio and the Linux nbd driver, on
+//! TCP or a Unix socket. An acceptor hands connections to a few event loops ([`event_loop`]),
+//! which parse requests and answer those that wait for nothing at once; the rest go to a pool
+//! of I/O workers ([`workers`]), so that many requests of one client or of many are in flight
 //! together. The wire format (handshake, request headers, replies) is `heterarchy-nbd`'s; this
 //! module owns the sockets, the threads and the volumes.
 

@@ -1,9 +1,9 @@
-//! The NBD server's I/O workers (issue 16, item 1; docs/architecture.md, "Serving"): a pool of
-//! threads that carry out the requests an event loop must not wait for — a miss reading a slow
-//! disk or a page the page cache lacks, a write-back, a flush — so that hits on the loops never
-//! wait behind them, and a device gets as many requests at once as there are workers (bounded
-//! per device by its queue depth). A paced device's work is done on the loop, which holds the
-//! answer until the device's model says it is due.
+//! The NBD server's I/O workers (docs/architecture.md, "Serving"; docs/block-volumes.md, "Many
+//! requests at once"): a pool of threads that carry out the requests an event loop must not
+//! wait for — a miss reading a slow disk or a page the page cache lacks, a write-back, a flush
+//! — so that hits on the loops never wait behind them, and a device gets as many requests at
+//! once as there are workers (bounded per device by its queue depth). A paced device's work is
+//! done on the loop, which holds the answer until the device's model says it is due.
 //!
 //! A cached volume's request reaches the queue once the turn of its next job has come
 //! ([`Submission::when_ready`]); one that would wait again is parked on its lines, without a

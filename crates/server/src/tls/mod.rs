@@ -1,5 +1,5 @@
-//! TLS for the NBD server (issue 23, item 5; proto.md "TLS support"; docs/architecture.md,
-//! "Serving"): the `[server]` settings as nbdkit's `--tls`, `--tls-certificates`,
+//! TLS for the NBD server (proto.md "TLS support"; docs/reliability.md, "TLS and
+//! authentication"): the `[server]` settings as nbdkit's `--tls`, `--tls-certificates`,
 //! `--tls-verify-peer` and `--tls-psk` take them, the [`TlsServer`] they make, and a
 //! non-blocking TLS stream for the event loops ([`stream`]).
 //!

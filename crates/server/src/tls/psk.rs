@@ -1,8 +1,9 @@
-//! TLS with pre-shared keys for the NBD server (issue 23, item 5), as nbdkit's `--tls-psk` and
-//! qemu's `tls-creds-psk` offer it: a file of `username:hexkey` lines (what GnuTLS's `psktool`
-//! writes), the client naming its user as the PSK identity. rustls has no external PSKs
-//! (rustls/rustls#174), so these sessions run on OpenSSL, driven the way rustls is: records
-//! go in and out through memory, and the socket stays the event loop's ([`super::stream`]).
+//! TLS with pre-shared keys for the NBD server (docs/reliability.md, "TLS and authentication"),
+//! as nbdkit's `--tls-psk` and qemu's `tls-creds-psk` offer it: a file of `username:hexkey`
+//! lines (what GnuTLS's `psktool` writes), the client naming its user as the PSK identity.
+//! rustls has no external PSKs (rustls/rustls#174), so these sessions run on OpenSSL, driven
+//! the way rustls is: records go in and out through memory, and the socket stays the event
+//! loop's ([`super::stream`]).
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};

@@ -1,8 +1,8 @@
 //! A connection's byte stream, in the clear or under TLS, for event loops whose sockets never
-//! block (issue 23, item 5): a [`Session`] keeps the records (rustls's `ServerConnection` for
-//! certificates, OpenSSL for pre-shared keys, [`super::psk`]), the sockets stay non-blocking,
-//! and a read or write that would wait says `WouldBlock` as a socket's would, so a client in the
-//! middle of a TLS handshake holds up no one else on its loop.
+//! block: a [`Session`] keeps the records (rustls's `ServerConnection` for certificates,
+//! OpenSSL for pre-shared keys, [`super::psk`]), the sockets stay non-blocking, and a read or
+//! write that would wait says `WouldBlock` as a socket's would, so a client in the middle of a
+//! TLS handshake holds up no one else on its loop.
 //!
 //! Two differences from a plain socket a caller must mind: a read that returned less than it
 //! asked for does not mean the socket is empty (a session takes records in pieces), so read

@@ -1,10 +1,10 @@
-//! Cache tenants sharing one persistent memory in the timed simulator (issue 18, item 9; seed
-//! 000 chapter 5): each tenant's threads issue gets and in-place sets whose values live on the
-//! shared PM model (keys and index in DRAM, as Nyx-Pelikan places them: a hit is one PM load
-//! of its value, a set one PM non-temporal store; or Pelikan's layout, keys read from the PM
-//! and values stored through the cache), every access through the tenant's NyxCache gate, and a
-//! controller stepping the sharing policy on virtual time — the same gate and policy code the
-//! live key-value server runs (docs/architecture.md, "Sharing a PM among tenants").
+//! Cache tenants sharing one persistent memory in the timed simulator (seed 000 chapter 5):
+//! each tenant's threads issue gets and in-place sets whose values live on the shared PM model
+//! (keys and index in DRAM, as Nyx-Pelikan places them: a hit is one PM load of its value, a
+//! set one PM non-temporal store; or Pelikan's layout, keys read from the PM and values stored
+//! through the cache), every access through the tenant's NyxCache gate, and a controller
+//! stepping the sharing policy on virtual time — the same gate and policy code the live
+//! key-value server runs (docs/architecture.md, "Sharing a PM among tenants").
 
 mod run;
 

@@ -1,7 +1,7 @@
-//! PolyEMT in the timed simulator (issue 20; seed 004 §5, notes §III.3.1 C): the paper's
-//! machine, scaled, running a key-value store over an mmap'ed file. The tier's decisions are
-//! `engine::poly`'s, the same code the live volume runs (docs/architecture.md, "One policy
-//! code, two executors").
+//! PolyEMT in the timed simulator (seed 004 §5; docs/simulation.md, "The timed simulator"): the
+//! paper's machine, scaled, running a key-value store over an mmap'ed file. The tier's
+//! decisions are `engine::poly`'s, the same code the live volume runs (docs/architecture.md,
+//! "One policy code, two executors").
 //!
 //! The machine (§5.2): a data set of 38 units over a volatile DRAM page cache of 26 units and a
 //! 6-unit memory tier (BB-DRAM) in front of an SSD. The store is one thread (Redis), so
@@ -106,7 +106,8 @@ impl PolyMachine {
 pub struct AccessCosts {
     /// The store's own work per operation and the client's round trip.
     pub op_cpu_ns: u64,
-    /// A page reached as memory (notes §III.3.1 C: "DRAM/EMT hit ≈ 0.1 µs").
+    /// A page reached as memory: a load or store of DRAM, which BB-DRAM is (seed 004 §2); the
+    /// paper gives no figure for it.
     pub memory_ns: u64,
     /// A page fault caught and resolved in user space (§3.3, Fig 8 ④–⑧).
     pub fault_ns: u64,

@@ -1,7 +1,8 @@
-//! An exclusive two-tier LRU cache simulated directly (notes §6.8, "for validation"): tier 1
-//! and tier 2 each an LRU of the policy crate; a miss in both is admitted to tier 1, a tier-2
-//! hit is promoted to tier 1, and what tier 1 evicts is demoted to tier 2, whose evictions
-//! leave the cache. What [`super::ReuseByOp::hits`] predicts from stack distances, this counts.
+//! An exclusive two-tier LRU cache simulated directly, to validate the prediction from reuse
+//! distances (`crates/sim/tests/sizing.rs`): tier 1 and tier 2 each an LRU of the policy crate;
+//! a miss in both is admitted to tier 1, a tier-2 hit is promoted to tier 1, and what
+//! tier 1 evicts is demoted to tier 2, whose evictions leave the cache. What
+//! [`super::ReuseByOp::hits`] predicts from stack distances, this counts.
 
 use heterarchy_policy::{create, Evicted, EvictionPolicy};
 use heterarchy_trace::Request;

@@ -1,9 +1,9 @@
-//! Cost-optimal multi-tier sizing (seed 002 ch. 3; issue 19; docs/architecture.md, "Where
-//! each seed system lives"): what a block trace's reads and writes would hit in an exclusive
-//! two-tier LRU cache of any tier sizes, from one pass over the trace ([`reuse`]), checked
-//! against a direct simulation of the two tiers ([`exclusive`]); the thesis' cost and latency
-//! model of a configuration ([`model`]); and the searches for the sizes a budget should buy
-//! ([`search`]: exhaustive, and Cydonia).
+//! Cost-optimal multi-tier sizing (seed 002 ch. 3; docs/simulation.md, "Sizing a hierarchy";
+//! docs/architecture.md, "Where each seed system lives"): what a block trace's reads and writes
+//! would hit in an exclusive two-tier LRU cache of any tier sizes, from one pass over the trace
+//! ([`reuse`]), checked against a direct simulation of the two tiers ([`exclusive`]); the
+//! thesis' cost and latency model of a configuration ([`model`]); and the searches for the
+//! sizes a budget should buy ([`search`]: exhaustive, and Cydonia).
 
 pub mod exclusive;
 pub mod model;

@@ -1,7 +1,7 @@
-//! The thesis' analytic model of a two-tier cache (seed 002 §3.2.1–§3.2.3; notes §2.2–§2.4):
-//! what a 1 MiB unit of each tier costs, each outcome's latency under write-back or
-//! write-through, a configuration's mean latency from the hits [`super::ReuseByOp`] predicts,
-//! and the Hit-Miss and Overhead-Gain Ratios that say when a second tier can pay.
+//! The thesis' analytic model of a two-tier cache (seed 002 §3.2.1–§3.2.3): what a 1 MiB unit
+//! of each tier costs, each outcome's latency under write-back or write-through, a
+//! configuration's mean latency from the hits [`super::ReuseByOp`] predicts, and the Hit-Miss
+//! and Overhead-Gain Ratios that say when a second tier can pay.
 
 use serde::Serialize;
 
@@ -59,8 +59,8 @@ impl TierConfig {
     }
 
     /// Dollars a unit of tier 1 (`tier` 1) or tier 2 (`tier` 2) costs, data and metadata. The
-    /// thesis prices a 1 MiB unit as 1 MB of the device's capacity (its worked example; the
-    /// notes correct its $0.0023 to $0.0029867 for FastSSD's data).
+    /// thesis prices a 1 MiB unit as 1 MB of the device's capacity (its worked example, §3.2.1,
+    /// which prints $0.0023 for FastSSD's data where $1,120 / 375,000 is $0.0029867).
     pub fn unit_dollars(&self, tier: u8) -> f64 {
         let device = if tier == 1 { &self.t1 } else { &self.t2 };
         device.dollars_per_gb / 1e3 + self.metadata_dollars_per_unit()
@@ -76,9 +76,10 @@ impl TierConfig {
         self.affordable_units(2, budget - t1_units as f64 * self.unit_dollars(1))
     }
 
-    /// The latency of `op` served as `outcome`, µs (notes §2.4's table). A single tier has no
-    /// promotion or demotion; with a second tier every access missing tier 1 reads tier 1's
-    /// victim and writes it to tier 2.
+    /// The latency of `op` served as `outcome`, µs (seed 002 §3.2.3's latencies, which are
+    /// write-through's; under write-back a write does not wait for the backing store). A single
+    /// tier has no promotion or demotion; with a second tier every access missing tier 1 reads
+    /// tier 1's victim and writes it to tier 2.
     fn latency_us(
         &self,
         outcome: Outcome,

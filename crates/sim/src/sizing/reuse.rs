@@ -1,7 +1,7 @@
-//! Reuse distances split by op (seed 002 §3.2.3; notes §6.5): every page access of a block
-//! trace's cache trace (4 KiB pages) gets its LRU stack distance in pages, and the distances
-//! are counted per op — reads and writes apart, as the thesis' latency model prices them apart —
-//! in allocation units of 1 MiB (256 pages), the granularity tiers are sized in.
+//! Reuse distances split by op (seed 002 §3.2.3): every page access of a block trace's cache
+//! trace (4 KiB pages) gets its LRU stack distance in pages, and the distances are counted per
+//! op — reads and writes apart, as the thesis' latency model prices them apart — in allocation
+//! units of 1 MiB (256 pages), the granularity tiers are sized in.
 //!
 //! An exclusive two-tier LRU cache of `t1` and `t2` units holds, in T1, the `t1 × 256` most
 //! recently used pages and, in T2, the next `t2 × 256` (a page leaving T1 is demoted to T2's

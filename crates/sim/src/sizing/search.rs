@@ -120,13 +120,13 @@ impl Evaluator<'_> {
         }
     }
 
-    /// Cydonia (seed 002 Algorithm 1): the single tier, then the tier-1 size of the highest
-    /// HMR (its tier 2 what the budget leaves); if that beats the single tier, smaller tier-1
-    /// sizes are searched, else larger ones, in HMR order, every `step`-th, until `evalmax`
+    /// Cydonia (seed 002 Algorithm 1): the single tier, then the tier-1 size of the highest HMR
+    /// (its tier 2 what the budget leaves); if that beats the single tier, smaller tier-1 sizes
+    /// are searched, else larger ones, in HMR order, every `step`-th, until `evalmax`
     /// evaluations in all. Tier-1 sizes whose HMR is at most the OGR are never evaluated: a
-    /// second tier cannot pay there. The notes' reading of lines 20 and 25 (printed alike in
-    /// the source): smaller-or-equal after a win, larger-or-equal after a loss; the first size
-    /// is not evaluated twice, and the single tier counts as an evaluation.
+    /// second tier cannot pay there. Lines 20 and 25, which seed 002 prints alike, read as
+    /// §3.2.4's prose has them: smaller-or-equal after a win, larger-or-equal after a loss; the
+    /// first size is not evaluated twice, and the single tier counts as an evaluation.
     pub fn cydonia(&self, step: usize, evalmax: usize) -> SearchResult {
         let single_tier = self.single_tier();
         let ogr = self.config.overhead_gain_ratio();

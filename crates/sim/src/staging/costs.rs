@@ -1,7 +1,7 @@
-//! What each block stack's software costs per request, besides its device time (issue 17,
-//! item 7). Device time alone does not give seed 001's ratios: the BTT's metadata adds only two
-//! 256 B units to a 4 KiB write, yet it takes 37.4% longer than raw PM (seed 001 §2). So each
-//! stack's CPU path is charged too, from measurements kept with their source.
+//! What each block stack's software costs per request, besides its device time. Device time
+//! alone does not give seed 001's ratios: the BTT's metadata adds only two 256 B units to a
+//! 4 KiB write, yet it takes 37.4% longer than raw PM (seed 001 §2). So each stack's CPU path
+//! is charged too, from measurements kept with their source.
 
 use heterarchy_engine::staging::StagingScheme;
 use serde::{Deserialize, Serialize};

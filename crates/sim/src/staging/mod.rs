@@ -1,8 +1,8 @@
-//! Block stacks on persistent memory in the timed simulator (issue 17, item 7; seed 001 §4):
-//! raw PM, the BTT alone, and the BTT under each staging cache of `engine::staging`, run with
-//! virtual cores, client jobs and evictor threads against a PM device model, so that seed 001's
-//! figures (a 36-core machine, 128 to 1024 requests outstanding) can be reproduced on any
-//! machine. The staging decisions are the engine's, the same code the live staged device runs
+//! Block stacks on persistent memory in the timed simulator (seed 001 §4): raw PM, the BTT
+//! alone, and the BTT under each staging cache of `engine::staging`, run with virtual cores,
+//! client jobs and evictor threads against a PM device model, so that seed 001's figures (a
+//! 36-core machine, 128 to 1024 requests outstanding) can be reproduced on any machine. The
+//! staging decisions are the engine's, the same code the live staged device runs
 //! (docs/architecture.md, "Staging caches").
 //!
 //! The model of seed 001's machine: a block driver on the BTT is bio-based, so a request is

@@ -1,5 +1,5 @@
-//! The timed discrete-event simulator (issue 3): multi-tier hierarchies on device models, on a
-//! virtual clock, deterministic.
+//! The timed discrete-event simulator (docs/simulation.md, "The timed simulator"): multi-tier
+//! hierarchies on device models, on a virtual clock, deterministic.
 
 pub mod config;
 pub(crate) mod events;

@@ -32,8 +32,8 @@ use crate::{Location, Op, Request, TraceError};
 /// Volume ids must fit the key bits above the block number.
 const VOLUME_BITS: u32 = u64::BITS - BLOCK_NUMBER_BITS;
 
-/// One I/O of a block trace, before splitting (issue 19, item 1: what block-trace analyses such
-/// as BlkSample read).
+/// One I/O of a block trace, before splitting (what block-trace analyses such as BlkSample,
+/// seed 002 ch. 5, read).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockRecord {
     pub time_ns: u64,

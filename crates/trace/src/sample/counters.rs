@@ -1,6 +1,6 @@
 //! The eight workload counters BlkSample keeps (seed 002 §5.2.3; the six of §5.2.2 plus the
-//! misalignment totals, erratum 9 of the notes) and the mean features they give, with the
-//! per-feature error the thesis reports (`100 · |sample − full| / full`).
+//! misalignment totals) and the mean features they give, with the per-feature error the thesis
+//! reports (`100 · |sample − full| / full`).
 
 use serde::Serialize;
 

@@ -1,5 +1,5 @@
-//! Block-trace sampling (seed 002 ch. 5; issue 19, item 6): random spatial sampling and
-//! BlkSample, each writing a sample that is itself a block trace.
+//! Block-trace sampling (seed 002 ch. 5; docs/simulation.md, "Sampling block traces"): random
+//! sampling and BlkSample, each writing a sample that is itself a block trace.
 //!
 //! Both hash each region of `4 KiB << bits` bytes (with its volume) and keep it when the hash
 //! falls below the rate, so every access to a region is kept or dropped together (§5.2.1).

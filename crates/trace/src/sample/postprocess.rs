@@ -1,11 +1,11 @@
-//! BlkSample's post-processing (seed 002 §5.2.2–5.3.3, Algorithms 2–4, the loop as the notes
-//! assemble it from the prose in §4.7): per-region access features of the temporary sample,
-//! greedy removal of the region whose removal most lowers the mean feature error, and the
-//! filter that takes the removed regions out of the sample.
+//! BlkSample's post-processing (seed 002 §5.2.2–5.3.3, Algorithms 2–4, and the loop around them
+//! that §5.3.3 describes in prose): per-region access features of the temporary sample, greedy
+//! removal of the region whose removal most lowers the mean feature error, and the filter that
+//! takes the removed regions out of the sample.
 //!
-//! Corrections to the published pseudocode (notes §8, errata 10–11): Algorithm 2's `if`s form
-//! one chain (solo, left, right, mid) and an aligned end has no misalignment; Algorithm 4
-//! repairs both neighbours (two independent `if`s, `[R]` read as `[r]`).
+//! Corrections to the pseudocode as seed 002 §5.2.3 prints it: Algorithm 2's `if`s form one
+//! chain (solo, left, right, mid) and an aligned end has no misalignment; Algorithm 4 repairs
+//! both neighbours (two independent `if`s, `[R]` read as `[r]`).
 //!
 //! Regions larger than a page (b > 0) need two misalignment sums per region where the thesis
 //! keeps one: the bytes of the region outside the request (Algorithm 3's byte delta,

@@ -1,6 +1,6 @@
-//! Block traces written back out with their offsets (issue 19, item 1): what `trace sample` and
-//! `trace generate block-io:...` produce, in a format the block readers read back as the same
-//! records.
+//! Block traces written back out with their offsets (docs/simulation.md, "Traces"): what
+//! `trace sample` and `trace generate block-io:...` produce, in a format the block readers read
+//! back as the same records.
 //!
 //! - `msr`: MSR Cambridge's CSV (`Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`,
 //!   FILETIME ticks of 100 ns, offsets and sizes in bytes), the column style libCacheSim's CSV

@@ -1,6 +1,6 @@
-//! A cache trace as text (seed 002 §4.2.2; issue 19, item 1): one split cache-line request per
-//! line, `time,page,op`, in request order — time in µs, the page (its key: the volume in the
-//! high bits, the line below), `r` or `w` (a discard or another op by its name).
+//! A cache trace as text (seed 002 §4.2.2): one split cache-line request per line,
+//! `time,page,op`, in request order — time in µs, the page (its key: the volume in the high
+//! bits, the line below), `r` or `w` (a discard or another op by its name).
 
 use std::io;
 use std::path::Path;

@@ -1,5 +1,5 @@
-//! One BTT arena at work (seed 001 §III.2.2; the kernel's write, read and recovery flows as the
-//! notes give them, `caiti-polyemt.md` §I.2.2): lanes that each own one free block, the
+//! One BTT arena at work (seed 001 §2.2; the write, read and recovery flows of the Linux
+//! kernel's `Documentation/driver-api/nvdimm/btt.rst`): lanes that each own one free block, the
 //! read-tracking table that keeps a writer off a block still being read, map locks that
 //! serialize writers of one block, and recovery from the flog at open.
 //!

@@ -1,5 +1,5 @@
 //! A BTT over persistent memory as [`Backend`] storage: sectors of 512 B or 4 KiB, each written
-//! atomically, across as many arenas as the medium holds (seed 001 §II: the kernel's "sector"
+//! atomically, across as many arenas as the medium holds (seed 001 §2.2: the kernel's "sector"
 //! mode). Usable wherever a file is (`btt:PATH:SIZE[:512|:4k]`): reads and writes of any bytes
 //! are taken, a part of a sector merged with the rest of it, so a volume's 512-byte sectors
 //! work on 4 KiB BTT sectors too.

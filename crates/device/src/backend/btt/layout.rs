@@ -1,7 +1,6 @@
-//! The Block Translation Table's on-media format (seed 001 §II and §III.2.2; the Linux kernel's
-//! `Documentation/driver-api/nvdimm/btt.rst` for the fields and their order; notes:
-//! `caiti-polyemt.md` §I.2.2). Pure encoding and decoding, no I/O, so that recovery and fuzzing
-//! can take any bytes.
+//! The Block Translation Table's on-media format (seed 001 §2.2, Figure 1; the Linux kernel's
+//! `Documentation/driver-api/nvdimm/btt.rst` for the fields and their order). Pure encoding and
+//! decoding, no I/O, so that recovery and fuzzing can take any bytes.
 //!
 //! Storage is split into arenas, each laid out as
 //!

@@ -1,9 +1,9 @@
 //! M4, slowdown estimation (seed 000 §5.2.3): every `period` each tenant in turn runs alone for
 //! a short pause of all the others, its throughput then being its T_alone; its slowdown is
-//! T_alone / T_share, with T_share its throughput while shared (the notes correct the header of
-//! Alg. 4, which inverts it); the pause's first tenth settles and is not counted.
-//! `refreshTalone` (Alg. 4, lines 19–22) lifts the measured tenant's own throttle and restores
-//! every throttle and stall afterwards.
+//! T_alone / T_share, with T_share its throughput while shared (as §5.2.3 and §5.3.4 define it;
+//! the header of Alg. 4 prints the inverse); the pause's first tenth settles and is not
+//! counted. `refreshTalone` (Alg. 4, lines 19–22) lifts the measured tenant's own throttle and
+//! restores every throttle and stall afterwards.
 
 use std::sync::Arc;
 

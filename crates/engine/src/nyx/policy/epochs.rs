@@ -1,9 +1,9 @@
 //! The epochs of seed 000 Algorithms 2 and 5: at an epoch's start every tenant's throttle is
 //! cleared and its counter noted; every tick a tenant that has used more than its budget for
-//! the epoch is stalled to the epoch's end (an overshoot of at most one tick, 1% with 100 ticks).
-//! With [`Meter::Cost`] the counter is M2's (device time, so a write costs what it takes of the
-//! device); with [`Meter::Bytes`] it is the bytes software counts, the bandwidth baselines the
-//! thesis compares against (notes §13.2, C6a).
+//! the epoch is stalled to the epoch's end (an overshoot of at most one tick, 1% with
+//! 100 ticks). With [`Meter::Cost`] the counter is M2's (device time, so a write costs what it
+//! takes of the device); with [`Meter::Bytes`] it is the bytes software counts, the bandwidth
+//! baselines the thesis compares against (seed 000 §5.3.2 and §5.3.6, Figs 5.6 and 5.13).
 
 use std::sync::Arc;
 

@@ -6,10 +6,11 @@
 //! without one is throttled in proportion to the breach, and the limited tenant is never
 //! throttled to even out the others' slowdowns.
 //!
-//! The source leaves the interval, thresholds and steps open (notes §13.7); ours: an interval
-//! of ten ticks (100 ms), threshold 1.05 (where the thesis' unfairness settles), five fair
-//! intervals, a throttle of the least-slowed tenant by half the unfairness past 1, at most the
-//! step (10%), so that it closes in without overshooting, and easings of 2.5%.
+//! Seed 000 leaves the interval, thresholds and steps open (§5.2.6 gives no values for them);
+//! ours: an interval of ten ticks (100 ms), threshold 1.05 (where the thesis' unfairness
+//! settles), five fair intervals, a throttle of the least-slowed tenant by half the unfairness
+//! past 1, at most the step (10%), so that it closes in without overshooting, and easings of
+//! 2.5%.
 
 use std::sync::Arc;
 

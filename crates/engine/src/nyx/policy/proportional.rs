@@ -7,10 +7,10 @@
 //! every idle unit at once; [`Donation::None`] ("No Re-alloc") lends nothing. With
 //! [`Meter::Bytes`](super::Meter::Bytes) and no donation it is the bandwidth-proportional baseline of Fig 5.10.
 //!
-//! Line 16's allocator is not given; ours is weighted max-min (water-filling), as the notes
-//! suggest: no tenant gets more than it asks, the rest is split by weight. A lender lends only
-//! while a whole step below its bound and takes back once past it, holding in between, so that
-//! it stays on the right side of the bound rather than straddling it.
+//! Line 16's allocator is not given; ours is weighted max-min (water-filling): no tenant gets
+//! more than it asks, the rest is split by weight. A lender lends only while a whole step below
+//! its bound and takes back once past it, holding in between, so that it stays on the right
+//! side of the bound rather than straddling it.
 
 use std::sync::Arc;
 

@@ -6,11 +6,12 @@
 //! [`Choice::MostBandwidth`] is the thesis' Nyx-Caladan baseline: the BE tenant moving most
 //! bytes is throttled, no experiment run.
 //!
-//! The source omits the "code to rollback throttling when the action violates any LC task's
-//! target" and the steps' sizes (notes §13.7). Ours: a throttle takes ExperimentStep, an easing
-//! a quarter of it; a violation right after an easing is handled as any other (the tenant to
-//! throttle found again), and the next easing waits twice as many windows as the last (up to
-//! 64), so that the throttles settle where the targets hold instead of swinging across them.
+//! Seed 000 omits the "code to rollback throttling when the action violates any LC task's
+//! target" (Algorithm 3's caption) and the steps' sizes (§5.2.6 gives only ExperimentStep,
+//! 500MB/s). Ours: a throttle takes ExperimentStep, an easing a quarter of it; a violation
+//! right after an easing is handled as any other (the tenant to throttle found again), and the
+//! next easing waits twice as many windows as the last (up to 64), so that the throttles settle
+//! where the targets hold instead of swinging across them.
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! What each tenant did over a window of the controller's clock, and the throttle steps the
-//! policies take from it (seed 000 §5.2.4 leaves the steps' sizes open, notes §13.7; ours are
-//! stated where they are taken).
+//! policies take from it (seed 000 §5.2.4 leaves the steps' sizes open, and §5.2.6 gives none;
+//! ours are stated where they are taken).
 
 use std::sync::Arc;
 
