@@ -156,7 +156,7 @@ def test_volume_stats_report_charts_each_export(volume, browser_page, tmp_path):
     check_report(browser_page, report, tmp_path, "heterarchy volume stats", charts=3)
 
 
-@pytest.mark.parametrize("name", ["simulate", "sizing", "experiment", "model", "demo", "loadgen-block"])
+@pytest.mark.parametrize("name", ["simulate", "sizing", "experiment", "model", "loadgen-block"])
 def test_the_older_reports_load_too(heterarchy, block_trace, browser_page, tmp_path, name):
     report = tmp_path / f"{name}.html"
     config = tmp_path / "hierarchy.toml"
@@ -167,8 +167,6 @@ def test_the_older_reports_load_too(heterarchy, block_trace, browser_page, tmp_p
         "sizing": (["sizing", block_trace[0], "--budget", "1"], "heterarchy sizing"),
         "experiment": (["experiment", "nhc-hotspot", "--scale", "0.1"], "heterarchy experiment"),
         "model": (["model"], "Modelled caching and splitting throughput"),
-        "demo": (["demo", "--workload", "zipf:theta=0.9,keys=5000,requests=50000,size=lognormal:4kb:1.0,seed=42"],
-                 "heterarchy demo"),
         "loadgen-block": (["loadgen", "block", "--backing", "ram:16m", "--staging-size", "4m", "--duration", "500ms"],
                           "heterarchy loadgen block"),
     }[name]

@@ -8,7 +8,9 @@
 //! most `lanes` I/Os outstanding; or closed loop, `lanes` I/Os always outstanding and the
 //! timestamps ignored (the thesis' replayer also skips idle time "if there are no pending block
 //! requests", §5.2.4). Each lane is a thread with one I/O in flight: a volume call blocks, and
-//! over NBD each lane is its own connection.
+//! over NBD each lane is its own connection. Timed, one thread holds each I/O until it is due
+//! and hands it to a free lane; in a closed loop each lane reads its next I/O from the trace
+//! itself, so that no hand-over between threads is timed with the target.
 //!
 //! Offsets beyond the target's size fold back into it, keeping their place within a 4 KiB page
 //! so that misalignment survives; an I/O longer than the target is cut to its size.
@@ -36,6 +38,25 @@ const LATENCY_MAX_NS: u64 = 600_000_000_000;
 const IDLE_POLL: Duration = Duration::from_micros(50);
 /// Lanes at most: threads (and connections) of one replay.
 pub const MAX_LANES: usize = 1024;
+/// A wait for a paced device's answer sleeps until this long before it is due, then yields
+/// until it is: a sleep overshoots by the kernel's timer slack (50 µs by default) and, on a
+/// virtual machine, the wake-up's exit, more than a fast device's whole latency, which would
+/// then be measured instead of the device.
+const YIELD_BEFORE: Duration = Duration::from_micros(200);
+
+/// Returns at `due` (or at once if it has passed), as close to it as the scheduler allows.
+fn wait_until(due: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= due {
+            return;
+        }
+        match (due - now).checked_sub(YIELD_BEFORE) {
+            Some(sleep) if !sleep.is_zero() => std::thread::sleep(sleep),
+            _ => std::thread::yield_now(),
+        }
+    }
+}
 
 /// What a trace is replayed against.
 pub enum ReplayTarget {
@@ -233,34 +254,75 @@ pub fn replay(
         )));
     }
     let before = volume_stats(target);
-    // A rendezvous: the dispatcher waits for a free lane, so at most `lanes` are outstanding.
-    let (sender, receiver) = sync_channel::<Task>(0);
-    let receiver = Arc::new(Mutex::new(receiver));
     let tallies = Mutex::new(Vec::new());
     let first_error = Mutex::new(None::<io::Error>);
     let outstanding = AtomicUsize::new(0);
     let began = Instant::now();
-    let mut trace_error = None;
-    let (idle_skipped, issued_early) = std::thread::scope(|scope| {
-        for _ in 0..options.lanes {
-            let receiver = Arc::clone(&receiver);
-            let (tallies, first_error, outstanding) = (&tallies, &first_error, &outstanding);
-            scope.spawn(move || match lane(target, &receiver, outstanding) {
-                Ok(tally) => tallies
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(tally),
-                Err(error) => {
-                    first_error
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get_or_insert(error);
-                }
+    let lanes = Lanes {
+        target,
+        tallies: &tallies,
+        first_error: &first_error,
+        outstanding: &outstanding,
+    };
+    let (trace_error, idle_skipped, issued_early) = match options.pacing {
+        Pacing::ClosedLoop => {
+            let feed = Mutex::new(TraceFeed {
+                records,
+                size,
+                began,
+                options,
+                first_time_ns: None,
+                issued: 0,
+                repeat: None,
+                error: None,
             });
+            std::thread::scope(|scope| lanes.spawn(scope, options.lanes, &Tasks::Trace(&feed)));
+            let feed = feed.into_inner().unwrap_or_else(|p| p.into_inner());
+            (feed.error, Duration::ZERO, 0)
         }
+        Pacing::Timed { .. } => dispatch(records, size, began, options, &lanes),
+    };
+    let duration_s = began.elapsed().as_secs_f64();
+    if let Some(error) = trace_error {
+        return Err(ReplayError::Trace(error));
+    }
+    if let Some(error) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(ReplayError::Target(error));
+    }
+    let mut total = Tally::new();
+    for tally in tallies.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        total.merge(tally);
+    }
+    let after = volume_stats(target);
+    let series = throughput_series(&total.completions, began, duration_s);
+    let mut report = report(target, options, total, duration_s, before, after);
+    report.throughput_series = series;
+    report.issued_early = issued_early;
+    report.idle_skipped_s = idle_skipped.as_secs_f64();
+    Ok(report)
+}
+
+/// Timed pacing: this thread holds each I/O until it is due, then hands it to a free lane
+/// (a rendezvous, so that at most `lanes` are outstanding). Returns the trace's error, if it
+/// had one, and, for `skip_idle`, the idle time skipped and the I/Os issued early.
+fn dispatch(
+    records: &mut dyn BlockRecordSource,
+    size: u64,
+    began: Instant,
+    options: &ReplayOptions,
+    lanes: &Lanes<'_>,
+) -> (Option<TraceError>, Duration, u64) {
+    let (sender, receiver) = sync_channel::<Task>(0);
+    let outstanding = lanes.outstanding;
+    let mut trace_error = None;
+    let (skipped, issued_early) = std::thread::scope(|scope| {
         // Only the lanes hold the receiver: when every lane has failed, sending fails instead
         // of waiting for a lane that will never come.
-        drop(receiver);
+        lanes.spawn(
+            scope,
+            options.lanes,
+            &Tasks::Dispatched(Arc::new(Mutex::new(receiver))),
+        );
         let mut first_time_ns = None;
         let mut issued = 0u64;
         // Time skipped while idle (`skip_idle`): every later I/O is due that much earlier.
@@ -294,13 +356,12 @@ pub fn replay(
                         due = now;
                         break;
                     }
+                    if !options.skip_idle {
+                        wait_until(due);
+                        break;
+                    }
                     // Waiting in slices lets an idle target cut the wait short.
-                    let slice = if options.skip_idle {
-                        IDLE_POLL
-                    } else {
-                        due - now
-                    };
-                    std::thread::sleep(slice.min(due - now));
+                    std::thread::sleep(IDLE_POLL.min(due - now));
                 }
                 task.due = Some(due);
             }
@@ -312,27 +373,11 @@ pub fn replay(
                 issued += 1;
             }
         }
+        // Closing the channel ends the lanes once they have taken what was sent.
         drop(sender);
         (skipped, issued_early)
     });
-    let duration_s = began.elapsed().as_secs_f64();
-    if let Some(error) = trace_error {
-        return Err(ReplayError::Trace(error));
-    }
-    if let Some(error) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(ReplayError::Target(error));
-    }
-    let mut total = Tally::new();
-    for tally in tallies.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        total.merge(tally);
-    }
-    let after = volume_stats(target);
-    let series = throughput_series(&total.completions, began, duration_s);
-    let mut report = report(target, options, total, duration_s, before, after);
-    report.throughput_series = series;
-    report.issued_early = issued_early;
-    report.idle_skipped_s = idle_skipped.as_secs_f64();
-    Ok(report)
+    (trace_error, skipped, issued_early)
 }
 
 /// The task a record becomes, or `None` for ops that are not replayed.
@@ -401,11 +446,122 @@ impl Tally {
     }
 }
 
-/// One lane: takes tasks until the channel closes, one in flight; counts each down in
-/// `outstanding` once answered.
+/// Where lanes take their next I/O.
+#[derive(Clone)]
+enum Tasks<'f, 't> {
+    /// From the dispatcher, which holds each until it is due (timed pacing).
+    Dispatched(Arc<Mutex<Receiver<Task>>>),
+    /// Straight from the trace (closed loop): a lane reads the next record itself as soon as
+    /// it is free, so no thread hands I/Os over and nothing but the target's answer stands
+    /// between one I/O of a lane and its next.
+    Trace(&'f Mutex<TraceFeed<'t>>),
+}
+
+impl Tasks<'_, '_> {
+    /// The next I/O, or `None` once there is none (the trace ended, failed or reached the
+    /// limit, or the dispatcher stopped).
+    fn next(&self) -> Option<Task> {
+        match self {
+            Tasks::Dispatched(receiver) => receiver
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .recv()
+                .ok(),
+            Tasks::Trace(feed) => feed.lock().unwrap_or_else(|p| p.into_inner()).next(),
+        }
+    }
+}
+
+/// The trace read by the lanes of a closed loop.
+struct TraceFeed<'a> {
+    records: &'a mut dyn BlockRecordSource,
+    size: u64,
+    began: Instant,
+    options: &'a ReplayOptions,
+    first_time_ns: Option<u64>,
+    issued: u64,
+    /// The last record's I/O and how many more times it happened (Meta's `op_count`).
+    repeat: Option<(Task, u32)>,
+    /// Why the trace stopped early.
+    error: Option<TraceError>,
+}
+
+impl TraceFeed<'_> {
+    fn next(&mut self) -> Option<Task> {
+        if self.options.limit.is_some_and(|limit| self.issued >= limit) {
+            return None;
+        }
+        if let Some((task, left)) = self.repeat.take() {
+            if left > 1 {
+                self.repeat = Some((task, left - 1));
+            }
+            self.issued += 1;
+            return Some(task);
+        }
+        loop {
+            let record = match self.records.next_record() {
+                Ok(Some(record)) => record,
+                Ok(None) => return None,
+                Err(error) => {
+                    self.error = Some(error);
+                    return None;
+                }
+            };
+            let first_time_ns = &mut self.first_time_ns;
+            if let Some(task) = task_of(&record, self.size, self.began, first_time_ns, self.options)
+            {
+                if record.repeat > 1 {
+                    self.repeat = Some((task, record.repeat - 1));
+                }
+                self.issued += 1;
+                return Some(task);
+            }
+        }
+    }
+}
+
+/// What every lane shares: the target, and where each puts what it measured or why it failed.
+struct Lanes<'a> {
+    target: &'a ReplayTarget,
+    tallies: &'a Mutex<Vec<Tally>>,
+    first_error: &'a Mutex<Option<io::Error>>,
+    outstanding: &'a AtomicUsize,
+}
+
+impl<'a> Lanes<'a> {
+    /// Starts `count` lanes in `scope`, each taking from its own handle on `tasks`.
+    fn spawn<'scope, 't: 'scope>(
+        &'scope self,
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        count: usize,
+        tasks: &Tasks<'scope, 't>,
+    ) where
+        'a: 'scope,
+    {
+        for _ in 0..count {
+            let tasks = tasks.clone();
+            scope.spawn(move || match lane(self.target, &tasks, self.outstanding) {
+                Ok(tally) => self
+                    .tallies
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(tally),
+                Err(error) => {
+                    self.first_error
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert(error);
+                }
+            });
+        }
+    }
+}
+
+/// One lane: takes tasks until there are none, one in flight; counts each down in
+/// `outstanding` once answered (the dispatcher counted it up).
 fn lane(
     target: &ReplayTarget,
-    tasks: &Mutex<Receiver<Task>>,
+    tasks: &Tasks<'_, '_>,
     outstanding: &AtomicUsize,
 ) -> io::Result<Tally> {
     let mut client = match target {
@@ -414,11 +570,8 @@ fn lane(
     };
     let mut tally = Tally::new();
     let mut buffer = Vec::new();
-    loop {
-        let next = tasks.lock().unwrap_or_else(|p| p.into_inner()).recv();
-        let Ok(task) = next else {
-            break;
-        };
+    let dispatched = matches!(tasks, Tasks::Dispatched(_));
+    while let Some(task) = tasks.next() {
         let started = Instant::now();
         let due = task.due.unwrap_or(started);
         if started.duration_since(due) > Duration::from_millis(1) {
@@ -437,10 +590,7 @@ fn lane(
                 };
                 // A throttled volume answers when its device model says the I/O is done.
                 if let Some(due) = due {
-                    let now = Instant::now();
-                    if due > now {
-                        std::thread::sleep(due - now);
-                    }
+                    wait_until(due);
                 }
                 Instant::now()
             }
@@ -454,7 +604,9 @@ fn lane(
             }
             (ReplayTarget::Nbd { .. }, None) => unreachable!("NBD lanes connect first"),
         };
-        outstanding.fetch_sub(1, Ordering::SeqCst);
+        if dispatched {
+            outstanding.fetch_sub(1, Ordering::SeqCst);
+        }
         tally.completions.push((answered, task.length));
         let ns = u64::try_from(answered.duration_since(due).as_nanos())
             .unwrap_or(u64::MAX)

@@ -212,6 +212,7 @@ fn summary_table(result: &TimedResult) -> Table {
         "p99_latency_us",
         "p999_latency_us",
         "hit_ratio",
+        "tier_hit_ratios",
     ]);
     table.row(vec![
         result.requests.to_string(),
@@ -221,6 +222,12 @@ fn summary_table(result: &TimedResult) -> Table {
         format!("{:.2}", result.p99_latency_us),
         format!("{:.2}", result.p999_latency_us),
         format!("{:.4}", result.hit_ratio),
+        result
+            .tier_hit_ratios
+            .iter()
+            .map(|share| format!("{share:.4}"))
+            .collect::<Vec<_>>()
+            .join("/"),
     ]);
     table
 }

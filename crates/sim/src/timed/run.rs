@@ -136,6 +136,9 @@ pub struct TimedResult {
     pub max_latency_us: f64,
     /// Fraction of measured requests whose data was in a cache tier.
     pub hit_ratio: f64,
+    /// Fraction of measured requests whose data each cache tier held, from the top: the
+    /// shares sum to `hit_ratio`.
+    pub tier_hit_ratios: Vec<f64>,
     pub devices: Vec<DeviceResult>,
     pub series: TimeSeries,
     /// What the admission tuner did, over the whole run (warm-up included), if it tunes.
@@ -156,7 +159,8 @@ struct InFlight {
     client: Option<u32>,
     replied: bool,
     measured: bool,
-    hit: bool,
+    /// The cache tier that held the request's data (`None`: a miss).
+    hit_tier: Option<u8>,
     bytes: u32,
     /// The request's software cost, ns (0 for background work).
     software_ns: u64,
@@ -264,6 +268,8 @@ struct Executor<'a> {
     latency_ns: Histogram<u64>,
     measured_requests: u64,
     measured_hits: u64,
+    /// Measured hits by the cache tier that held the data.
+    measured_tier_hits: Vec<u64>,
     measured_bytes: u64,
     /// Operations submitted to each device while measuring, reads then writes (their bytes
     /// are the series').
@@ -346,6 +352,7 @@ pub fn run_timed_phases(
             .expect("bounds and precision are valid"),
         measured_requests: 0,
         measured_hits: 0,
+        measured_tier_hits: vec![0; devices.len() - 1],
         measured_bytes: 0,
         ops: vec![[0; 2]; devices.len()],
         series: Series::new(0, devices.len()),
@@ -530,7 +537,7 @@ impl Executor<'_> {
             .plan(request, now_ns, &mut self.slots[slot as usize].plan);
         self.start(slot, now_ns, client, measured, false);
         let in_flight = &mut self.slots[slot as usize];
-        in_flight.hit = decision.hit_tier.is_some();
+        in_flight.hit_tier = decision.hit_tier;
         in_flight.bytes = request.size;
         in_flight.software_ns = software_ns;
         self.unreplied += 1;
@@ -572,7 +579,7 @@ impl Executor<'_> {
         // Background work has nobody to answer.
         in_flight.replied = background;
         in_flight.measured = measured;
-        in_flight.hit = false;
+        in_flight.hit_tier = None;
         in_flight.bytes = 0;
         in_flight.software_ns = 0;
     }
@@ -594,6 +601,7 @@ impl Executor<'_> {
             latency_ns: latencies,
             measured_requests,
             measured_hits,
+            measured_tier_hits,
             ops,
             series,
             ready_clients,
@@ -615,10 +623,13 @@ impl Executor<'_> {
             *unreplied -= 1;
             if in_flight.measured {
                 *measured_requests += 1;
-                *measured_hits += u64::from(in_flight.hit);
+                if let Some(tier) = in_flight.hit_tier {
+                    *measured_hits += 1;
+                    measured_tier_hits[usize::from(tier)] += 1;
+                }
                 *last_reply_ns = now_ns;
                 latencies.saturating_record(latency_ns.max(1));
-                series.reply(now_ns, latency_ns, in_flight.hit);
+                series.reply(now_ns, latency_ns, in_flight.hit_tier.is_some());
             }
             if let Some(client) = in_flight.client {
                 ready_clients.push(client);
@@ -670,6 +681,13 @@ impl Executor<'_> {
         let quantile_us = |q: f64| self.latency_ns.value_at_quantile(q) as f64 / 1e3;
         let names: Vec<String> = devices.iter().map(|d| d.name.clone()).collect();
         let last = devices.len() - 1;
+        let share = |count: u64| {
+            if self.measured_requests == 0 {
+                0.0
+            } else {
+                count as f64 / self.measured_requests as f64
+            }
+        };
         TimedResult {
             requests: self.measured_requests,
             duration_s: seconds,
@@ -680,11 +698,12 @@ impl Executor<'_> {
             p99_latency_us: quantile_us(0.99),
             p999_latency_us: quantile_us(0.999),
             max_latency_us: self.latency_ns.max() as f64 / 1e3,
-            hit_ratio: if self.measured_requests == 0 {
-                0.0
-            } else {
-                self.measured_hits as f64 / self.measured_requests as f64
-            },
+            hit_ratio: share(self.measured_hits),
+            tier_hit_ratios: self
+                .measured_tier_hits
+                .iter()
+                .map(|&hits| share(hits))
+                .collect(),
             devices: devices
                 .iter()
                 .enumerate()
@@ -908,6 +927,44 @@ mod tests {
         let write_share = device.write_ops as f64 / (device.read_ops + device.write_ops) as f64;
         assert!((write_share - 0.3).abs() < 0.02, "{write_share}");
         assert!(first.series.throughput_ops.len() > 10);
+    }
+
+    #[test]
+    fn tier_hit_ratios_count_each_tiers_hits() {
+        let hierarchy = crate::timed::Hierarchy::from_toml(
+            "[cache]\nmode = \"wt\"\npolicy = \"lru\"\n\
+             [[tier]]\ndevice = \"dram\"\nsize = \"4MiB\"\n\
+             [[tier]]\ndevice = \"optane-pm\"\nsize = \"16MiB\"\n\
+             [[tier]]\ndevice = \"optane-ssd\"\n",
+            "test",
+            None,
+        )
+        .unwrap();
+        let spec = WorkloadSpec::parse(
+            "zipf:theta=0.9,keys=10000,requests=30000,size=4096,kind=block,seed=3",
+        )
+        .unwrap();
+        let mut controller = hierarchy.cache_controller().unwrap();
+        let mut reader = generator(&spec).unwrap();
+        // Nothing is warm-up, so every request the controller planned is measured.
+        let result = run_timed(
+            &mut controller,
+            &hierarchy.devices,
+            &mut *reader,
+            &Load::closed(8, 30_000, 0),
+        )
+        .unwrap();
+        let stats = controller.stats();
+        assert_eq!(result.requests, 30_000);
+        let hits: Vec<u64> = result
+            .tier_hit_ratios
+            .iter()
+            .map(|share| (share * 30_000.0).round() as u64)
+            .collect();
+        assert_eq!(hits, stats.hits_per_tier);
+        assert!(hits.iter().all(|&hits| hits > 0), "{hits:?}");
+        let sum: f64 = result.tier_hit_ratios.iter().sum();
+        assert!((sum - result.hit_ratio).abs() < 1e-12);
     }
 }
 

@@ -1,12 +1,12 @@
-//! A seeded synthetic block workload, I/Os with offsets (issue 19: generated block traces of
-//! ≥ 1 M requests to judge sampling and replay on, beside the real ones in `shared/traces`).
+//! A seeded synthetic block workload, I/Os with offsets: block traces of any length to judge
+//! sampling (seed 002 ch. 5) and replay on beside real ones, and the demo's workload.
 //!
 //! The volume is cut into extents of [`EXTENT_PAGES`] pages whose popularity is Zipf, ranked
 //! through a seeded permutation; an I/O lands at a uniform page of its extent. Sizes follow
 //! per-op mixes of 4 KiB multiples shaped like the CloudPhysics traces' (seed 002 §2.1.3: most
-//! I/Os are 4 KiB, some reach 128 KiB; writes smaller than reads). A share of the I/Os start at
-//! a 512 B sector inside a page, so that both their edges are misaligned. Arrivals are Poisson
-//! at `rate`, times in whole µs as vscsi traces write them.
+//! I/Os are 4 KiB, some reach 128 KiB; writes smaller than reads), or one size (`size=`). A
+//! share of the I/Os start at a 512 B sector inside a page, so that both their edges are
+//! misaligned. Arrivals are Poisson at `rate`, times in whole µs as vscsi traces write them.
 
 use super::keys::KeyPermutation;
 use super::random::Random;
@@ -14,6 +14,7 @@ use super::size::parse_real;
 use super::spec::{parse_count, SpecError};
 use super::zipf::ZipfSampler;
 use crate::read::{BlockRecord, BlockRecordSource};
+use crate::units::parse_bytes;
 use crate::{Location, Op, TraceError};
 use std::path::Path;
 
@@ -48,6 +49,13 @@ pub struct BlockWorkloadSpec {
     pub write_ratio: f64,
     /// Probability that an I/O starts inside a page.
     pub misaligned: f64,
+    /// Every I/O this many pages long, or `None` for the per-op mixes of
+    /// CloudPhysics-shaped sizes.
+    pub io_pages: Option<u64>,
+    /// Before the `requests` I/Os, write the volume once from its start to its end, as a
+    /// database loads its tables before serving them (in I/Os of `io_pages`, one page under
+    /// the mixes, one every 1/`rate` seconds).
+    pub fill: bool,
     /// Mean I/Os per second.
     pub rate_per_s: f64,
     pub seed: u64,
@@ -61,6 +69,8 @@ impl Default for BlockWorkloadSpec {
             theta: 0.9,
             write_ratio: 0.3,
             misaligned: 0.1,
+            io_pages: None,
+            fill: false,
             rate_per_s: 2000.0,
             seed: 1,
         }
@@ -68,6 +78,20 @@ impl Default for BlockWorkloadSpec {
 }
 
 impl BlockWorkloadSpec {
+    /// The pages the workload addresses: `pages` down to a whole number of extents.
+    pub fn volume_pages(&self) -> u64 {
+        self.pages / EXTENT_PAGES * EXTENT_PAGES
+    }
+
+    /// The I/Os the fill writes before the `requests` I/Os (0 without `fill`).
+    pub fn fill_ios(&self) -> u64 {
+        if self.fill {
+            self.volume_pages().div_ceil(self.io_pages.unwrap_or(1))
+        } else {
+            0
+        }
+    }
+
     /// True if `text` names this pattern (so callers can route it here).
     pub fn is_block_io(text: &str) -> bool {
         let name = text.trim().split(':').next().unwrap_or("");
@@ -75,7 +99,8 @@ impl BlockWorkloadSpec {
     }
 
     /// Parses `block-io[:FIELD=VALUE,...]`, FIELD one of requests, pages, theta, write,
-    /// misaligned, rate, seed.
+    /// misaligned, size (`mix`, the default, or one I/O size in whole 4 KiB pages: `4k`,
+    /// `64KiB`), fill (`1` or `0`), rate, seed.
     pub fn parse(text: &str) -> Result<BlockWorkloadSpec, SpecError> {
         let spec_error = |field: Option<&str>, reason: String| SpecError {
             spec: Some(text.to_string()),
@@ -101,11 +126,13 @@ impl BlockWorkloadSpec {
                 "theta" => parse_real(value).map(|v| spec.theta = v),
                 "write" => parse_real(value).map(|v| spec.write_ratio = v),
                 "misaligned" => parse_real(value).map(|v| spec.misaligned = v),
+                "size" => parse_io_pages(value).map(|v| spec.io_pages = v),
+                "fill" => parse_flag(value).map(|v| spec.fill = v),
                 "rate" => parse_real(value).map(|v| spec.rate_per_s = v),
                 "seed" => parse_count(value).map(|v| spec.seed = v),
                 _ => Err(
-                    "unknown field; expected requests, pages, theta, write, misaligned, rate or \
-                     seed"
+                    "unknown field; expected requests, pages, theta, write, misaligned, size, \
+                     fill, rate or seed"
                         .to_string(),
                 ),
             };
@@ -135,8 +162,39 @@ impl BlockWorkloadSpec {
             "a probability in [0, 1]",
         )?;
         check(spec.rate_per_s > 0.0, "rate", "a rate above 0")?;
+        check(
+            spec.io_pages.unwrap_or(1) <= EXTENT_PAGES,
+            "size",
+            &format!(
+                "at most an extent ({} KiB)",
+                EXTENT_PAGES * PAGE_BYTES / 1024
+            ),
+        )?;
         Ok(spec)
     }
+}
+
+/// `1` or `0` (`true` or `false`).
+fn parse_flag(value: &str) -> Result<bool, String> {
+    match value {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(format!("expected 1 or 0, found \"{value}\"")),
+    }
+}
+
+/// `mix`, or a size in whole pages.
+fn parse_io_pages(value: &str) -> Result<Option<u64>, String> {
+    if value.eq_ignore_ascii_case("mix") {
+        return Ok(None);
+    }
+    let bytes = parse_bytes(value).map_err(|error| format!("expected mix or a size: {error}"))?;
+    if bytes == 0 || bytes % PAGE_BYTES != 0 {
+        return Err(format!(
+            "expected mix or a whole number of 4 KiB pages, found {bytes} bytes"
+        ));
+    }
+    Ok(Some(bytes / PAGE_BYTES))
 }
 
 /// The records of a [`BlockWorkloadSpec`], in time order.
@@ -146,6 +204,10 @@ pub struct BlockGenerator {
     extents: ZipfSampler,
     permutation: KeyPermutation,
     extent_count: u64,
+    /// The next page the fill writes (the fill is over once it reaches the end).
+    fill_page: u64,
+    /// I/Os returned: the fill's, then the mix's.
+    returned: u64,
     generated: u64,
     time_ns: u64,
 }
@@ -160,6 +222,12 @@ impl BlockGenerator {
             extents: ZipfSampler::new(extent_count, spec.theta),
             permutation: KeyPermutation::new(extent_count, spec.seed ^ 0x5eed_b10c),
             extent_count,
+            fill_page: if spec.fill {
+                0
+            } else {
+                extent_count * EXTENT_PAGES
+            },
+            returned: 0,
             generated: 0,
             time_ns: 0,
         }
@@ -179,10 +247,31 @@ impl BlockGenerator {
 
 impl BlockRecordSource for BlockGenerator {
     fn next_record(&mut self) -> Result<Option<BlockRecord>, TraceError> {
+        let volume_pages = self.extent_count * EXTENT_PAGES;
+        if self.fill_page < volume_pages {
+            // The fill draws nothing random, so the mix after it is the mix without it.
+            let pages = self
+                .spec
+                .io_pages
+                .unwrap_or(1)
+                .min(volume_pages - self.fill_page);
+            let offset_bytes = self.fill_page * PAGE_BYTES;
+            self.fill_page += pages;
+            self.returned += 1;
+            self.time_ns += (1e6 / self.spec.rate_per_s).round().max(1.0) as u64 * 1000;
+            return Ok(Some(BlockRecord::in_bytes(
+                self.time_ns,
+                0,
+                offset_bytes,
+                pages * PAGE_BYTES,
+                Op::Write,
+            )));
+        }
         if self.generated == self.spec.requests {
             return Ok(None);
         }
         self.generated += 1;
+        self.returned += 1;
         // Exponential gaps, rounded to whole µs.
         let gap_s = -(1.0 - self.random.unit()).ln() / self.spec.rate_per_s;
         self.time_ns += (gap_s * 1e6).round() as u64 * 1000;
@@ -191,9 +280,10 @@ impl BlockRecordSource for BlockGenerator {
         } else {
             Op::Read
         };
-        let pages = match op {
-            Op::Write => self.pages_of(&WRITE_PAGES),
-            _ => self.pages_of(&READ_PAGES),
+        let pages = match (self.spec.io_pages, op) {
+            (Some(pages), _) => pages,
+            (None, Op::Write) => self.pages_of(&WRITE_PAGES),
+            (None, _) => self.pages_of(&READ_PAGES),
         };
         let extent = self
             .permutation
@@ -218,7 +308,7 @@ impl BlockRecordSource for BlockGenerator {
     }
 
     fn location(&self) -> Location {
-        Location::Line(self.generated)
+        Location::Line(self.returned)
     }
 }
 
@@ -236,6 +326,9 @@ mod tests {
             "block-io:pages=3",
             "block-io:colour=red",
             "block-io:requests",
+            "block-io:size=6k",
+            "block-io:size=1m",
+            "block-io:size=big",
             "zipf:keys=3",
         ] {
             let err = BlockWorkloadSpec::parse(bad).unwrap_err().to_string();
@@ -285,5 +378,57 @@ mod tests {
         let lengths: u64 = run.iter().map(|r| r.length_bytes).sum();
         assert_eq!((offsets, lengths), (208_285_740_544, 2_052_096));
         assert_ne!(first(7), first(8));
+    }
+
+    #[test]
+    fn a_fixed_size_gives_every_io_that_length() {
+        let spec =
+            BlockWorkloadSpec::parse("block-io:requests=2000,size=4k,misaligned=0,seed=2").unwrap();
+        assert_eq!(spec.io_pages, Some(1));
+        let mut generator = BlockGenerator::new(&spec);
+        let mut records = 0;
+        while let Some(record) = generator.next_record().unwrap() {
+            assert_eq!(record.length_bytes, PAGE_BYTES);
+            assert_eq!(record.offset_bytes % PAGE_BYTES, 0);
+            records += 1;
+        }
+        assert_eq!(records, 2000);
+        let mix = BlockWorkloadSpec::parse("block-io:size=MIX").unwrap();
+        assert_eq!(mix.io_pages, None);
+    }
+
+    #[test]
+    fn a_fill_writes_the_volume_in_order_before_the_same_mix() {
+        let records = |text: &str| {
+            let mut generator = BlockGenerator::new(&BlockWorkloadSpec::parse(text).unwrap());
+            let mut all = Vec::new();
+            while let Some(record) = generator.next_record().unwrap() {
+                all.push(record);
+            }
+            all
+        };
+        let mix = records("block-io:requests=500,pages=256,size=8k,rate=1000,seed=4");
+        let filled = records("block-io:requests=500,pages=256,size=8k,fill=1,rate=1000,seed=4");
+        assert_eq!(filled.len(), 128 + 500);
+        let spec = BlockWorkloadSpec::parse("block-io:pages=256,size=12k,fill=1").unwrap();
+        assert_eq!((spec.volume_pages(), spec.fill_ios()), (256, 86));
+        for (index, record) in filled[..128].iter().enumerate() {
+            assert_eq!(record.op, Op::Write);
+            assert_eq!(record.offset_bytes, index as u64 * 8192);
+            assert_eq!(record.length_bytes, 8192);
+            assert_eq!(record.time_ns, (index as u64 + 1) * 1_000_000);
+        }
+        let shifted = filled[127].time_ns;
+        for (after, before) in filled[128..].iter().zip(&mix) {
+            assert_eq!(after.time_ns, before.time_ns + shifted);
+            assert_eq!(
+                (after.offset_bytes, after.length_bytes, after.op),
+                (before.offset_bytes, before.length_bytes, before.op)
+            );
+        }
+        let err = BlockWorkloadSpec::parse("block-io:fill=yes")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("expected 1 or 0"), "{err}");
     }
 }
