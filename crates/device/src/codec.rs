@@ -87,7 +87,7 @@ impl Codec {
     }
 }
 
-/// Sectors `bytes` of compressed data occupy: rounded up to whole sectors (§3.3: "by appending
+/// Sectors `bytes` of compressed data occupy: rounded up to whole sectors (§4: "by appending
 /// zeros"), a whole page when that gains nothing.
 pub fn sectors_for(bytes: usize) -> u16 {
     (bytes.div_ceil(SECTOR_BYTES).max(1) as u16).min(SECTORS_PER_PAGE)

@@ -16,18 +16,17 @@ use heterarchy_trace::generate::{mix64, unit_from_bits, WorkloadSpec};
 use crate::{run_phases, ExperimentError};
 
 /// Open CAS's CPU time per 64 KiB request besides device time (the lookup, submitting and
-/// completing the bio, the driver's copy for a memory device), from seed 000's own
-/// measurements: Table 4.2's Open CAS on PM over Optane SSD saturates the PM at 8 outstanding
-/// (NHC gains 19% there, and gains nothing below saturation, §4.5.1.1), while Figure 4.7's
-/// Load-2.0 gains more (32%), so Load-2.0 lies above 8 outstanding and Load-1.0 between 5
-/// and 8. Load-1.0 being the fewest requests that keep the PM busy, N = (s + 9.9 µs) ÷ 9.6 µs (a
-/// 64 KiB PM read: 0.3 µs latency, 9.6 µs at 6.8 GB/s) puts the cost s between 29 and 67 µs;
-/// the Optane SSD row (70% gained at 8 outstanding against 54% at Load-2.0, so Load-1.0 at most
-/// 4: s + 36 µs ≤ 4 × 26 µs) allows up to 69 µs. We take the middle of the interval, 48 µs: a
-/// judgment, stated in the experiments' notes. The same code path costs 5.4 µs on this
-/// project's live volume (`scripts/bench-request-cost`: 0.04 µs of bookkeeping and a 5.3 µs
-/// memcpy per 64 KiB line, on a 2-core AMD EPYC VM), a user-level path without the kernel's
-/// block layer and interrupts.
+/// completing the bio, the driver's copy for a memory device), from seed 000's own measurements:
+/// Table 4.2's Open CAS on PM over Optane SSD saturates the PM at 8 outstanding (NHC gains 19%
+/// there, and gains nothing below saturation, §4.5.1.1), while Figure 4.7's Load-2.0 gains more
+/// (32%), so Load-2.0 lies above 8 outstanding and Load-1.0 between 5 and 8. Load-1.0 being the
+/// fewest requests that keep the PM busy, N = (s + 9.9 µs) ÷ 9.6 µs (a 64 KiB PM read: 0.3 µs
+/// latency, 9.6 µs at 6.8 GB/s) puts the cost s between 29 and 67 µs; the Optane SSD row (70%
+/// gained at 8 outstanding against 54% at Load-2.0, so Load-1.0 at most 4: s + 36 µs ≤ 4 × 26 µs)
+/// allows up to 69 µs. The model takes the middle of the interval, 48 µs: a judgment, stated in the
+/// experiments' notes. The same code path costs 5.4 µs on this project's live volume
+/// (`scripts/bench-request-cost`: 0.04 µs of bookkeeping and a 5.3 µs memcpy per 64 KiB line, on a
+/// 2-core AMD EPYC VM), a user-level path without the kernel's block layer and interrupts.
 pub const OPEN_CAS_SOFTWARE: SoftwareCost = SoftwareCost {
     per_request_ns: 48_000.0,
     per_kib_ns: 0.0,
@@ -39,7 +38,7 @@ pub const SOFTWARE_COST_NOTE: &str =
      answered, holding no device). A judgment: the thesis gives no figure, but its Table 4.2 \
      (Open CAS saturates the PM at 8 outstanding on PM + Optane SSD, and NHC gains there) and \
      Figure 4.7 (Load-2.0 gains more, so Load-1.0 lies between 5 and 8 outstanding there, and \
-     at most 4 on Optane SSD + flash) bracket it between 29 and 67 us; we take the middle. This \
+     at most 4 on Optane SSD + flash) bracket it between 29 and 67 us; the model takes the middle. This \
      project's live volume spends 5.4 us on a 64 KiB hit (scripts/bench-request-cost), without \
      a kernel block layer or interrupts.";
 

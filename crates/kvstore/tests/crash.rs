@@ -6,7 +6,7 @@
 //! dropped or torn) or only the process dies (kill -9: the mapping's stores stay), and the
 //! store opens again.
 //!
-//! What warm restart promises (`heterarchy_kvstore::Recovery`'s module, README "Warm
+//! What warm restart promises (`heterarchy_kvstore::Recovery`'s module, docs/kv-cache.md, "Warm
 //! restart"): after a process crash, and after a machine crash with values on PM on DAX, every
 //! write that was answered; a flush_all that was answered voids everything before it. A cache
 //! may drop items, so the oracle accounts for the store's own drops: an item the store evicted

@@ -66,7 +66,7 @@ fn the_stacks_rank_as_seed_001_fig_5a_at_iodepth_128() {
         assert!(ratio >= 2.5, "Caiti/{name} {ratio:.3}");
     }
     // Co-Active 1.24x the BTT in the paper (3.6 / 2.9) and 1.27x here: with Caiti 3.13x the
-    // BTT rather than 3.6x, that puts it at 2.45x Caiti's time, not 2.9x (see the README).
+    // BTT rather than 3.6x, that puts it at 2.45x Caiti's time, not 2.9x (docs/pm-block-device.md).
     let over_coactive = speedup(caiti, by("coactive"));
     assert!(over_coactive >= 2.4, "Caiti/Co-Active {over_coactive:.3}");
     let coactive_over_btt = speedup(by("coactive"), btt);

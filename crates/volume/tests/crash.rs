@@ -9,11 +9,11 @@
 //! it never persisted) or only the process dies (kill -9: the mapping's stores stay, a RAM tier
 //! is gone), and the volume opens again.
 //!
-//! What the volume promises (module docs of `heterarchy_volume::volume`; README, "Write-back is
-//! crash safe"), checked block by block with self-describing 8-byte words (block, version,
-//! word index): a block whose last acknowledged write a completed FLUSH or a FUA write covered
-//! reads back exactly; any other block reads back its durable version or a later one, word by
-//! word after a machine crash (an interrupted in-place overwrite on PM is not atomic), whole
+//! What the volume promises (module docs of `heterarchy_volume::volume`; docs/block-volumes.md,
+//! "Write-back is crash safe"), checked block by block with self-describing 8-byte words (block,
+//! version, word index): a block whose last acknowledged write a completed FLUSH or a FUA write
+//! covered reads back exactly; any other block reads back its durable version or a later one, word
+//! by word after a machine crash (an interrupted in-place overwrite on PM is not atomic), whole
 //! after a process crash; and once the cache is cleaned the backing store holds what was read.
 //! A word older than the durable version is a lost flushed write, one of a version never
 //! written to the block is phantom, one of another block or word is torn.

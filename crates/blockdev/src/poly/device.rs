@@ -9,7 +9,7 @@
 //! is persistent when it returns: its page and record are persisted in the tier, or, with no
 //! write cache, written through to the backing store (made durable by a flush or FUA).
 //!
-//! How a block device maps the paper's design (§3.3): the paper's application maps a file and
+//! How a block device maps the paper's design (§4): the paper's application maps a file and
 //! persists with `msync`; its write cache sits below the file system and its memory role is
 //! handed to the buffer manager. Here the client's reads and writes are the block I/O, the
 //! write-cache role absorbs writes persistently, and the read-cache role is a volatile cache of

@@ -36,7 +36,7 @@ fn faults_of(text: &str) -> Option<FaultSpec> {
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct ServeArgs {
-    /// A TOML file of exports and addresses (see the README).
+    /// A TOML file of exports and addresses (docs/block-volumes.md, docs/kv-cache.md).
     #[arg(long)]
     pub config: Option<PathBuf>,
     #[command(subcommand)]

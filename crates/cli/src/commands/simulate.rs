@@ -21,7 +21,8 @@ use crate::trace_args::TraceArgs;
 /// Arguments of `heterarchy simulate`.
 #[derive(Args, Debug)]
 pub struct SimulateArgs {
-    /// The hierarchy: tiers, cache settings and load (TOML; see the README).
+    /// The hierarchy: tiers, cache settings and load (TOML; docs/simulation.md, "The timed
+    /// simulator").
     #[arg(long)]
     pub config: PathBuf,
     /// A workload spec (`uniform:keys=100000,size=32k,kind=block,write=0.3`, see `trace

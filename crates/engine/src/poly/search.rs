@@ -218,7 +218,7 @@ impl KnobSearch {
         }
     }
 
-    /// Back to a full write cache (§3.3: on a phase change "the PolyEMT runtime begins with
+    /// Back to a full write cache (§3.2: on a phase change "the PolyEMT runtime begins with
     /// the EMT as write-cache").
     fn restart(&mut self) {
         self.phase = SearchPhase::Functional;

@@ -6,7 +6,7 @@
 //! Placement is exclusive: a page lives in at most one of the three, so the role of its copy
 //! says how it is reached (the write cache through the storage stack, the read cache as
 //! memory) and whether it survives a crash (write-cache pages and their compressed copies do).
-//! Lookup order is write cache, then the compressed store, then the SSD (§3.3, Fig 8 ⑦).
+//! Lookup order is write cache, then the compressed store, then the SSD (§4, Fig 8 ⑦).
 //!
 //! The tier decides; its caller moves data. Every method appends the [`PolyAction`]s the
 //! decision needs (write a dirty page back, compress one, decompress one) to a list the caller
@@ -15,9 +15,9 @@
 //!
 //! Capacities follow the knobs ([`Knobs`]): `read_share` of the tier is the read cache's and
 //! the rest the write cache's (functional polymorphism, §3.2), and `compressed_share` of the
-//! tier holds compressed pages of both roles (representational polymorphism, §3.3). The two
+//! tier holds compressed pages of both roles (representational polymorphism, §3.2). The two
 //! roles' uncompressed pages share what the compressed store leaves, so when compression grows
-//! one ranking over the uncompressed pages of both roles (§3.3: "across all the non-compressed
+//! one ranking over the uncompressed pages of both roles (§3.2: "across all the non-compressed
 //! pages in both volatile memory and writeback cache") decides whose pages are compressed: the
 //! write cache's least recently written page or the read cache's Clock victim, whichever was
 //! used longer ago. A role over its own capacity demotes its own coldest page. The compressed
@@ -31,7 +31,7 @@ use crate::error::ParamError;
 pub use heterarchy_device::codec::{SECTORS_PER_PAGE, SECTOR_BYTES};
 
 /// The two knobs of seed 004 §3.4: the share of the tier in the read-cache role (the write
-/// cache has the rest), and the share of the tier held compressed (pages of both roles, §3.3).
+/// cache has the rest), and the share of the tier held compressed (pages of both roles, §3.2).
 /// Each knob moves on its own over [0, 1], as the search needs (§3: functional, then
 /// representational polymorphism "inside each function").
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -261,7 +261,7 @@ impl PolyTier {
     }
 
     /// Looks `page` up for a volatile page cache above the tier that takes the page in (the
-    /// paper's buffer cache, §3.3 Fig 8 ⑦, where DRAM and the tier's memory role are one pool):
+    /// paper's buffer cache, §4 Fig 8 ⑦, where DRAM and the tier's memory role are one pool):
     /// a write-cache page stays (the cache above gets a copy); a read-cache page moves up, out
     /// of the tier; a compressed page is decompressed, back into the write cache when it is
     /// persistent, up and out when not; a miss reads the SSD and the tier keeps nothing. Pages
@@ -271,7 +271,7 @@ impl PolyTier {
     }
 
     /// The lookup of [`read`](Self::read) and, with `above`, of [`fault`](Self::fault): write
-    /// cache, then read cache, then the compressed store, then the SSD (§3.3, Fig 8 ⑦).
+    /// cache, then read cache, then the compressed store, then the SSD (§4, Fig 8 ⑦).
     fn look_up(
         &mut self,
         page: u64,
@@ -320,7 +320,7 @@ impl PolyTier {
 
     /// A clean page the cache above evicts (its latest data: writes reach the tier through
     /// [`write`](Self::write) first): the read-cache role takes it when the tier has no copy,
-    /// or the compressed store when there is no read cache (§3.3: "with compression on, even
+    /// or the compressed store when there is no read cache (§4: "with compression on, even
     /// clean pages are evicted to the compression store").
     pub fn evicted_above(&mut self, page: u64, sectors: u16, actions: &mut Vec<PolyAction>) {
         self.sectors_of
@@ -409,7 +409,7 @@ impl PolyTier {
     }
 
     /// Demotes the uncompressed page of either role used longest ago: the least recently
-    /// written write-cache page or Clock's read-cache victim (§3.3's one ranking).
+    /// written write-cache page or Clock's read-cache victim (§3.2's one ranking).
     fn demote_coldest(&mut self, actions: &mut Vec<PolyAction>) {
         let written = self.write_order.keys().next().copied();
         let cached = self.clock_hand().map(|page| self.read_cache[&page].stamp);
@@ -754,7 +754,7 @@ mod tests {
         assert_eq!(tier.dirty_pages(), vec![1, 2, 3]);
     }
 
-    /// §3.3: the pages compressed as the store grows are the ones used longest ago, whichever
+    /// §3.2: the pages compressed as the store grows are the ones used longest ago, whichever
     /// role they hold.
     #[test]
     fn one_ranking_over_both_roles_picks_what_is_compressed() {

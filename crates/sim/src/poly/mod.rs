@@ -24,7 +24,7 @@
 //! touched moves up into the page cache, and the page cache's Clock victims move down into the
 //! read-cache role (or the compressed store), so DRAM and the read-cache role act as one buffer
 //! cache of their summed size, as in the paper's prototype. Write-cache pages stay in the tier
-//! when the page cache holds a copy (synced pages stay in the buffer cache, §3.3).
+//! when the page cache holds a copy (synced pages stay in the buffer cache, §4).
 //!
 //! One background thread writes dirty write-cache pages back, least recently written first, one
 //! SSD write at a time; when a write needs a slot and the least recently written page is still
@@ -109,7 +109,7 @@ pub struct AccessCosts {
     /// A page reached as memory: a load or store of DRAM, which BB-DRAM is (seed 004 §2); the
     /// paper gives no figure for it.
     pub memory_ns: u64,
-    /// A page fault caught and resolved in user space (§3.3, Fig 8 ④–⑧).
+    /// A page fault caught and resolved in user space (§4, Fig 8 ④–⑧).
     pub fault_ns: u64,
     /// A 4 KiB block I/O through the storage stack to BB-DRAM: what a write-cache page costs to
     /// reach, read or written (§2.1: "every read of NVM goes through the storage stack").

@@ -413,7 +413,7 @@ device = "optane-ssd"
         let open = format!("{TWO_TIERS}[load]\nspeedup = 10.0\nrequests = 5\nwarmup = 1\n");
         let hierarchy = Hierarchy::from_toml(&open, "h.toml", None).unwrap();
         assert_eq!(hierarchy.load.arrivals, Arrivals::Open { speedup: 10.0 });
-        // `requests` counts the measured requests, as README's example means it.
+        // `requests` counts the measured requests, as docs/simulation.md's example means it.
         assert_eq!(
             (hierarchy.load.max_requests, hierarchy.load.warmup_requests),
             (6, 1)
