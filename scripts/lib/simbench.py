@@ -1,5 +1,5 @@
 """What the simulation benchmarks share (scripts/bench-sim, scripts/bench-timed): their Zipf
-trace, our binary run and timed, and the verdicts' wording."""
+trace, heterarchy run and timed, and the verdicts' wording."""
 
 import resource
 import subprocess
@@ -28,7 +28,7 @@ def heterarchy(binary: Path, *args) -> tuple[subprocess.CompletedProcess, float,
 
 
 def generate(binary: Path, path: Path, requests: int, keys: int) -> str:
-    """Writes the Zipf(0.9) trace with our generator, or numpy's if ours cannot; says which."""
+    """Writes the Zipf(0.9) trace with heterarchy's generator, or numpy's where that fails; says which."""
     spec = f"zipf:theta=0.9,keys={keys},requests={requests},size={OBJECT_SIZE},seed=1"
     command = [str(binary), "trace", "generate", spec, "-o", str(path), "--output-format", "oracleGeneral"]
     done = subprocess.run(command, capture_output=True, text=True)
