@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use heterarchy_engine::{TuningHistory, TuningPoint};
+use heterarchy_engine::{Controller, TuningHistory, TuningPoint};
 use heterarchy_report::{LineChart, Report, Series};
 use heterarchy_sim::cache_sim::{GeneratedTrace, TraceFile, TraceSource};
 use heterarchy_sim::timed::{
     run_timed_with_progress, search_split, Arrivals, Hierarchy, Scheme, SplitSearch, TimedResult,
 };
 use heterarchy_trace::generate::WorkloadSpec;
+use heterarchy_trace::TraceReader;
 
 use crate::output::{table_text, write_report, Format, Sink, Table};
 use crate::progress::requests_bar;
@@ -81,15 +82,13 @@ pub fn run(args: &SimulateArgs, sink: &mut Sink) -> Result<()> {
         .map_err(|e| anyhow!("{}: {e}", args.config.display()))?;
     let mut reader = source.open()?;
     let limit = hierarchy.load.max_requests;
-    let bar = requests_bar((limit != u64::MAX).then_some(limit), "simulating");
-    let result = run_timed_with_progress(
+    let result = run_with_bar(
         &mut *controller,
-        &hierarchy.devices,
+        &hierarchy,
         &mut *reader,
-        &hierarchy.load,
-        &mut |taken| bar.set_position(taken),
+        (limit != u64::MAX).then_some(limit),
+        "simulating",
     )?;
-    bar.finish_and_clear();
     if result.requests == 0 {
         return Err(anyhow!(
             "no request was measured: the warm-up ({} requests) used up the workload",
@@ -103,6 +102,27 @@ pub fn run(args: &SimulateArgs, sink: &mut Sink) -> Result<()> {
         report
     })?;
     Ok(())
+}
+
+/// Runs `controller` on the hierarchy's devices and load over `reader`, with a progress bar of
+/// `total` requests on a terminal.
+pub fn run_with_bar(
+    controller: &mut dyn Controller,
+    hierarchy: &Hierarchy,
+    reader: &mut dyn TraceReader,
+    total: Option<u64>,
+    message: &str,
+) -> Result<TimedResult> {
+    let bar = requests_bar(total, message);
+    let result = run_timed_with_progress(
+        controller,
+        &hierarchy.devices,
+        reader,
+        &hierarchy.load,
+        &mut |taken| bar.set_position(taken),
+    )?;
+    bar.finish_and_clear();
+    Ok(result)
 }
 
 /// The config with the command line's overrides applied.

@@ -6,12 +6,12 @@
 use anyhow::{anyhow, Result};
 use heterarchy_report::{BarChart, Bars, LineChart, Report, Series};
 use heterarchy_sim::cache_sim::TraceSource;
-use heterarchy_sim::timed::{run_timed_with_progress, Hierarchy, TimedResult};
+use heterarchy_sim::timed::{Hierarchy, TimedResult};
 use serde::Serialize;
 
 use super::workload::Workload;
+use crate::commands::simulate::run_with_bar;
 use crate::output::Table;
-use crate::progress::requests_bar;
 use crate::size::human_bytes;
 
 /// Requests outstanding: a closed loop of this many clients, each sending its next request
@@ -119,19 +119,13 @@ pub fn simulate(
     let hierarchy = hierarchy(workload, admission, outstanding, software_ns)?;
     let mut controller = hierarchy.controller()?;
     let mut reader = workload.lines().open()?;
-    let bar = requests_bar(
+    run_with_bar(
+        &mut *controller,
+        &hierarchy,
+        &mut *reader,
         Some(workload.warm_lines + workload.measured_lines),
         &format!("simulating the hierarchy ({admission})"),
-    );
-    let result = run_timed_with_progress(
-        &mut *controller,
-        &hierarchy.devices,
-        &mut *reader,
-        &hierarchy.load,
-        &mut |taken| bar.set_position(taken),
-    )?;
-    bar.finish_and_clear();
-    Ok(result)
+    )
 }
 
 /// Classic caching and NHC on the hierarchy, timed.
@@ -166,6 +160,15 @@ pub fn served_shares(result: &TimedResult) -> Vec<f64> {
     shares
 }
 
+/// Column headers for [`served_shares`]: each tier's hits, then the misses.
+pub fn share_headers() -> Vec<String> {
+    TIERS
+        .iter()
+        .map(|tier| format!("{} hits", tier.label))
+        .chain(["misses".to_string()])
+        .collect()
+}
+
 /// The tiers' names then the backing store's, for charts and tables.
 pub fn level_labels() -> Vec<String> {
     TIERS
@@ -185,19 +188,14 @@ impl Timed {
 
     /// A row per scheme: throughput, latencies, each tier's hit ratio.
     pub fn table(&self) -> Table {
+        let shares = share_headers();
         let mut headers = vec![
             "scheme",
             "requests_per_s",
             "mean_latency_us",
             "p99_latency_us",
         ];
-        let hit_headers: Vec<String> = level_labels()
-            .iter()
-            .take(TIERS.len())
-            .map(|label| format!("{label} hits"))
-            .collect();
-        headers.extend(hit_headers.iter().map(String::as_str));
-        headers.push("misses");
+        headers.extend(shares.iter().map(String::as_str));
         let mut table = Table::new(&headers);
         for (label, result) in &self.runs {
             let mut row = vec![

@@ -23,7 +23,7 @@ use heterarchy_sim::timed::TimedResult;
 use heterarchy_volume::Volume;
 use serde::Serialize;
 
-use super::hierarchy::{self, level_labels, served_shares, BACKING, TIERS};
+use super::hierarchy::{self, level_labels, served_shares, share_headers, BACKING, TIERS};
 use super::workload::Workload;
 use crate::output::Table;
 
@@ -179,14 +179,9 @@ impl Live {
 
     /// Live and predicted side by side.
     pub fn table(&self) -> Table {
+        let shares = share_headers();
         let mut headers = vec!["run", "ios_per_s"];
-        let hit_headers: Vec<String> = level_labels()
-            .iter()
-            .take(TIERS.len())
-            .map(|label| format!("{label} hits"))
-            .collect();
-        headers.extend(hit_headers.iter().map(String::as_str));
-        headers.push("misses");
+        headers.extend(shares.iter().map(String::as_str));
         let mut table = Table::new(&headers);
         let mut live = vec!["live".to_string(), format!("{:.0}", self.live.iops)];
         live.extend(live_shares(&self.live).iter().map(|s| format!("{s:.4}")));

@@ -167,9 +167,14 @@ impl Sizing {
             "Which sizes of two tiers a budget should buy for this trace (heterarchy sizing): \
              seed 002's model on its {} configuration (Table 3.1's prices and latencies, \
              write-back), each budget spent in 1 MiB units between tier 1 and tier 2. Cydonia \
-             (seed 002 Algorithm 1) evaluates at most {CYDONIA_EVALMAX} splits; the exhaustive \
-             search evaluates them all. The mean latencies are the model's, from the trace's \
-             reuse distances, not the timed simulator's.",
+             (seed 002 Algorithm 1) evaluates at most {CYDONIA_EVALMAX} splits: the budget in \
+             tier 1 alone, then the split of highest hit-miss ratio, then, if that split won, \
+             smaller tier-1 sizes in that ratio's order, else larger ones; where the best-ranked \
+             split is already the smallest tier 1, it stops after two. The exhaustive search \
+             evaluates every split. Over seed 002's 106 traces Cydonia came within 13.1% of the \
+             optimum on average under write-back; a configuration's mean gap reached 30.7%, \
+             those over a slow disk like this one among the highest (§3.3.2). The mean latencies \
+             are the model's, from the trace's reuse distances, not the timed simulator's.",
             self.config
         ));
         let table = self.table();
