@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use heterarchy_device::backend::wait_until;
 use heterarchy_trace::block_stats::PAGE_BYTES;
 use heterarchy_trace::read::{BlockRecord, BlockRecordSource};
 use heterarchy_trace::{Op, TraceError};
@@ -38,26 +39,6 @@ const LATENCY_MAX_NS: u64 = 600_000_000_000;
 const IDLE_POLL: Duration = Duration::from_micros(50);
 /// Lanes at most: threads (and connections) of one replay.
 pub const MAX_LANES: usize = 1024;
-/// A wait for a paced device's answer sleeps until this long before it is due, then yields
-/// until it is: a sleep overshoots by the kernel's timer slack (50 µs by default) and, on a
-/// virtual machine, the wake-up's exit, more than a fast device's whole latency, which would
-/// then be measured instead of the device.
-const YIELD_BEFORE: Duration = Duration::from_micros(200);
-
-/// Returns at `due` (or at once if it has passed), as close to it as the scheduler allows.
-fn wait_until(due: Instant) {
-    loop {
-        let now = Instant::now();
-        if now >= due {
-            return;
-        }
-        match (due - now).checked_sub(YIELD_BEFORE) {
-            Some(sleep) if !sleep.is_zero() => std::thread::sleep(sleep),
-            _ => std::thread::yield_now(),
-        }
-    }
-}
-
 /// What a trace is replayed against.
 pub enum ReplayTarget {
     /// A cached volume in this process.

@@ -5,9 +5,11 @@
 //!
 //! The simulator models devices, not this machine's CPU, so the prediction charges each request
 //! the CPU's share of it: the same replay on storage that nothing paces runs at the rate the
-//! CPU alone allows (the volume's code and copies, the replay's hand-off between threads), and
-//! one over that rate is each request's share, as `scripts/bench-nbd` charges its tiers'
-//! prediction. One I/O outstanding, so that no replay thread waits for a core behind another.
+//! CPU alone allows (the volume's code and copies, and reading the trace), and one over that
+//! rate is each request's share, as `scripts/bench-nbd` charges its tiers' prediction. One I/O
+//! outstanding, so that no replay thread waits for a core behind another. Live, a paced
+//! device's time runs from when the volume plans the request, with the volume's own work
+//! inside it, where the model adds the two: the prediction is the slower by up to that work.
 //!
 //! Classic caching: NHC's gain comes from devices saturated by requests, which one client does
 //! not saturate; the timed view shows it on the device models.
@@ -230,10 +232,12 @@ impl Live {
              the same warm-up. Beside it, the timed simulator's prediction for that hierarchy \
              and load. The simulator models the devices, not this machine's CPU, so each \
              simulated request is charged {:.1} µs: one over the {:.0} I/Os per second the same \
-             replay ran at on storage that nothing paces (the faster of two runs). Live over predicted: {:.2}. Live, a \
-             paced tier's clock runs while the volume copies the line, where the model adds the \
-             device's time to the CPU's, so the prediction errs on the slow side by up to the \
-             copies of the paced tiers' hits.",
+             replay ran at on storage that nothing paces (the faster of two runs). Live over \
+             predicted: {:.2}. Live, a paced device's time runs from when the volume plans the \
+             request, so the volume's own work (the lookup, the copy) passes \
+             inside it; the model adds the CPU's time to the devices', so its prediction \
+             is slower than live by up to the CPU time of the requests that wait for a paced \
+             device. Where each tier's hits fall is the same policy code's in both.",
             self.hierarchy,
             self.admission,
             self.software_us,
