@@ -179,31 +179,27 @@ impl Sizing {
         ));
         let table = self.table();
         report.table(&table.headers(), table.rows());
-        let mut chart = LineChart::new(
-            "Mean latency by the budget's split",
-            "tier 1 (DRAM), MiB; tier 2 (SSD) takes the rest of the budget",
-            "mean latency (µs)",
-        );
         for budget in &self.budgets {
+            let mut chart = LineChart::new(
+                &format!("Mean latency by the split of ${:.2}", budget.dollars),
+                "tier 1 (DRAM), MiB; tier 2 (SSD) takes the rest of the budget",
+                "mean latency (µs)",
+            );
+            chart
+                .series
+                .push(Series::new("every split", budget.curve.clone()));
             chart.series.push(Series::new(
-                &format!("${:.2}", budget.dollars),
-                budget.curve.clone(),
+                "exhaustive optimum",
+                vec![(
+                    budget.exhaustive_t1_mib as f64,
+                    budget.exhaustive_latency_us,
+                )],
             ));
+            chart.series.push(Series::new(
+                "Cydonia",
+                vec![(budget.cydonia_t1_mib as f64, budget.cydonia_latency_us)],
+            ));
+            report.chart(&chart);
         }
-        chart.series.push(Series::new(
-            "exhaustive optimum",
-            self.budgets
-                .iter()
-                .map(|b| (b.exhaustive_t1_mib as f64, b.exhaustive_latency_us))
-                .collect(),
-        ));
-        chart.series.push(Series::new(
-            "Cydonia",
-            self.budgets
-                .iter()
-                .map(|b| (b.cydonia_t1_mib as f64, b.cydonia_latency_us))
-                .collect(),
-        ));
-        report.chart(&chart);
     }
 }
