@@ -38,7 +38,8 @@ pub enum Command {
     /// Trace statistics, conversion and generation.
     #[command(subcommand)]
     Trace(commands::trace::TraceCommand),
-    /// Simulate a built-in workload, print a comparison and write report.html.
+    /// One built-in block workload through four views (policies, the timed hierarchy, sizing,
+    /// live), a summary and report.html.
     Demo(commands::demo::DemoArgs),
     /// Device models: list the presets, probe what a device does at each queue depth.
     #[command(subcommand)]
