@@ -267,7 +267,6 @@ struct Executor<'a> {
     unreplied: u64,
     latency_ns: Histogram<u64>,
     measured_requests: u64,
-    measured_hits: u64,
     /// Measured hits by the cache tier that held the data.
     measured_tier_hits: Vec<u64>,
     measured_bytes: u64,
@@ -351,7 +350,6 @@ pub fn run_timed_phases(
         latency_ns: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)
             .expect("bounds and precision are valid"),
         measured_requests: 0,
-        measured_hits: 0,
         measured_tier_hits: vec![0; devices.len() - 1],
         measured_bytes: 0,
         ops: vec![[0; 2]; devices.len()],
@@ -600,7 +598,6 @@ impl Executor<'_> {
             last_reply_ns,
             latency_ns: latencies,
             measured_requests,
-            measured_hits,
             measured_tier_hits,
             ops,
             series,
@@ -624,7 +621,6 @@ impl Executor<'_> {
             if in_flight.measured {
                 *measured_requests += 1;
                 if let Some(tier) = in_flight.hit_tier {
-                    *measured_hits += 1;
                     measured_tier_hits[usize::from(tier)] += 1;
                 }
                 *last_reply_ns = now_ns;
@@ -698,7 +694,7 @@ impl Executor<'_> {
             p99_latency_us: quantile_us(0.99),
             p999_latency_us: quantile_us(0.999),
             max_latency_us: self.latency_ns.max() as f64 / 1e3,
-            hit_ratio: share(self.measured_hits),
+            hit_ratio: share(self.measured_tier_hits.iter().sum()),
             tier_hit_ratios: self
                 .measured_tier_hits
                 .iter()

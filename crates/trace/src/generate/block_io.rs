@@ -11,7 +11,7 @@
 use super::keys::KeyPermutation;
 use super::random::Random;
 use super::size::parse_real;
-use super::spec::{parse_count, SpecError};
+use super::spec::{parse_count, parse_flag, SpecError};
 use super::zipf::ZipfSampler;
 use crate::read::{BlockRecord, BlockRecordSource};
 use crate::units::parse_bytes;
@@ -174,15 +174,6 @@ impl BlockWorkloadSpec {
     }
 }
 
-/// `1` or `0` (`true` or `false`).
-fn parse_flag(value: &str) -> Result<bool, String> {
-    match value {
-        "1" | "true" => Ok(true),
-        "0" | "false" => Ok(false),
-        _ => Err(format!("expected 1 or 0, found \"{value}\"")),
-    }
-}
-
 /// `mix`, or a size in whole pages.
 fn parse_io_pages(value: &str) -> Result<Option<u64>, String> {
     if value.eq_ignore_ascii_case("mix") {
@@ -222,11 +213,7 @@ impl BlockGenerator {
             extents: ZipfSampler::new(extent_count, spec.theta),
             permutation: KeyPermutation::new(extent_count, spec.seed ^ 0x5eed_b10c),
             extent_count,
-            fill_page: if spec.fill {
-                0
-            } else {
-                extent_count * EXTENT_PAGES
-            },
+            fill_page: if spec.fill { 0 } else { spec.volume_pages() },
             returned: 0,
             generated: 0,
             time_ns: 0,
@@ -247,7 +234,7 @@ impl BlockGenerator {
 
 impl BlockRecordSource for BlockGenerator {
     fn next_record(&mut self) -> Result<Option<BlockRecord>, TraceError> {
-        let volume_pages = self.extent_count * EXTENT_PAGES;
+        let volume_pages = self.spec.volume_pages();
         if self.fill_page < volume_pages {
             // The fill draws nothing random, so the mix after it is the mix without it.
             let pages = self

@@ -294,13 +294,7 @@ impl WorkloadSpec {
                     ..
                 },
             ) => *max_scan_length = parse_length(value)?,
-            ("scrambled", Pattern::Ycsb { scrambled, .. }) => {
-                *scrambled = match value {
-                    "true" | "1" => true,
-                    "false" | "0" => false,
-                    _ => return Err(format!("expected true or false, found \"{value}\"")),
-                }
-            }
+            ("scrambled", Pattern::Ycsb { scrambled, .. }) => *scrambled = parse_flag(value)?,
             ("scan_len", _) if !is_ycsb => self.scan_length = parse_length(value)?,
             ("size", _) => self.size = SizeDistribution::parse_text(value)?,
             ("kind", _) => {
@@ -476,6 +470,15 @@ fn pattern_named(name: &str) -> Option<Pattern> {
                 scrambled: false,
             })
         }
+    }
+}
+
+/// `1` or `0`, or `true` or `false`.
+pub(crate) fn parse_flag(text: &str) -> Result<bool, String> {
+    match text {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(format!("expected 1 or 0 (true or false), found \"{text}\"")),
     }
 }
 

@@ -67,6 +67,44 @@ impl BlockRecord {
             repeat: 1,
         }
     }
+
+    /// The lines of `block_size` bytes the record touches, and the edges a write that covers
+    /// them only in part reads first (see the module docs); `None` when the record holds no
+    /// data or its end overflows 64 bits.
+    pub(crate) fn line_span(&self, block_size: u64) -> Option<LineSpan> {
+        let end = self
+            .offset_bytes
+            .checked_add(self.length_bytes.checked_sub(1)?)?;
+        let (first, last) = (self.offset_bytes / block_size, end / block_size);
+        let write = self.op == Op::Write;
+        let front = write && !self.offset_bytes.is_multiple_of(block_size);
+        let rear = write && !(end + 1).is_multiple_of(block_size);
+        Some(LineSpan {
+            first,
+            last,
+            read_first: front || (first == last && rear),
+            read_last: first != last && rear,
+        })
+    }
+
+    /// The requests the record becomes when split into `block_size`-byte lines: every line,
+    /// with a misaligned write's edge reads, on each of its passes.
+    pub fn line_requests(&self, block_size: u32) -> u64 {
+        self.line_span(u64::from(block_size.max(1)))
+            .map_or(0, |span| {
+                span.last - span.first + 1 + u64::from(span.read_first) + u64::from(span.read_last)
+            })
+            * u64::from(self.repeat)
+    }
+}
+
+/// What [`BlockRecord::line_span`] finds: lines `first..=last`, and whether a write reads the
+/// first or the last before it writes them.
+pub(crate) struct LineSpan {
+    first: u64,
+    last: u64,
+    read_first: bool,
+    read_last: bool,
 }
 
 /// The parser half of a block format: yields records in trace order.
@@ -183,19 +221,14 @@ impl<S: BlockRecordSource> BlockReader<S> {
                     record.volume
                 )));
             }
+            let mut edges = (false, false);
             let (first, last, size) = if self.split {
-                let end = record
-                    .offset_bytes
-                    .checked_add(record.length_bytes - 1)
-                    .ok_or_else(|| {
-                        self.error("offset + length overflows 64 bits; expected a byte range")
-                    })?;
+                let span = record.line_span(self.block_size).ok_or_else(|| {
+                    self.error("offset + length overflows 64 bits; expected a byte range")
+                })?;
+                edges = (span.read_first, span.read_last);
                 let size = u32::try_from(self.block_size).unwrap_or(u32::MAX);
-                (
-                    record.offset_bytes / self.block_size,
-                    end / self.block_size,
-                    size,
-                )
+                (span.first, span.last, size)
             } else {
                 let size = u32::try_from(record.length_bytes).map_err(|_| {
                     self.error(format!(
@@ -226,24 +259,10 @@ impl<S: BlockRecordSource> BlockReader<S> {
             self.passes_left = record.repeat;
             self.edge_count = 0;
             self.edge_given = 0;
-            if self.split && record.op == Op::Write {
-                let front = record.offset_bytes % self.block_size != 0;
-                let rear = (record.offset_bytes + record.length_bytes) % self.block_size != 0;
-                let mut edge = |key: u64| {
+            for (read, key) in [(edges.0, self.first_key), (edges.1, self.last_key)] {
+                if read {
                     self.edge_reads[self.edge_count] = key;
                     self.edge_count += 1;
-                };
-                if first == last {
-                    if front || rear {
-                        edge(self.first_key);
-                    }
-                } else {
-                    if front {
-                        edge(self.first_key);
-                    }
-                    if rear {
-                        edge(self.last_key);
-                    }
                 }
             }
             return Ok(true);
@@ -372,6 +391,24 @@ mod tests {
         assert!(requests
             .iter()
             .all(|r| r.size == 4096 && r.tenant == 5 && r.op == Op::Write && r.time_ns == 7));
+    }
+
+    #[test]
+    fn line_requests_counts_what_the_reader_gives() {
+        for (offset, length, write, repeat) in [
+            (4096, 8192, true, 1),
+            (4000, 8192, true, 1),
+            (4000, 4192, true, 2),
+            (100, 200, true, 1),
+            (4000, 8192, false, 3),
+            (0, 1, true, 1),
+        ] {
+            let mut one = record(5, offset, length, repeat);
+            one.op = if write { Op::Write } else { Op::Read };
+            let given = read_all(vec![one], true).unwrap().len() as u64;
+            assert_eq!(one.line_requests(4096), given, "{one:?}");
+        }
+        assert_eq!(record(5, 0, 0, 1).line_requests(4096), 0);
     }
 
     #[test]

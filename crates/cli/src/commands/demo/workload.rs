@@ -52,7 +52,7 @@ impl Workload {
         let (mut written, mut warm_lines, mut measured_lines) = (0u64, 0u64, 0u64);
         while let Some(record) = generator.next_record()? {
             writer.write(&record)?;
-            let lines = lines_of(record.offset_bytes, record.length_bytes);
+            let lines = record.line_requests(LINE_BYTES as u32);
             if written < fill_ios + warm_ios {
                 warm_lines += lines;
             } else {
@@ -107,14 +107,6 @@ impl Workload {
     }
 }
 
-/// The 4 KiB lines `[offset, offset + length)` touches.
-fn lines_of(offset_bytes: u64, length_bytes: u64) -> u64 {
-    if length_bytes == 0 {
-        return 0;
-    }
-    (offset_bytes + length_bytes).div_ceil(LINE_BYTES) - offset_bytes / LINE_BYTES
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,7 +130,5 @@ mod tests {
             count += 1;
         }
         assert_eq!(count, 464);
-        assert_eq!(lines_of(4095, 2), 2);
-        assert_eq!(lines_of(4096, 4096), 1);
     }
 }
