@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod descriptors;
 pub mod due_timer;
 mod error;
 pub mod kv;

@@ -23,6 +23,7 @@ const CLEANER_TICK: Duration = Duration::from_secs(1);
 /// Serves `config` until SIGTERM or SIGINT, then shuts every volume down cleanly.
 pub fn run(config: &ServeConfig) -> Result<(), RunError> {
     let signals = block_stop_signals();
+    crate::descriptors::raise_open_files_limit();
     let throttles = config.throttles()?;
     let mut volumes = Vec::new();
     let mut staged = Vec::new();

@@ -130,7 +130,6 @@ impl ExportCatalog for Exports {
 /// fails (a protocol error, an I/O error, a failed TLS handshake) is logged with its peer and
 /// the reason; a client that simply closes its socket is not.
 pub fn serve(listener: Listener, exports: Arc<Exports>, settings: Settings) -> io::Result<()> {
-    raise_open_files_limit();
     let workers = Arc::new(Workers::start(settings.threads.io_workers)?);
     let active = Arc::new(AtomicUsize::new(0));
     let loops = event_loop::start(&settings, exports, workers, Arc::clone(&active))?;
@@ -160,23 +159,6 @@ pub fn serve(listener: Listener, exports: Arc<Exports>, settings: Settings) -> i
                 active.fetch_sub(1, Ordering::SeqCst);
                 eprintln!("heterarchy: nbd: connection from {peer}: {error}");
             }
-        }
-    }
-}
-
-/// Lets the process hold as many descriptors as the system allows it, so thousands of idle
-/// clients fit (the soft limit is often 1024).
-fn raise_open_files_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit read and write the struct given, nothing else.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
 }
