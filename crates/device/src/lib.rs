@@ -12,6 +12,7 @@ pub mod memory;
 pub mod model;
 pub mod presets;
 pub mod probe;
+pub mod secure_file;
 pub mod spec;
 
 pub use error::{DecompressError, SpecError, ThrottleError};

@@ -1,9 +1,9 @@
 //! Files and block devices through pread/pwrite (optionally O_DIRECT), made durable by
 //! fdatasync.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -25,46 +25,31 @@ pub struct FileBackend {
 }
 
 impl FileBackend {
-    /// Opens `path` read-write. A regular file is created or extended to `size_bytes` when
-    /// given (never shrunk); a block device has its own size, which `size_bytes`, if given, must
-    /// not exceed. `direct` bypasses the page cache (O_DIRECT).
+    /// Opens `path` read-write by [`crate::secure_file`]'s rules. A regular file is created
+    /// (mode 0600) or extended to `size_bytes` when given (preallocated, never shrunk); a block
+    /// device has its own size, which `size_bytes`, if given, must not exceed. `direct` bypasses
+    /// the page cache (O_DIRECT).
     pub fn open(path: &Path, size_bytes: Option<u64>, direct: bool) -> io::Result<FileBackend> {
-        let mut options = OpenOptions::new();
-        options.read(true).write(true);
-        if direct {
-            options.custom_flags(libc::O_DIRECT);
-        }
-        let is_block = std::fs::metadata(path)
-            .map(|meta| meta.file_type().is_block_device())
-            .unwrap_or(false);
-        if !is_block && size_bytes.is_some() {
-            options.create(true);
-        }
-        let file = options
-            .open(path)
-            .map_err(|error| annotate(path, "cannot open", error))?;
+        // A block device's size is its own: asked for, the size is checked below, not grown to.
+        let flags = if direct { libc::O_DIRECT } else { 0 };
+        let opened = crate::secure_file::open_storage(path, size_bytes, flags)?;
+        let (file, is_block) = (opened.file, opened.device);
         let mut size = if is_block {
             block_device_size(&file).map_err(|error| annotate(path, "cannot size", error))?
         } else {
             file.metadata()?.len()
         };
-        if let Some(wanted) = size_bytes {
-            if is_block {
-                if wanted > size {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "{}: block device has {size} bytes, {wanted} asked",
-                            path.display()
-                        ),
-                    ));
-                }
-                size = wanted;
-            } else if wanted > size {
-                file.set_len(wanted)
-                    .map_err(|error| annotate(path, "cannot extend", error))?;
-                size = wanted;
+        if let (Some(wanted), true) = (size_bytes, is_block) {
+            if wanted > size {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: block device has {size} bytes, {wanted} asked",
+                        path.display()
+                    ),
+                ));
             }
+            size = wanted;
         }
         if size == 0 {
             return Err(io::Error::new(

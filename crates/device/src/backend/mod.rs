@@ -223,10 +223,12 @@ unsafe impl Sync for SharedBytes {}
 impl SharedBytes {
     /// The bytes of `map`, which must outlive the value.
     fn of(map: &mut memmap2::MmapMut) -> SharedBytes {
-        SharedBytes {
-            base: map.as_mut_ptr(),
-            len: map.len(),
-        }
+        SharedBytes::raw(map.as_mut_ptr(), map.len())
+    }
+
+    /// `len` bytes mapped at `base`, which must stay mapped as long as the value lives.
+    fn raw(base: *mut u8, len: usize) -> SharedBytes {
+        SharedBytes { base, len }
     }
 
     fn len(&self) -> u64 {

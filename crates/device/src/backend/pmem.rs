@@ -2,19 +2,29 @@
 //! layer": persistence by cache-line flush and fence, msync where the file is not on DAX, and crash
 //! injection that drops unflushed lines and tears unflushed 8-byte words).
 //!
-//! On a DAX file system stores reach the persistence domain once their cache lines are flushed
-//! and fenced, as on Optane PM in App Direct mode (seed 000 §2.2); elsewhere the page cache sits
-//! between, and msync takes the lines' place. As with PMDK, `PMEM_IS_PMEM_FORCE=1` in the
-//! environment treats any file as on DAX (a file in /dev/shm then stands for PM, flushed line by
-//! line: what benchmarks against PMDK's libraries compare).
+//! The file is opened and created by [`crate::secure_file`]'s rules (mode 0600, no symbolic
+//! links, preallocated) and mapped as PMDK's `pmem_map_file` maps, which then tells how stores
+//! are made durable (docs/pm-block-device.md, "Persistence by file system"):
+//!
+//! - `MAP_SHARED_VALIDATE | MAP_SYNC` first: the kernel accepts it only on DAX (ext4 or xfs
+//!   mounted `dax`), and then keeps the file's metadata durable at every write fault, so stores
+//!   reach the persistence domain once their cache lines are flushed and fenced, as on Optane PM
+//!   in App Direct mode (seed 000 §2.2);
+//! - refused (EOPNOTSUPP or EINVAL: any other file system), a plain `MAP_SHARED` mapping,
+//!   persisted by `msync(MS_SYNC)` of the page-aligned range, since the page cache stands
+//!   between the mapping and the file — except on tmpfs (`/dev/shm`), which has no power-cut
+//!   durability to lose: there the persist is the cache-line flush and fence, the cost real PM
+//!   would charge, and `msync` would add nothing;
+//! - as with PMDK, `PMEM_IS_PMEM_FORCE=1` in the environment flushes lines on any file.
+//!
+//! [`Backend::describe`] says which of these a backend got.
 
 use std::collections::BTreeSet;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use memmap2::MmapMut;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -26,7 +36,8 @@ const CACHE_LINE: u64 = 64;
 /// How stores are made durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum PmemPersistence {
-    /// Cache-line flush and store fence: the file is on a DAX file system.
+    /// Cache-line flush and store fence: the file is mapped `MAP_SYNC` on DAX, lies on tmpfs,
+    /// or `PMEM_IS_PMEM_FORCE=1` says to (module docs).
     Dax,
     /// msync: the page cache stands between the mapping and the file.
     Msync,
@@ -59,10 +70,12 @@ struct CrashShadow {
 pub struct PmemBackend {
     bytes: SharedBytes,
     /// Owns the mapping `bytes` points into.
-    map: MmapMut,
+    map: Mapping,
     _file: File,
     path: PathBuf,
     persistence: PmemPersistence,
+    /// Why the file got its persistence: for [`Backend::describe`].
+    reason: &'static str,
     /// How this CPU writes a line back.
     line_flush: LineFlush,
     /// Whether this CPU streams 32 bytes a store (AVX).
@@ -72,7 +85,9 @@ pub struct PmemBackend {
 }
 
 impl PmemBackend {
-    /// Maps `path`, created or extended to `size_bytes` (never shrunk), read-write and shared.
+    /// Maps `path`, created or extended to `size_bytes` (never shrunk, preallocated),
+    /// read-write and shared (module docs). A block or character device is mapped as it is and
+    /// must hold `size_bytes`.
     pub fn open(path: &Path, size_bytes: u64) -> io::Result<PmemBackend> {
         if size_bytes == 0 {
             return Err(io::Error::new(
@@ -80,38 +95,55 @@ impl PmemBackend {
                 format!("{}: persistent memory of 0 bytes", path.display()),
             ));
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|error| {
-                io::Error::new(
-                    error.kind(),
-                    format!("cannot open {}: {error}", path.display()),
-                )
-            })?;
-        if file.metadata()?.len() < size_bytes {
-            file.set_len(size_bytes)?;
+        let opened = crate::secure_file::open_storage(path, Some(size_bytes), 0)?;
+        let file = opened.file;
+        if opened.device {
+            let held = {
+                use std::io::{Seek, SeekFrom};
+                (&file).seek(SeekFrom::End(0))?
+            };
+            if held < size_bytes {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: the device holds {held} bytes, {size_bytes} asked",
+                        path.display()
+                    ),
+                ));
+            }
         }
         let length = usize::try_from(size_bytes)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mapping too large"))?;
-        // SAFETY: the mapping is shared with no other process of ours; a file changed by others
-        // behind our back is the user's doing, as with any storage.
-        let mut map = unsafe { memmap2::MmapOptions::new().len(length).map_mut(&file)? };
+        let (mut map, synchronous) = Mapping::new(&file, length).map_err(|error| {
+            io::Error::new(
+                error.kind(),
+                format!("cannot map {}: {error}", path.display()),
+            )
+        })?;
         let forced = std::env::var("PMEM_IS_PMEM_FORCE").is_ok_and(|value| value == "1");
-        let persistence = if (forced || on_dax(path)) && cfg!(target_arch = "x86_64") {
-            PmemPersistence::Dax
+        let line_flush_works = cfg!(target_arch = "x86_64");
+        let (persistence, reason) = if synchronous && line_flush_works {
+            (PmemPersistence::Dax, "dax: MAP_SYNC, cache-line flush")
+        } else if forced && line_flush_works {
+            (
+                PmemPersistence::Dax,
+                "PMEM_IS_PMEM_FORCE=1: cache-line flush",
+            )
+        } else if on_tmpfs(&file) {
+            (
+                PmemPersistence::Dax,
+                "tmpfs: cache-line flush, no power-cut durability",
+            )
         } else {
-            PmemPersistence::Msync
+            (PmemPersistence::Msync, "msync")
         };
         Ok(PmemBackend {
-            bytes: SharedBytes::of(&mut map),
+            bytes: map.shared_bytes(),
             map,
             _file: file,
             path: path.to_path_buf(),
             persistence,
+            reason,
             line_flush: LineFlush::detect(),
             wide_stores: has_avx(),
             crash: None,
@@ -182,7 +214,7 @@ impl PmemBackend {
         shadow.unpersisted_lines.clear();
         let shadow = &mut *shadow;
         self.bytes.copy_out(0, &mut shadow.persisted)?;
-        self.map.flush()?;
+        self.map.sync(0, self.bytes.len() as usize)?;
         Ok(outcome)
     }
 
@@ -266,34 +298,98 @@ fn crashed() -> io::Error {
     io::Error::other("the persistent memory crashed (injected) and was not restarted")
 }
 
-/// True when `path` lies on a file system mounted with `dax`.
-fn on_dax(path: &Path) -> bool {
-    let Ok(full) = path.canonicalize() else {
-        return false;
-    };
-    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    // mountinfo: id parent major:minor root mount-point options ... - fstype source super-options
-    let mut best: Option<(usize, bool)> = None;
-    for line in mounts.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let (Some(mount_point), Some(dash)) =
-            (fields.get(4), fields.iter().position(|f| *f == "-"))
-        else {
-            continue;
-        };
-        if !full.starts_with(mount_point) {
-            continue;
+/// A shared read-write mapping of a whole file (or its first `len` bytes), unmapped when
+/// dropped.
+struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory, valid until dropped; it hands out no references.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; its only methods are msync and the pointer, which are thread-safe.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `len` bytes of `file` shared: synchronously (`MAP_SYNC`, true in the answer) where
+    /// the kernel can, plainly otherwise.
+    fn new(file: &File, len: usize) -> io::Result<(Mapping, bool)> {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        match Mapping::map(file, len, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC) {
+            Ok(map) => return Ok((map, true)),
+            // Not DAX (EOPNOTSUPP), or a kernel without MAP_SYNC (EINVAL): map plainly.
+            Err(error) if matches!(error.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => {
+            }
+            Err(error) => return Err(error),
         }
-        let dax = fields
-            .get(dash + 3)
-            .is_some_and(|options| options.split(',').any(|o| o == "dax" || o == "dax=always"));
-        if best.is_none_or(|(length, _)| mount_point.len() >= length) {
-            best = Some((mount_point.len(), dax));
-        }
+        Ok((Mapping::map(file, len, libc::MAP_SHARED)?, false))
     }
-    best.is_some_and(|(_, dax)| dax)
+
+    fn map(file: &File, len: usize, flags: libc::c_int) -> io::Result<Mapping> {
+        // SAFETY: a new mapping of an open descriptor, at an address the kernel picks; the file
+        // is this user's own (secure_file), and changed behind the server's back only by it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                std::os::fd::AsRawFd::as_raw_fd(file),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            base: base.cast(),
+            len,
+        })
+    }
+
+    fn shared_bytes(&mut self) -> SharedBytes {
+        SharedBytes::raw(self.base, self.len)
+    }
+
+    /// `msync(MS_SYNC)` of the pages holding `len` bytes at `offset`.
+    fn sync(&self, offset: usize, len: usize) -> io::Result<()> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .ok()
+            .filter(|page| page.is_power_of_two())
+            .unwrap_or(4096);
+        let start = offset / page * page;
+        let end = (offset + len).min(self.len);
+        if end <= start {
+            return Ok(());
+        }
+        // SAFETY: the page-aligned range lies within the mapping.
+        let done = unsafe { libc::msync(self.base.add(start).cast(), end - start, libc::MS_SYNC) };
+        if done != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the whole mapping made in `map`, no longer used (SharedBytes dies with it).
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// True when `file` lies on tmpfs (`/dev/shm`): memory, with nothing to lose at a power cut
+/// that a flush could have saved.
+fn on_tmpfs(file: &File) -> bool {
+    // SAFETY: statfs is plain data, filled by fstatfs on an open descriptor.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let done = unsafe { libc::fstatfs(std::os::fd::AsRawFd::as_raw_fd(file), &mut stat) };
+    // The two are of different integer types on different targets.
+    #[allow(clippy::unnecessary_cast)]
+    let tmpfs = stat.f_type as i64 == libc::TMPFS_MAGIC as i64;
+    done == 0 && tmpfs
 }
 
 /// Flushes the CPU cache lines of `len` bytes from `start` (mapped memory) and fences.
@@ -523,7 +619,7 @@ impl Backend for PmemBackend {
                     len as usize,
                     self.line_flush,
                 ),
-                PmemPersistence::Msync => self.map.flush_range(offset as usize, len as usize)?,
+                PmemPersistence::Msync => self.map.sync(offset as usize, len as usize)?,
                 PmemPersistence::Emulated => {}
             }
             Ok(())
@@ -538,7 +634,7 @@ impl Backend for PmemBackend {
                     self.bytes.len() as usize,
                     self.line_flush,
                 ),
-                PmemPersistence::Msync => self.map.flush()?,
+                PmemPersistence::Msync => self.map.sync(0, self.bytes.len() as usize)?,
                 PmemPersistence::Emulated => {}
             }
             Ok(())
@@ -555,9 +651,8 @@ impl Backend for PmemBackend {
 
     fn describe(&self) -> String {
         let how = match self.persistence {
-            PmemPersistence::Dax => "dax",
-            PmemPersistence::Msync => "msync",
             PmemPersistence::Emulated => "crash injection",
+            _ => self.reason,
         };
         format!("pmem {} ({how})", self.path.display())
     }
@@ -580,6 +675,57 @@ mod tests {
         let mut tail = [0; 3];
         again.read_at((1 << 20) - 3, &mut tail).unwrap();
         assert_eq!(&tail, b"end");
+    }
+
+    /// The persistence a file gets from where it lies: tmpfs flushes lines (nothing to lose at
+    /// a power cut), a file system that refuses MAP_SYNC msyncs, DAX with MAP_SYNC flushes lines.
+    #[test]
+    fn persistence_follows_the_file_system() {
+        if std::env::var_os("PMEM_IS_PMEM_FORCE").is_some() {
+            eprintln!("skipped: PMEM_IS_PMEM_FORCE decides");
+            return;
+        }
+        let shm = Path::new("/dev/shm");
+        let mut places = vec![tempfile::tempdir().unwrap()];
+        if shm.is_dir() {
+            places.push(tempfile::tempdir_in(shm).unwrap());
+        }
+        for dir in &places {
+            let path = dir.path().join("pm");
+            let pmem = PmemBackend::open(&path, 1 << 16).unwrap();
+            let described = pmem.describe();
+            let tmpfs = on_tmpfs(&pmem._file);
+            if tmpfs {
+                assert!(
+                    described.contains("(tmpfs: cache-line flush"),
+                    "{described}"
+                );
+                assert!(pmem.persist_is_cheap());
+            } else if described.contains("MAP_SYNC") {
+                assert!(pmem.persist_is_cheap(), "{described}");
+            } else {
+                assert!(described.ends_with("(msync)"), "{described}");
+                assert!(!pmem.persist_is_cheap());
+            }
+            // Either way a persist works, page-aligned or not.
+            pmem.write_at(5000, b"kept").unwrap();
+            pmem.persist(5000, 4).unwrap();
+            pmem.flush().unwrap();
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn a_planted_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"").unwrap();
+        let link = dir.path().join("pm");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let error = PmemBackend::open(&link, 1 << 16).err().unwrap();
+        assert!(error.to_string().contains("symbolic link"), "{error}");
+        assert_eq!(std::fs::metadata(&target).unwrap().len(), 0);
     }
 
     #[test]
