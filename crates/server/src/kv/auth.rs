@@ -52,6 +52,7 @@ impl AuthFile {
     /// Reads `path`: a `username:password` per line (split at the first colon); empty lines
     /// are skipped. The error names the file and the line.
     pub fn load(path: &Path) -> Result<AuthFile, ConfigError> {
+        heterarchy_device::secure_file::warn_if_exposed(path);
         let bytes = std::fs::read(path).map_err(|error| ConfigError::Read {
             path: path.to_path_buf(),
             error,

@@ -136,6 +136,7 @@ pub fn server_config(dir: &Path, verify_peer: bool) -> Result<Arc<ServerConfig>,
     let cert_path = dir.join(SERVER_CERT_FILE);
     let chain = certificates(&cert_path)?;
     let key_path = dir.join(SERVER_KEY_FILE);
+    heterarchy_device::secure_file::warn_if_exposed(&key_path);
     let key = PrivateKeyDer::from_pem_file(&key_path).map_err(|e| {
         failed(
             key_path.display().to_string(),

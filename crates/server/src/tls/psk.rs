@@ -35,6 +35,7 @@ pub fn read_keys(path: &Path) -> Result<PskKeys, TlsError> {
         subject: path.display().to_string(),
         reason,
     };
+    heterarchy_device::secure_file::warn_if_exposed(path);
     let text = std::fs::read_to_string(path).map_err(|e| failed(format!("cannot read: {e}")))?;
     let mut keys = PskKeys::new();
     for (index, line) in text.lines().enumerate() {
