@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use heterarchy_blockdev::poly::PolyConfig;
 use heterarchy_blockdev::StagedConfig;
 use heterarchy_device::backend::{BackendSpec, Throttles};
+use heterarchy_device::secure_file;
 use heterarchy_engine::nyx::policy::{PolicyParams, TenantTerms};
 use heterarchy_engine::nyx::PolicyName;
 use heterarchy_volume::VolumeConfig;
@@ -474,6 +475,7 @@ impl ServeConfig {
                 ));
             }
         }
+        self.check_isolation()?;
         if let Some(metrics) = &self.server.metrics {
             match metrics.parse::<ListenAddr>() {
                 Ok(ListenAddr::Tcp(_)) => {}
@@ -483,6 +485,91 @@ impl ServeConfig {
                         format!("\"{metrics}\"; expected HOST:PORT (127.0.0.1:9109)"),
                     ))
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ServeConfig {
+    /// Keeps tenants and exports out of each other's files (docs/reliability.md, "Files on
+    /// disk"): a tenant's name, which names its values file, holds no `/`, `..` or control
+    /// character; and no two of the files that exports and tenants keep data in (backing,
+    /// cache, BTT and values files) are one, told by [`secure_file::identity`] (links and `..`
+    /// resolved where the path exists). The error names both.
+    fn check_isolation(&self) -> Result<(), ConfigError> {
+        for (index, tenant) in self.tenant.iter().enumerate() {
+            let name = &tenant.name;
+            if name.is_empty()
+                || name.contains('/')
+                || name.contains("..")
+                || name.contains(char::is_control)
+            {
+                return Err(ConfigError::invalid(
+                    format!("tenant[{index}].name"),
+                    format!(
+                        "{name:?}: a tenant's name names its files; expected one without '/', \
+                         '..' or control characters"
+                    ),
+                ));
+            }
+        }
+        let path_of = |spec: &BackendSpec| match spec {
+            BackendSpec::File { path, .. }
+            | BackendSpec::Pmem { path, .. }
+            | BackendSpec::Btt { path, .. } => Some(path.clone()),
+            BackendSpec::Ram { .. } => None,
+        };
+        let mut named: Vec<(String, PathBuf)> = Vec::new();
+        for (index, export) in self.export.iter().enumerate() {
+            let at = format!("export[{index}] ({})", export.name());
+            let specs: Vec<(String, &BackendSpec)> = match export {
+                ExportConfig::Cached(volume) => {
+                    std::iter::once(("backing".to_string(), &volume.backing))
+                        .chain(
+                            volume
+                                .cache
+                                .iter()
+                                .enumerate()
+                                .map(|(tier, spec)| (format!("cache[{tier}]"), spec)),
+                        )
+                        .collect()
+                }
+                ExportConfig::Staged(staged) => vec![("backing".to_string(), &staged.backing)],
+                ExportConfig::Poly(poly) => vec![
+                    ("backing".to_string(), &poly.backing),
+                    ("cache".to_string(), &poly.cache),
+                ],
+            };
+            for (key, spec) in specs {
+                if let Some(path) = path_of(spec) {
+                    named.push((format!("{at}.{key}"), path));
+                }
+            }
+        }
+        for (index, tenant) in self.tenant.iter().enumerate() {
+            if let Some(path) = path_of(&tenant.value_store(self.pm_of(tenant))?) {
+                named.push((format!("tenant[{index}] ({}).values", tenant.name), path));
+            }
+        }
+        let identities: Vec<PathBuf> = named
+            .iter()
+            .map(|(_, path)| secure_file::identity(path))
+            .collect();
+        for (index, (key, path)) in named.iter().enumerate() {
+            let same = identities[..index]
+                .iter()
+                .position(|seen| *seen == identities[index]);
+            if let Some(earlier) = same {
+                let (other, other_path) = &named[earlier];
+                return Err(ConfigError::invalid(
+                    key.clone(),
+                    format!(
+                        "{} is {other}'s file too ({}); each needs storage of its own",
+                        path.display(),
+                        other_path.display()
+                    ),
+                ));
             }
         }
         Ok(())
@@ -499,6 +586,101 @@ mod tests {
         let path = dir.path().join("volumes.toml");
         std::fs::write(&path, text).unwrap();
         (dir, path)
+    }
+
+    /// A config whose every error is one line; the error, or `None` when it is accepted.
+    fn refusal(text: &str) -> Option<String> {
+        let error = ServeConfig::from_toml(text, "c.toml").err()?.to_string();
+        assert!(!error.contains('\n'), "{error}");
+        Some(error)
+    }
+
+    #[test]
+    fn a_tenant_name_that_would_leave_its_directory_is_refused() {
+        for name in [
+            r#""../x""#,
+            r#""a/b""#,
+            r#"".."""#,
+            r#""x\u0001y""#,
+            r#""""#,
+        ] {
+            let text = format!("[[tenant]]\nname = {name}\nlisten = \"127.0.0.1:11311\"\n");
+            let error = refusal(&text).unwrap_or_else(|| panic!("{name} accepted"));
+            assert!(error.contains("name"), "{error}");
+        }
+        let error = refusal("[[tenant]]\nname = \"a/b\"\nlisten = \"127.0.0.1:11311\"\n").unwrap();
+        assert!(
+            error.starts_with("c.toml: tenant[0].name: \"a/b\""),
+            "{error}"
+        );
+        assert!(
+            refusal("[[tenant]]\nname = \"a.b-c_1\"\nlisten = \"127.0.0.1:11311\"\n").is_none()
+        );
+    }
+
+    #[test]
+    fn two_users_of_one_file_are_refused_naming_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        std::fs::create_dir(dir.path().join("real")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("alias")).unwrap();
+        let tenant = |index: usize, store: &str| {
+            format!(
+                "[[tenant]]\nname = \"t{index}\"\nlisten = \"127.0.0.1:{}\"\n{store}\n",
+                11311 + index
+            )
+        };
+        let cached = |name: &str, cache: &str| {
+            format!("[[export]]\nname = \"{name}\"\nbacking = \"ram:4m\"\ncache = \"{cache}\"\n")
+        };
+        let staged = |name: &str, backing: &str| {
+            format!(
+                "[[export]]\nname = \"{name}\"\nbacking = \"{backing}\"\nstaging = \"pmbd70\"\n\
+                 staging_size = \"1m\"\n"
+            )
+        };
+        // Two tenants' values files.
+        let text = tenant(0, &format!("pmem = \"{d}/real/v:4m\""))
+            + &tenant(1, &format!("pmem = \"{d}/alias/v:4m\""));
+        let error = refusal(&text).unwrap();
+        assert!(
+            error.contains("tenant[1] (t1).values")
+                && error.contains("tenant[0] (t0).values's file too"),
+            "{error}"
+        );
+        // A tenant's values and an export's cache, one through `..`.
+        let text = cached("vol", &format!("pmem:{d}/real/x/../v:4m"))
+            + &tenant(0, &format!("pmem = \"{d}/real/v:4m\""));
+        let error = refusal(&text).unwrap();
+        assert!(
+            error.contains("tenant[0] (t0).values") && error.contains("export[0] (vol).cache[0]"),
+            "{error}"
+        );
+        // A tenant on a [[pm]], whose file is named after it, and another's pmem file.
+        let text = format!(
+            "[[pm]]\nname = \"pm0\"\npath = \"{d}/real\"\nsize = \"8m\"\nthrottle = \"optane-pm\"\n"
+        ) + &tenant(0, "pm = \"pm0\"\npm_size = \"4m\"")
+            + &tenant(1, &format!("pmem = \"{d}/alias/t0.values:4m\""));
+        let error = refusal(&text).unwrap();
+        assert!(
+            error.contains("tenant[1] (t1).values") && error.contains("tenant[0] (t0)"),
+            "{error}"
+        );
+        // Two exports' BTTs, once the file exists (seen through the link).
+        std::fs::write(dir.path().join("real/b"), b"").unwrap();
+        let text = staged("a", &format!("btt:{d}/real/b:8m"))
+            + &staged("b", &format!("btt:{d}/alias/b:8m"));
+        let error = refusal(&text).unwrap();
+        assert!(
+            error.contains("export[1] (b).backing") && error.contains("export[0] (a).backing"),
+            "{error}"
+        );
+        // Files of their own: accepted.
+        let text = staged("a", &format!("btt:{d}/real/b:8m"))
+            + &cached("vol", &format!("pmem:{d}/real/c:4m"))
+            + &tenant(0, &format!("pmem = \"{d}/real/v0:4m\""))
+            + &tenant(1, &format!("pmem = \"{d}/real/v1:4m\""));
+        assert_eq!(refusal(&text), None);
     }
 
     #[test]

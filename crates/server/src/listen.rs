@@ -5,7 +5,7 @@ use std::fmt;
 use std::io;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,42 @@ impl fmt::Display for ListenAddr {
     }
 }
 
+/// Binds a Unix socket at `path` (docs/reliability.md, "Files on disk"). A socket file left by
+/// a server that is gone is replaced; one that a running server holds is not: a connect is
+/// tried first, and only a refused one (ECONNREFUSED: nobody listens) lets the file go. The
+/// socket's mode is the umask's, as nbdkit's and memcached's without `-a`: to let only the
+/// owner connect, put it in a directory only the owner can enter. The error names the path.
+pub fn bind_unix(path: &Path) -> io::Result<UnixListener> {
+    if std::fs::symlink_metadata(path)
+        .is_ok_and(|meta| std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()))
+    {
+        match UnixStream::connect(path) {
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{}: another server is listening there", path.display()),
+                ))
+            }
+            Err(error) if error.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                std::fs::remove_file(path).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("cannot remove the stale socket {}: {e}", path.display()),
+                    )
+                })?;
+            }
+            // Anything else (no permission to connect): the file stays, and the bind says why.
+            Err(_) => {}
+        }
+    }
+    UnixListener::bind(path).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot listen on {}: {e}", path.display()),
+        )
+    })
+}
+
 /// A bound listener of either kind.
 pub enum Listener {
     Tcp(TcpListener),
@@ -71,26 +107,14 @@ pub enum Listener {
 }
 
 impl Listener {
-    /// Binds `addr`; a stale Unix socket file is replaced.
+    /// Binds `addr`; a stale Unix socket file is replaced ([`bind_unix`]).
     pub fn bind(addr: &ListenAddr) -> io::Result<Listener> {
         match addr {
             ListenAddr::Tcp(text) => TcpListener::bind(text)
                 .map(Listener::Tcp)
                 .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {text}: {e}"))),
             ListenAddr::Unix(path) => {
-                if std::fs::symlink_metadata(path)
-                    .is_ok_and(|meta| std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()))
-                {
-                    std::fs::remove_file(path)?;
-                }
-                UnixListener::bind(path)
-                    .map(|listener| Listener::Unix(listener, path.clone()))
-                    .map_err(|e| {
-                        io::Error::new(
-                            e.kind(),
-                            format!("cannot listen on {}: {e}", path.display()),
-                        )
-                    })
+                bind_unix(path).map(|listener| Listener::Unix(listener, path.clone()))
             }
         }
     }
@@ -188,5 +212,27 @@ mod tests {
         for bad in ["10809", "127.0.0.1", "host:port", "unix:", ":80"] {
             assert!(bad.parse::<ListenAddr>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_live_socket_is_kept_and_a_stale_one_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.sock");
+        let live = bind_unix(&path).unwrap();
+        let error = bind_unix(&path).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("{}: another server is listening there", path.display())
+        );
+        assert!(path.exists());
+        // Its server gone, the file is stale: replaced.
+        drop(live);
+        let again = bind_unix(&path).unwrap();
+        drop(again);
+        // Not a socket: never removed.
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"data").unwrap();
+        assert!(bind_unix(&plain).is_err());
+        assert_eq!(std::fs::read(&plain).unwrap(), b"data");
     }
 }

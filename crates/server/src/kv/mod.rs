@@ -14,7 +14,6 @@ pub mod tenant;
 mod worker;
 
 use std::net::TcpListener;
-use std::os::unix::net::UnixListener;
 use std::sync::Arc;
 
 pub use config::{PmConfig, TenantConfig};
@@ -44,19 +43,8 @@ pub fn start(tenants: &[Arc<Tenant>], threads: usize) -> Result<(), RunError> {
             .map_or_else(|_| address.clone(), |addr| addr.to_string());
         listeners.push((TenantListener::Tcp(tcp), Arc::clone(tenant), shown));
         if let Some(path) = &tenant.config.unix {
-            if std::fs::symlink_metadata(path)
-                .is_ok_and(|meta| std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()))
-            {
-                let _ = std::fs::remove_file(path);
-            }
-            let unix = UnixListener::bind(path).map_err(|e| {
-                let what = format!(
-                    "tenant {}: cannot listen on {}",
-                    tenant.name(),
-                    path.display()
-                );
-                RunError::failed(what, e)
-            })?;
+            let unix = crate::listen::bind_unix(path)
+                .map_err(|e| RunError::failed(format!("tenant {}", tenant.name()), e))?;
             let shown = format!("unix:{}", path.display());
             listeners.push((TenantListener::Unix(unix), Arc::clone(tenant), shown));
         }
