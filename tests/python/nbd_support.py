@@ -75,8 +75,11 @@ class Server(LoggedProcess):
             return f"nbd+unix:///{EXPORT}?socket={self.nbd}"
         return f"nbd://127.0.0.1:{self.nbd}/{EXPORT}"
 
-    def http(self, path, method="GET") -> str:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.metrics}{path}", method=method)
+    def http(self, path, method="GET", token: str | None = None) -> str:
+        """The body of `method path` on the metrics port; with `token` as the admin token a POST
+        needs (docs/block-volumes.md, "The admin endpoint")."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        request = urllib.request.Request(f"http://127.0.0.1:{self.metrics}{path}", method=method, headers=headers)
         with urllib.request.urlopen(request, timeout=IO_SECONDS) as response:
             return response.read().decode()
 

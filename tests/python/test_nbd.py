@@ -175,8 +175,10 @@ def test_write_back_data_reaches_the_backing_file_at_sigterm(volume, image, tmp_
     assert hashlib.sha256(backing.read_bytes()[:IMAGE_BYTES]).digest() == hashlib.sha256(data).digest()
 
 
-def test_metrics_stats_and_flush(volume, heterarchy):
-    server = volume("wb", metrics=True)
+def test_metrics_stats_and_flush(volume, heterarchy, tmp_path):
+    token = tmp_path / "admin.token"
+    token.write_text("flush-token\n")
+    server = volume("wb", "--admin-token-file", token, metrics=True)
     address = f"127.0.0.1:{server.metrics}"
     with connect(server) as client:
         blocks = [random.Random(7).randbytes(BLOCK) for _ in range(16)]
@@ -197,12 +199,12 @@ def test_metrics_stats_and_flush(volume, heterarchy):
         assert stats["hits"] + stats["misses"] > 0
         assert stats["dirty_lines"] > 0
 
-        run(heterarchy, "volume", "flush", "--server", address, "--export", EXPORT)
+        run(heterarchy, "volume", "flush", "--server", address, "--export", EXPORT, "--token-file", token)
         assert volume_stats(server)["dirty_lines"] == 0
 
         client.write(0, bytes(BLOCK))
         assert volume_stats(server)["dirty_lines"] > 0
-        server.http(f"/flush?export={EXPORT}", method="POST")
+        server.http(f"/flush?export={EXPORT}", method="POST", token="flush-token")
         assert volume_stats(server)["dirty_lines"] == 0
 
 

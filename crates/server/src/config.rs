@@ -4,6 +4,8 @@
 //! [server]
 //! listen = "127.0.0.1:10809"   # or "unix:/run/heterarchy.sock"
 //! metrics = "127.0.0.1:9109"   # HTTP: /metrics, /stats, POST /flush?export=NAME (optional)
+//! admin_token_file = "/etc/heterarchy/admin.token"  # POST needs it as a Bearer token
+//! admin_allowed_hosts = ["metrics.example"]  # Host names answered besides IPs and localhost
 //! max_connections = 4096       # NBD clients at once; more are closed when accepted
 //! tls = "require"              # NBD over TLS: off (default), on or require, as nbdkit's --tls
 //! tls_certificates = "/etc/pki/heterarchy"  # ca-cert.pem, server-cert.pem, server-key.pem
@@ -59,6 +61,14 @@ pub struct ServerSection {
     pub listen: ListenAddr,
     /// Where the HTTP admin and metrics endpoint listens, if anywhere.
     pub metrics: Option<String>,
+    /// A file holding the token that a POST to the admin endpoint must send as
+    /// `Authorization: Bearer TOKEN` (docs/block-volumes.md, "The admin endpoint"); without
+    /// one, every POST is refused.
+    pub admin_token_file: Option<PathBuf>,
+    /// Host names the admin endpoint answers for besides IP literals and `localhost`: its
+    /// Host header is checked so that a web page cannot reach it by rebinding a name of its
+    /// own to the server's address.
+    pub admin_allowed_hosts: Vec<String>,
     /// Event loops serving the key-value tenants (memcached's `-t`), and the NBD clients.
     pub threads: usize,
     /// Threads carrying out the NBD requests that wait for a device, so that the loops never
@@ -107,6 +117,8 @@ impl Default for ServerSection {
         ServerSection {
             listen: ListenAddr::Tcp("127.0.0.1:10809".to_string()),
             metrics: None,
+            admin_token_file: None,
+            admin_allowed_hosts: Vec::new(),
             threads: std::thread::available_parallelism().map_or(4, |n| n.get()),
             io_workers: DEFAULT_IO_WORKERS,
             policy: PolicyName::None.name().to_string(),
@@ -487,6 +499,18 @@ impl ServeConfig {
                 }
             }
         }
+        for host in &self.server.admin_allowed_hosts {
+            let name_ok = !host.is_empty()
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".-_".contains(&b));
+            if !name_ok {
+                return Err(ConfigError::invalid(
+                    "server.admin_allowed_hosts",
+                    format!("\"{host}\"; expected a host name without a port (metrics.example)"),
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -792,6 +816,32 @@ mod tests {
             let (_dir, path) = write(&format!("[server]\n{server}{export}"));
             let error = ServeConfig::from_file(&path).unwrap_err().to_string();
             assert!(error.contains(key), "{server}: {error}");
+        }
+    }
+
+    #[test]
+    fn admin_token_file_and_allowed_hosts_are_read_and_a_bad_host_refused_by_key() {
+        let export = "[[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\n";
+        let (_dir, path) = write(&format!(
+            "[server]\nmetrics = \"127.0.0.1:0\"\nadmin_token_file = \"/etc/h/admin.token\"\n\
+             admin_allowed_hosts = [\"metrics.example\"]\n{export}"
+        ));
+        let config = ServeConfig::from_file(&path).unwrap();
+        assert_eq!(
+            config.server.admin_token_file.as_deref(),
+            Some(Path::new("/etc/h/admin.token"))
+        );
+        assert_eq!(config.server.admin_allowed_hosts, ["metrics.example"]);
+        assert_eq!(ServerSection::default().admin_token_file, None);
+        for host in ["", "metrics.example:9109", "a b", "http://x"] {
+            let (_dir, path) = write(&format!(
+                "[server]\nadmin_allowed_hosts = [\"{host}\"]\n{export}"
+            ));
+            let error = ServeConfig::from_file(&path).unwrap_err().to_string();
+            assert!(
+                error.contains("server.admin_allowed_hosts:"),
+                "{host}: {error}"
+            );
         }
     }
 

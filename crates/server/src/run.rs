@@ -114,21 +114,35 @@ pub fn run(config: &ServeConfig) -> Result<(), RunError> {
         kv::start(&tenants, config.server.threads)?;
     }
     if let Some(address) = &config.server.metrics {
-        let server = tiny_http::Server::http(address.as_str()).map_err(|e| {
-            RunError::failed(format!("server.metrics: cannot listen on {address}"), e)
-        })?;
-        let shown = server
-            .server_addr()
-            .to_ip()
-            .map_or_else(|| address.clone(), |addr| addr.to_string());
-        eprintln!(
-            "heterarchy: metrics listening on http://{shown}/metrics, dashboard on http://{shown}/"
-        );
+        let token = config
+            .server
+            .admin_token_file
+            .as_deref()
+            .map(crate::admin::read_token)
+            .transpose()
+            .map_err(|e| ConfigError::invalid("server.admin_token_file", e))?;
+        let access =
+            crate::admin::Access::new(token.as_deref(), &config.server.admin_allowed_hosts);
         let served = Served {
             volumes: volumes.clone(),
             tenants: tenants.clone(),
         };
-        spawn("admin", move || crate::admin::serve(server, served))?;
+        let server = crate::admin::bind(address, served, access).map_err(|e| {
+            RunError::failed(format!("server.metrics: cannot listen on {address}"), e)
+        })?;
+        let shown = server
+            .local_addr()
+            .map_or_else(|_| address.clone(), |addr| addr.to_string());
+        eprintln!(
+            "heterarchy: metrics listening on http://{shown}/metrics, dashboard on http://{shown}/ \
+             (POST {})",
+            if token.is_some() {
+                "with the token of server.admin_token_file"
+            } else {
+                "refused: no server.admin_token_file"
+            }
+        );
+        spawn("admin", move || server.run())?;
     }
     let signal = wait_for(&signals);
     eprintln!("heterarchy: signal {signal}: writing dirty lines back, shutting stores down");

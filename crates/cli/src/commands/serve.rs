@@ -43,13 +43,14 @@ pub struct ServeArgs {
     pub kind: Option<ServeKind>,
 }
 
-/// What to serve without a config file.
+/// What to serve without a config file (boxed: a command line's flags are large beside the
+/// other commands').
 #[derive(Subcommand, Debug)]
 pub enum ServeKind {
     /// One cached block volume over NBD.
-    Nbd(NbdArgs),
+    Nbd(Box<NbdArgs>),
     /// One key-value cache over the memcached text and meta protocols.
-    Kv(KvArgs),
+    Kv(Box<KvArgs>),
 }
 
 /// One key-value tenant from the command line, as memcached starts.
@@ -83,6 +84,14 @@ pub struct KvArgs {
     /// HOST:PORT for HTTP metrics and stats.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// A file holding the token a POST to the --metrics port must send as `Authorization:
+    /// Bearer TOKEN` (`heterarchy volume flush --token-file`); without it every POST is refused.
+    #[arg(long, requires = "metrics")]
+    pub admin_token_file: Option<PathBuf>,
+    /// A host name the --metrics port answers for besides IP literals and localhost (its Host
+    /// header is checked against DNS rebinding); once per name.
+    #[arg(long = "admin-allowed-host", requires = "metrics")]
+    pub admin_allowed_hosts: Vec<String>,
     /// Inject faults into the value store, as nbdkit's error filter does (e.g.
     /// `write-error=1%,file=/run/inject`). For testing what survives a failing device.
     #[arg(long, value_parser = fault_spec)]
@@ -159,6 +168,8 @@ impl KvArgs {
         let config = ServeConfig {
             server: ServerSection {
                 metrics: self.metrics.clone(),
+                admin_token_file: self.admin_token_file.clone(),
+                admin_allowed_hosts: self.admin_allowed_hosts.clone(),
                 threads: self.threads,
                 policy: policy.to_string(),
                 ..ServerSection::default()
@@ -269,6 +280,14 @@ pub struct NbdArgs {
     /// HOST:PORT for HTTP metrics, stats and flush.
     #[arg(long)]
     pub metrics: Option<String>,
+    /// A file holding the token a POST to the --metrics port must send as `Authorization:
+    /// Bearer TOKEN` (`heterarchy volume flush --token-file`); without it every POST is refused.
+    #[arg(long, requires = "metrics")]
+    pub admin_token_file: Option<PathBuf>,
+    /// A host name the --metrics port answers for besides IP literals and localhost (its Host
+    /// header is checked against DNS rebinding); once per name.
+    #[arg(long = "admin-allowed-host", requires = "metrics")]
+    pub admin_allowed_hosts: Vec<String>,
     /// Clients served at once; one more is closed as soon as it is accepted.
     #[arg(long, default_value_t = heterarchy_server::nbd::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
@@ -338,6 +357,8 @@ impl NbdArgs {
             server: ServerSection {
                 listen: self.listen.clone(),
                 metrics: self.metrics.clone(),
+                admin_token_file: self.admin_token_file.clone(),
+                admin_allowed_hosts: self.admin_allowed_hosts.clone(),
                 threads: self.threads.unwrap_or(defaults.threads),
                 io_workers: self.io_workers,
                 max_connections: self.max_connections,

@@ -92,6 +92,10 @@ pub struct FlushArgs {
     /// The export to flush on the server.
     #[arg(long)]
     pub export: Option<String>,
+    /// A file holding the server's admin token (its `admin_token_file`), sent as
+    /// `Authorization: Bearer TOKEN`: a server POSTs to need one.
+    #[arg(long, requires = "server")]
+    pub token_file: Option<PathBuf>,
     /// The capacity device (without --server).
     #[arg(long, required_unless_present = "server")]
     pub backing: Option<String>,
@@ -122,7 +126,7 @@ pub fn run(command: &VolumeCommand, sink: &mut Sink) -> Result<()> {
             Ok(())
         }
         VolumeCommand::Stats(args) => {
-            let body = http(&args.server, "GET", "/stats")?;
+            let body = http(&args.server, "GET", "/stats", None)?;
             /// The part of the server's /stats about volumes.
             #[derive(serde::Deserialize)]
             struct Served {
@@ -145,7 +149,20 @@ pub fn run(command: &VolumeCommand, sink: &mut Sink) -> Result<()> {
         VolumeCommand::Flush(args) => {
             let lines = match (&args.server, &args.export) {
                 (Some(server), Some(export)) => {
-                    let body = http(server, "POST", &format!("/flush?export={export}"))?;
+                    let token = args
+                        .token_file
+                        .as_deref()
+                        .map(heterarchy_server::admin::read_token)
+                        .transpose()
+                        .map_err(|e| anyhow!("--token-file: {e}"))?;
+                    let path = format!("/flush?export={export}");
+                    let body = http(server, "POST", &path, token.as_deref()).map_err(|e| {
+                        if token.is_some() {
+                            e
+                        } else {
+                            anyhow!("{e} (--token-file FILE gives the server's admin token)")
+                        }
+                    })?;
                     let reply: serde_json::Value = serde_json::from_str(&body)?;
                     reply["lines_written_back"]
                         .as_u64()
@@ -326,14 +343,18 @@ fn stats_report(server: &str, stats: &[VolumeStats]) -> Report {
     report
 }
 
-/// One HTTP/1.0 request to a server's admin endpoint; the body of a 2xx answer.
-fn http(server: &str, method: &str, path: &str) -> Result<String> {
+/// One HTTP/1.0 request to a server's admin endpoint, with its token when given; the body of
+/// a 2xx answer.
+fn http(server: &str, method: &str, path: &str, token: Option<&str>) -> Result<String> {
     let mut stream =
         TcpStream::connect(server).with_context(|| format!("cannot reach {server}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let authorization = token.map_or_else(String::new, |token| {
+        format!("Authorization: Bearer {token}\r\n")
+    });
     write!(
         stream,
-        "{method} {path} HTTP/1.0\r\nHost: {server}\r\nContent-Length: 0\r\n\r\n"
+        "{method} {path} HTTP/1.0\r\nHost: {server}\r\n{authorization}Content-Length: 0\r\n\r\n"
     )?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;

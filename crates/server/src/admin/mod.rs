@@ -4,8 +4,21 @@
 //! (`heterarchy volume flush`), and `GET /` (or `/index.html`): a live dashboard, one
 //! self-contained page (`assets/dashboard.html`: inline CSS and JavaScript, no outside asset, so
 //! it works with no network) that reads `/stats` every second and charts the last five minutes.
+//!
+//! Served by a bounded HTTP/1.1 server of its own ([`http`], [`server`]; docs/reliability.md,
+//! "The admin port"), with [`Access`] in front of the routes: a request's Host must be an IP
+//! literal, `localhost` or a name of `admin_allowed_hosts` (a web page that rebinds its own
+//! name to the server's address cannot read it), and every method but GET needs the token of
+//! `admin_token_file` as `Authorization: Bearer TOKEN` (docs/block-volumes.md, "The admin
+//! endpoint").
+
+pub mod http;
+pub mod server;
 
 use std::fmt::Write as _;
+use std::io::Read as _;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::Path;
 use std::sync::Arc;
 
 use heterarchy_volume::{DeviceStats, TierStats, Volume, VolumeStats};
@@ -14,45 +27,174 @@ use crate::kv::counters::MetricKind;
 use crate::kv::tenant::NyxStats;
 use crate::kv::{Tenant, TenantStats};
 
+pub use http::{Limits, Request, Response, DEFAULT_LIMITS};
+pub use server::Server;
+
 /// What a server serves: its volumes and its key-value tenants.
 pub struct Served {
     pub volumes: Vec<Arc<Volume>>,
     pub tenants: Vec<Arc<Tenant>>,
 }
 
-/// Serves admin requests on `server` for ever.
-pub fn serve(server: tiny_http::Server, served: Served) {
-    for request in server.incoming_requests() {
-        let (status, content_type, body) = respond(request.method(), request.url(), &served);
-        let header = tiny_http::Header::from_bytes("Content-Type", content_type)
-            .expect("static header is valid");
-        let response = tiny_http::Response::from_string(body)
-            .with_status_code(status)
-            .with_header(header);
-        let _ = request.respond(response);
+/// Who may ask what: the token that every method but GET needs, and the host names answered
+/// besides IP literals and `localhost`.
+#[derive(Clone, Debug, Default)]
+pub struct Access {
+    /// SHA-256 of the token, so that comparing takes the same time whatever its length.
+    token: Option<[u8; 32]>,
+    allowed_hosts: Vec<String>,
+}
+
+impl Access {
+    pub fn new(token: Option<&str>, allowed_hosts: &[String]) -> Access {
+        Access {
+            token: token.map(|token| openssl::sha::sha256(token.as_bytes())),
+            allowed_hosts: allowed_hosts
+                .iter()
+                .map(|host| host.trim_end_matches('.').to_ascii_lowercase())
+                .collect(),
+        }
+    }
+
+    /// Whether `host`, a Host header's value, names this server as one that may be asked:
+    /// an IP literal or `localhost` with any port, or an allowed name.
+    pub fn host_allowed(&self, host: &str) -> bool {
+        let Some(name) = host_name(host) else {
+            return false;
+        };
+        if name.starts_with('[') || name.parse::<Ipv4Addr>().is_ok() {
+            return true;
+        }
+        let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+        name == "localhost" || self.allowed_hosts.contains(&name)
+    }
+
+    /// Whether `authorization`, an Authorization header's value, carries the token.
+    fn authorized(&self, authorization: Option<&str>) -> bool {
+        let Some(expected) = &self.token else {
+            return false;
+        };
+        let Some((scheme, token)) = authorization.and_then(|value| value.split_once(' ')) else {
+            return false;
+        };
+        let given = openssl::sha::sha256(token.trim_start_matches(' ').as_bytes());
+        // Both sides are 32 bytes: the comparison's time tells nothing of the token.
+        scheme.eq_ignore_ascii_case("bearer") && openssl::memcmp::eq(&given, expected)
     }
 }
 
+/// The host part of a Host header's value (RFC 9110 §7.2: `uri-host [ ":" port ]`), an IPv6
+/// literal in its brackets, checked; None when it is not one.
+fn host_name(host: &str) -> Option<&str> {
+    let port_ok = |port: &str| port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit());
+    if host.starts_with('[') {
+        let close = host.find(']')?;
+        host[1..close].parse::<Ipv6Addr>().ok()?;
+        let rest = &host[close + 1..];
+        if !rest.is_empty() && !rest.strip_prefix(':').is_some_and(port_ok) {
+            return None;
+        }
+        return Some(&host[..=close]);
+    }
+    let (name, port) = host.rsplit_once(':').unwrap_or((host, ""));
+    let name_ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_');
+    (name_ok && port_ok(port)).then_some(name)
+}
+
+/// Reads a token file: its text without the white space around it; at most 4 KiB, and
+/// something.
+pub fn read_token(path: &Path) -> Result<String, String> {
+    const MAX_TOKEN_BYTES: u64 = 4096;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_TOKEN_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let token = text.trim();
+    if text.len() as u64 > MAX_TOKEN_BYTES {
+        return Err(format!(
+            "{}: a token is at most {MAX_TOKEN_BYTES} bytes",
+            path.display()
+        ));
+    }
+    if token.is_empty() || token.contains(char::is_whitespace) {
+        return Err(format!(
+            "{}: expected a token, one word (e.g. from `openssl rand -hex 32`)",
+            path.display()
+        ));
+    }
+    Ok(token.to_string())
+}
+
+/// Binds the admin port on `address` (HOST:PORT) with the default limits and starts its
+/// handler threads; [`Server::run`] then serves it.
+pub fn bind(address: &str, served: Served, access: Access) -> std::io::Result<Server> {
+    let listener = std::net::TcpListener::bind(address)?;
+    let handler = move |request: &Request| handle(request, &served, &access);
+    Server::new(listener, DEFAULT_LIMITS, Arc::new(handler))
+}
+
+/// The answer to `request`: the Host and token checked, then the routes.
+pub fn handle(request: &Request, served: &Served, access: &Access) -> Response {
+    let host = request.header("host").unwrap_or("");
+    if !access.host_allowed(host) {
+        return Response::error(
+            421,
+            &format!(
+                "this server does not answer for the host \"{host}\": ask it by IP address or \
+                 localhost, or name the host in admin_allowed_hosts under [server]"
+            ),
+        );
+    }
+    if request.method != "GET" {
+        if access.token.is_none() {
+            return Response::error(
+                403,
+                &format!(
+                    "{} needs a token and none is configured: set admin_token_file under \
+                     [server] (serve nbd and serve kv: --admin-token-file FILE)",
+                    request.method
+                ),
+            );
+        }
+        if !access.authorized(request.header("authorization")) {
+            return Response::error(
+                401,
+                &format!(
+                    "{} needs Authorization: Bearer TOKEN, the token in the server's \
+                     admin_token_file",
+                    request.method
+                ),
+            )
+            .with_header("WWW-Authenticate", "Bearer realm=\"heterarchy admin\"");
+        }
+    }
+    let (status, content_type, body) = respond(&request.method, &request.target, served);
+    Response::new(status, content_type, body)
+}
+
 const TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
-const JSON: &str = "application/json";
+const JSON: &str = http::JSON;
 const HTML: &str = "text/html; charset=utf-8";
 
 /// The dashboard page, built into the binary so that the server needs no files beside it.
-const DASHBOARD: &str = include_str!("../assets/dashboard.html");
+const DASHBOARD: &str = include_str!("../../assets/dashboard.html");
 
-fn respond(method: &tiny_http::Method, url: &str, served: &Served) -> (u16, &'static str, String) {
+fn respond(method: &str, url: &str, served: &Served) -> (u16, &'static str, String) {
     let volumes = &served.volumes;
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
     match (method, path) {
-        (tiny_http::Method::Get, "/" | "/index.html") => (200, HTML, DASHBOARD.to_string()),
-        (tiny_http::Method::Get, "/metrics") => {
+        ("GET", "/" | "/index.html") => (200, HTML, DASHBOARD.to_string()),
+        ("GET", "/metrics") => {
             let stats: Vec<VolumeStats> = volumes.iter().map(|v| v.stats()).collect();
             let tenants: Vec<TenantStats> = served.tenants.iter().map(|t| t.stats()).collect();
             let mut text = prometheus_text(&stats);
             text.push_str(&tenant_metrics(&tenants));
             (200, TEXT, text)
         }
-        (tiny_http::Method::Get, "/stats") => {
+        ("GET", "/stats") => {
             let exports: Vec<VolumeStats> = volumes.iter().map(|v| v.stats()).collect();
             let tenants: Vec<TenantStats> = served.tenants.iter().map(|t| t.stats()).collect();
             let body = serde_json::json!({"exports": exports, "tenants": tenants});
@@ -62,7 +204,7 @@ fn respond(method: &tiny_http::Method, url: &str, served: &Served) -> (u16, &'st
                 serde_json::to_string_pretty(&body).unwrap_or_default(),
             )
         }
-        (tiny_http::Method::Post, "/flush") => {
+        ("POST", "/flush") => {
             let wanted = query
                 .split('&')
                 .find_map(|pair| pair.strip_prefix("export="))
@@ -449,11 +591,145 @@ mod tests {
             volumes: vec![Arc::new(volume)],
             tenants: Vec::new(),
         };
-        let (status, _, body) = respond(&tiny_http::Method::Post, "/flush?export=nope", &served);
+        let (status, _, body) = respond("POST", "/flush?export=nope", &served);
         assert_eq!(status, 404, "{body}");
-        let (status, _, body) = respond(&tiny_http::Method::Get, "/stats", &served);
+        let (status, _, body) = respond("GET", "/stats", &served);
         assert_eq!(status, 200);
         assert!(body.contains("\"hits\": 1"), "{body}");
+    }
+
+    fn request(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
+        Request {
+            method: method.to_string(),
+            target: target.to_string(),
+            minor: 1,
+            headers: headers
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .collect(),
+            body: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn hosts_are_ip_literals_localhost_or_allowed_names() {
+        let access = Access::new(None, &["Metrics.Internal.".to_string()]);
+        for host in [
+            "127.0.0.1",
+            "127.0.0.1:9109",
+            "10.1.2.3:80",
+            "[::1]",
+            "[::1]:9109",
+            "[::1]:",
+            "[2001:db8::1]",
+            "localhost",
+            "LocalHost:9109",
+            "localhost.",
+            "metrics.internal",
+            "metrics.internal:9109",
+            "METRICS.INTERNAL.",
+        ] {
+            assert!(access.host_allowed(host), "{host}");
+        }
+        for host in [
+            "",
+            ":9109",
+            "evil.example",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io",
+            "127.1",
+            "::1",
+            "[::1",
+            "[::1]x",
+            "[evil.example]",
+            "127.0.0.1:port",
+            "127.0.0.1:123456",
+            "local host",
+            "localhost:9109:1",
+            "metrics.internal.evil",
+        ] {
+            assert!(!access.host_allowed(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn every_method_but_get_needs_the_token_and_a_bad_host_is_refused_first() {
+        let served = Served {
+            volumes: Vec::new(),
+            tenants: Vec::new(),
+        };
+        let open = Access::new(None, &[]);
+        let host = ("Host", "127.0.0.1:9109");
+        let get = handle(&request("GET", "/stats", &[host]), &served, &open);
+        assert_eq!(get.status, 200);
+        let post = request(
+            "POST",
+            "/flush?export=v",
+            &[host, ("Authorization", "Bearer t")],
+        );
+        let refused = handle(&post, &served, &open);
+        assert_eq!(refused.status, 403);
+        assert!(String::from_utf8_lossy(&refused.body).contains("admin_token_file"));
+        let access = Access::new(Some("right-token"), &[]);
+        for authorization in [
+            None,
+            Some(""),
+            Some("Bearer"),
+            Some("Bearer "),
+            Some("Bearer wrong"),
+            Some("Bearer right-toke"),
+            Some("Bearer right-token2"),
+            Some("Basic right-token"),
+            Some("right-token"),
+        ] {
+            let mut headers = vec![host];
+            headers.extend(authorization.map(|value| ("Authorization", value)));
+            let answer = handle(
+                &request("POST", "/flush?export=v", &headers),
+                &served,
+                &access,
+            );
+            assert_eq!(answer.status, 401, "{authorization:?}");
+            assert!(answer
+                .headers
+                .iter()
+                .any(|(name, _)| *name == "WWW-Authenticate"));
+        }
+        for authorization in ["Bearer right-token", "bearer  right-token"] {
+            let headers = [host, ("Authorization", authorization)];
+            let answer = handle(
+                &request("POST", "/flush?export=v", &headers),
+                &served,
+                &access,
+            );
+            // Past the token: the route's own answer, no such export.
+            assert_eq!(answer.status, 404, "{authorization}");
+        }
+        let rebound = [
+            ("Host", "rebound.example"),
+            ("Authorization", "Bearer right-token"),
+        ];
+        for method in ["GET", "POST"] {
+            let answer = handle(&request(method, "/stats", &rebound), &served, &access);
+            assert_eq!(answer.status, 421);
+            assert!(String::from_utf8_lossy(&answer.body).contains("admin_allowed_hosts"));
+        }
+    }
+
+    #[test]
+    fn a_token_file_holds_one_word() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "  abc123\n").unwrap();
+        assert_eq!(read_token(&path).unwrap(), "abc123");
+        for bad in ["", "\n", "two words", &"x".repeat(5000)] {
+            std::fs::write(&path, bad).unwrap();
+            let error = read_token(&path).unwrap_err();
+            assert!(error.starts_with(&path.display().to_string()), "{error}");
+        }
+        assert!(read_token(&dir.path().join("missing"))
+            .unwrap_err()
+            .contains("cannot read"));
     }
 
     #[test]
@@ -463,7 +739,7 @@ mod tests {
             tenants: Vec::new(),
         };
         for path in ["/", "/index.html", "/?refresh=1"] {
-            let (status, content_type, body) = respond(&tiny_http::Method::Get, path, &served);
+            let (status, content_type, body) = respond("GET", path, &served);
             assert_eq!(
                 (status, content_type),
                 (200, "text/html; charset=utf-8"),
@@ -477,7 +753,7 @@ mod tests {
                 assert!(!rest.contains(outside), "the page names {outside}");
             }
         }
-        let (status, _, body) = respond(&tiny_http::Method::Post, "/", &served);
+        let (status, _, body) = respond("POST", "/", &served);
         assert_eq!(status, 404);
         assert!(body.contains("GET / (the dashboard)"), "{body}");
     }
