@@ -7,6 +7,11 @@
 //! admin_token_file = "/etc/heterarchy/admin.token"  # POST needs it as a Bearer token
 //! admin_allowed_hosts = ["metrics.example"]  # Host names answered besides IPs and localhost
 //! max_connections = 4096       # NBD clients at once; more are closed when accepted
+//! max_connections_per_peer = 1024  # of those, from one client address
+//! connection_buffer = "64m"    # bytes of READs, WRITEs and answers one NBD client holds
+//! server_buffer = "1g"         # the same for all NBD clients together
+//! handshake_timeout_s = 10     # an NBD client that has not chosen an export is closed
+//! idle_timeout_s = 0           # an NBD client quiet this long is closed (0: never)
 //! tls = "require"              # NBD over TLS: off (default), on or require, as nbdkit's --tls
 //! tls_certificates = "/etc/pki/heterarchy"  # ca-cert.pem, server-cert.pem, server-key.pem
 //! tls_verify_peer = false      # true: clients need a certificate ca-cert.pem signed
@@ -107,6 +112,17 @@ pub struct ServerSection {
     /// Clients must present a certificate signed by `ca-cert.pem` (nbdkit's
     /// `--tls-verify-peer`).
     pub tls_verify_peer: bool,
+    /// NBD connections one client address holds at once, at most.
+    pub max_connections_per_peer: usize,
+    /// Bytes of READ lengths, WRITE payloads and unsent answers one NBD connection holds
+    /// ("64m"); one request of any size goes ahead on a connection that holds nothing.
+    pub connection_buffer: String,
+    /// The same for every NBD connection together ("1g").
+    pub server_buffer: String,
+    /// Seconds an NBD client has to finish its handshake (TLS included), at least 1.
+    pub handshake_timeout_s: u64,
+    /// Seconds an NBD client past its handshake may stay quiet before it is closed; 0: never.
+    pub idle_timeout_s: u64,
 }
 
 /// I/O workers when neither the file nor the command line says.
@@ -133,11 +149,53 @@ impl Default for ServerSection {
             tls_certificates: None,
             tls_psk: None,
             tls_verify_peer: false,
+            max_connections_per_peer: crate::nbd::ClientLimits::default().max_connections_per_peer,
+            connection_buffer: "64m".to_string(),
+            server_buffer: "1g".to_string(),
+            handshake_timeout_s: crate::nbd::ClientLimits::default()
+                .handshake_timeout
+                .as_secs(),
+            idle_timeout_s: 0,
         }
     }
 }
 
 impl ServerSection {
+    /// The NBD clients' limits; the error starts with `server.` and the key.
+    pub fn client_limits(&self) -> Result<crate::nbd::ClientLimits, ConfigError> {
+        let bytes = |key: &str, text: &str| -> Result<usize, ConfigError> {
+            let value = heterarchy_trace::units::parse_bytes(text)
+                .map_err(|e| ConfigError::invalid(format!("server.{key}"), e))?;
+            if value < 1 << 20 {
+                return Err(ConfigError::invalid(
+                    format!("server.{key}"),
+                    format!("\"{text}\" is below the least, 1m"),
+                ));
+            }
+            usize::try_from(value).map_err(|e| ConfigError::invalid(format!("server.{key}"), e))
+        };
+        if self.max_connections_per_peer == 0 {
+            return Err(ConfigError::invalid(
+                "server.max_connections_per_peer",
+                "expected at least 1",
+            ));
+        }
+        if self.handshake_timeout_s == 0 {
+            return Err(ConfigError::invalid(
+                "server.handshake_timeout_s",
+                "expected at least 1",
+            ));
+        }
+        Ok(crate::nbd::ClientLimits {
+            connection_buffer_bytes: bytes("connection_buffer", &self.connection_buffer)?,
+            server_buffer_bytes: bytes("server_buffer", &self.server_buffer)?,
+            handshake_timeout: std::time::Duration::from_secs(self.handshake_timeout_s),
+            idle_timeout: (self.idle_timeout_s > 0)
+                .then(|| std::time::Duration::from_secs(self.idle_timeout_s)),
+            max_connections_per_peer: self.max_connections_per_peer,
+        })
+    }
+
     /// The TLS keys read together; the error starts with `server.` and the key.
     pub fn tls_settings(&self) -> Result<TlsSettings<'_>, ConfigError> {
         let settings = TlsSettings {
@@ -411,6 +469,7 @@ impl ServeConfig {
             ));
         }
         self.server.tls_settings()?;
+        self.server.client_limits()?;
         let policy = self.policy()?;
         self.policy_params()?;
         for (index, tenant) in self.tenant.iter().enumerate() {

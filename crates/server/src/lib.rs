@@ -10,6 +10,7 @@ mod error;
 pub mod kv;
 pub mod listen;
 pub mod nbd;
+pub mod peers;
 pub mod run;
 pub mod socket;
 pub mod tls;

@@ -186,6 +186,14 @@ impl Stream {
         }
     }
 
+    /// The peer's address on TCP, to count its connections by; none on a Unix socket.
+    pub fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        match self {
+            Stream::Tcp(stream) => stream.peer_addr().ok().map(|addr| addr.ip()),
+            Stream::Unix(_) => None,
+        }
+    }
+
     /// Closes both directions: how a connection over the limit is refused.
     pub fn shutdown(&self) {
         let _ = match self {

@@ -101,6 +101,7 @@ pub fn run(config: &ServeConfig) -> Result<(), RunError> {
             max_connections: config.server.max_connections,
             tls: tls.mode,
             tls_server,
+            limits: config.server.client_limits()?,
         };
         spawn("nbd-accept", move || {
             if let Err(error) = nbd::serve(listener, exports, settings) {

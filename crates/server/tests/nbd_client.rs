@@ -1,6 +1,8 @@
 //! The NBD server over TCP, driven by `heterarchy-nbd`'s client (proto.md "Transmission"):
 //! structured replies negotiated and read through, errors as error chunks with a reason, and
-//! many requests in flight on one connection, on a cached volume and on a staged PM device.
+//! many requests in flight on one connection, on a cached volume and on a staged PM device;
+//! long TRIMs and WRITE ZEROES planned a slice at a time and out-of-range ones refused before
+//! anything is written; clients that hold their byte budgets waiting and then served.
 
 use std::collections::HashMap;
 use std::net::TcpStream;
@@ -13,7 +15,7 @@ use heterarchy_engine::WriteMode;
 use heterarchy_nbd::constants::{EINVAL, MAX_PAYLOAD_BYTES};
 use heterarchy_nbd::{Client, ClientError, Command};
 use heterarchy_server::listen::{ListenAddr, Listener};
-use heterarchy_server::nbd::{serve, Export, Exports, Settings, Threads};
+use heterarchy_server::nbd::{serve, ClientLimits, Export, Exports, Settings, Threads};
 use heterarchy_volume::{Volume, VolumeConfig};
 
 const VOLUME_BYTES: u64 = 64 << 20;
@@ -22,6 +24,11 @@ const BLOCK: usize = 4096;
 /// Serves "vol" (64 MiB of RAM behind a 16 MiB RAM cache, write-back), "small", and "pm" (64
 /// MiB of RAM under an 8 MiB Caiti cache) on a free port; returns the address.
 fn start() -> String {
+    start_with(ClientLimits::default())
+}
+
+/// The same with `limits`.
+fn start_with(limits: ClientLimits) -> String {
     let mut exports: Vec<Export> = [
         ("vol", "ram:64m", "ram:16m"),
         ("small", "ram:1m", "ram:512k"),
@@ -51,6 +58,7 @@ fn start() -> String {
         max_connections: 64,
         tls: Default::default(),
         tls_server: None,
+        limits,
     };
     std::thread::spawn(move || serve(listener, exports, settings));
     address
@@ -184,4 +192,129 @@ fn exports_are_listed_and_chosen_by_name() {
     assert_eq!(default.negotiated().size_bytes, VOLUME_BYTES);
     let refused = Client::connect(TcpStream::connect(&address).unwrap(), "nope", true);
     assert!(matches!(refused, Err(ClientError::Refused(_))));
+}
+
+#[test]
+fn long_write_zeroes_and_trims_are_sliced_and_out_of_range_ones_change_nothing() {
+    let address = start();
+    for export in ["vol", "pm"] {
+        let mut client = connect(&address, export, true);
+        let blocks = VOLUME_BYTES / BLOCK as u64;
+        for block in 0..blocks {
+            client
+                .submit_write(block * BLOCK as u64, &pattern(block, 7), false)
+                .unwrap();
+            if client.in_flight() == 32 {
+                assert_eq!(client.complete().unwrap().result, Ok(Vec::new()));
+            }
+        }
+        while client.in_flight() > 0 {
+            assert_eq!(client.complete().unwrap().result, Ok(Vec::new()));
+        }
+        // Past the end by one block: refused, and the blocks before the end keep their data.
+        let last = VOLUME_BYTES - 2 * BLOCK as u64;
+        let over = 3 * BLOCK as u32;
+        for refused in [
+            client.write_zeroes(last, over, false),
+            client.trim(last, over),
+            client.write_zeroes(VOLUME_BYTES - (8 << 20), 16 << 20, true),
+        ] {
+            assert!(
+                matches!(refused, Err(ClientError::Request(ref e)) if e.error == EINVAL),
+                "{export}: {refused:?}"
+            );
+        }
+        let mut read = vec![0u8; BLOCK];
+        for block in [blocks - 2, blocks - 1, blocks - 2048] {
+            client.read(block * BLOCK as u64, &mut read).unwrap();
+            assert_eq!(
+                read,
+                pattern(block, 7),
+                "{export}: block {block} was written"
+            );
+        }
+        // 5 MiB and a bit, from inside one block to inside another: several slices.
+        let (from, length) = (3 * BLOCK as u64 + 512, (5 << 20) + 1000);
+        client.write_zeroes(from, length, true).unwrap();
+        let mut edge = vec![0u8; 2 * BLOCK];
+        client.read(2 * BLOCK as u64, &mut edge).unwrap();
+        assert_eq!(
+            edge[..BLOCK + 512],
+            pattern(2, 7)[..]
+                .iter()
+                .chain(&pattern(3, 7)[..512])
+                .copied()
+                .collect::<Vec<u8>>()[..]
+        );
+        assert!(
+            edge[BLOCK + 512..].iter().all(|&byte| byte == 0),
+            "{export}"
+        );
+        let end = from + u64::from(length);
+        let end_block = end / BLOCK as u64;
+        client.read(end_block * BLOCK as u64, &mut read).unwrap();
+        let cut = (end % BLOCK as u64) as usize;
+        assert!(read[..cut].iter().all(|&byte| byte == 0), "{export}");
+        assert_eq!(read[cut..], pattern(end_block, 7)[cut..], "{export}");
+        // The whole volume in one request.
+        client.write_zeroes(0, VOLUME_BYTES as u32, false).unwrap();
+        for block in (0..blocks).step_by(97) {
+            client.read(block * BLOCK as u64, &mut read).unwrap();
+            assert!(
+                read.iter().all(|&byte| byte == 0),
+                "{export}: block {block}"
+            );
+        }
+        client.trim(0, VOLUME_BYTES as u32).unwrap();
+        client.disconnect().unwrap();
+    }
+}
+
+#[test]
+fn clients_over_their_byte_budgets_wait_and_are_all_served() {
+    // Each client may hold 1 MiB, all together 2 MiB: three clients with 64 reads of 256 KiB
+    // in flight each wait for one another's answers to leave, and every read comes back right.
+    let address = start_with(ClientLimits {
+        connection_buffer_bytes: 1 << 20,
+        server_buffer_bytes: 2 << 20,
+        ..ClientLimits::default()
+    });
+    const READ_BYTES: u32 = 256 << 10;
+    let mut writer = connect(&address, "vol", false);
+    for piece in 0..16u64 {
+        let data: Vec<u8> = (0..READ_BYTES)
+            .map(|i| (i as u64 * 31 + piece) as u8)
+            .collect();
+        writer
+            .write(piece * u64::from(READ_BYTES), &data, false)
+            .unwrap();
+    }
+    let clients: Vec<_> = (0..3)
+        .map(|index| {
+            let address = address.clone();
+            std::thread::spawn(move || {
+                let mut client = connect(&address, "vol", index % 2 == 1);
+                let mut asked = HashMap::new();
+                for round in 0..64u64 {
+                    let piece = (round * 7 + index) % 16;
+                    let cookie = client
+                        .submit_read(piece * u64::from(READ_BYTES), READ_BYTES)
+                        .unwrap();
+                    asked.insert(cookie, piece);
+                }
+                client.send().unwrap();
+                for done in client.disconnect().unwrap() {
+                    let piece = asked.remove(&done.cookie).expect("an answer per read");
+                    let expected: Vec<u8> = (0..READ_BYTES)
+                        .map(|i| (i as u64 * 31 + piece) as u8)
+                        .collect();
+                    assert_eq!(done.result, Ok(expected), "piece {piece}");
+                }
+                assert!(asked.is_empty());
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().expect("a client thread");
+    }
 }

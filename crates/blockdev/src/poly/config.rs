@@ -229,9 +229,10 @@ impl BlockDevice for PolyExport {
         self.device.write(offset, data, fua)
     }
     /// Advisory (NBD: the contents are undefined afterwards): kept, so that a dirty page
-    /// written back later cannot resurrect older data over a trim of the backing store.
-    fn trim(&self, _offset: u64, _len: u64) -> io::Result<()> {
-        Ok(())
+    /// written back later cannot resurrect older data over a trim of the backing store; a
+    /// range past the end is refused all the same.
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        heterarchy_device::backend::check_range(self.size_bytes(), offset, len)
     }
     fn flush(&self) -> io::Result<()> {
         self.device.flush()

@@ -305,6 +305,21 @@ pub struct NbdArgs {
     /// nbdkit's --tls-psk (and GnuTLS's psktool) read them; the client names its user.
     #[arg(long)]
     pub tls_psk: Option<PathBuf>,
+    /// Connections one client address holds at once, at most.
+    #[arg(long, default_value_t = heterarchy_server::nbd::ClientLimits::default().max_connections_per_peer)]
+    pub max_connections_per_peer: usize,
+    /// Bytes of READ lengths, WRITE payloads and unsent answers one client holds, at most.
+    #[arg(long, default_value = "64m")]
+    pub connection_buffer: String,
+    /// The same for all clients together.
+    #[arg(long, default_value = "1g")]
+    pub server_buffer: String,
+    /// Seconds a client has to finish its handshake (TLS included).
+    #[arg(long, default_value_t = 10)]
+    pub handshake_timeout_s: u64,
+    /// Seconds a client past its handshake may stay quiet before it is closed; 0: never.
+    #[arg(long, default_value_t = 0)]
+    pub idle_timeout_s: u64,
     /// Reformat a cache that holds another volume's dirty lines.
     #[arg(long)]
     pub force: bool,
@@ -366,6 +381,11 @@ impl NbdArgs {
                 tls_certificates: self.tls_certificates.clone(),
                 tls_psk: self.tls_psk.clone(),
                 tls_verify_peer: self.tls_verify_peer,
+                max_connections_per_peer: self.max_connections_per_peer,
+                connection_buffer: self.connection_buffer.clone(),
+                server_buffer: self.server_buffer.clone(),
+                handshake_timeout_s: self.handshake_timeout_s,
+                idle_timeout_s: self.idle_timeout_s,
                 ..defaults
             },
             device: Vec::new(),

@@ -5,19 +5,21 @@
 //! and their answers come back in any order, which proto.md allows (each carries its cookie).
 //!
 //! A bad request gets its error and the connection goes on; only a broken header closes it.
-//! A client that sends faster than it reads its answers, or keeps too many requests in
-//! flight, is not read from until it catches up. Buffers shrink back when little of them is
-//! used, so many idle clients cost little.
+//! A client that sends faster than it reads its answers, keeps too many requests in flight, or
+//! holds more bytes than its budget allows ([`super::budget`]), is not read from until it
+//! catches up. Buffers shrink back when little of them is used, so many idle clients cost
+//! little.
 
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::{Command, Parsed, Request, ServerEvent, ServerHandshake, TlsMode};
 use heterarchy_volume::{Attempt, Buffer, Command as VolumeCommand};
 
+use super::budget::{Charge, ConnectionBudget, Wait};
 use super::reply::{too_large, Replies};
 use super::workers::{Inbox, Task, Workers};
 use super::{Export, Exports};
@@ -32,13 +34,17 @@ const MAX_IN_FLIGHT: usize = 512;
 const OUTPUT_HIGH_WATER: usize = 8 << 20;
 /// An idle buffer larger than this is given back.
 const IDLE_BUFFER_BYTES: usize = 256 * 1024;
+/// TRIM and WRITE ZEROES longer than this are planned a slice at a time, on a worker, so that
+/// no one request holds a volume's lock or an event loop for long (4 GiB would be a million
+/// jobs in one step with 4 KiB lines).
+pub const SLICE_BYTES: u64 = 1 << 20;
 
 /// What the loop gives a connection to work with.
 pub struct Context<'a> {
     pub exports: &'a Exports,
     pub workers: &'a Arc<Workers>,
     /// Answers due later on paced devices, which the loop sends when due.
-    pub later: &'a RefCell<Vec<(Instant, Vec<u8>)>>,
+    pub later: &'a RefCell<Vec<(Instant, Vec<u8>, Charge)>>,
     pub inbox: &'a Arc<Inbox>,
     pub slot: usize,
     pub generation: u64,
@@ -84,12 +90,32 @@ pub struct Connection {
     readable: bool,
     /// `NBD_OPT_STARTTLS` was acknowledged: once the acknowledgement is out, TLS begins.
     starting_tls: bool,
+    /// What this connection may hold in bytes.
+    budget: ConnectionBudget,
+    /// The charge of the request at the front of the input, taken when its header was read
+    /// and kept while its payload arrives.
+    front_charge: Option<Charge>,
+    /// The charges of the answers in `output`, given back once they are sent.
+    output_charge: Charge,
+    /// The request at the front waits for this budget to have room.
+    waiting: Option<Wait>,
+    /// When the connection was accepted, for the handshake's deadline.
+    accepted: Instant,
+    /// When the client last sent a byte or was last answered, for the idle timeout.
+    last_active: Instant,
 }
 
 impl Connection {
     /// A new client, offered TLS as `tls` says; its greeting is already queued.
-    pub fn new(socket: Socket, peer: String, tls: TlsMode) -> Connection {
+    pub fn new(socket: Socket, peer: String, tls: TlsMode, budget: ConnectionBudget) -> Connection {
+        let now = Instant::now();
         Connection {
+            output_charge: budget.empty(),
+            budget,
+            front_charge: None,
+            waiting: None,
+            accepted: now,
+            last_active: now,
             transport: Transport::plain(socket),
             peer,
             phase: Phase::Handshake(ServerHandshake::with_tls(tls)),
@@ -128,10 +154,41 @@ impl Connection {
         &self.peer
     }
 
-    /// A worker's answer to one of this connection's requests.
-    pub fn answered(&mut self, bytes: &[u8]) {
+    /// A worker's answer to one of this connection's requests, and what it is charged.
+    pub fn answered(&mut self, bytes: &[u8], charge: Charge) {
         self.in_flight -= 1;
         self.output.extend_from_slice(bytes);
+        self.output_charge.absorb(charge);
+        self.last_active = Instant::now();
+    }
+
+    /// The request at the front waits for the server's budget (not only its own): the loop
+    /// comes back to it, as another connection's answers may make room.
+    pub fn waits_for_server(&self) -> bool {
+        self.waiting == Some(Wait::Server)
+    }
+
+    /// Why the loop should close the connection now, if it should: the handshake took longer
+    /// than `handshake`, or the client sent nothing and waits for nothing for `idle`.
+    pub fn overdue(
+        &self,
+        now: Instant,
+        handshake: Duration,
+        idle: Option<Duration>,
+    ) -> Option<String> {
+        match self.phase {
+            Phase::Handshake(_) if now.duration_since(self.accepted) > handshake => Some(format!(
+                "no export chosen within the handshake's {} s",
+                handshake.as_secs_f64()
+            )),
+            Phase::Transmission { .. } => {
+                let idle = idle?;
+                let quiet = self.in_flight == 0 && self.written == self.output.len();
+                (quiet && now.duration_since(self.last_active) > idle)
+                    .then(|| format!("idle for {} s", idle.as_secs_f64()))
+            }
+            Phase::Handshake(_) => None,
+        }
     }
 
     /// Sends, reads and serves all it can; `Some(end)` when the connection is over.
@@ -147,6 +204,8 @@ impl Connection {
     /// in one send: on loopback a send also costs the sender the receiver's TCP work, more
     /// than half the loop's time at queue depth 64.
     fn pump(&mut self, context: &Context) -> io::Result<bool> {
+        // The budget may have room now: the request at the front tries again.
+        self.waiting = None;
         loop {
             // Whether serving stopped for want of bytes, rather than for answers piling up.
             let mut wants_bytes = false;
@@ -156,6 +215,7 @@ impl Connection {
                     break;
                 }
             }
+            let sending_charged = self.output_charge.bytes() > 0;
             if !self.send()? {
                 return Ok(true);
             }
@@ -168,6 +228,12 @@ impl Connection {
                 return Ok(self.in_flight > 0);
             }
             if self.is_full() {
+                if self.waiting.is_some() && sending_charged {
+                    // What was just sent gave bytes back: the request at the front tries again,
+                    // as no event may come to say so.
+                    self.waiting = None;
+                    continue;
+                }
                 return Ok(true);
             }
             // Requests received while answers piled up are served before any more is read:
@@ -181,9 +247,12 @@ impl Connection {
         }
     }
 
-    /// Enough requests in flight or answers waiting: read no more until some are done.
+    /// Enough requests in flight, answers waiting or bytes held: read no more until some are
+    /// done.
     fn is_full(&self) -> bool {
-        self.in_flight >= MAX_IN_FLIGHT || self.output.len() > OUTPUT_HIGH_WATER
+        self.in_flight >= MAX_IN_FLIGHT
+            || self.output.len() > OUTPUT_HIGH_WATER
+            || self.waiting.is_some()
     }
 
     /// TLS begins: the bytes received after `NBD_OPT_STARTTLS` are its first records.
@@ -214,14 +283,18 @@ impl Connection {
                 Err(error) => return Err(error),
             }
         }
-        // Given back only when what was just sent used little of it: a busy connection's
-        // batches (64 answers of 4 KiB pass 256 KiB) would otherwise regrow it every time.
-        if self.output.capacity() > IDLE_BUFFER_BYTES && self.written < self.output.capacity() / 4 {
+        // Given back when what was just sent used little of it, or nothing more is coming: a
+        // busy connection's batches (64 answers of 4 KiB pass 256 KiB) would otherwise regrow
+        // it every time.
+        if self.output.capacity() > IDLE_BUFFER_BYTES
+            && (self.written < self.output.capacity() / 4 || self.in_flight == 0)
+        {
             self.output.clear();
             self.output.shrink_to(READ_CHUNK);
         }
         self.output.clear();
         self.written = 0;
+        self.output_charge.release();
         // Under TLS, records may still wait for room in the socket.
         self.transport.flush()
     }
@@ -256,6 +329,7 @@ impl Connection {
             }
             Ok(count) => {
                 self.end += count;
+                self.last_active = Instant::now();
                 // A short read emptied the socket; mio's edge-triggered events report what
                 // comes next, so the read that would find nothing is skipped. Not so under
                 // TLS, which takes records from the socket in pieces.
@@ -329,7 +403,8 @@ impl Connection {
         }
     }
 
-    /// Serves the request at the front of the input, if it is all there.
+    /// Serves the request at the front of the input, if it is all there and its bytes fit the
+    /// budget.
     fn request(&mut self, context: &Context) -> io::Result<bool> {
         let request = match Request::parse(&self.input[self.start..self.end])? {
             Parsed::Found { value, .. } => value,
@@ -340,23 +415,44 @@ impl Connection {
         };
         let (export, replies) = (export.clone(), *replies);
         let header_end = self.start + REQUEST_HEADER_BYTES;
-        if request.command == Command::Write && request.length > MAX_PAYLOAD_BYTES {
-            // Read past the payload as it comes, so the connection stays usable.
-            self.start = header_end;
-            self.skipping = Some((u64::from(request.length), request));
-            return Ok(true);
+        let cookie = request.cookie;
+        if request.length > MAX_PAYLOAD_BYTES {
+            match request.command {
+                Command::Write => {
+                    // Read past the payload as it comes, so the connection stays usable.
+                    self.start = header_end;
+                    self.skipping = Some((u64::from(request.length), request));
+                    return Ok(true);
+                }
+                Command::Read => {
+                    self.start = header_end;
+                    replies.failure(&mut self.output, cookie, EINVAL, &too_large(&request));
+                    return Ok(true);
+                }
+                _ => {}
+            }
+        }
+        if self.front_charge.is_none() {
+            let bytes = match request.command {
+                Command::Read | Command::Write => request.length as usize,
+                _ => 0,
+            };
+            match self.budget.charge(bytes) {
+                Ok(charge) => self.front_charge = Some(charge),
+                Err(wait) => {
+                    // The payload stays in the client's socket until there is room.
+                    self.waiting = Some(wait);
+                    return Ok(false);
+                }
+            }
         }
         let payload_end = header_end + request.payload_bytes();
         if self.end < payload_end {
             return Ok(false);
         }
         self.start = payload_end;
-        let cookie = request.cookie;
+        let charge = self.front_charge.take().expect("charged above");
         let command = match request.command {
-            Command::Read if request.length > MAX_PAYLOAD_BYTES => {
-                replies.failure(&mut self.output, cookie, EINVAL, &too_large(&request));
-                return Ok(true);
-            }
             Command::Read => VolumeCommand::Read,
             Command::Write => VolumeCommand::Write { fua: request.fua() },
             Command::WriteZeroes => VolumeCommand::WriteZeroes { fua: request.fua() },
@@ -372,22 +468,52 @@ impl Connection {
                 return Ok(true);
             }
         };
-        let payload = &self.input[header_end..payload_end];
         let length = match command {
             VolumeCommand::Flush => 0,
             _ => u64::from(request.length),
         };
+        // Refused before anything is written, whatever the export does with a range that
+        // runs past its end.
+        let size = export.device().size_bytes();
+        if request
+            .offset
+            .checked_add(length)
+            .is_none_or(|end| end > size)
+        {
+            let reason = format!(
+                "{:?} of {length} bytes at {} runs past the export's end at {size}",
+                request.command, request.offset
+            );
+            replies.failure(&mut self.output, cookie, EINVAL, &reason);
+            return Ok(true);
+        }
+        let payload = &self.input[header_end..payload_end];
+        let back = (Arc::clone(context.inbox), context.slot, context.generation);
         let volume = match export {
             Export::Cached(volume) => volume,
             Export::Device(device) => {
                 // Carried out by blocking calls, on a worker.
                 self.in_flight += 1;
-                let back = (Arc::clone(context.inbox), context.slot, context.generation);
-                let task = Task::on_device(device, request, payload.to_vec(), replies, back);
+                let task =
+                    Task::on_device(device, request, payload.to_vec(), replies, charge, back);
                 context.workers.push(task);
+                self.give_back_input();
                 return Ok(true);
             }
         };
+        if length > SLICE_BYTES
+            && matches!(
+                command,
+                VolumeCommand::Trim | VolumeCommand::WriteZeroes { .. }
+            )
+        {
+            // Planned a slice at a time by a worker.
+            self.in_flight += 1;
+            context.workers.push(Task::sliced(
+                volume, request, command, replies, charge, back,
+            ));
+            return Ok(true);
+        }
         let submission = match volume.submit(command, request.offset, length) {
             Ok(submission) => submission,
             Err(error) => {
@@ -423,9 +549,13 @@ impl Connection {
                     if due > Instant::now() {
                         let answer = self.output.split_off(start);
                         self.in_flight += 1;
-                        context.later.borrow_mut().push((due, answer));
+                        context.later.borrow_mut().push((due, answer, charge));
+                        self.give_back_input();
+                        return Ok(true);
                     }
                 }
+                self.output_charge.absorb(charge);
+                self.give_back_input();
                 return Ok(true);
             }
             Attempt::WouldBlock(submission) => submission,
@@ -433,15 +563,24 @@ impl Connection {
         // Otherwise a worker carries it out once its turn has come.
         self.in_flight += 1;
         let workers = Arc::clone(context.workers);
-        let (inbox, slot, generation) =
-            (Arc::clone(context.inbox), context.slot, context.generation);
         let payload = payload.to_vec();
+        self.give_back_input();
         submission.when_ready(move |submission| {
-            let back = (inbox, slot, generation);
             workers.push(Task::on_volume(
-                submission, volume, request, payload, replies, back,
+                submission, volume, request, payload, replies, charge, back,
             ))
         });
         Ok(true)
+    }
+
+    /// Gives back a large input buffer as soon as the request that needed it is consumed and
+    /// nothing follows it, rather than at the next read: a client that goes quiet after a
+    /// 32 MiB WRITE would otherwise keep the buffer, uncharged, for as long as it stays.
+    fn give_back_input(&mut self) {
+        if self.start == self.end && self.input.len() > IDLE_BUFFER_BYTES {
+            (self.start, self.end) = (0, 0);
+            self.input.truncate(READ_CHUNK);
+            self.input.shrink_to_fit();
+        }
     }
 }

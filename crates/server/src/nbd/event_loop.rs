@@ -2,7 +2,9 @@
 //! for their sockets, for new connections from the acceptor, for answers from the I/O workers,
 //! and for the answers of paced devices to fall due (a timerfd, so no thread sleeps through a
 //! device model's latency). A thousand idle clients are a thousand small entries, not a
-//! thousand threads; every client is greeted as soon as it is accepted.
+//! thousand threads; every client is greeted as soon as it is accepted. Once a second a loop
+//! closes the clients past their deadlines (`ClientLimits`); while some of its clients wait for
+//! room in the server's byte budget, it looks at them again every millisecond.
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -10,16 +12,18 @@ use std::collections::BinaryHeap;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use heterarchy_nbd::TlsMode;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use super::budget::{Charge, ServerBudget};
 use super::connection::{Connection, Context, End};
 use super::workers::{Inbox, Workers};
-use super::{client_went_away, Exports, Settings};
+use super::{client_went_away, ClientLimits, Exports, Settings};
 use crate::due_timer::Timer;
+use crate::peers::PeerSlot;
 use crate::socket::Socket;
 use crate::tls::TlsServer;
 
@@ -30,11 +34,17 @@ const TIMER: Token = Token(usize::MAX - 1);
 /// depth 16 that cost 10% of the IOPS. An answer due with none before it is never early.
 const RELEASE_EARLY: std::time::Duration = std::time::Duration::from_micros(20);
 const EVENTS_PER_POLL: usize = 256;
+/// How often a loop looks for clients past their deadlines.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// How often a loop tries again the clients waiting for room in the server's budget.
+const BUDGET_RETRY: Duration = Duration::from_millis(1);
 
-/// A connection on its way to a loop: the socket and who is at the other end.
+/// A connection on its way to a loop: the socket, who is at the other end, and its place in
+/// its peer's count.
 pub struct Handoff {
     pub socket: Socket,
     pub peer: String,
+    pub peer_slot: Option<PeerSlot>,
 }
 
 /// What the acceptor holds of a loop.
@@ -57,7 +67,8 @@ impl LoopHandle {
 
 /// One connection's place in a loop.
 struct Slot {
-    connection: Option<Connection>,
+    /// The connection, with its place in its peer's count.
+    connection: Option<(Connection, Option<PeerSlot>)>,
     /// Counts the connections the slot has held, so that an answer for one that has gone is
     /// not given to the next.
     generation: u64,
@@ -71,6 +82,7 @@ struct Held {
     slot: usize,
     generation: u64,
     bytes: Vec<u8>,
+    charge: Charge,
 }
 
 impl PartialEq for Held {
@@ -100,6 +112,7 @@ pub fn start(
     exports: Arc<Exports>,
     workers: Arc<Workers>,
     active: Arc<AtomicUsize>,
+    budget: ServerBudget,
 ) -> io::Result<Vec<LoopHandle>> {
     (0..settings.threads.loops.max(1))
         .map(|index| {
@@ -124,6 +137,10 @@ pub fn start(
                 later: RefCell::new(Vec::new()),
                 tls: settings.tls,
                 tls_server: settings.tls_server.clone(),
+                budget: budget.clone(),
+                limits: settings.limits,
+                next_sweep: Instant::now() + SWEEP_EVERY,
+                waiting_for_budget: Vec::new(),
             };
             std::thread::Builder::new()
                 .name(format!("nbd-loop-{index}"))
@@ -147,9 +164,15 @@ struct Loop {
     held: BinaryHeap<Reverse<Held>>,
     held_count: u64,
     /// Answers a connection held while it was being served, with their due times.
-    later: RefCell<Vec<(Instant, Vec<u8>)>>,
+    later: RefCell<Vec<(Instant, Vec<u8>, Charge)>>,
     tls: TlsMode,
     tls_server: Option<TlsServer>,
+    budget: ServerBudget,
+    limits: ClientLimits,
+    /// When to look for clients past their deadlines next.
+    next_sweep: Instant,
+    /// Clients whose next request waits for room in the server's budget.
+    waiting_for_budget: Vec<usize>,
 }
 
 impl Loop {
@@ -160,9 +183,14 @@ impl Loop {
         loop {
             // Close to an answer's due time the loop polls without sleeping; further off it
             // sleeps until the timer wakes it.
-            let timeout = self
-                .timer
-                .poll_timeout(self.held.peek().map(|first| first.0.due));
+            let mut wake_at = self.next_sweep;
+            if let Some(first) = self.held.peek() {
+                wake_at = wake_at.min(first.0.due);
+            }
+            if !self.waiting_for_budget.is_empty() {
+                wake_at = wake_at.min(Instant::now() + BUDGET_RETRY);
+            }
+            let timeout = self.timer.poll_timeout(Some(wake_at));
             if let Err(error) = self.poll.poll(&mut events, timeout) {
                 if error.kind() != io::ErrorKind::Interrupted {
                     eprintln!("heterarchy: nbd: poll failed: {error}");
@@ -176,12 +204,22 @@ impl Loop {
                         self.admit_new();
                         for answer in self.inbox.take() {
                             match answer.due.filter(|due| *due > Instant::now()) {
-                                Some(due) => {
-                                    self.hold(due, answer.slot, answer.generation, answer.bytes)
-                                }
+                                Some(due) => self.hold(
+                                    due,
+                                    answer.slot,
+                                    answer.generation,
+                                    answer.bytes,
+                                    answer.charge,
+                                ),
                                 None => {
-                                    self.deliver(answer.slot, answer.generation, &answer.bytes);
-                                    ready.push(answer.slot);
+                                    let slot = answer.slot;
+                                    self.deliver(
+                                        slot,
+                                        answer.generation,
+                                        &answer.bytes,
+                                        answer.charge,
+                                    );
+                                    ready.push(slot);
                                 }
                             }
                         }
@@ -194,7 +232,7 @@ impl Loop {
                                 .get_mut(token.0)
                                 .and_then(|slot| slot.connection.as_mut())
                             {
-                                connection.mark_readable();
+                                connection.0.mark_readable();
                             }
                         }
                         ready.push(token.0);
@@ -202,6 +240,10 @@ impl Loop {
                 }
             }
             self.release_due(&mut ready);
+            ready.append(&mut self.waiting_for_budget);
+            if Instant::now() >= self.next_sweep {
+                self.sweep();
+            }
             ready.sort_unstable();
             ready.dedup();
             for &slot in &ready {
@@ -210,21 +252,22 @@ impl Loop {
         }
     }
 
-    /// Gives a connection its answer, if it is still the one the answer is for.
-    fn deliver(&mut self, slot: usize, generation: u64, bytes: &[u8]) {
+    /// Gives a connection its answer, if it is still the one the answer is for; else the
+    /// answer's charge is given back as it is dropped.
+    fn deliver(&mut self, slot: usize, generation: u64, bytes: &[u8], charge: Charge) {
         let Some(entry) = self.slots.get_mut(slot) else {
             return;
         };
         if entry.generation != generation {
             return;
         }
-        if let Some(connection) = &mut entry.connection {
-            connection.answered(bytes);
+        if let Some((connection, _)) = &mut entry.connection {
+            connection.answered(bytes, charge);
         }
     }
 
     /// Keeps an answer until `due`.
-    fn hold(&mut self, due: Instant, slot: usize, generation: u64, bytes: Vec<u8>) {
+    fn hold(&mut self, due: Instant, slot: usize, generation: u64, bytes: Vec<u8>, charge: Charge) {
         self.held_count += 1;
         self.held.push(Reverse(Held {
             due,
@@ -232,7 +275,32 @@ impl Loop {
             slot,
             generation,
             bytes,
+            charge,
         }));
+    }
+
+    /// Closes every client past its handshake's deadline or idle for too long.
+    fn sweep(&mut self) {
+        let now = Instant::now();
+        self.next_sweep = now + SWEEP_EVERY;
+        let (handshake, idle) = (self.limits.handshake_timeout, self.limits.idle_timeout);
+        let overdue: Vec<(usize, String)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, entry)| {
+                let (connection, _) = entry.connection.as_ref()?;
+                connection
+                    .overdue(now, handshake, idle)
+                    .map(|reason| (slot, reason))
+            })
+            .collect();
+        for (slot, reason) in overdue {
+            self.close(
+                slot,
+                End::Failed(io::Error::new(io::ErrorKind::TimedOut, reason)),
+            );
+        }
     }
 
     /// Delivers every held answer now due and, with them, those due within [`RELEASE_EARLY`].
@@ -244,14 +312,19 @@ impl Loop {
         let horizon = now + RELEASE_EARLY;
         while self.held.peek().is_some_and(|first| first.0.due <= horizon) {
             let Reverse(held) = self.held.pop().expect("peeked");
-            self.deliver(held.slot, held.generation, &held.bytes);
+            self.deliver(held.slot, held.generation, &held.bytes, held.charge);
             ready.push(held.slot);
         }
     }
 
     /// Registers the connections the acceptor handed over and greets them.
     fn admit_new(&mut self) {
-        while let Ok(Handoff { socket, peer }) = self.receiver.try_recv() {
+        while let Ok(Handoff {
+            socket,
+            peer,
+            peer_slot,
+        }) = self.receiver.try_recv()
+        {
             let slot = self.free.pop().unwrap_or_else(|| {
                 self.slots.push(Slot {
                     connection: None,
@@ -259,7 +332,7 @@ impl Loop {
                 });
                 self.slots.len() - 1
             });
-            let mut connection = Connection::new(socket, peer, self.tls);
+            let mut connection = Connection::new(socket, peer, self.tls, self.budget.connection());
             let registered = self.poll.registry().register(
                 connection.socket_mut(),
                 Token(slot),
@@ -275,7 +348,7 @@ impl Loop {
                 self.active.fetch_sub(1, Ordering::SeqCst);
                 continue;
             }
-            self.slots[slot].connection = Some(connection);
+            self.slots[slot].connection = Some((connection, peer_slot));
             // The greeting goes out now, whatever the client does.
             self.serve(slot);
         }
@@ -283,7 +356,7 @@ impl Loop {
 
     fn serve(&mut self, slot: usize) {
         let generation = self.slots[slot].generation;
-        let Some(connection) = self.slots[slot].connection.as_mut() else {
+        let Some((connection, _)) = self.slots[slot].connection.as_mut() else {
             return;
         };
         let context = Context {
@@ -296,14 +369,21 @@ impl Loop {
             tls: self.tls_server.as_ref(),
         };
         let end = connection.on_ready(&context);
+        let waits = connection.waits_for_server();
         let later = std::mem::take(&mut *self.later.borrow_mut());
-        for (due, bytes) in later {
-            self.hold(due, slot, generation, bytes);
+        for (due, bytes, charge) in later {
+            self.hold(due, slot, generation, bytes, charge);
         }
-        let Some(end) = end else {
-            return;
-        };
-        let mut connection = self.slots[slot].connection.take().expect("present");
+        match end {
+            Some(end) => self.close(slot, end),
+            None if waits => self.waiting_for_budget.push(slot),
+            None => {}
+        }
+    }
+
+    /// Ends the connection in `slot`, logging why unless the client simply left.
+    fn close(&mut self, slot: usize, end: End) {
+        let (mut connection, _peer_slot) = self.slots[slot].connection.take().expect("present");
         if let End::Failed(error) = end {
             if !client_went_away(&error) {
                 eprintln!(

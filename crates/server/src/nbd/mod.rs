@@ -6,6 +6,7 @@
 //! together. The wire format (handshake, request headers, replies) is `heterarchy-nbd`'s; this
 //! module owns the sockets, the threads and the volumes.
 
+pub mod budget;
 mod connection;
 mod event_loop;
 mod reply;
@@ -15,6 +16,7 @@ use std::any::Any;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use heterarchy_blockdev::BlockDevice;
 use heterarchy_nbd::constants::*;
@@ -22,14 +24,50 @@ use heterarchy_nbd::{BlockSizes, ExportCatalog, ExportInfo, TlsMode};
 use heterarchy_volume::Volume;
 
 use crate::listen::Listener;
+use crate::peers::PeerCounts;
 use crate::socket::Socket;
 use crate::tls::TlsServer;
+use budget::ServerBudget;
 use event_loop::Handoff;
 use workers::Workers;
 
 /// Connections served at once unless the config says otherwise (`[server] max_connections`);
 /// more are closed as soon as they are accepted.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// What a client can make the server hold, and for how long (docs/reliability.md, "Limits on
+/// what a client can make a server hold").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// Bytes of requests and answers one connection holds at most (`[server]
+    /// connection_buffer`): READ lengths and WRITE payloads from the header's arrival until
+    /// the answer is sent.
+    pub connection_buffer_bytes: usize,
+    /// The same for all connections together (`[server] server_buffer`), beyond which only a
+    /// small request of a connection that holds nothing goes ahead.
+    pub server_buffer_bytes: usize,
+    /// A client that has not chosen an export this long after it connected is closed
+    /// (`[server] handshake_timeout_s`); TLS and its authentication are part of the handshake.
+    pub handshake_timeout: Duration,
+    /// A client past its handshake that sends nothing and waits for nothing this long is
+    /// closed (`[server] idle_timeout_s`); none by default, as the Linux nbd driver and qemu
+    /// hold their connections open while idle.
+    pub idle_timeout: Option<Duration>,
+    /// Connections one client address holds at most (`[server] max_connections_per_peer`).
+    pub max_connections_per_peer: usize,
+}
+
+impl Default for ClientLimits {
+    fn default() -> ClientLimits {
+        ClientLimits {
+            connection_buffer_bytes: 64 << 20,
+            server_buffer_bytes: 1 << 30,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: None,
+            max_connections_per_peer: 1024,
+        }
+    }
+}
 
 /// How many threads serve.
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +91,8 @@ pub struct Settings {
     pub tls: TlsMode,
     /// What TLS runs with; `Some` unless `tls` is off.
     pub tls_server: Option<TlsServer>,
+    /// Bytes, deadlines and connections per client.
+    pub limits: ClientLimits,
 }
 
 /// What every export offers: flush, FUA, trim, write zeroes, and several connections at once
@@ -132,7 +172,12 @@ impl ExportCatalog for Exports {
 pub fn serve(listener: Listener, exports: Arc<Exports>, settings: Settings) -> io::Result<()> {
     let workers = Arc::new(Workers::start(settings.threads.io_workers)?);
     let active = Arc::new(AtomicUsize::new(0));
-    let loops = event_loop::start(&settings, exports, workers, Arc::clone(&active))?;
+    let budget = ServerBudget::new(
+        settings.limits.server_buffer_bytes,
+        settings.limits.connection_buffer_bytes,
+    );
+    let peers = PeerCounts::new(settings.limits.max_connections_per_peer);
+    let loops = event_loop::start(&settings, exports, workers, Arc::clone(&active), budget)?;
     let mut next = 0usize;
     loop {
         let stream = match listener.accept() {
@@ -150,9 +195,18 @@ pub fn serve(listener: Listener, exports: Arc<Exports>, settings: Settings) -> i
             continue;
         }
         let peer = stream.peer();
+        let Ok(peer_slot) = peers.admit(stream.peer_ip()) else {
+            active.fetch_sub(1, Ordering::SeqCst);
+            stream.shutdown();
+            continue;
+        };
         match Socket::from_std(stream) {
             Ok(socket) => {
-                loops[next % loops.len()].hand(Handoff { socket, peer });
+                loops[next % loops.len()].hand(Handoff {
+                    socket,
+                    peer,
+                    peer_slot,
+                });
                 next = next.wrapping_add(1);
             }
             Err(error) => {

@@ -18,9 +18,11 @@ use std::time::Instant;
 
 use heterarchy_blockdev::BlockDevice;
 use heterarchy_nbd::{Command, Request};
-use heterarchy_volume::{Buffer, Progress, Submission, Volume};
+use heterarchy_volume::{Buffer, Command as VolumeCommand, Progress, Submission, Volume};
 use mio::Waker;
 
+use super::budget::Charge;
+use super::connection::SLICE_BYTES;
 use super::panic_message;
 use super::reply::Replies;
 
@@ -31,12 +33,13 @@ pub struct Inbox {
 }
 
 /// One request's answer, for the connection in `slot` if it is still the one of `generation`,
-/// to be sent at `due` on paced devices.
+/// to be sent at `due` on paced devices, with the bytes its request was charged.
 pub struct Answer {
     pub slot: usize,
     pub generation: u64,
     pub bytes: Vec<u8>,
     pub due: Option<Instant>,
+    pub charge: Charge,
 }
 
 impl Inbox {
@@ -83,12 +86,23 @@ impl Inbox {
 /// Where a task is carried out.
 enum Target {
     /// A cached volume's submission: taken while a worker carries it out; back when it pauses.
+    /// A long TRIM or WRITE ZEROES has no submission between its slices.
     Volume {
         submission: Option<Submission>,
         volume: Arc<Volume>,
+        slices: Option<Slices>,
     },
     /// A block device, by blocking calls.
     Device(Arc<dyn BlockDevice>),
+}
+
+/// What is left of a TRIM or WRITE ZEROES planned a slice at a time: `next..end`, and the
+/// latest due time of the slices done.
+struct Slices {
+    command: VolumeCommand,
+    next: u64,
+    end: u64,
+    due: Option<Instant>,
 }
 
 /// A request parsed on a loop, to be carried out by a worker (for a cached volume, once its
@@ -99,13 +113,18 @@ pub struct Task {
     /// A WRITE's data.
     payload: Vec<u8>,
     replies: Replies,
-    /// The answer being built: for a READ, its header and room for the data from `data_at`.
+    /// The answer being built: for a READ, its header and room for the data from `data_at`,
+    /// made when a worker first takes the task, so that queued READs hold no buffer.
     answer: Vec<u8>,
     data_at: usize,
+    charge: Charge,
     inbox: Arc<Inbox>,
     slot: usize,
     generation: u64,
 }
+
+/// Where a task's answer goes: the loop's inbox, the connection's slot and its generation.
+pub type Back = (Arc<Inbox>, usize, u64);
 
 impl Task {
     /// A task for `request` on a cached volume, planned as `submission`, its answer begun.
@@ -115,24 +134,65 @@ impl Task {
         request: Request,
         payload: Vec<u8>,
         replies: Replies,
-        back: (Arc<Inbox>, usize, u64),
+        charge: Charge,
+        back: Back,
     ) -> Task {
         let target = Target::Volume {
             submission: Some(submission),
             volume,
+            slices: None,
         };
-        Task::new(target, request, payload, replies, back)
+        Task::new(target, request, payload, replies, charge, back)
     }
 
-    /// A task for `request` on a block device, its answer begun.
+    /// A task for a TRIM or WRITE ZEROES (`command`) on a cached volume, planned
+    /// [`SLICE_BYTES`] at a time as a worker carries it out.
+    pub fn sliced(
+        volume: Arc<Volume>,
+        request: Request,
+        command: VolumeCommand,
+        replies: Replies,
+        charge: Charge,
+        back: Back,
+    ) -> Task {
+        assert!(
+            matches!(
+                command,
+                VolumeCommand::Trim | VolumeCommand::WriteZeroes { .. }
+            ),
+            "only commands without data are sliced"
+        );
+        let slices = Slices {
+            command,
+            next: request.offset,
+            end: request.offset + u64::from(request.length),
+            due: None,
+        };
+        let target = Target::Volume {
+            submission: None,
+            volume,
+            slices: Some(slices),
+        };
+        Task::new(target, request, Vec::new(), replies, charge, back)
+    }
+
+    /// A task for `request` on a block device.
     pub fn on_device(
         device: Arc<dyn BlockDevice>,
         request: Request,
         payload: Vec<u8>,
         replies: Replies,
-        back: (Arc<Inbox>, usize, u64),
+        charge: Charge,
+        back: Back,
     ) -> Task {
-        Task::new(Target::Device(device), request, payload, replies, back)
+        Task::new(
+            Target::Device(device),
+            request,
+            payload,
+            replies,
+            charge,
+            back,
+        )
     }
 
     fn new(
@@ -140,24 +200,74 @@ impl Task {
         request: Request,
         payload: Vec<u8>,
         replies: Replies,
-        back: (Arc<Inbox>, usize, u64),
+        charge: Charge,
+        back: Back,
     ) -> Task {
-        let mut answer = Vec::new();
-        let data_at = match request.command {
-            Command::Read => replies.begin_read(&mut answer, &request),
-            _ => 0,
-        };
         let (inbox, slot, generation) = back;
         Task {
             target,
             request,
             payload,
             replies,
-            answer,
-            data_at,
+            answer: Vec::new(),
+            data_at: 0,
+            charge,
             inbox,
             slot,
             generation,
+        }
+    }
+
+    /// Makes a READ's answer buffer, the first time a worker takes the task.
+    fn begin(&mut self) {
+        if self.request.command == Command::Read && self.answer.is_empty() {
+            self.data_at = self.replies.begin_read(&mut self.answer, &self.request);
+        }
+    }
+}
+
+/// Carries a cached volume's task as far as it goes: its submission, then (when sliced) every
+/// slice left, each planned when the one before is done.
+fn advance_on_volume(
+    volume: &Volume,
+    submission: &mut Option<Submission>,
+    slices: &mut Option<Slices>,
+    command: Command,
+    answer: &mut [u8],
+    payload: &[u8],
+) -> Progress {
+    loop {
+        let current = match (submission.take(), slices.as_mut()) {
+            (Some(current), _) => current,
+            (None, Some(slices)) => {
+                let len = SLICE_BYTES.min(slices.end - slices.next);
+                match volume.submit(slices.command, slices.next, len) {
+                    Ok(current) => {
+                        slices.next += len;
+                        current
+                    }
+                    Err(error) => return Progress::Done(Err(error)),
+                }
+            }
+            (None, None) => unreachable!("a volume's task has a submission or slices"),
+        };
+        let buffer = match command {
+            Command::Read => Buffer::Read(answer),
+            Command::Write => Buffer::Write(payload),
+            _ => Buffer::None,
+        };
+        let progress = volume.advance(current, buffer);
+        let Some(left) = slices.as_mut() else {
+            return progress;
+        };
+        match progress {
+            Progress::Done(Ok(due)) => {
+                left.due = left.due.max(due);
+                if left.next == left.end {
+                    return Progress::Done(Ok(left.due));
+                }
+            }
+            other => return other,
         }
     }
 }
@@ -227,18 +337,22 @@ impl Workers {
     /// has not come, else answered to its loop, which holds the answer until due on paced
     /// devices. A panic becomes an I/O error for this request alone.
     fn run(&self, mut task: Task) {
+        task.begin();
         let (progress, name) = match &mut task.target {
-            Target::Volume { submission, volume } => {
-                let Some(submission) = submission.take() else {
-                    return;
-                };
+            Target::Volume {
+                submission,
+                volume,
+                slices,
+            } => {
                 let progress = catch_unwind(AssertUnwindSafe(|| {
-                    let buffer = match task.request.command {
-                        Command::Read => Buffer::Read(&mut task.answer[task.data_at..]),
-                        Command::Write => Buffer::Write(&task.payload),
-                        _ => Buffer::None,
-                    };
-                    volume.advance(submission, buffer)
+                    advance_on_volume(
+                        volume,
+                        submission,
+                        slices,
+                        task.request.command,
+                        &mut task.answer[task.data_at..],
+                        &task.payload,
+                    )
                 }));
                 (progress, volume.name().to_string())
             }
@@ -287,6 +401,7 @@ impl Workers {
             request,
             replies,
             mut answer,
+            charge,
             inbox,
             slot,
             generation,
@@ -301,6 +416,7 @@ impl Workers {
             generation,
             bytes: answer,
             due: result.ok().flatten(),
+            charge,
         });
     }
 }
