@@ -5,7 +5,7 @@
 
 /// Raises the soft limit on open descriptors to the hard limit; returns the limit now in
 /// force, or `None` when it cannot be read.
-pub fn raise_open_files_limit() -> Option<u64> {
+pub fn raise_open_files_limit() -> Option<libc::rlim_t> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -25,7 +25,7 @@ pub fn raise_open_files_limit() -> Option<u64> {
             }
         }
     }
-    Some(limit.rlim_cur as u64)
+    Some(limit.rlim_cur)
 }
 
 #[cfg(test)]
@@ -44,7 +44,7 @@ mod tests {
             unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
             0
         );
-        assert_eq!(now, limit.rlim_cur as u64);
+        assert_eq!(now, limit.rlim_cur);
         assert_eq!(limit.rlim_cur, limit.rlim_max);
     }
 }

@@ -80,6 +80,9 @@ pub struct Connection {
     output: Vec<u8>,
     written: usize,
     in_flight: usize,
+    /// A long TRIM or WRITE ZEROES of this connection is with the workers: the next waits for
+    /// it, so that one client keeps at most one worker busy with them.
+    slicing: bool,
     /// Bytes of an oversized WRITE's payload still to be read past, and its cookie.
     skipping: Option<(u64, Request)>,
     /// No more requests are read: the client disconnected, sent NBD_CMD_DISC, or the input
@@ -125,6 +128,7 @@ impl Connection {
             output: ServerHandshake::greeting().to_vec(),
             written: 0,
             in_flight: 0,
+            slicing: false,
             skipping: None,
             draining: false,
             readable: true,
@@ -154,9 +158,14 @@ impl Connection {
         &self.peer
     }
 
-    /// A worker's answer to one of this connection's requests, and what it is charged.
-    pub fn answered(&mut self, bytes: &[u8], charge: Charge) {
+    /// A worker's answer to one of this connection's requests, what it is charged, and
+    /// whether it was planned a slice at a time.
+    pub fn answered(&mut self, bytes: &[u8], charge: Charge, sliced: bool) {
         self.in_flight -= 1;
+        if sliced {
+            assert!(self.slicing, "a sliced answer came for no sliced request");
+            self.slicing = false;
+        }
         self.output.extend_from_slice(bytes);
         self.output_charge.absorb(charge);
         self.last_active = Instant::now();
@@ -432,6 +441,14 @@ impl Connection {
                 _ => {}
             }
         }
+        let sliced = matches!(request.command, Command::Trim | Command::WriteZeroes)
+            && u64::from(request.length) > SLICE_BYTES
+            && matches!(export, Export::Cached(_));
+        if sliced && self.slicing {
+            // One at a time: this one waits at the front of the input for the one before.
+            self.waiting = Some(Wait::Connection);
+            return Ok(false);
+        }
         if self.front_charge.is_none() {
             let bytes = match request.command {
                 Command::Read | Command::Write => request.length as usize,
@@ -501,14 +518,10 @@ impl Connection {
                 return Ok(true);
             }
         };
-        if length > SLICE_BYTES
-            && matches!(
-                command,
-                VolumeCommand::Trim | VolumeCommand::WriteZeroes { .. }
-            )
-        {
+        if sliced {
             // Planned a slice at a time by a worker.
             self.in_flight += 1;
+            self.slicing = true;
             context.workers.push(Task::sliced(
                 volume, request, command, replies, charge, back,
             ));

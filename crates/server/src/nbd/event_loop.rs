@@ -20,7 +20,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::budget::{Charge, ServerBudget};
 use super::connection::{Connection, Context, End};
-use super::workers::{Inbox, Workers};
+use super::workers::{Answer, Inbox, Workers};
 use super::{client_went_away, ClientLimits, Exports, Settings};
 use crate::due_timer::Timer;
 use crate::peers::PeerSlot;
@@ -79,10 +79,7 @@ struct Held {
     due: Instant,
     /// Order among equal due times: the order they were held in.
     sequence: u64,
-    slot: usize,
-    generation: u64,
-    bytes: Vec<u8>,
-    charge: Charge,
+    answer: Answer,
 }
 
 impl PartialEq for Held {
@@ -204,22 +201,10 @@ impl Loop {
                         self.admit_new();
                         for answer in self.inbox.take() {
                             match answer.due.filter(|due| *due > Instant::now()) {
-                                Some(due) => self.hold(
-                                    due,
-                                    answer.slot,
-                                    answer.generation,
-                                    answer.bytes,
-                                    answer.charge,
-                                ),
+                                Some(due) => self.hold(due, answer),
                                 None => {
-                                    let slot = answer.slot;
-                                    self.deliver(
-                                        slot,
-                                        answer.generation,
-                                        &answer.bytes,
-                                        answer.charge,
-                                    );
-                                    ready.push(slot);
+                                    ready.push(answer.slot);
+                                    self.deliver(answer);
                                 }
                             }
                         }
@@ -254,28 +239,25 @@ impl Loop {
 
     /// Gives a connection its answer, if it is still the one the answer is for; else the
     /// answer's charge is given back as it is dropped.
-    fn deliver(&mut self, slot: usize, generation: u64, bytes: &[u8], charge: Charge) {
-        let Some(entry) = self.slots.get_mut(slot) else {
+    fn deliver(&mut self, answer: Answer) {
+        let Some(entry) = self.slots.get_mut(answer.slot) else {
             return;
         };
-        if entry.generation != generation {
+        if entry.generation != answer.generation {
             return;
         }
         if let Some((connection, _)) = &mut entry.connection {
-            connection.answered(bytes, charge);
+            connection.answered(&answer.bytes, answer.charge, answer.sliced);
         }
     }
 
     /// Keeps an answer until `due`.
-    fn hold(&mut self, due: Instant, slot: usize, generation: u64, bytes: Vec<u8>, charge: Charge) {
+    fn hold(&mut self, due: Instant, answer: Answer) {
         self.held_count += 1;
         self.held.push(Reverse(Held {
             due,
             sequence: self.held_count,
-            slot,
-            generation,
-            bytes,
-            charge,
+            answer,
         }));
     }
 
@@ -312,8 +294,8 @@ impl Loop {
         let horizon = now + RELEASE_EARLY;
         while self.held.peek().is_some_and(|first| first.0.due <= horizon) {
             let Reverse(held) = self.held.pop().expect("peeked");
-            self.deliver(held.slot, held.generation, &held.bytes, held.charge);
-            ready.push(held.slot);
+            ready.push(held.answer.slot);
+            self.deliver(held.answer);
         }
     }
 
@@ -372,7 +354,15 @@ impl Loop {
         let waits = connection.waits_for_server();
         let later = std::mem::take(&mut *self.later.borrow_mut());
         for (due, bytes, charge) in later {
-            self.hold(due, slot, generation, bytes, charge);
+            let answer = Answer {
+                slot,
+                generation,
+                bytes,
+                due: Some(due),
+                charge,
+                sliced: false,
+            };
+            self.hold(due, answer);
         }
         match end {
             Some(end) => self.close(slot, end),

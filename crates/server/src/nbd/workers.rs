@@ -40,6 +40,8 @@ pub struct Answer {
     pub bytes: Vec<u8>,
     pub due: Option<Instant>,
     pub charge: Charge,
+    /// It answers a TRIM or WRITE ZEROES planned a slice at a time.
+    pub sliced: bool,
 }
 
 impl Inbox {
@@ -397,6 +399,13 @@ impl Workers {
                 Err(io::Error::other(reason))
             }
         };
+        let sliced = matches!(
+            task.target,
+            Target::Volume {
+                slices: Some(_),
+                ..
+            }
+        );
         let Task {
             request,
             replies,
@@ -417,6 +426,7 @@ impl Workers {
             bytes: answer,
             due: result.ok().flatten(),
             charge,
+            sliced,
         });
     }
 }
