@@ -112,8 +112,11 @@ class NbdClient:
     """A minimal fixed-newstyle NBD client on 127.0.0.1: options, then requests, and simple
     replies or, once asked for with `structured_replies`, structured reply chunks."""
 
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=IO_SECONDS)
+    def __init__(self, port: int, source: str | None = None):
+        """Connects from `source` (another loopback address, say 127.0.0.2, to be another
+        peer) or from where the system chooses."""
+        bind = (source, 0) if source else None
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=IO_SECONDS, source_address=bind)
         magic, option_magic, flags = struct.unpack(">QQH", self.recv(18))
         assert (magic, option_magic) == (NBDMAGIC, IHAVEOPT), "not a newstyle NBD greeting"
         assert flags & FLAG_FIXED_NEWSTYLE, f"handshake flags {flags:#x} lack FIXED_NEWSTYLE"

@@ -11,6 +11,7 @@
 //! little.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,10 +31,19 @@ use crate::tls::{TlsServer, Transport};
 const READ_CHUNK: usize = 64 * 1024;
 /// Requests of one connection in the workers at once, at most.
 const MAX_IN_FLIGHT: usize = 512;
+/// Bytes one connection may read in one turn of its loop; then the loop serves the others and
+/// comes back to it, so that a client sending 32 MiB WRITEs as fast as it can delays the others
+/// by about a millisecond at a time, not by its whole payload.
+const TURN_BYTES: usize = 1 << 20;
 /// Answers waiting to be sent beyond this stop the reading of requests.
 const OUTPUT_HIGH_WATER: usize = 8 << 20;
 /// An idle buffer larger than this is given back.
 const IDLE_BUFFER_BYTES: usize = 256 * 1024;
+/// READs longer than this go to a worker even when they hit in memory, and answers this long
+/// are queued whole rather than copied into the outgoing bytes: the event loop's time per
+/// request stays small whatever a client asks for (zeroing and copying 32 MiB takes it
+/// milliseconds, during which its other clients wait).
+const LARGE_BYTES: usize = 256 * 1024;
 /// TRIM and WRITE ZEROES longer than this are planned a slice at a time, on a worker, so that
 /// no one request holds a volume's lock or an event loop for long (4 GiB would be a million
 /// jobs in one step with 4 KiB lines).
@@ -79,6 +89,10 @@ pub struct Connection {
     /// Answers; those before `written` are sent.
     output: Vec<u8>,
     written: usize,
+    /// Answers of [`LARGE_BYTES`] or more, sent after `output`, whole, the first from
+    /// `large_written`.
+    large: VecDeque<Vec<u8>>,
+    large_written: usize,
     in_flight: usize,
     /// A long TRIM or WRITE ZEROES of this connection is with the workers: the next waits for
     /// it, so that one client keeps at most one worker busy with them.
@@ -93,6 +107,11 @@ pub struct Connection {
     readable: bool,
     /// `NBD_OPT_STARTTLS` was acknowledged: once the acknowledgement is out, TLS begins.
     starting_tls: bool,
+    /// Bytes read in this turn of the loop.
+    turn_bytes: usize,
+    /// The turn ended with bytes perhaps still in the socket: the loop comes back without an
+    /// event.
+    yielded: bool,
     /// What this connection may hold in bytes.
     budget: ConnectionBudget,
     /// The charge of the request at the front of the input, taken when its header was read
@@ -127,12 +146,16 @@ impl Connection {
             end: 0,
             output: ServerHandshake::greeting().to_vec(),
             written: 0,
+            large: VecDeque::new(),
+            large_written: 0,
             in_flight: 0,
             slicing: false,
             skipping: None,
             draining: false,
             readable: true,
             starting_tls: false,
+            turn_bytes: 0,
+            yielded: false,
         }
     }
 
@@ -160,13 +183,17 @@ impl Connection {
 
     /// A worker's answer to one of this connection's requests, what it is charged, and
     /// whether it was planned a slice at a time.
-    pub fn answered(&mut self, bytes: &[u8], charge: Charge, sliced: bool) {
+    pub fn answered(&mut self, bytes: Vec<u8>, charge: Charge, sliced: bool) {
         self.in_flight -= 1;
         if sliced {
             assert!(self.slicing, "a sliced answer came for no sliced request");
             self.slicing = false;
         }
-        self.output.extend_from_slice(bytes);
+        if bytes.len() >= LARGE_BYTES {
+            self.large.push_back(bytes);
+        } else {
+            self.output.extend_from_slice(&bytes);
+        }
         self.output_charge.absorb(charge);
         self.last_active = Instant::now();
     }
@@ -192,7 +219,7 @@ impl Connection {
             )),
             Phase::Transmission { .. } => {
                 let idle = idle?;
-                let quiet = self.in_flight == 0 && self.written == self.output.len();
+                let quiet = self.in_flight == 0 && self.unsent_bytes() == 0;
                 (quiet && now.duration_since(self.last_active) > idle)
                     .then(|| format!("idle for {} s", idle.as_secs_f64()))
             }
@@ -215,6 +242,7 @@ impl Connection {
     fn pump(&mut self, context: &Context) -> io::Result<bool> {
         // The budget may have room now: the request at the front tries again.
         self.waiting = None;
+        (self.turn_bytes, self.yielded) = (0, false);
         loop {
             // Whether serving stopped for want of bytes, rather than for answers piling up.
             let mut wants_bytes = false;
@@ -250,18 +278,33 @@ impl Connection {
             if !wants_bytes {
                 continue;
             }
+            if self.readable && self.turn_bytes >= TURN_BYTES {
+                self.yielded = true;
+                return Ok(true);
+            }
             if !self.readable || !self.receive()? {
                 return Ok(true);
             }
         }
     }
 
+    /// The last turn stopped before the socket was empty: serve it again soon, unasked.
+    pub fn yielded(&self) -> bool {
+        self.yielded
+    }
+
     /// Enough requests in flight, answers waiting or bytes held: read no more until some are
     /// done.
     fn is_full(&self) -> bool {
         self.in_flight >= MAX_IN_FLIGHT
-            || self.output.len() > OUTPUT_HIGH_WATER
+            || self.unsent_bytes() > OUTPUT_HIGH_WATER
             || self.waiting.is_some()
+    }
+
+    /// Bytes of answers not sent yet.
+    fn unsent_bytes(&self) -> usize {
+        let large: usize = self.large.iter().map(Vec::len).sum();
+        self.output.len() - self.written + large - self.large_written
     }
 
     /// TLS begins: the bytes received after `NBD_OPT_STARTTLS` are its first records.
@@ -283,6 +326,10 @@ impl Connection {
 
     /// Writes pending answers; false when the socket is full.
     fn send(&mut self) -> io::Result<bool> {
+        // A large answer begun goes on first: answers must not interleave.
+        if self.large_written > 0 && !self.send_large()? {
+            return Ok(false);
+        }
         while self.written < self.output.len() {
             match self.transport.write(&self.output[self.written..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -303,9 +350,33 @@ impl Connection {
         }
         self.output.clear();
         self.written = 0;
+        while !self.large.is_empty() {
+            if !self.send_large()? {
+                return Ok(false);
+            }
+        }
         self.output_charge.release();
         // Under TLS, records may still wait for room in the socket.
         self.transport.flush()
+    }
+
+    /// Writes the first large answer; false when the socket is full before its end.
+    fn send_large(&mut self) -> io::Result<bool> {
+        let Some(answer) = self.large.front() else {
+            return Ok(true);
+        };
+        while self.large_written < answer.len() {
+            match self.transport.write(&answer[self.large_written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(count) => self.large_written += count,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        self.large.pop_front();
+        self.large_written = 0;
+        Ok(true)
     }
 
     /// Reads what the socket has; false when it has nothing now.
@@ -338,6 +409,7 @@ impl Connection {
             }
             Ok(count) => {
                 self.end += count;
+                self.turn_bytes += count;
                 self.last_active = Instant::now();
                 // A short read emptied the socket; mio's edge-triggered events report what
                 // comes next, so the read that would find nothing is skipped. Not so under
@@ -537,6 +609,9 @@ impl Connection {
         // Answered here when nothing waits: straight into the outgoing bytes.
         let start = self.output.len();
         let attempt = match request.command {
+            Command::Read if request.length as usize > LARGE_BYTES => {
+                Attempt::WouldBlock(submission)
+            }
             Command::Read => {
                 let data = replies.begin_read(&mut self.output, &request);
                 let attempt =

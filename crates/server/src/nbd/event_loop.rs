@@ -138,6 +138,7 @@ pub fn start(
                 limits: settings.limits,
                 next_sweep: Instant::now() + SWEEP_EVERY,
                 waiting_for_budget: Vec::new(),
+                again: Vec::new(),
             };
             std::thread::Builder::new()
                 .name(format!("nbd-loop-{index}"))
@@ -170,6 +171,8 @@ struct Loop {
     next_sweep: Instant,
     /// Clients whose next request waits for room in the server's budget.
     waiting_for_budget: Vec<usize>,
+    /// Clients whose turn ended before their sockets were empty.
+    again: Vec<usize>,
 }
 
 impl Loop {
@@ -186,6 +189,9 @@ impl Loop {
             }
             if !self.waiting_for_budget.is_empty() {
                 wake_at = wake_at.min(Instant::now() + BUDGET_RETRY);
+            }
+            if !self.again.is_empty() {
+                wake_at = Instant::now();
             }
             let timeout = self.timer.poll_timeout(Some(wake_at));
             if let Err(error) = self.poll.poll(&mut events, timeout) {
@@ -226,6 +232,7 @@ impl Loop {
             }
             self.release_due(&mut ready);
             ready.append(&mut self.waiting_for_budget);
+            ready.append(&mut self.again);
             if Instant::now() >= self.next_sweep {
                 self.sweep();
             }
@@ -247,7 +254,7 @@ impl Loop {
             return;
         }
         if let Some((connection, _)) = &mut entry.connection {
-            connection.answered(&answer.bytes, answer.charge, answer.sliced);
+            connection.answered(answer.bytes, answer.charge, answer.sliced);
         }
     }
 
@@ -352,6 +359,7 @@ impl Loop {
         };
         let end = connection.on_ready(&context);
         let waits = connection.waits_for_server();
+        let yielded = connection.yielded();
         let later = std::mem::take(&mut *self.later.borrow_mut());
         for (due, bytes, charge) in later {
             let answer = Answer {
@@ -366,6 +374,7 @@ impl Loop {
         }
         match end {
             Some(end) => self.close(slot, end),
+            None if yielded => self.again.push(slot),
             None if waits => self.waiting_for_budget.push(slot),
             None => {}
         }

@@ -54,6 +54,14 @@ impl Replies {
     /// Room at the end of `output` for a READ's answer: the header, then `request.length`
     /// bytes for the caller to read into. Returns where the data starts.
     pub fn begin_read(self, output: &mut Vec<u8>, request: &Request) -> usize {
+        self.read_header(output, request);
+        let data = output.len();
+        output.resize(data + request.length as usize, 0);
+        data
+    }
+
+    /// A READ's header, for `request.length` bytes of data to follow.
+    fn read_header(self, output: &mut Vec<u8>, request: &Request) {
         if request.length == 0 {
             // An OFFSET_DATA chunk holds at least one byte; NONE says "done, nothing more".
             if self.structured {
@@ -61,7 +69,7 @@ impl Replies {
             } else {
                 self.success(output, request.cookie);
             }
-            return output.len();
+            return;
         }
         if self.structured {
             output.extend_from_slice(&offset_data_header(
@@ -73,9 +81,18 @@ impl Replies {
         } else {
             compose_simple_reply(output, request.cookie, 0);
         }
-        let data = output.len();
-        output.resize(data + request.length as usize, 0);
-        data
+    }
+
+    /// A READ's answer on its own: its header, then room for the data, which starts at the
+    /// index returned. The room is allocated zeroed by the allocator (fresh pages for a large
+    /// READ, which the read then fills once) rather than written with zeroes first.
+    pub fn read_answer(self, request: &Request) -> (Vec<u8>, usize) {
+        let mut header = Vec::new();
+        self.read_header(&mut header, request);
+        let data = header.len();
+        let mut answer = vec![0u8; data + request.length as usize];
+        answer[..data].copy_from_slice(&header);
+        (answer, data)
     }
 
     /// Ends a READ begun at `start` (where its header began): on failure the header and room
@@ -115,6 +132,19 @@ mod tests {
             cookie: 9,
             offset: 4096,
             length,
+        }
+    }
+
+    #[test]
+    fn a_read_answer_on_its_own_is_the_answer_begun_in_place() {
+        for structured in [false, true] {
+            let replies = Replies { structured };
+            for length in [0, 1, 4096] {
+                let request = read_request(length);
+                let mut in_place = Vec::new();
+                let data = replies.begin_read(&mut in_place, &request);
+                assert_eq!(replies.read_answer(&request), (in_place, data));
+            }
         }
     }
 

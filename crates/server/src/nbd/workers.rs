@@ -223,7 +223,7 @@ impl Task {
     /// Makes a READ's answer buffer, the first time a worker takes the task.
     fn begin(&mut self) {
         if self.request.command == Command::Read && self.answer.is_empty() {
-            self.data_at = self.replies.begin_read(&mut self.answer, &self.request);
+            (self.answer, self.data_at) = self.replies.read_answer(&self.request);
         }
     }
 }
