@@ -205,3 +205,38 @@ class Probe(threading.Thread):
         if self.failure:
             raise self.failure
         return len(self.latencies), max(self.latencies, default=float("inf"))
+
+
+class Rotation(threading.Thread):
+    """One hostile client at a time at `port`, each kind of `Flood` in turn for `period_seconds`,
+    against `export`, until stopped: what the soaks run beside their verifying load."""
+
+    KINDS = ("reads", "writes", "trims", "idle")
+
+    def __init__(self, port: int, export: str, volume_bytes: int, period_seconds: float):
+        super().__init__(daemon=True)
+        self.port, self.export, self.volume_bytes, self.period_seconds = port, export, volume_bytes, period_seconds
+        self.stopping = threading.Event()
+        self.floods = 0
+        self.failure: BaseException | None = None
+
+    def run(self):
+        try:
+            while not self.stopping.is_set():
+                kind = self.KINDS[self.floods % len(self.KINDS)]
+                flood = Flood(self.port, kind, volume_bytes=self.volume_bytes, export=self.export,
+                              connections=2 if kind != "idle" else 64, cycle_seconds=self.period_seconds,
+                              seconds=self.period_seconds)
+                flood.start()
+                self.stopping.wait(self.period_seconds)
+                flood.stop()
+                self.floods += 1
+        except BaseException as error:  # noqa: BLE001 - reported by stop()
+            self.failure = error
+
+    def stop(self):
+        self.stopping.set()
+        self.join(timeout=60)
+        assert not self.is_alive(), "the hostile rotation did not stop"
+        if self.failure:
+            raise self.failure

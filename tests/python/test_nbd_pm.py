@@ -2,15 +2,19 @@
 cache"): a BTT on a file in /dev/shm (or the test's temporary folder) under each staging cache,
 driven by qemu-io, fio (verifying, with a flush every few writes) and nbdcopy, started as
 `heterarchy serve nbd --staging` and as an `[[export]]` table; `loadgen block` against it; and
-the one-line errors of bad staging flags."""
+the one-line errors of bad staging flags; and SIGTERM in mid-stream, after which every write
+the server acknowledged is on the BTT."""
 
 import json
 import random
+import signal
+import struct
+import threading
 
 import pytest
 
 from helpers import free_port, run
-from nbd_support import EXPORT, MISSING, qemu_io, tool
+from nbd_support import BLOCK, CMD_WRITE, EXPORT, MISSING, REP_ACK, NbdClient, qemu_io, tool
 
 if MISSING:
     pytest.skip(
@@ -109,3 +113,49 @@ def test_a_btt_too_small_or_of_another_sector_size_is_refused(heterarchy, tmp_pa
     done = run(heterarchy, "serve", "nbd", "--backing", f"btt:{tmp_path / 'x.img'}:64m:1k",
                "--staging", "caiti", check=False)
     assert done.returncode != 0 and "512" in done.stderr, done.stderr
+
+
+def test_sigterm_answers_no_write_after_the_last_write_back(serve, tmp_path):
+    """A client pipelines writes of distinct blocks to Caiti (its transit cache in DRAM) as
+    SIGTERM arrives: the server stops taking requests (ESHUTDOWN), finishes those under way, and
+    only then writes back, so every write it acknowledged is on the BTT when it comes back."""
+    server = pm_device(serve, tmp_path, "caiti", "--evictors", "1")
+    blocks = DEVICE_BYTES // BLOCK
+
+    def pattern(block: int) -> bytes:
+        return struct.pack(">Q", block) * (BLOCK // 8)
+
+    client = NbdClient(server.port)
+    assert client.go(EXPORT) == REP_ACK
+
+    def send_all():
+        try:
+            for block in range(blocks):
+                client.send(block + 1, CMD_WRITE, block * BLOCK, BLOCK, pattern(block))
+        except OSError:
+            pass  # the server went away mid-stream
+
+    sender = threading.Thread(target=send_all)
+    sender.start()
+    acknowledged, refused = [], 0
+    try:
+        while True:
+            handle, error, _ = client.receive()
+            if len(acknowledged) + refused == 2000:
+                server.process.send_signal(signal.SIGTERM)
+            if error == 0:
+                acknowledged.append(handle - 1)
+            else:
+                refused += 1
+    except (EOFError, OSError):
+        pass
+    sender.join()
+    client.sock.close()
+    assert server.process.wait(timeout=60) == 0, server.log.read_text()
+    print(f"{len(acknowledged)} writes acknowledged, {refused} refused after SIGTERM")
+    assert len(acknowledged) >= 2000
+    again = pm_device(serve, tmp_path, "caiti", "--evictors", "1")
+    with NbdClient(again.port) as reader:
+        assert reader.go(EXPORT) == REP_ACK
+        lost = [block for block in acknowledged if reader.read(block * BLOCK, BLOCK) != pattern(block)]
+    assert not lost, f"{len(lost)} acknowledged writes lost across SIGTERM, the first block {lost[0]}"

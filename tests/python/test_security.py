@@ -463,6 +463,7 @@ def test_kv_auth_is_per_tenant(servers, heterarchy, tmp_path):
 def test_a_bad_auth_file_fails_at_start_with_its_line(heterarchy, tmp_path, content, named):
     auth = tmp_path / "auth"
     auth.write_text(content)
+    auth.chmod(0o600)  # a secret others can read is warned about on a line of its own
     done = subprocess.run([heterarchy, "serve", "kv", "--listen", f"127.0.0.1:{free_port()}", "--auth-file", auth],
                           capture_output=True, text=True, timeout=30)
     message = done.stderr.strip()

@@ -13,6 +13,7 @@ pub mod nbd;
 pub mod peers;
 pub mod run;
 pub mod socket;
+pub mod stopping;
 pub mod tls;
 
 pub use config::ServeConfig;

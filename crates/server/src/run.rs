@@ -16,13 +16,17 @@ use crate::error::{BoxError, ConfigError, RunError};
 use crate::kv::{self, Tenant};
 use crate::listen::{ListenAddr, Listener};
 use crate::nbd::{self, Export, Exports};
+use crate::stopping::Stopping;
 
+/// How long a stopping server waits for the requests under way before it writes back.
+const STOP_PATIENCE: Duration = Duration::from_secs(30);
 /// The longest a cleaner sleeps, so cleaning that a request made due starts soon after.
 const CLEANER_TICK: Duration = Duration::from_secs(1);
 
 /// Serves `config` until SIGTERM or SIGINT, then shuts every volume down cleanly.
 pub fn run(config: &ServeConfig) -> Result<(), RunError> {
     let signals = block_stop_signals();
+    let stopping = Stopping::new();
     crate::descriptors::raise_open_files_limit();
     let throttles = config.throttles()?;
     let mut volumes = Vec::new();
@@ -102,6 +106,7 @@ pub fn run(config: &ServeConfig) -> Result<(), RunError> {
             tls: tls.mode,
             tls_server,
             limits: config.server.client_limits()?,
+            stopping: Arc::clone(&stopping),
         };
         spawn("nbd-accept", move || {
             if let Err(error) = nbd::serve(listener, exports, settings) {
@@ -146,7 +151,15 @@ pub fn run(config: &ServeConfig) -> Result<(), RunError> {
         spawn("admin", move || server.run())?;
     }
     let signal = wait_for(&signals);
-    eprintln!("heterarchy: signal {signal}: writing dirty lines back, shutting stores down");
+    eprintln!("heterarchy: signal {signal}: finishing the requests under way");
+    // Nothing is answered after the last write-back: requests stop first.
+    if !stopping.stop(STOP_PATIENCE) {
+        eprintln!(
+            "heterarchy: requests still under way after {} s; writing back regardless",
+            STOP_PATIENCE.as_secs()
+        );
+    }
+    eprintln!("heterarchy: writing dirty lines back, shutting stores down");
     for tenant in &tenants {
         tenant
             .shut_down()

@@ -16,6 +16,7 @@ use heterarchy_nbd::constants::{EINVAL, MAX_PAYLOAD_BYTES};
 use heterarchy_nbd::{Client, ClientError, Command};
 use heterarchy_server::listen::{ListenAddr, Listener};
 use heterarchy_server::nbd::{serve, ClientLimits, Export, Exports, Settings, Threads};
+use heterarchy_server::stopping::Stopping;
 use heterarchy_volume::{Volume, VolumeConfig};
 
 const VOLUME_BYTES: u64 = 64 << 20;
@@ -59,6 +60,7 @@ fn start_with(limits: ClientLimits) -> String {
         tls: Default::default(),
         tls_server: None,
         limits,
+        stopping: Stopping::new(),
     };
     std::thread::spawn(move || serve(listener, exports, settings));
     address

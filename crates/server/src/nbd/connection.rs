@@ -22,9 +22,10 @@ use heterarchy_volume::{Attempt, Buffer, Command as VolumeCommand};
 
 use super::budget::{Charge, ConnectionBudget, Wait};
 use super::reply::{too_large, Replies};
-use super::workers::{Inbox, Task, Workers};
+use super::workers::{Back, Inbox, Task, Workers};
 use super::{Export, Exports};
 use crate::socket::Socket;
+use crate::stopping::Stopping;
 use crate::tls::{TlsServer, Transport};
 
 /// Bytes asked of the socket per read, at least.
@@ -60,6 +61,8 @@ pub struct Context<'a> {
     pub generation: u64,
     /// What a client that sends `NBD_OPT_STARTTLS` gets TLS with (none with TLS off).
     pub tls: Option<&'a TlsServer>,
+    /// Whether requests may still start.
+    pub stopping: &'a Arc<Stopping>,
 }
 
 enum Phase {
@@ -576,8 +579,18 @@ impl Connection {
             replies.failure(&mut self.output, cookie, EINVAL, &reason);
             return Ok(true);
         }
+        let Some(running) = context.stopping.begin() else {
+            let reason = "the server is shutting down";
+            replies.failure(&mut self.output, cookie, ESHUTDOWN, reason);
+            return Ok(true);
+        };
         let payload = &self.input[header_end..payload_end];
-        let back = (Arc::clone(context.inbox), context.slot, context.generation);
+        let back = Back {
+            inbox: Arc::clone(context.inbox),
+            slot: context.slot,
+            generation: context.generation,
+            running,
+        };
         let volume = match export {
             Export::Cached(volume) => volume,
             Export::Device(device) => {

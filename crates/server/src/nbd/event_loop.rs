@@ -25,6 +25,7 @@ use super::{client_went_away, ClientLimits, Exports, Settings};
 use crate::due_timer::Timer;
 use crate::peers::PeerSlot;
 use crate::socket::Socket;
+use crate::stopping::Stopping;
 use crate::tls::TlsServer;
 
 const WAKER: Token = Token(usize::MAX);
@@ -136,6 +137,7 @@ pub fn start(
                 tls_server: settings.tls_server.clone(),
                 budget: budget.clone(),
                 limits: settings.limits,
+                stopping: Arc::clone(&settings.stopping),
                 next_sweep: Instant::now() + SWEEP_EVERY,
                 waiting_for_budget: Vec::new(),
                 again: Vec::new(),
@@ -167,6 +169,7 @@ struct Loop {
     tls_server: Option<TlsServer>,
     budget: ServerBudget,
     limits: ClientLimits,
+    stopping: Arc<Stopping>,
     /// When to look for clients past their deadlines next.
     next_sweep: Instant,
     /// Clients whose next request waits for room in the server's budget.
@@ -356,6 +359,7 @@ impl Loop {
             slot,
             generation,
             tls: self.tls_server.as_ref(),
+            stopping: &self.stopping,
         };
         let end = connection.on_ready(&context);
         let waits = connection.waits_for_server();

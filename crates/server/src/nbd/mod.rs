@@ -26,6 +26,7 @@ use heterarchy_volume::Volume;
 use crate::listen::Listener;
 use crate::peers::PeerCounts;
 use crate::socket::Socket;
+use crate::stopping::Stopping;
 use crate::tls::TlsServer;
 use budget::ServerBudget;
 use event_loop::Handoff;
@@ -93,6 +94,8 @@ pub struct Settings {
     pub tls_server: Option<TlsServer>,
     /// Bytes, deadlines and connections per client.
     pub limits: ClientLimits,
+    /// Set when the server stops: requests are refused from then on.
+    pub stopping: Arc<Stopping>,
 }
 
 /// What every export offers: flush, FUA, trim, write zeroes, and several connections at once

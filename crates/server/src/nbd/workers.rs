@@ -25,6 +25,7 @@ use super::budget::Charge;
 use super::connection::SLICE_BYTES;
 use super::panic_message;
 use super::reply::Replies;
+use crate::stopping::Running;
 
 /// Answers for one event loop's connections, and the waker that tells it they are there.
 pub struct Inbox {
@@ -120,13 +121,17 @@ pub struct Task {
     answer: Vec<u8>,
     data_at: usize,
     charge: Charge,
-    inbox: Arc<Inbox>,
-    slot: usize,
-    generation: u64,
+    back: Back,
 }
 
-/// Where a task's answer goes: the loop's inbox, the connection's slot and its generation.
-pub type Back = (Arc<Inbox>, usize, u64);
+/// Where a task's answer goes: the loop's inbox, the connection's slot and its generation;
+/// and the request's place among those under way, which the server waits for when it stops.
+pub struct Back {
+    pub inbox: Arc<Inbox>,
+    pub slot: usize,
+    pub generation: u64,
+    pub running: Running,
+}
 
 impl Task {
     /// A task for `request` on a cached volume, planned as `submission`, its answer begun.
@@ -205,7 +210,6 @@ impl Task {
         charge: Charge,
         back: Back,
     ) -> Task {
-        let (inbox, slot, generation) = back;
         Task {
             target,
             request,
@@ -214,9 +218,7 @@ impl Task {
             answer: Vec::new(),
             data_at: 0,
             charge,
-            inbox,
-            slot,
-            generation,
+            back,
         }
     }
 
@@ -411,22 +413,22 @@ impl Workers {
             replies,
             mut answer,
             charge,
-            inbox,
-            slot,
-            generation,
+            back,
             ..
         } = task;
         match request.command {
             Command::Read => replies.end_read(&mut answer, 0, &request, &result),
             _ => replies.outcome(&mut answer, request.cookie, &result),
         }
-        inbox.send(Answer {
-            slot,
-            generation,
+        back.inbox.send(Answer {
+            slot: back.slot,
+            generation: back.generation,
             bytes: answer,
             due: result.ok().flatten(),
             charge,
             sliced,
         });
+        // The request is over once its answer is with the loop.
+        drop(back.running);
     }
 }
