@@ -240,3 +240,79 @@ class Rotation(threading.Thread):
         assert not self.is_alive(), "the hostile rotation did not stop"
         if self.failure:
             raise self.failure
+
+
+# --- Key-value clients -------------------------------------------------------------------------
+
+HOSTILE_KEYS = [b"hostile:%d" % index for index in range(4)]
+HOSTILE_VALUE_BYTES = 512 * KIB
+
+
+def kv_connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(HOSTILE_SOURCE, 0))
+
+
+def kv_store_hostile_values(port: int):
+    """Stores the few large values the get flood asks for (2 MiB in all, so that a tenant sized
+    for its verifying load does not evict for them)."""
+    with kv_connect(port) as sock:
+        for key in HOSTILE_KEYS:
+            sock.sendall(b"set %s 0 0 %d\r\n" % (key, HOSTILE_VALUE_BYTES) + b"h" * HOSTILE_VALUE_BYTES + b"\r\n")
+            answer = b""
+            while not answer.endswith(b"\r\n"):
+                answer += sock.recv(64)
+            assert answer == b"STORED\r\n", answer
+
+
+class KvRotation(threading.Thread):
+    """Hostile clients of a key-value tenant at `port`, from 127.0.0.2, one kind at a time for
+    `period_seconds` each, until stopped: "gets" (two connections pipelining gets of 100 large
+    values a line, reading nothing), "partial" (16 connections that send a 512 KiB set's command
+    line and half its value, then stall), "idle" (64 connections that send nothing); each reset
+    at the end of its turn."""
+
+    KINDS = ("gets", "partial", "idle")
+
+    def __init__(self, port: int, period_seconds: float):
+        super().__init__(daemon=True)
+        self.port, self.period_seconds = port, period_seconds
+        self.stopping = threading.Event()
+        self.floods = 0
+        self.failure: BaseException | None = None
+
+    def run(self):
+        try:
+            kv_store_hostile_values(self.port)
+            while not self.stopping.is_set():
+                kind = self.KINDS[self.floods % len(self.KINDS)]
+                count = {"gets": 2, "partial": 16, "idle": 64}[kind]
+                sockets = []
+                for _ in range(count):
+                    try:
+                        sockets.append(kv_connect(self.port))
+                    except OSError:
+                        break  # refused over a limit: that is the server's answer
+                until = time.monotonic() + self.period_seconds
+                for sock in sockets:
+                    sock.settimeout(0.05)
+                    if kind == "partial":
+                        send_some(sock, b"set stalled 0 0 %d\r\n" % HOSTILE_VALUE_BYTES
+                                  + b"p" * (HOSTILE_VALUE_BYTES // 2), until)
+                if kind == "gets":
+                    line = b"get " + b" ".join(HOSTILE_KEYS * 25) + b"\r\n"
+                    while time.monotonic() < until and not self.stopping.is_set():
+                        if not any(send_some(sock, line, min(until, time.monotonic() + 0.1)) for sock in sockets):
+                            self.stopping.wait(0.05)
+                self.stopping.wait(max(0.0, until - time.monotonic()))
+                for sock in sockets:
+                    reset(sock)
+                self.floods += 1
+        except BaseException as error:  # noqa: BLE001 - reported by stop()
+            self.failure = error
+
+    def stop(self):
+        self.stopping.set()
+        self.join(timeout=60)
+        assert not self.is_alive(), "the hostile rotation did not stop"
+        if self.failure:
+            raise self.failure
