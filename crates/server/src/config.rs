@@ -879,6 +879,45 @@ mod tests {
     }
 
     #[test]
+    fn client_limits_are_read_and_bad_ones_refused_by_key() {
+        let export = "[[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\n";
+        let (_dir, path) = write(&format!(
+            "[server]\nconnection_buffer = \"8m\"\nserver_buffer = \"256m\"\n\
+             max_connections_per_peer = 3\nhandshake_timeout_s = 4\nidle_timeout_s = 60\n{export}"
+        ));
+        let limits = ServeConfig::from_file(&path)
+            .unwrap()
+            .server
+            .client_limits()
+            .unwrap();
+        assert_eq!(
+            limits,
+            crate::nbd::ClientLimits {
+                connection_buffer_bytes: 8 << 20,
+                server_buffer_bytes: 256 << 20,
+                handshake_timeout: std::time::Duration::from_secs(4),
+                idle_timeout: Some(std::time::Duration::from_secs(60)),
+                max_connections_per_peer: 3,
+            }
+        );
+        let defaults = ServerSection::default().client_limits().unwrap();
+        assert_eq!(defaults, crate::nbd::ClientLimits::default());
+        for (server, key) in [
+            ("connection_buffer = \"64k\"\n", "server.connection_buffer:"),
+            ("server_buffer = \"much\"\n", "server.server_buffer:"),
+            (
+                "max_connections_per_peer = 0\n",
+                "server.max_connections_per_peer:",
+            ),
+            ("handshake_timeout_s = 0\n", "server.handshake_timeout_s:"),
+        ] {
+            let (_dir, path) = write(&format!("[server]\n{server}{export}"));
+            let error = ServeConfig::from_file(&path).unwrap_err().to_string();
+            assert!(error.contains(key), "{server}: {error}");
+        }
+    }
+
+    #[test]
     fn admin_token_file_and_allowed_hosts_are_read_and_a_bad_host_refused_by_key() {
         let export = "[[export]]\nname = \"a\"\nbacking = \"ram:1m\"\ncache = \"ram:256k\"\n";
         let (_dir, path) = write(&format!(

@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use super::budget::{Charge, ServerBudget};
 use super::connection::{Connection, Context, End};
 use super::workers::{Answer, Inbox, Workers};
-use super::{client_went_away, ClientLimits, Exports, Settings};
+use super::{client_went_away, panic_message, ClientLimits, Exports, Settings};
 use crate::due_timer::Timer;
 use crate::peers::PeerSlot;
 use crate::socket::Socket;
@@ -361,7 +362,15 @@ impl Loop {
             tls: self.tls_server.as_ref(),
             stopping: &self.stopping,
         };
-        let end = connection.on_ready(&context);
+        // A panic while serving (a request answered on the loop, say) ends this connection
+        // alone; the loop and its other connections go on.
+        let end = match catch_unwind(AssertUnwindSafe(|| connection.on_ready(&context))) {
+            Ok(end) => end,
+            Err(panic) => Some(End::Failed(io::Error::other(format!(
+                "serving it panicked: {}",
+                panic_message(panic.as_ref())
+            )))),
+        };
         let waits = connection.waits_for_server();
         let yielded = connection.yielded();
         let later = std::mem::take(&mut *self.later.borrow_mut());
