@@ -135,6 +135,7 @@ impl KvArgs {
             item_max: self.item_max.clone(),
             segment: "1m".to_string(),
             auth_file: self.auth_file.clone(),
+            ..TenantConfig::default()
         };
         let mut pm = Vec::new();
         if let (Some(profile), Some(pmem), Some(throttle)) =

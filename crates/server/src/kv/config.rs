@@ -15,6 +15,17 @@
 //! item_max = "1m"
 //! segment = "1m"
 //! # auth_file = "/etc/heterarchy/alpha.auth"  # `user:password` lines, as memcached's -Y
+//! # What one client may hold (docs/reliability.md, "Limits on what a client can make a server
+//! # hold"); the defaults:
+//! idle_timeout = 0                      # seconds without a byte received; 0: never closed
+//! auth_timeout = 10                     # seconds to authenticate, with an auth file
+//! request_timeout = 30                  # seconds for a request (or a TLS handshake) to arrive
+//! max_connections_per_peer = 256        # from one IP address (a Unix socket's: one uid)
+//! client_buffers = "64m"                # what all its clients' buffers may hold beyond 128k each
+//! max_auth_failures = 5                 # wrong passwords on one connection before it is closed
+//! # TLS on its TCP port, as memcached's -Z (docs/reliability.md, "Key-value over TLS"):
+//! # tls_certificates = "/etc/heterarchy/tls"  # server-cert.pem, server-key.pem (, ca-cert.pem)
+//! # tls_verify_peer = false             # clients must show a certificate ca-cert.pem signed
 //! ```
 //!
 //! Tenants whose values share one persistent memory name its `[[pm]]` table: each has its share
@@ -49,6 +60,17 @@ use crate::listen::ListenAddr;
 
 /// Connections one tenant serves at once unless told otherwise (memcached's `-c`).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Connections one tenant serves at once from one peer unless told otherwise: a quarter of
+/// [`DEFAULT_MAX_CONNECTIONS`], so that one client cannot take all of a tenant's places.
+pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 256;
+/// Seconds a client of a tenant with an auth file has to authenticate unless told otherwise.
+pub const DEFAULT_AUTH_TIMEOUT_SECS: f64 = 10.0;
+/// Seconds a request may take to arrive whole, from its first byte, unless told otherwise.
+pub const DEFAULT_REQUEST_TIMEOUT_SECS: f64 = 30.0;
+/// What the buffers of a tenant's clients may hold beyond their first 128 KiB each, together.
+pub const DEFAULT_CLIENT_BUFFERS: &str = "64m";
+/// Wrong passwords one connection may send before it is closed unless told otherwise.
+pub const DEFAULT_MAX_AUTH_FAILURES: u32 = 5;
 
 /// One tenant.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -118,6 +140,107 @@ pub struct TenantConfig {
     /// lines (see `crate::kv::auth`). Without one the tenant is open to every client.
     #[serde(default)]
     pub auth_file: Option<PathBuf>,
+    /// Seconds a connection may go without sending a byte before it is closed, as memcached's
+    /// `-o idle_timeout`; 0 (the default, as memcached's) never closes one.
+    #[serde(default, deserialize_with = "seconds")]
+    pub idle_timeout: f64,
+    /// With `auth_file`: seconds a client has to authenticate before it is closed; 0: no limit.
+    #[serde(default = "default_auth_timeout", deserialize_with = "seconds")]
+    pub auth_timeout: f64,
+    /// Seconds a request may take to arrive whole once its first byte has (and a TLS handshake
+    /// from the connection's start) before the connection is closed; 0: no limit.
+    #[serde(default = "default_request_timeout", deserialize_with = "seconds")]
+    pub request_timeout: f64,
+    /// Connections served at once from one IP address (Unix-socket clients: from one uid);
+    /// more are refused as those over `max_connections` are.
+    #[serde(default = "default_max_connections_per_peer")]
+    pub max_connections_per_peer: usize,
+    /// What the buffers of all its connections may hold beyond their first 128 KiB each
+    /// (e.g. "64m"); past it each connection is served one answer at a time and reads no
+    /// larger request until some is freed.
+    #[serde(default = "default_client_buffers")]
+    pub client_buffers: String,
+    /// With `auth_file`: wrong passwords one connection may send; the last is answered, then
+    /// the connection closed. Each is answered after a pause ([`super::auth`]).
+    #[serde(default = "default_max_auth_failures")]
+    pub max_auth_failures: u32,
+    /// TLS on its TCP port, as memcached's `-Z` with `ssl_chain_cert` and `ssl_key`: the
+    /// directory of `server-cert.pem`, `server-key.pem` and, with `tls_verify_peer`,
+    /// `ca-cert.pem` (the NBD server's layout, `crate::tls`). Its Unix socket stays plain.
+    #[serde(default)]
+    pub tls_certificates: Option<PathBuf>,
+    /// With `tls_certificates`: clients must present a certificate that `ca-cert.pem` signed.
+    #[serde(default)]
+    pub tls_verify_peer: bool,
+}
+
+impl Default for TenantConfig {
+    /// A tenant named "default" on memcached's port with every default.
+    fn default() -> Self {
+        TenantConfig {
+            name: "default".to_string(),
+            listen: ListenAddr::Tcp("127.0.0.1:11211".to_string()),
+            unix: None,
+            memory: None,
+            pmem: None,
+            pm: None,
+            pm_size: None,
+            pm_file: None,
+            limit: None,
+            class: None,
+            p99_target_us: None,
+            weight: None,
+            slowdown_limit: None,
+            throttle: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            faults: None,
+            item_max: default_item_max(),
+            segment: default_segment(),
+            auth_file: None,
+            idle_timeout: 0.0,
+            auth_timeout: DEFAULT_AUTH_TIMEOUT_SECS,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT_SECS,
+            max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            client_buffers: DEFAULT_CLIENT_BUFFERS.to_string(),
+            max_auth_failures: DEFAULT_MAX_AUTH_FAILURES,
+            tls_certificates: None,
+            tls_verify_peer: false,
+        }
+    }
+}
+
+/// Seconds, written as a whole number or not (`10`, `0.5`).
+fn seconds<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Number {
+        Whole(i64),
+        Fraction(f64),
+    }
+    Ok(match Number::deserialize(deserializer)? {
+        Number::Whole(whole) => whole as f64,
+        Number::Fraction(fraction) => fraction,
+    })
+}
+
+fn default_auth_timeout() -> f64 {
+    DEFAULT_AUTH_TIMEOUT_SECS
+}
+
+fn default_request_timeout() -> f64 {
+    DEFAULT_REQUEST_TIMEOUT_SECS
+}
+
+fn default_max_connections_per_peer() -> usize {
+    DEFAULT_MAX_CONNECTIONS_PER_PEER
+}
+
+fn default_client_buffers() -> String {
+    DEFAULT_CLIENT_BUFFERS.to_string()
+}
+
+fn default_max_auth_failures() -> u32 {
+    DEFAULT_MAX_AUTH_FAILURES
 }
 
 /// The DRAM quota of a tenant whose values are in DRAM and that names none, as memcached's.
@@ -390,6 +513,13 @@ impl TenantConfig {
         Ok(config)
     }
 
+    /// Its `client_buffers` in bytes; the error starts with the key.
+    pub fn client_buffers_bytes(&self) -> Result<usize, ConfigError> {
+        parse_bytes(&self.client_buffers)
+            .map(|bytes| bytes as usize)
+            .map_err(|e| ConfigError::invalid("client_buffers", e))
+    }
+
     /// Checks every key but `throttle` (which may name a declared device: the serve config
     /// checks it); `pm` is the `[[pm]]` table it names, if any. The error starts with the key.
     pub fn validate(&self, pm: Option<&PmConfig>) -> Result<(), ConfigError> {
@@ -431,6 +561,31 @@ impl TenantConfig {
             return Err(ConfigError::invalid(
                 "max_connections",
                 "expected at least 1",
+            ));
+        }
+        if self.max_connections_per_peer == 0 {
+            return Err(ConfigError::invalid(
+                "max_connections_per_peer",
+                "expected at least 1",
+            ));
+        }
+        for (key, secs) in [
+            ("idle_timeout", self.idle_timeout),
+            ("auth_timeout", self.auth_timeout),
+            ("request_timeout", self.request_timeout),
+        ] {
+            if !(secs.is_finite() && (0.0..=1e9).contains(&secs)) {
+                return Err(ConfigError::invalid(
+                    key,
+                    format!("{secs}; expected seconds, 0 or more (0: no limit)"),
+                ));
+            }
+        }
+        self.client_buffers_bytes()?;
+        if self.tls_verify_peer && self.tls_certificates.is_none() {
+            return Err(ConfigError::invalid(
+                "tls_verify_peer",
+                "without tls_certificates; expected the directory of the server's certificate, key and ca-cert.pem",
             ));
         }
         let (BackendSpec::Ram { size_bytes } | BackendSpec::Pmem { size_bytes, .. }) = store else {

@@ -1,9 +1,20 @@
 //! One client connection: bytes in, requests parsed and executed in order (pipelined), answers
 //! out in one write per batch. A declared value too large is streamed past, never buffered; a
-//! client that does not read its answers is not read from until it does. On a tenant with an
-//! auth file every request is refused until the client authenticates ([`super::auth`]).
+//! client that does not read its answers is not read from until it does, and a multi-get stops
+//! at [`OUTPUT_HIGH_WATER`] until they drain. On a tenant with an auth file every request is
+//! refused until the client authenticates ([`super::auth`]); each wrong password is answered
+//! after [`AUTH_FAILURE_PAUSE`], and the tenant's `max_auth_failures`-th closes the connection.
+//!
+//! What it holds is bounded (docs/reliability.md, "Limits on what a client can make a server
+//! hold"): its input by the parser's limits (command lines, get lines, values), its output by
+//! the high-water mark plus one answer; beyond their first 64 KiB each both draw on the tenant's
+//! `client_buffers` budget ([`super::limits`]), and while that is spent the connection answers
+//! one request at a time and reads no larger request (the worker's sweep retries it). The
+//! worker's sweep ([`Connection::sweep`]) closes it past its deadlines. A request whose
+//! execution panics is answered [`PANICKED`] and the connection closed.
 
 use std::io::{self, Read, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,10 +24,12 @@ use heterarchy_kvstore::Storage;
 use heterarchy_memcache::{compose, parse, Limits, ParseError, Request, StoreMode};
 
 use crate::socket::Socket;
+use crate::tls::Transport;
 
 use super::auth::{self, Gate};
 use super::counters::add;
 use super::execute::{execute, Outcome};
+use super::limits::{beyond_baseline, Peer, BASELINE_BYTES};
 use super::tenant::{unix_now_secs, Tenant};
 
 /// Bytes read per system call at least.
@@ -26,13 +39,34 @@ const READ_CHUNK: usize = 64 * 1024;
 /// virtual machine, and a wait this short holds up the worker's other connections no longer
 /// than serving one request does (a get over TCP takes tens of microseconds there).
 const SPIN_IN_PLACE: Duration = Duration::from_micros(10);
-/// Answers waiting beyond this stop the reading of more requests.
-const OUTPUT_HIGH_WATER: usize = 4 << 20;
+/// Answers waiting beyond this stop the reading of more requests, and a multi-get's answering
+/// of more keys until they drain.
+pub const OUTPUT_HIGH_WATER: usize = 4 << 20;
+/// Answers one connection makes in one turn before it yields the worker to the others: it
+/// goes on after every other connection ready has had its turn, so that a flood of large
+/// gets holds up another client by a round of turns, not by all it asked.
+pub const TURN_BYTES: usize = 512 << 10;
+/// How long the answer to a wrong password waits, holding up that connection alone.
+pub const AUTH_FAILURE_PAUSE: Duration = Duration::from_millis(200);
+/// The answer to a request whose execution panicked; the connection closes after it.
+pub const PANICKED: &str = "SERVER_ERROR internal error";
+
+/// What the worker's sweep makes of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Swept {
+    Keep,
+    /// Past a deadline: close it.
+    Close,
+    /// Waiting for the tenant's buffer budget: serve it again.
+    Retry,
+}
 
 /// A client of one tenant.
 pub struct Connection {
-    socket: Socket,
+    transport: Transport,
     tenant: Arc<Tenant>,
+    /// Who it comes from: its place in the tenant's per-peer count.
+    peer: Peer,
     limits: Limits,
     input: Vec<u8>,
     /// Parsed up to here.
@@ -59,6 +93,23 @@ pub struct Connection {
     received: Instant,
     /// The client may use the tenant: it authenticated, or the tenant needs no one to.
     authenticated: bool,
+    /// Wrong passwords it sent.
+    failed_auths: u32,
+    /// When it was accepted, for `auth_timeout`.
+    accepted: Instant,
+    /// Requests answered so far (whole or refused), to tell a new partial request from the
+    /// same one.
+    completed: u64,
+    /// Since when part of a request has waited for the rest, for `request_timeout`.
+    partial_since: Option<Instant>,
+    /// Reading stopped because the tenant's buffer budget is spent; the sweep retries.
+    waiting_for_budget: bool,
+    /// What its buffers count against the tenant's budget now.
+    counted: usize,
+    /// Answers made in this turn.
+    turn_bytes: usize,
+    /// The turn ended with requests still to serve: the worker comes back to it at once.
+    yielded: bool,
 }
 
 /// An answer not yet due: `output[from..]` waits until `until`, and so does every request
@@ -70,13 +121,15 @@ struct Hold {
 }
 
 impl Connection {
-    pub fn new(socket: Socket, tenant: Arc<Tenant>) -> Connection {
+    pub fn new(socket: Socket, tenant: Arc<Tenant>, peer: Peer) -> Connection {
         let limits = Limits {
             max_value_bytes: tenant.store_config.item_max_bytes as usize,
             ..Limits::default()
         };
+        let now = Instant::now();
         Connection {
-            socket,
+            transport: Transport::plain(socket),
+            peer,
             limits,
             input: vec![0; READ_CHUNK],
             start: 0,
@@ -89,14 +142,83 @@ impl Connection {
             waiting_for_room: false,
             closing: false,
             hold: None,
-            received: Instant::now(),
+            received: now,
             authenticated: tenant.auth.is_none(),
+            failed_auths: 0,
+            accepted: now,
+            completed: 0,
+            partial_since: None,
+            waiting_for_budget: false,
+            counted: 0,
+            turn_bytes: 0,
+            yielded: false,
             tenant,
         }
     }
 
     pub fn socket_mut(&mut self) -> &mut Socket {
-        &mut self.socket
+        self.transport.socket_mut()
+    }
+
+    /// The worker's look at it at `now`, once a second: whether a deadline has passed (the
+    /// tenant's `auth_timeout` unauthenticated, `request_timeout` with part of a request
+    /// waiting, `idle_timeout` since its last byte; 0 is none), whether it waits for the
+    /// buffer budget, and, at rest, its buffers shrunk back to their baseline.
+    pub fn sweep(&mut self, now: Instant) -> Swept {
+        let config = &self.tenant.config;
+        let counters = &self.tenant.counters;
+        let past = |since: Instant, secs: f64| {
+            secs > 0.0 && now.saturating_duration_since(since).as_secs_f64() >= secs
+        };
+        if !self.authenticated && past(self.accepted, config.auth_timeout) {
+            add(&counters.auth_timeouts, 1);
+            return Swept::Close;
+        }
+        if self
+            .partial_since
+            .is_some_and(|since| past(since, config.request_timeout))
+        {
+            add(&counters.request_timeouts, 1);
+            return Swept::Close;
+        }
+        if past(self.received, config.idle_timeout) {
+            add(&counters.idle_kicks, 1);
+            return Swept::Close;
+        }
+        if self.waiting_for_budget {
+            return Swept::Retry;
+        }
+        if self.output.is_empty() && self.output.capacity() > BASELINE_BYTES {
+            self.output = Vec::with_capacity(BASELINE_BYTES);
+        }
+        if self.start == self.end && self.skip_bytes == 0 && self.input.len() > READ_CHUNK {
+            self.input = vec![0; READ_CHUNK];
+            self.start = 0;
+            self.end = 0;
+        }
+        self.account();
+        Swept::Keep
+    }
+
+    /// Brings the tenant's budget up to date with what its buffers hold now.
+    fn account(&mut self) {
+        let now = beyond_baseline(self.input.capacity(), self.output.capacity());
+        self.tenant.buffers.change(self.counted, now);
+        self.counted = now;
+    }
+
+    /// Whether the tenant's buffer budget is spent, this connection's own growth counted.
+    fn over_budget(&mut self) -> bool {
+        self.account();
+        self.tenant.buffers.exhausted()
+    }
+
+    /// Whether its last turn ended with requests still to serve: the worker calls
+    /// [`on_ready`] again once the others ready have had theirs.
+    ///
+    /// [`on_ready`]: Connection::on_ready
+    pub fn yielded(&self) -> bool {
+        self.yielded
     }
 
     /// Until when an answer is held, if one is: the worker calls [`on_ready`] again then.
@@ -108,6 +230,14 @@ impl Connection {
 
     /// Reads, serves and answers all it can; false when the connection is done.
     pub fn on_ready(&mut self) -> bool {
+        self.turn_bytes = 0;
+        self.yielded = false;
+        let open = self.work();
+        self.account();
+        open
+    }
+
+    fn work(&mut self) -> bool {
         if let Some(hold) = self.hold {
             if Instant::now() < hold.until {
                 // The answers before the held one may go.
@@ -129,6 +259,9 @@ impl Connection {
             if self.closing {
                 return false;
             }
+            if self.yielded {
+                return true;
+            }
             // Requests left buffered when answers piled up are served before reading more.
             if self.waiting_for_room {
                 self.serve();
@@ -137,7 +270,9 @@ impl Connection {
             match self.read_in() {
                 Ok(Some(short)) => {
                     self.serve();
-                    if short && !self.waiting_for_room {
+                    // A TLS session takes records in pieces: a short read leaves no promise
+                    // that the socket is empty, so only `WouldBlock` ends the reading.
+                    if short && !self.waiting_for_room && !self.transport.is_tls() {
                         // Nothing more is waiting: answer, and wait for the next event.
                         return match self.write_out() {
                             Ok(true) => !self.closing,
@@ -161,7 +296,7 @@ impl Connection {
     fn write_out(&mut self) -> io::Result<bool> {
         let due = self.hold.map_or(self.output.len(), |hold| hold.from);
         while self.written < due {
-            match self.socket.write(&self.output[self.written..due]) {
+            match self.transport.write(&self.output[self.written..due]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(count) => {
                     self.written += count;
@@ -172,7 +307,8 @@ impl Connection {
                 Err(error) => return Err(error),
             }
         }
-        if self.hold.is_some() {
+        // Records a TLS session still holds for the socket are answers not yet out.
+        if !self.transport.flush()? || self.hold.is_some() {
             return Ok(false);
         }
         self.output.clear();
@@ -184,6 +320,7 @@ impl Connection {
     /// buffer, so nothing more is waiting), `None` when nothing was there, an error at the end
     /// of input.
     fn read_in(&mut self) -> io::Result<Option<bool>> {
+        self.waiting_for_budget = false;
         if self.start > 0 && self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -195,11 +332,15 @@ impl Connection {
                 self.start = 0;
             }
             if self.input.len() - self.end < READ_CHUNK / 2 {
+                if self.over_budget() {
+                    self.waiting_for_budget = true;
+                    return Ok(None);
+                }
                 self.input.resize(self.input.len() * 2, 0);
             }
         }
         loop {
-            match self.socket.read(&mut self.input[self.end..]) {
+            match self.transport.read(&mut self.input[self.end..]) {
                 Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
                 Ok(count) => {
                     let short = self.end + count < self.input.len();
@@ -221,9 +362,19 @@ impl Connection {
         let tenant = Arc::clone(&self.tenant);
         let mut store = None;
         self.waiting_for_room = false;
+        let completed_before = self.completed;
+        let mut incomplete = false;
         while !self.closing {
-            if self.output.len() >= OUTPUT_HIGH_WATER {
+            // Past the budget, a connection holding more than its baseline answers no more
+            // until that drains; one that holds less may answer one request.
+            let tight = self.output.len() >= BASELINE_BYTES && self.over_budget();
+            if self.output.len() >= OUTPUT_HIGH_WATER || tight {
                 self.waiting_for_room = true;
+                break;
+            }
+            if self.turn_bytes >= TURN_BYTES {
+                self.waiting_for_room = true;
+                self.yielded = true;
                 break;
             }
             if self.skip_bytes > 0 {
@@ -233,6 +384,7 @@ impl Connection {
                 if self.skip_bytes > 0 {
                     break;
                 }
+                self.completed += 1;
                 if let Some(reply) = self.after_skip.take() {
                     self.protocol_error(reply, false);
                 }
@@ -242,13 +394,34 @@ impl Connection {
             }
             match parse(&self.input[self.start..self.end], &self.limits) {
                 Ok(parsed) if !self.authenticated => {
-                    self.authenticated = authenticate(&tenant, &parsed.request, &mut self.output);
+                    let answer_from = self.output.len();
+                    let admission = authenticate(&tenant, &parsed.request, &mut self.output);
                     self.start += parsed.consumed;
+                    self.completed += 1;
+                    match admission {
+                        Admission::Accepted => self.authenticated = true,
+                        Admission::Refused => {}
+                        Admission::WrongPassword => {
+                            self.failed_auths += 1;
+                            if self.failed_auths >= tenant.config.max_auth_failures {
+                                add(&tenant.counters.auth_closes, 1);
+                                self.closing = true;
+                            } else {
+                                // A guesser waits; the worker serves everyone else meanwhile.
+                                self.hold = self.hold.or(Some(Hold {
+                                    until: Instant::now() + AUTH_FAILURE_PAUSE,
+                                    from: answer_from,
+                                }));
+                                break;
+                            }
+                        }
+                    }
                 }
                 Err(ParseError::Invalid { consumed, .. }) if !self.authenticated => {
                     // memcached: whatever it is, it is not allowed yet.
                     self.protocol_error(auth::UNAUTHENTICATED, false);
                     self.start += consumed;
+                    self.completed += 1;
                 }
                 Err(ParseError::TooLarge {
                     consumed,
@@ -267,15 +440,35 @@ impl Connection {
                 Ok(parsed) => {
                     let store = store.get_or_insert_with(|| tenant.store());
                     let answer_from = self.output.len();
-                    let outcome = execute(
-                        &parsed.request,
-                        &tenant,
-                        &mut **store,
-                        now_secs,
-                        self.keys_done,
-                        OUTPUT_HIGH_WATER,
-                        &mut self.output,
-                    );
+                    let output_limit = match tight || tenant.buffers.exhausted() {
+                        true => BASELINE_BYTES,
+                        false => OUTPUT_HIGH_WATER,
+                    }
+                    .min(answer_from + TURN_BYTES - self.turn_bytes);
+                    let executed = catch_unwind(AssertUnwindSafe(|| {
+                        execute(
+                            &parsed.request,
+                            &tenant,
+                            &mut **store,
+                            now_secs,
+                            self.keys_done,
+                            output_limit,
+                            &mut self.output,
+                        )
+                    }));
+                    let outcome = executed.unwrap_or_else(|_| {
+                        // The panic's message went to stderr through the panic hook.
+                        eprintln!(
+                            "heterarchy: kv {}: a request panicked; its connection is closed",
+                            tenant.name()
+                        );
+                        add(&tenant.counters.request_panics, 1);
+                        self.output.truncate(answer_from);
+                        compose::line(&mut self.output, PANICKED);
+                        self.keys_done = 0;
+                        Outcome::Close
+                    });
+                    self.turn_bytes += self.output.len().saturating_sub(answer_from);
                     self.hold = self.hold.or(held_for_device(&mut **store, answer_from));
                     let answered = self.hold.map_or_else(Instant::now, |hold| hold.until);
                     tenant.record_request(
@@ -293,11 +486,13 @@ impl Connection {
                     }
                     self.keys_done = 0;
                     self.start += parsed.consumed;
+                    self.completed += 1;
                     if self.hold.is_some() {
                         break;
                     }
                 }
                 Err(ParseError::Incomplete) => {
+                    incomplete = true;
                     self.grow_for_a_whole_request();
                     break;
                 }
@@ -308,6 +503,7 @@ impl Connection {
                 }) => {
                     self.protocol_error(reply, noreply);
                     self.start += consumed;
+                    self.completed += 1;
                 }
                 Err(ParseError::TooLarge {
                     reply,
@@ -338,10 +534,22 @@ impl Connection {
                 }
             }
         }
+        // A request's deadline runs from when its first bytes were found waiting for more.
+        if incomplete || self.skip_bytes > 0 {
+            if self.partial_since.is_none() || self.completed != completed_before {
+                self.partial_since = Some(Instant::now());
+            }
+        } else {
+            self.partial_since = None;
+        }
     }
 
     /// Room for the longest request the limits allow, once part of one has arrived.
     fn grow_for_a_whole_request(&mut self) {
+        if self.tenant.buffers.exhausted() {
+            // Grown as bytes arrive instead, if the budget allows then (`read_in`).
+            return;
+        }
         let longest = self.limits.max_value_bytes + self.limits.max_line_bytes + 2;
         if self.input.len() < longest + READ_CHUNK && self.end - self.start > READ_CHUNK / 2 {
             let wanted = (self.end - self.start + READ_CHUNK).min(longest + READ_CHUNK);
@@ -359,8 +567,13 @@ impl Connection {
         }
     }
 
-    /// Leaves the tenant's connection count.
+    /// Ends TLS cleanly if it carries the bytes, and gives back the connection's places in
+    /// the tenant's counts and budget.
     pub fn close(&mut self) {
+        self.transport.close();
+        self.tenant.buffers.change(self.counted, 0);
+        self.counted = 0;
+        self.tenant.peers.release(self.peer);
         self.tenant
             .counters
             .curr_connections
@@ -368,12 +581,22 @@ impl Connection {
     }
 }
 
+/// What an unauthenticated connection's request came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Admission {
+    Accepted,
+    /// Refused for its form (not a `set`, a token without its space): no guess was made.
+    Refused,
+    /// A token naming no user or the wrong password.
+    WrongPassword,
+}
+
 /// Answers a request of a client of `tenant` not yet authenticated: a `set` carrying "user
 /// password" authenticates (answered even with `noreply`, as memcached does); anything else is
-/// refused. Returns whether the client is authenticated now.
-fn authenticate(tenant: &Tenant, request: &Request, output: &mut Vec<u8>) -> bool {
+/// refused.
+fn authenticate(tenant: &Tenant, request: &Request, output: &mut Vec<u8>) -> Admission {
     let Some(auth) = &tenant.auth else {
-        return true;
+        return Admission::Accepted;
     };
     let attempt = matches!(
         request,
@@ -386,18 +609,21 @@ fn authenticate(tenant: &Tenant, request: &Request, output: &mut Vec<u8>) -> boo
     if attempt {
         add(&counters.auth_cmds, 1);
     }
-    let (line, accepted) = match auth::admit(auth, request) {
-        Gate::Accepted(line) => (line, true),
+    let (line, admission) = match auth::admit(auth, request) {
+        Gate::Accepted(line) => (line, Admission::Accepted),
         Gate::Refused(line) => {
             add(&counters.protocol_errors, 1);
             if attempt {
                 add(&counters.auth_errors, 1);
             }
-            (line, false)
+            match line {
+                auth::FAILED => (line, Admission::WrongPassword),
+                _ => (line, Admission::Refused),
+            }
         }
     };
     compose::line(output, line);
-    accepted
+    admission
 }
 
 /// A hold of the answers from `answer_from` on while the throttled device would still be
@@ -414,4 +640,180 @@ fn held_for_device(store: &mut dyn Storage, answer_from: usize) -> Option<Hold> 
         until,
         from: answer_from,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::config::TenantConfig;
+    use crate::kv::execute::PANIC_KEY;
+    use heterarchy_device::backend::Throttles;
+    use std::os::unix::net::UnixStream;
+
+    fn tenant(config: TenantConfig) -> Arc<Tenant> {
+        let config = TenantConfig {
+            memory: Some("4m".to_string()),
+            ..config
+        };
+        Arc::new(Tenant::open(&config, None, &Throttles::default()).unwrap())
+    }
+
+    /// A connection of `tenant` as the acceptor hands it over, and the client's end.
+    fn connect(tenant: &Arc<Tenant>) -> (Connection, UnixStream) {
+        let (server, client) = UnixStream::pair().unwrap();
+        server.set_nonblocking(true).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        tenant
+            .counters
+            .curr_connections
+            .fetch_add(1, Ordering::SeqCst);
+        assert!(tenant.peers.admit(Peer::Uid(0), usize::MAX));
+        let socket = Socket::Unix(mio::net::UnixStream::from_std(server));
+        (
+            Connection::new(socket, Arc::clone(tenant), Peer::Uid(0)),
+            client,
+        )
+    }
+
+    /// Sends `request`, serves it, and reads `expected_len` bytes of answer.
+    fn ask(connection: &mut Connection, client: &mut UnixStream, request: &[u8]) -> Vec<u8> {
+        client.write_all(request).unwrap();
+        let open = connection.on_ready();
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        client
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        while let Ok(count) = client.read(&mut chunk) {
+            if count == 0 {
+                break;
+            }
+            answer.extend_from_slice(&chunk[..count]);
+        }
+        assert_eq!(open, !answer.ends_with(PANICKED.as_bytes()) || !open);
+        answer
+    }
+
+    #[test]
+    fn a_panicking_request_is_answered_and_closes_its_connection_alone() {
+        let tenant = tenant(TenantConfig::default());
+        let (mut first, mut client) = connect(&tenant);
+        let mut request = b"get ".to_vec();
+        request.extend_from_slice(PANIC_KEY);
+        request.extend_from_slice(b"\r\nget k\r\n");
+        client.write_all(&request).unwrap();
+        assert!(!first.on_ready(), "the connection stays open after a panic");
+        first.close();
+        drop(first);
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).unwrap();
+        assert_eq!(answer, b"SERVER_ERROR internal error\r\n");
+        let counts = tenant.counters.snapshot();
+        assert_eq!((counts.request_panics, counts.curr_connections), (1, 0));
+        assert_eq!(tenant.peers.of(Peer::Uid(0)), 0);
+        // The store was not poisoned: the next client is served.
+        let (mut second, mut client) = connect(&tenant);
+        let answer = ask(&mut second, &mut client, b"set k 0 0 1\r\nx\r\nget k\r\n");
+        assert_eq!(answer, b"STORED\r\nVALUE k 0 1\r\nx\r\nEND\r\n");
+    }
+
+    #[test]
+    fn the_sweep_closes_connections_past_their_deadlines() {
+        let short = TenantConfig {
+            request_timeout: 0.01,
+            idle_timeout: 0.2,
+            ..TenantConfig::default()
+        };
+        let tenant = tenant(short);
+        let (mut partial, mut client) = connect(&tenant);
+        client.write_all(b"get k").unwrap();
+        assert!(partial.on_ready());
+        assert_eq!(partial.sweep(Instant::now()), Swept::Keep);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(partial.sweep(Instant::now()), Swept::Close);
+        // Once whole, the request is no longer late, and idleness counts from its last byte.
+        let (mut whole, mut client) = connect(&tenant);
+        assert_eq!(ask(&mut whole, &mut client, b"mn\r\n"), b"MN\r\n");
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(whole.sweep(Instant::now()), Swept::Keep);
+        assert_eq!(
+            whole.sweep(Instant::now() + Duration::from_millis(300)),
+            Swept::Close
+        );
+        let counts = tenant.counters.snapshot();
+        assert_eq!((counts.request_timeouts, counts.idle_kicks), (1, 1));
+        partial.close();
+        whole.close();
+    }
+
+    #[test]
+    fn an_unauthenticated_client_has_auth_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = dir.path().join("auth");
+        std::fs::write(&auth, "alice:secret\n").unwrap();
+        let tenant = tenant(TenantConfig {
+            auth_file: Some(auth),
+            auth_timeout: 0.05,
+            ..TenantConfig::default()
+        });
+        let (mut waiting, _client) = connect(&tenant);
+        let (mut member, mut client) = connect(&tenant);
+        let answer = ask(
+            &mut member,
+            &mut client,
+            b"set a 0 0 12\r\nalice secret\r\n",
+        );
+        assert_eq!(answer, b"STORED\r\n");
+        let later = Instant::now() + Duration::from_millis(60);
+        assert_eq!(waiting.sweep(later), Swept::Close);
+        assert_eq!(member.sweep(later), Swept::Keep);
+        assert_eq!(tenant.counters.snapshot().auth_timeouts, 1);
+    }
+
+    #[test]
+    fn a_pipeline_of_large_answers_yields_its_turn_and_is_bounded_by_the_budget() {
+        let tenant = tenant(TenantConfig {
+            client_buffers: "1m".to_string(),
+            ..TenantConfig::default()
+        });
+        let (mut conn, mut client) = connect(&tenant);
+        let mut set = b"set big 0 0 600000\r\n".to_vec();
+        set.extend_from_slice(&[b'v'; 600_000]);
+        set.extend_from_slice(b"\r\n");
+        // More than the socket holds: written beside the serving.
+        let mut writer = client.try_clone().unwrap();
+        let writing = std::thread::spawn(move || writer.write_all(&set).unwrap());
+        loop {
+            assert!(conn.on_ready());
+            if writing.is_finished() && conn.start == conn.end && conn.end > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        writing.join().unwrap();
+        let mut stored = [0u8; 8];
+        client.read_exact(&mut stored).unwrap();
+        assert_eq!(&stored, b"STORED\r\n");
+        // Ten gets of 600 kB that the client does not read: one turn answers one.
+        client.write_all(&b"get big\r\n".repeat(10)).unwrap();
+        assert!(conn.on_ready());
+        assert!(conn.yielded() || conn.waiting_for_room);
+        for _ in 0..20 {
+            conn.on_ready();
+        }
+        // Unread, the answers stop at the high-water mark, and past the budget at one.
+        assert!(
+            conn.output.len() <= OUTPUT_HIGH_WATER + 700_000,
+            "{}",
+            conn.output.len()
+        );
+        assert!(
+            conn.start < conn.end,
+            "every get was answered into the buffer"
+        );
+        conn.close();
+        assert_eq!(tenant.buffers.held(), 0);
+    }
 }

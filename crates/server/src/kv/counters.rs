@@ -51,7 +51,12 @@ macro_rules! front_counters {
 front_counters! {
     curr_connections: Gauge, "open connections";
     total_connections: Counter, "connections accepted";
-    rejected_connections: Counter, "connections refused over the tenant's maxconns";
+    rejected_connections: Counter, "connections refused over the tenant's maxconns or per-peer cap";
+    rejected_peer_connections: Counter, "connections refused over the per-peer cap";
+    idle_kicks: Counter, "connections closed for sending nothing for idle_timeout";
+    auth_timeouts: Counter, "connections closed for not authenticating within auth_timeout";
+    request_timeouts: Counter, "connections closed for a request not whole within request_timeout";
+    request_panics: Counter, "requests whose execution panicked (answered SERVER_ERROR, closed)";
     cmd_get: Counter, "get keys requested";
     cmd_set: Counter, "storage commands";
     cmd_flush: Counter, "flush_all commands";
@@ -62,6 +67,7 @@ front_counters! {
     protocol_errors: Counter, "requests answered with a protocol error";
     auth_cmds: Counter, "authentication attempts (a set before authenticating)";
     auth_errors: Counter, "authentication attempts refused";
+    auth_closes: Counter, "connections closed after max_auth_failures wrong passwords";
 }
 
 /// Adds `by` to `counter`.

@@ -32,6 +32,9 @@ const TOO_LARGE: &str = "SERVER_ERROR object too large for cache";
 /// A return flag without a token.
 const NO_TOKEN: &[u8] = b"";
 const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format";
+/// A get of this key panics in the unit tests, to test the connection's guard.
+#[cfg(test)]
+pub const PANIC_KEY: &[u8] = b"__panic_in_a_test__";
 
 /// Executes `request` for `tenant` on its locked `store` at `now_secs`, appending the answer to
 /// `out`; a multi-get starts at key `keys_done` and pauses once `out` holds `output_limit`
@@ -45,6 +48,13 @@ pub fn execute(
     output_limit: usize,
     out: &mut Vec<u8>,
 ) -> Outcome {
+    #[cfg(test)]
+    if let Request::Get { keys, .. } = request {
+        assert!(
+            keys.iter().next() != Some(PANIC_KEY),
+            "a test asked for a panic"
+        );
+    }
     let counters = &tenant.counters;
     // A request that fails part way (its storage failing under a value) answers with its error
     // alone, not after part of an answer.
@@ -223,7 +233,8 @@ fn get_many<'a>(
 ) -> std::io::Result<usize> {
     let mut answered = 0;
     for key in keys {
-        if out.len() >= output_limit {
+        // At least one key a call, so that a paused get always gets on.
+        if answered > 0 && out.len() >= output_limit {
             return Ok(answered);
         }
         answered += 1;

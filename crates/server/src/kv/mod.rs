@@ -8,6 +8,7 @@ mod connection;
 pub mod counters;
 mod execute;
 pub mod latency;
+mod limits;
 pub mod nyx;
 mod stats;
 pub mod tenant;
@@ -49,6 +50,7 @@ pub fn start(tenants: &[Arc<Tenant>], threads: usize) -> Result<(), RunError> {
             listeners.push((TenantListener::Unix(unix), Arc::clone(tenant), shown));
         }
     }
+    warn_of_descriptors(tenants, listeners.len());
     let workers =
         start_workers(threads).map_err(|e| RunError::failed("cannot start kv workers", e))?;
     for (listener, tenant, shown) in listeners {
@@ -64,4 +66,27 @@ pub fn start(tenants: &[Arc<Tenant>], threads: usize) -> Result<(), RunError> {
             .map_err(|e| RunError::failed("cannot start an acceptor thread", e))?;
     }
     Ok(())
+}
+
+/// Says so when the tenants' `max_connections` add up to more descriptors than the process may
+/// hold (its limit raised to the hard one at start, `crate::descriptors`): past it, accepting
+/// fails for every tenant alike, not only the one whose clients took them.
+fn warn_of_descriptors(tenants: &[Arc<Tenant>], listeners: usize) {
+    let Some(limit) = crate::descriptors::raise_open_files_limit() else {
+        return;
+    };
+    // Room for the listeners, the stores' files, the workers' polls and timers, and stdio.
+    let wanted: u64 = tenants
+        .iter()
+        .map(|tenant| tenant.config.max_connections as u64)
+        .sum::<u64>()
+        + listeners as u64
+        + 64;
+    if wanted > limit {
+        eprintln!(
+            "heterarchy: kv: the tenants' max_connections add up to {} and the process may \
+             open {limit} descriptors; raise the hard limit (ulimit -Hn) or lower max_connections",
+            wanted - listeners as u64 - 64
+        );
+    }
 }

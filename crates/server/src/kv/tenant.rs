@@ -14,6 +14,7 @@ use super::auth::AuthFile;
 use super::config::{PmConfig, TenantConfig};
 use super::counters::{FrontCounters, FrontCounts};
 use super::latency::{Latencies, LatencyWindow};
+use super::limits::{BufferBudget, PeerCounts};
 use crate::error::RunError;
 
 /// One tenant being served.
@@ -31,6 +32,10 @@ pub struct Tenant {
     pub latencies: Latencies,
     /// Who may use it, if clients must authenticate.
     pub auth: Option<AuthFile>,
+    /// Its connections by peer, for `max_connections_per_peer`.
+    pub peers: PeerCounts,
+    /// What its connections' buffers hold beyond their baseline, for `client_buffers`.
+    pub buffers: BufferBudget,
 }
 
 /// Everything `stats` and the metrics endpoint report for a tenant.
@@ -95,6 +100,7 @@ impl Tenant {
         let backend = open_backend(&spec).map_err(|e| RunError::failed(spec.to_string(), e))?;
         let backend = with_faults(backend, config.faults.clone());
         let store_config = config.store_config()?;
+        let buffers = BufferBudget::new(config.client_buffers_bytes()?);
         let (mut store, recovery) =
             Store::open(backend, store_config.clone(), unix_now_secs()).map_err(RunError::Io)?;
         if let Some(name) = config.throttle.as_ref().or(config.pm.as_ref()) {
@@ -113,6 +119,8 @@ impl Tenant {
             gate: pm.map(|_| Arc::new(Regulator::new())),
             latencies: Latencies::default(),
             auth,
+            peers: PeerCounts::default(),
+            buffers,
         })
     }
 
@@ -139,6 +147,11 @@ impl Tenant {
 
     pub fn name(&self) -> &str {
         &self.config.name
+    }
+
+    /// Whether TLS carries the bytes of `socket`, one of its accepted connections.
+    pub fn speaks_tls(&self, _socket: &crate::socket::Socket) -> bool {
+        false
     }
 
     /// Its stats now.
