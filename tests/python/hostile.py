@@ -208,28 +208,30 @@ class Probe(threading.Thread):
 
 
 class Rotation(threading.Thread):
-    """One hostile client at a time at `port`, each kind of `Flood` in turn for `period_seconds`,
-    against `export`, until stopped: what the soaks run beside their verifying load."""
+    """Hostile clients one kind at a time, each kind for `period_seconds`, until stopped: what
+    the soaks run beside their verifying load. A kind's turn is `turn(kind, until)`."""
 
-    KINDS = ("reads", "writes", "trims", "idle")
+    KINDS: tuple[str, ...] = ()
 
-    def __init__(self, port: int, export: str, volume_bytes: int, period_seconds: float):
+    def __init__(self, period_seconds: float):
         super().__init__(daemon=True)
-        self.port, self.export, self.volume_bytes, self.period_seconds = port, export, volume_bytes, period_seconds
+        self.period_seconds = period_seconds
         self.stopping = threading.Event()
         self.floods = 0
         self.failure: BaseException | None = None
 
+    def prepare(self):
+        """What the floods need before the first turn."""
+
+    def turn(self, kind: str, until: float):
+        raise NotImplementedError
+
     def run(self):
         try:
+            self.prepare()
             while not self.stopping.is_set():
                 kind = self.KINDS[self.floods % len(self.KINDS)]
-                flood = Flood(self.port, kind, volume_bytes=self.volume_bytes, export=self.export,
-                              connections=2 if kind != "idle" else 64, cycle_seconds=self.period_seconds,
-                              seconds=self.period_seconds)
-                flood.start()
-                self.stopping.wait(self.period_seconds)
-                flood.stop()
+                self.turn(kind, time.monotonic() + self.period_seconds)
                 self.floods += 1
         except BaseException as error:  # noqa: BLE001 - reported by stop()
             self.failure = error
@@ -240,6 +242,24 @@ class Rotation(threading.Thread):
         assert not self.is_alive(), "the hostile rotation did not stop"
         if self.failure:
             raise self.failure
+
+
+class NbdRotation(Rotation):
+    """Each kind of `Flood` in turn against `export` at `port`."""
+
+    KINDS = ("reads", "writes", "trims", "idle")
+
+    def __init__(self, port: int, export: str, volume_bytes: int, period_seconds: float):
+        super().__init__(period_seconds)
+        self.port, self.export, self.volume_bytes = port, export, volume_bytes
+
+    def turn(self, kind: str, until: float):
+        flood = Flood(self.port, kind, volume_bytes=self.volume_bytes, export=self.export,
+                      connections=2 if kind != "idle" else 64, cycle_seconds=self.period_seconds,
+                      seconds=self.period_seconds)
+        flood.start()
+        self.stopping.wait(max(0.0, until - time.monotonic()))
+        flood.stop()
 
 
 # --- Key-value clients -------------------------------------------------------------------------
@@ -264,55 +284,38 @@ def kv_store_hostile_values(port: int):
             assert answer == b"STORED\r\n", answer
 
 
-class KvRotation(threading.Thread):
-    """Hostile clients of a key-value tenant at `port`, from 127.0.0.2, one kind at a time for
-    `period_seconds` each, until stopped: "gets" (two connections pipelining gets of 100 large
-    values a line, reading nothing), "partial" (16 connections that send a 512 KiB set's command
-    line and half its value, then stall), "idle" (64 connections that send nothing); each reset
-    at the end of its turn."""
+class KvRotation(Rotation):
+    """Hostile clients of a key-value tenant at `port`, from 127.0.0.2: "gets" (two connections
+    pipelining gets of 100 large values a line, reading nothing), "partial" (16 connections that
+    send a 512 KiB set's command line and half its value, then stall), "idle" (64 connections
+    that send nothing); each reset at the end of its turn."""
 
     KINDS = ("gets", "partial", "idle")
 
     def __init__(self, port: int, period_seconds: float):
-        super().__init__(daemon=True)
-        self.port, self.period_seconds = port, period_seconds
-        self.stopping = threading.Event()
-        self.floods = 0
-        self.failure: BaseException | None = None
+        super().__init__(period_seconds)
+        self.port = port
 
-    def run(self):
-        try:
-            kv_store_hostile_values(self.port)
-            while not self.stopping.is_set():
-                kind = self.KINDS[self.floods % len(self.KINDS)]
-                count = {"gets": 2, "partial": 16, "idle": 64}[kind]
-                sockets = []
-                for _ in range(count):
-                    try:
-                        sockets.append(kv_connect(self.port))
-                    except OSError:
-                        break  # refused over a limit: that is the server's answer
-                until = time.monotonic() + self.period_seconds
-                for sock in sockets:
-                    sock.settimeout(0.05)
-                    if kind == "partial":
-                        send_some(sock, b"set stalled 0 0 %d\r\n" % HOSTILE_VALUE_BYTES
-                                  + b"p" * (HOSTILE_VALUE_BYTES // 2), until)
-                if kind == "gets":
-                    line = b"get " + b" ".join(HOSTILE_KEYS * 25) + b"\r\n"
-                    while time.monotonic() < until and not self.stopping.is_set():
-                        if not any(send_some(sock, line, min(until, time.monotonic() + 0.1)) for sock in sockets):
-                            self.stopping.wait(0.05)
-                self.stopping.wait(max(0.0, until - time.monotonic()))
-                for sock in sockets:
-                    reset(sock)
-                self.floods += 1
-        except BaseException as error:  # noqa: BLE001 - reported by stop()
-            self.failure = error
+    def prepare(self):
+        kv_store_hostile_values(self.port)
 
-    def stop(self):
-        self.stopping.set()
-        self.join(timeout=60)
-        assert not self.is_alive(), "the hostile rotation did not stop"
-        if self.failure:
-            raise self.failure
+    def turn(self, kind: str, until: float):
+        sockets = []
+        for _ in range({"gets": 2, "partial": 16, "idle": 64}[kind]):
+            try:
+                sockets.append(kv_connect(self.port))
+            except OSError:
+                break  # refused over a limit: that is the server's answer
+        for sock in sockets:
+            sock.settimeout(0.05)
+            if kind == "partial":
+                send_some(sock, b"set stalled 0 0 %d\r\n" % HOSTILE_VALUE_BYTES + b"p" * (HOSTILE_VALUE_BYTES // 2),
+                          until)
+        if kind == "gets":
+            line = b"get " + b" ".join(HOSTILE_KEYS * 25) + b"\r\n"
+            while time.monotonic() < until and not self.stopping.is_set():
+                if not any(send_some(sock, line, min(until, time.monotonic() + 0.1)) for sock in sockets):
+                    self.stopping.wait(0.05)
+        self.stopping.wait(max(0.0, until - time.monotonic()))
+        for sock in sockets:
+            reset(sock)
