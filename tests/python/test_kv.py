@@ -6,9 +6,12 @@ a raw socket for exact replies and the meta protocol, memccapable and memcslap
 (libmemcached-tools), and twemproxy (nutcracker) in front of three servers."""
 
 import base64
+import contextlib
 import json
 import random
 import re
+import signal
+import socket
 import subprocess
 import threading
 import time
@@ -1301,6 +1304,51 @@ def test_pmem_index_memory_limit(heterarchy_kv, tmp_path):
     assert index_bytes % items == 0, (index_bytes, items)
     assert index_bytes > 0.75 * 2 * MIB
     assert int(stats["evictions"]) + items == 60_000
+
+
+def test_sigterm_mid_stream_answers_no_set_it_then_loses(heterarchy_kv, tmp_path):
+    """CONTRACT: nothing is answered STORED after the store's last flush. A client pipelines
+    sets of distinct keys as SIGTERM arrives; every key answered STORED is there, with its
+    value, when a new server opens the same --pmem file (those after the shutdown are answered
+    SERVER_ERROR)."""
+    pmem = f"{tmp_path / 'values.pm'}:32m"
+    first = heterarchy_kv.start("heterarchy", pmem=pmem)
+    count = 20_000
+    value = lambda index: b"%08d" % index  # noqa: E731
+    sock = socket.create_connection(("127.0.0.1", first.port), timeout=10)
+    requests = b"".join(b"set s%d 0 0 8\r\n%s\r\n" % (index, value(index)) for index in range(count))
+
+    def send_all():
+        with contextlib.suppress(OSError):  # the server went away mid-stream
+            sock.sendall(requests)
+
+    sender = threading.Thread(target=send_all)
+    sender.start()
+    stored, errors, pending = [], 0, b""
+    with contextlib.suppress(OSError):
+        while len(stored) + errors < count:
+            data = sock.recv(65536)
+            if not data:
+                break
+            lines = (pending + data).split(b"\r\n")
+            pending = lines.pop()
+            for line in lines:
+                if len(stored) + errors == 3000:
+                    first.process.send_signal(signal.SIGTERM)
+                if line == b"STORED":
+                    stored.append(len(stored) + errors)
+                else:
+                    assert line.startswith(b"SERVER_ERROR"), line
+                    errors += 1
+    sender.join()
+    sock.close()
+    assert first.process.wait(timeout=60) == 0, first.log.read_text()
+    print(f"{len(stored)} sets answered STORED, {errors} refused, of {count}")
+    assert len(stored) >= 3000
+    second = heterarchy_kv.start("heterarchy", pmem=pmem)
+    client = second.client()
+    lost = [index for index in stored if client.get(f"s{index}") != value(index)]
+    assert not lost, f"{len(lost)} sets answered STORED are gone, the first s{lost[0]}"
 
 
 def test_pmem_warm_restart_keeps_keys(heterarchy_kv, tmp_path):

@@ -436,6 +436,46 @@ fn a_restart_with_a_smaller_index_limit_keeps_the_newest_items() {
 }
 
 #[test]
+fn a_shut_down_store_refuses_every_request_and_keeps_what_came_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("values.pm");
+    let open = || {
+        let backend = Box::new(PmemBackend::open(&path, 1 << 20).unwrap());
+        Store::open(backend, small_config(), NOW).unwrap().0
+    };
+    let mut store = open();
+    set_numbered(&mut store, 0..10);
+    store.shut_down().unwrap();
+    let write = Write {
+        key: b"late",
+        value: b"after the last flush",
+        client_flags: 0,
+        expiry: Expiry::NEVER,
+        mode: Mode::Set,
+        compare_cas: None,
+        invalidate: false,
+        new_cas: None,
+    };
+    let refused = [
+        store.store(NOW, &write).map(|_| ()),
+        store.get(NOW, b"k00001", &Lookup::default()).map(|_| ()),
+        store.delete(NOW, b"k00001", &Delete::default()).map(|_| ()),
+        store.touch(NOW, b"k00001", Expiry::NEVER).map(|_| ()),
+        store.flush_all(NOW, 0),
+    ];
+    for result in refused {
+        assert_eq!(result.unwrap_err().to_string(), "the store is shut down");
+    }
+    drop(store);
+    let mut store = open();
+    assert_eq!(
+        get(&mut store, NOW, b"k00001"),
+        Some(1u32.to_le_bytes().to_vec())
+    );
+    assert_eq!(get(&mut store, NOW, b"late"), None);
+}
+
+#[test]
 fn warm_restart_after_shutdown_and_after_a_process_crash() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("values.pm");

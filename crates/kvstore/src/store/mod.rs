@@ -84,6 +84,9 @@ pub struct Store {
     pending_flush_secs: Option<u32>,
     stats: StoreStats,
     record: Vec<u8>,
+    /// Shut down: every request fails from then on, so that nothing is answered after the
+    /// store was made durable and marked clean.
+    shut: bool,
 }
 
 impl Store {
@@ -108,6 +111,7 @@ impl Store {
             pending_flush_secs: None,
             stats: StoreStats::default(),
             record: Vec::new(),
+            shut: false,
         };
         for item in found.items {
             let hash = store.index.hash(&item.key);
@@ -141,8 +145,9 @@ impl Store {
     }
 
     /// Makes everything durable and marks the store cleanly shut down, so the next start
-    /// trusts all of it.
+    /// trusts all of it; every request fails from then on.
     pub fn shut_down(&mut self) -> io::Result<()> {
+        self.shut = true;
         self.media.flush()?;
         self.header.clean = true;
         self.media.write_store_header(&mut self.header)?;
@@ -213,8 +218,17 @@ impl Store {
         self.media.backend().describe()
     }
 
+    /// Fails once the store is shut down.
+    fn check_open(&self) -> io::Result<()> {
+        match self.shut {
+            true => Err(io::Error::other("the store is shut down")),
+            false => Ok(()),
+        }
+    }
+
     /// Looks `key` up (get, gets, gat, mg).
     pub fn get(&mut self, now_secs: u32, key: &[u8], lookup: &Lookup) -> io::Result<Option<Found>> {
+        self.check_open()?;
         self.apply_pending_flush(now_secs);
         let hash = self.index.hash(key);
         let found = self.live(now_secs, key, hash, |item| access(item, lookup, now_secs))?;
@@ -254,6 +268,7 @@ impl Store {
 
     /// Appends the value of `found` (from [`get`](Self::get), with no write since) to `out`.
     pub fn read_value(&mut self, found: &Found, out: &mut Vec<u8>) -> io::Result<()> {
+        self.check_open()?;
         let (segment, offset, key_len) = found.location;
         let at = self.segments.base_offset(segment)
             + u64::from(offset)
@@ -264,6 +279,7 @@ impl Store {
 
     /// Stores an item (set, add, replace, append, prepend, cas, ms).
     pub fn store(&mut self, now_secs: u32, write: &Write) -> io::Result<Stored> {
+        self.check_open()?;
         self.apply_pending_flush(now_secs);
         let hash = self.index.hash(write.key);
         // What is needed of the item it replaces, without cloning its key.
@@ -338,6 +354,7 @@ impl Store {
 
     /// Deletes `key` (delete, md), or marks it stale or empties it as `how` says.
     pub fn delete(&mut self, now_secs: u32, key: &[u8], how: &Delete) -> io::Result<Deleted> {
+        self.check_open()?;
         self.apply_pending_flush(now_secs);
         let hash = self.index.hash(key);
         let Some(item) = self.live(now_secs, key, hash, |item| item.clone())? else {
@@ -390,6 +407,7 @@ impl Store {
     /// set refused as too large leaves behind, so that no stale value outlives the failed
     /// update (memcached does the same).
     pub fn discard(&mut self, now_secs: u32, key: &[u8]) -> io::Result<()> {
+        self.check_open()?;
         let hash = self.index.hash(key);
         match self.live(now_secs, key, hash, |_| ())? {
             Some(()) => self.remove(key, hash),
@@ -406,6 +424,7 @@ impl Store {
         key: &[u8],
         request: &Arithmetic,
     ) -> io::Result<Counted> {
+        self.check_open()?;
         self.apply_pending_flush(now_secs);
         let hash = self.index.hash(key);
         let Some(item) = self.live(now_secs, key, hash, |item| item.clone())? else {
@@ -467,6 +486,7 @@ impl Store {
 
     /// Sets a new expiry on `key` (touch); false when it is not there.
     pub fn touch(&mut self, now_secs: u32, key: &[u8], expiry: Expiry) -> io::Result<bool> {
+        self.check_open()?;
         self.apply_pending_flush(now_secs);
         let hash = self.index.hash(key);
         let accessed = self.live(now_secs, key, hash, |item| item.accessed_secs = now_secs)?;
@@ -482,6 +502,7 @@ impl Store {
     /// Drops every item now, or everything stored before `now_secs + delay_secs` once that time
     /// comes (flush_all).
     pub fn flush_all(&mut self, now_secs: u32, delay_secs: u32) -> io::Result<()> {
+        self.check_open()?;
         if delay_secs > 0 {
             self.pending_flush_secs = Some(now_secs.saturating_add(delay_secs));
             return Ok(());
