@@ -110,6 +110,10 @@ impl ConnectionBudget {
     /// (a budget below proto.md's 32 MiB payload limit then still serves every request), and
     /// a small one the server's too.
     pub fn charge(&self, bytes: usize) -> Result<Charge, Wait> {
+        if bytes == 0 {
+            // A TRIM or FLUSH holds no buffer: it never waits for one.
+            return Ok(self.empty());
+        }
         let idle = self.own.held() == 0;
         if !self.own.take(bytes, idle) {
             return Err(Wait::Connection);
@@ -201,6 +205,23 @@ mod tests {
         let _second = connection
             .charge(4 * MIB)
             .expect("fits once the first is gone");
+    }
+
+    #[test]
+    fn requests_that_hold_no_buffer_never_wait() {
+        let server = ServerBudget::new(MIB, MIB);
+        let flooder = server.connection();
+        let _held = flooder.charge(MIB).expect("fits");
+        let _over = server.connection().charge(4096).expect("the small lane");
+        assert_eq!(flooder.charge(0).expect("nothing to hold").bytes(), 0);
+        assert_eq!(
+            server
+                .connection()
+                .charge(0)
+                .expect("nothing to hold")
+                .bytes(),
+            0
+        );
     }
 
     #[test]
