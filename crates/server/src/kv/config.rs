@@ -609,3 +609,52 @@ impl TenantConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(keys: &str) -> Result<TenantConfig, String> {
+        let text = format!("name = \"t\"\nlisten = \"127.0.0.1:11211\"\n{keys}");
+        let config: TenantConfig = toml::from_str(&text).map_err(|e| e.to_string())?;
+        config.validate(None).map_err(|e| e.to_string())?;
+        Ok(config)
+    }
+
+    #[test]
+    fn the_client_limits_default_as_documented_and_take_whole_or_fractional_seconds() {
+        let config = parsed("").unwrap();
+        assert_eq!(
+            config,
+            TenantConfig {
+                name: "t".to_string(),
+                ..TenantConfig::default()
+            }
+        );
+        assert_eq!(config.idle_timeout, 0.0);
+        assert_eq!(config.auth_timeout, 10.0);
+        assert_eq!(config.request_timeout, 30.0);
+        assert_eq!(config.max_connections_per_peer, 256);
+        assert_eq!(config.client_buffers_bytes().unwrap(), 64 << 20);
+        let config = parsed("idle_timeout = 600\nrequest_timeout = 0.5\n").unwrap();
+        assert_eq!((config.idle_timeout, config.request_timeout), (600.0, 0.5));
+    }
+
+    #[test]
+    fn limits_that_cannot_work_are_refused_by_key() {
+        for (keys, key) in [
+            ("idle_timeout = -1\n", "idle_timeout:"),
+            ("request_timeout = nan\n", "request_timeout:"),
+            (
+                "max_connections_per_peer = 0\n",
+                "max_connections_per_peer:",
+            ),
+            ("client_buffers = \"lots\"\n", "client_buffers:"),
+            ("tls_verify_peer = true\n", "tls_verify_peer:"),
+        ] {
+            let error = parsed(keys).unwrap_err();
+            assert!(error.starts_with(key), "{keys}: {error}");
+        }
+        assert!(parsed("tls_certificates = \"/etc/tls\"\ntls_verify_peer = true\n").is_ok());
+    }
+}

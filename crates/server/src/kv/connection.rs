@@ -127,8 +127,15 @@ impl Connection {
             ..Limits::default()
         };
         let now = Instant::now();
+        let tls = match tenant.speaks_tls(&socket) {
+            true => tenant.tls.as_ref().map(|tls| tls.current()),
+            false => None,
+        };
+        let mut transport = Transport::plain(socket);
+        // Only a failure to make a session can fail here: the client has sent nothing yet.
+        let failed = tls.is_some_and(|server| transport.start_tls(&server, &[]).is_err());
         Connection {
-            transport: Transport::plain(socket),
+            transport,
             peer,
             limits,
             input: vec![0; READ_CHUNK],
@@ -140,7 +147,7 @@ impl Connection {
             after_skip: None,
             keys_done: 0,
             waiting_for_room: false,
-            closing: false,
+            closing: failed,
             hold: None,
             received: now,
             authenticated: tenant.auth.is_none(),
@@ -174,9 +181,12 @@ impl Connection {
             add(&counters.auth_timeouts, 1);
             return Swept::Close;
         }
-        if self
-            .partial_since
-            .is_some_and(|since| past(since, config.request_timeout))
+        let handshake_late =
+            self.transport.is_handshaking() && past(self.accepted, config.request_timeout);
+        if handshake_late
+            || self
+                .partial_since
+                .is_some_and(|since| past(since, config.request_timeout))
         {
             add(&counters.request_timeouts, 1);
             return Swept::Close;
@@ -283,6 +293,12 @@ impl Connection {
                 }
                 Ok(None) => return true,
                 Err(_) => {
+                    if self.transport.is_handshaking() {
+                        // A plaintext client on a TLS port, or a failed handshake: the alert
+                        // that says why went out, and the connection closes.
+                        add(&self.tenant.counters.ssl_handshake_errors, 1);
+                        return false;
+                    }
                     // End of input or a broken socket: answer what was asked, then close
                     // (reading again finds the end again once there is room to answer).
                     self.serve();
@@ -391,6 +407,21 @@ impl Connection {
             }
             if self.start == self.end {
                 break;
+            }
+            if let (true, Some(tls)) = (self.authenticated, &tenant.tls) {
+                if let Some((consumed, noreply)) = refresh_certs(&self.input[self.start..self.end])
+                {
+                    let answer = match tls.reload() {
+                        Ok(()) => "OK".to_string(),
+                        Err(error) => format!("SERVER_ERROR {error}").replace(['\r', '\n'], " "),
+                    };
+                    if !noreply {
+                        compose::line(&mut self.output, &answer);
+                    }
+                    self.start += consumed;
+                    self.completed += 1;
+                    continue;
+                }
             }
             match parse(&self.input[self.start..self.end], &self.limits) {
                 Ok(parsed) if !self.authenticated => {
@@ -581,6 +612,25 @@ impl Connection {
     }
 }
 
+/// memcached's `refresh_certs [...] [noreply]` line at the front of `input`, whole: its length
+/// and whether it ends with `noreply`. Other arguments are ignored, as memcached ignores them.
+fn refresh_certs(input: &[u8]) -> Option<(usize, bool)> {
+    const COMMAND: &[u8] = b"refresh_certs";
+    let rest = input.strip_prefix(COMMAND)?;
+    if !matches!(rest.first(), Some(b' ' | b'\r' | b'\n')) {
+        return None;
+    }
+    let newline = rest.iter().position(|&byte| byte == b'\n')?;
+    let line = &rest[..newline];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let noreply = line
+        .split(|&byte| byte == b' ')
+        .rev()
+        .find(|word| !word.is_empty())
+        == Some(&b"noreply"[..]);
+    Some((COMMAND.len() + newline + 1, noreply))
+}
+
 /// What an unauthenticated connection's request came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Admission {
@@ -694,6 +744,21 @@ mod tests {
         }
         assert_eq!(open, !answer.ends_with(PANICKED.as_bytes()) || !open);
         answer
+    }
+
+    #[test]
+    fn refresh_certs_is_found_whole_with_its_noreply() {
+        assert_eq!(refresh_certs(b"refresh_certs\r\nmn\r\n"), Some((15, false)));
+        assert_eq!(refresh_certs(b"refresh_certs\n"), Some((14, false)));
+        assert_eq!(refresh_certs(b"refresh_certs a b\r\n"), Some((19, false)));
+        assert_eq!(
+            refresh_certs(b"refresh_certs noreply\r\n"),
+            Some((23, true))
+        );
+        assert_eq!(refresh_certs(b"refresh_certs"), None);
+        assert_eq!(refresh_certs(b"refresh_certs noreply"), None);
+        assert_eq!(refresh_certs(b"refresh_certsx\r\n"), None);
+        assert_eq!(refresh_certs(b"get refresh_certs\r\n"), None);
     }
 
     #[test]

@@ -68,6 +68,7 @@ front_counters! {
     auth_cmds: Counter, "authentication attempts (a set before authenticating)";
     auth_errors: Counter, "authentication attempts refused";
     auth_closes: Counter, "connections closed after max_auth_failures wrong passwords";
+    ssl_handshake_errors: Counter, "TLS handshakes that failed (a plaintext client on a TLS port among them)";
 }
 
 /// Adds `by` to `counter`.

@@ -51,13 +51,18 @@ pub fn start(tenants: &[Arc<Tenant>], threads: usize) -> Result<(), RunError> {
         }
     }
     warn_of_descriptors(tenants, listeners.len());
+    watch_certificates(tenants)?;
     let workers =
         start_workers(threads).map_err(|e| RunError::failed("cannot start kv workers", e))?;
     for (listener, tenant, shown) in listeners {
         eprintln!(
-            "heterarchy: kv tenant {} listening on {shown} ({})",
+            "heterarchy: kv tenant {} listening on {shown} ({}{})",
             tenant.name(),
-            tenant.store().describe()
+            tenant.store().describe(),
+            match (&listener, &tenant.tls) {
+                (TenantListener::Tcp(_), Some(_)) => "; tls",
+                _ => "",
+            }
         );
         let workers = workers.clone();
         std::thread::Builder::new()
@@ -89,4 +94,43 @@ fn warn_of_descriptors(tenants: &[Arc<Tenant>], listeners: usize) {
             wanted - listeners as u64 - 64
         );
     }
+}
+
+/// Reads a TLS tenant's certificates again within a second of one of its files changing, as a
+/// `refresh_certs` would (a pair that fails to load leaves the one in force, and is read
+/// again when it changes again).
+fn watch_certificates(tenants: &[Arc<Tenant>]) -> Result<(), RunError> {
+    let watched: Vec<Arc<Tenant>> = tenants
+        .iter()
+        .filter(|tenant| tenant.tls.is_some())
+        .cloned()
+        .collect();
+    if watched.is_empty() {
+        return Ok(());
+    }
+    let watch = move || loop {
+        std::thread::sleep(worker::SWEEP_EVERY);
+        for tenant in &watched {
+            let Some(tls) = &tenant.tls else {
+                continue;
+            };
+            match tls.reload_if_changed() {
+                None => {}
+                Some(Ok(())) => eprintln!(
+                    "heterarchy: kv tenant {}: certificates read again from {}",
+                    tenant.name(),
+                    tls.dir().display()
+                ),
+                Some(Err(error)) => eprintln!(
+                    "heterarchy: kv tenant {}: certificates not read again, the old ones stay: {error}",
+                    tenant.name()
+                ),
+            }
+        }
+    };
+    std::thread::Builder::new()
+        .name("kv-tls-watch".to_string())
+        .spawn(watch)
+        .map(drop)
+        .map_err(|e| RunError::failed("cannot start the certificate watcher", e))
 }

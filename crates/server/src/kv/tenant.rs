@@ -15,7 +15,9 @@ use super::config::{PmConfig, TenantConfig};
 use super::counters::{FrontCounters, FrontCounts};
 use super::latency::{Latencies, LatencyWindow};
 use super::limits::{BufferBudget, PeerCounts};
-use crate::error::RunError;
+use crate::error::{ConfigError, RunError};
+use crate::socket::Socket;
+use crate::tls::ReloadableTls;
 
 /// One tenant being served.
 pub struct Tenant {
@@ -36,6 +38,8 @@ pub struct Tenant {
     pub peers: PeerCounts,
     /// What its connections' buffers hold beyond their baseline, for `client_buffers`.
     pub buffers: BufferBudget,
+    /// The TLS its TCP port speaks, if it does (`tls_certificates`).
+    pub tls: Option<ReloadableTls>,
 }
 
 /// Everything `stats` and the metrics endpoint report for a tenant.
@@ -91,6 +95,14 @@ impl Tenant {
             Some(path) => Some(AuthFile::load(path).map_err(|e| RunError::failed("auth_file", e))?),
             None => None,
         };
+        // Certificates too, before the port opens.
+        let tls = match &config.tls_certificates {
+            Some(dir) => Some(
+                ReloadableTls::load(dir, config.tls_verify_peer)
+                    .map_err(|e| ConfigError::within("tls_certificates: ", e))?,
+            ),
+            None => None,
+        };
         let spec = config.value_store(pm)?;
         if let Some(pm) = pm {
             std::fs::create_dir_all(&pm.path).map_err(|e| {
@@ -121,6 +133,7 @@ impl Tenant {
             auth,
             peers: PeerCounts::default(),
             buffers,
+            tls,
         })
     }
 
@@ -149,9 +162,10 @@ impl Tenant {
         &self.config.name
     }
 
-    /// Whether TLS carries the bytes of `socket`, one of its accepted connections.
-    pub fn speaks_tls(&self, _socket: &crate::socket::Socket) -> bool {
-        false
+    /// Whether TLS carries the bytes of `socket`, one of its accepted connections: those of
+    /// its TCP port when it has certificates (its Unix socket stays plain, as memcached's).
+    pub fn speaks_tls(&self, socket: &Socket) -> bool {
+        self.tls.is_some() && matches!(socket, Socket::Tcp(_))
     }
 
     /// Its stats now.

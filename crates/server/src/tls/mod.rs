@@ -1,7 +1,9 @@
 //! TLS for the NBD server (proto.md "TLS support"; docs/reliability.md, "TLS and
 //! authentication"): the `[server]` settings as nbdkit's `--tls`, `--tls-certificates`,
 //! `--tls-verify-peer` and `--tls-psk` take them, the [`TlsServer`] they make, and a
-//! non-blocking TLS stream for the event loops ([`stream`]).
+//! non-blocking TLS stream for the event loops ([`stream`]). The key-value tenants' TLS
+//! (docs/reliability.md, "Key-value over TLS") reads the same directory layout, and can read
+//! it again while serving ([`reload`]).
 //!
 //! Certificates sit in one directory laid out as nbdkit's and qemu's: `server-cert.pem` (the
 //! chain, the server's first), `server-key.pem`, and `ca-cert.pem`, the authority that signs
@@ -14,6 +16,7 @@
 //! other, as nbdkit does.
 
 pub mod psk;
+pub mod reload;
 pub mod stream;
 
 use std::path::Path;
@@ -26,6 +29,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
 pub use psk::PskServer;
+pub use reload::ReloadableTls;
 pub use stream::Transport;
 
 use crate::error::{ConfigError, TlsError};

@@ -34,6 +34,10 @@ pub(crate) trait Session: Send {
     fn write_plain(&mut self, bytes: &[u8]) -> io::Result<usize>;
     /// Queues the alert that ends the session cleanly.
     fn send_close_notify(&mut self);
+    /// Whether the handshake is still under way.
+    fn is_handshaking(&self) -> bool {
+        false
+    }
 }
 
 // The connection's own methods are its common part's, reached through `Deref`; the trait's
@@ -66,6 +70,10 @@ impl Session for ServerConnection {
     fn send_close_notify(&mut self) {
         (**self).send_close_notify();
     }
+
+    fn is_handshaking(&self) -> bool {
+        (**self).is_handshaking()
+    }
 }
 
 /// A connection's socket, and its TLS session once one has begun.
@@ -93,6 +101,11 @@ impl Transport {
     /// Whether TLS carries the bytes.
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
+    }
+
+    /// Whether a TLS handshake is under way (for a deadline on it).
+    pub fn is_handshaking(&self) -> bool {
+        self.tls.as_ref().is_some_and(|tls| tls.is_handshaking())
     }
 
     /// Begins TLS as the server: from now on every byte is a TLS record, starting with
