@@ -263,6 +263,12 @@ def test_a_plaintext_client_on_a_tls_port_is_refused_and_the_server_goes_on(both
         client.close()
     stats = both["heterarchy"].client(tls_context=context).stats()
     assert int(stats[b"ssl_handshake_errors"]) >= 1, stats
+    with tls_socket(both["heterarchy"].port, context) as sock:
+        sock.sendall(b"stats settings\r\n")
+        settings = b""
+        while not settings.endswith(b"END\r\n"):
+            settings += sock.recv(4096)
+    assert b"STAT ssl_enabled yes\r\n" in settings and b"STAT maxconns_per_peer 256\r\n" in settings, settings
 
 
 def test_only_tls_1_2_and_later_with_forward_secrecy_is_spoken(request, servers, tmp_path, pki):

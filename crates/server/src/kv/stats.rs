@@ -43,4 +43,15 @@ fn settings(tenant: &Tenant, out: &mut Vec<u8>) {
     compose::stat(out, "item_size_max", &config.item_max);
     compose::stat(out, "segment_size", &config.segment);
     compose::stat(out, "evictions", "on");
+    // memcached's names where it has the setting, then the tenant's own limits.
+    compose::stat(out, "idle_timeout", config.idle_timeout);
+    let tls = match tenant.tls {
+        Some(_) => "yes",
+        None => "no",
+    };
+    compose::stat(out, "ssl_enabled", tls);
+    compose::stat(out, "maxconns_per_peer", config.max_connections_per_peer);
+    compose::stat(out, "auth_timeout", config.auth_timeout);
+    compose::stat(out, "request_timeout", config.request_timeout);
+    compose::stat(out, "client_buffers", &config.client_buffers);
 }
