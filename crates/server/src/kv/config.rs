@@ -156,8 +156,9 @@ pub struct TenantConfig {
     #[serde(default = "default_max_connections_per_peer")]
     pub max_connections_per_peer: usize,
     /// What the buffers of all its connections may hold beyond their first 128 KiB each
-    /// (e.g. "64m"); past it each connection is served one answer at a time and reads no
-    /// larger request until some is freed.
+    /// (e.g. "64m"), half for requests arriving and half for answers waiting: past its half of
+    /// answers each connection is served one answer at a time, past its half of requests none
+    /// reads a longer request until some is freed.
     #[serde(default = "default_client_buffers")]
     pub client_buffers: String,
     /// With `auth_file`: wrong passwords one connection may send; the last is answered, then

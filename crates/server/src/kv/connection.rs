@@ -7,9 +7,10 @@
 //!
 //! What it holds is bounded (docs/reliability.md, "Limits on what a client can make a server
 //! hold"): its input by the parser's limits (command lines, get lines, values), its output by
-//! the high-water mark plus one answer; beyond their first 64 KiB each both draw on the tenant's
-//! `client_buffers` budget ([`super::limits`]), and while that is spent the connection answers
-//! one request at a time and reads no larger request (the worker's sweep retries it). The
+//! the high-water mark plus one answer; beyond their first 64 KiB each they draw on the halves of
+//! the tenant's `client_buffers` budget ([`super::limits`]): while the answers' half is spent the
+//! connection answers one request at a time, while the requests' half is spent it reads no
+//! longer request (the worker's sweep retries it). The
 //! worker's sweep ([`Connection::sweep`]) closes it past its deadlines. A request whose
 //! execution panics is answered [`PANICKED`] and the connection closed.
 
@@ -29,7 +30,7 @@ use crate::tls::Transport;
 use super::auth::{self, Gate};
 use super::counters::add;
 use super::execute::{execute, Outcome};
-use super::limits::{beyond_baseline, Peer, BASELINE_BYTES};
+use super::limits::{Peer, Share, BASELINE_BYTES};
 use super::tenant::{unix_now_secs, Tenant};
 
 /// Bytes read per system call at least.
@@ -105,7 +106,7 @@ pub struct Connection {
     /// Reading stopped because the tenant's buffer budget is spent; the sweep retries.
     waiting_for_budget: bool,
     /// What its buffers count against the tenant's budget now.
-    counted: usize,
+    counted: Share,
     /// Answers made in this turn.
     turn_bytes: usize,
     /// The turn ended with requests still to serve: the worker comes back to it at once.
@@ -156,7 +157,7 @@ impl Connection {
             completed: 0,
             partial_since: None,
             waiting_for_budget: false,
-            counted: 0,
+            counted: Share::default(),
             turn_bytes: 0,
             yielded: false,
             tenant,
@@ -212,15 +213,22 @@ impl Connection {
 
     /// Brings the tenant's budget up to date with what its buffers hold now.
     fn account(&mut self) {
-        let now = beyond_baseline(self.input.capacity(), self.output.capacity());
+        let now = Share::of(self.input.capacity(), self.output.capacity());
         self.tenant.buffers.change(self.counted, now);
         self.counted = now;
     }
 
-    /// Whether the tenant's buffer budget is spent, this connection's own growth counted.
-    fn over_budget(&mut self) -> bool {
+    /// Whether the answers side of the tenant's buffer budget is spent, this connection's
+    /// own growth counted.
+    fn output_over_budget(&mut self) -> bool {
         self.account();
-        self.tenant.buffers.exhausted()
+        self.tenant.buffers.output_spent()
+    }
+
+    /// Whether the requests side of the budget is spent, this connection's own counted.
+    fn input_over_budget(&mut self) -> bool {
+        self.account();
+        self.tenant.buffers.input_spent()
     }
 
     /// Whether its last turn ended with requests still to serve: the worker calls
@@ -348,7 +356,7 @@ impl Connection {
                 self.start = 0;
             }
             if self.input.len() - self.end < READ_CHUNK / 2 {
-                if self.over_budget() {
+                if self.input_over_budget() {
                     self.waiting_for_budget = true;
                     return Ok(None);
                 }
@@ -383,7 +391,7 @@ impl Connection {
         while !self.closing {
             // Past the budget, a connection holding more than its baseline answers no more
             // until that drains; one that holds less may answer one request.
-            let tight = self.output.len() >= BASELINE_BYTES && self.over_budget();
+            let tight = self.output.len() >= BASELINE_BYTES && self.output_over_budget();
             if self.output.len() >= OUTPUT_HIGH_WATER || tight {
                 self.waiting_for_room = true;
                 break;
@@ -471,7 +479,7 @@ impl Connection {
                 Ok(parsed) => {
                     let store = store.get_or_insert_with(|| tenant.store());
                     let answer_from = self.output.len();
-                    let output_limit = match tight || tenant.buffers.exhausted() {
+                    let output_limit = match tight || tenant.buffers.output_spent() {
                         true => BASELINE_BYTES,
                         false => OUTPUT_HIGH_WATER,
                     }
@@ -577,7 +585,7 @@ impl Connection {
 
     /// Room for the longest request the limits allow, once part of one has arrived.
     fn grow_for_a_whole_request(&mut self) {
-        if self.tenant.buffers.exhausted() {
+        if self.tenant.buffers.input_spent() {
             // Grown as bytes arrive instead, if the budget allows then (`read_in`).
             return;
         }
@@ -602,8 +610,8 @@ impl Connection {
     /// the tenant's counts and budget.
     pub fn close(&mut self) {
         self.transport.close();
-        self.tenant.buffers.change(self.counted, 0);
-        self.counted = 0;
+        self.tenant.buffers.change(self.counted, Share::default());
+        self.counted = Share::default();
         self.tenant.peers.release(self.peer);
         self.tenant
             .counters
