@@ -637,7 +637,7 @@ def idle_growth(pid: int, port: int, first: bytes) -> int:
 
 
 def test_nbd_idle_connections_cost_little(volume, many_files):
-    server = volume("wt", "--threads", "1")
+    server = volume("wt", "--threads", "1", "--max-connections-per-peer", str(2 * IDLE_CONNECTIONS))
     per_connection = idle_growth(server.process.pid, server.port, struct.pack(">I", 1))
     print(f"nbd: {per_connection} bytes of RSS per idle connection")
     assert per_connection < IDLE_CONNECTION_BYTES, f"{per_connection} bytes per idle connection"
@@ -646,7 +646,8 @@ def test_nbd_idle_connections_cost_little(volume, many_files):
 
 
 def test_kv_idle_connections_cost_little(servers, heterarchy, many_files):
-    server = start_heterarchy_kv(servers, "--max-connections", str(2 * IDLE_CONNECTIONS))
+    server = start_heterarchy_kv(servers, "--max-connections", str(2 * IDLE_CONNECTIONS),
+                                 "--max-connections-per-peer", str(2 * IDLE_CONNECTIONS))
     per_connection = idle_growth(server.process.pid, server.port, b"")
     print(f"kv: {per_connection} bytes of RSS per idle connection")
     assert per_connection < IDLE_CONNECTION_BYTES, f"{per_connection} bytes per idle connection"

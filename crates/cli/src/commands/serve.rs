@@ -81,6 +81,9 @@ pub struct KvArgs {
     /// Connections served at once (memcached's -c).
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
+    /// Of those, from one client address (a Unix socket's: one uid).
+    #[arg(long, default_value_t = heterarchy_server::kv::config::DEFAULT_MAX_CONNECTIONS_PER_PEER)]
+    pub max_connections_per_peer: usize,
     /// HOST:PORT for HTTP metrics and stats.
     #[arg(long)]
     pub metrics: Option<String>,
@@ -131,6 +134,7 @@ impl KvArgs {
             slowdown_limit: None,
             throttle: self.throttle.clone(),
             max_connections: self.max_connections,
+            max_connections_per_peer: self.max_connections_per_peer,
             faults: self.faults.as_deref().and_then(faults_of),
             item_max: self.item_max.clone(),
             segment: "1m".to_string(),
