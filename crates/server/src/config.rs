@@ -112,7 +112,7 @@ pub struct ServerSection {
     /// Clients must present a certificate signed by `ca-cert.pem` (nbdkit's
     /// `--tls-verify-peer`).
     pub tls_verify_peer: bool,
-    /// NBD connections one client address holds at once, at most.
+    /// NBD connections one client (an address, or a user on a Unix socket) holds at once, at most.
     pub max_connections_per_peer: usize,
     /// Bytes of READ lengths, WRITE payloads and unsent answers one NBD connection holds
     /// ("64m"); one request of any size goes ahead on a connection that holds nothing.

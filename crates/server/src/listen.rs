@@ -11,6 +11,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::AddressError;
+use crate::peers::Peer;
 
 /// A listening address: `HOST:PORT` or `unix:PATH`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,11 +187,14 @@ impl Stream {
         }
     }
 
-    /// The peer's address on TCP, to count its connections by; none on a Unix socket.
-    pub fn peer_ip(&self) -> Option<std::net::IpAddr> {
+    /// Who the client is, to count its connections by: its address on TCP, its user on a
+    /// Unix socket.
+    pub fn peer_id(&self) -> Peer {
         match self {
-            Stream::Tcp(stream) => stream.peer_addr().ok().map(|addr| addr.ip()),
-            Stream::Unix(_) => None,
+            Stream::Tcp(stream) => stream
+                .peer_addr()
+                .map_or(Peer::Unknown, |addr| Peer::ip(addr.ip())),
+            Stream::Unix(stream) => Peer::of_unix(stream),
         }
     }
 

@@ -310,7 +310,7 @@ pub struct NbdArgs {
     /// nbdkit's --tls-psk (and GnuTLS's psktool) read them; the client names its user.
     #[arg(long)]
     pub tls_psk: Option<PathBuf>,
-    /// Connections one client address holds at once, at most.
+    /// Connections one client (an address, or a user on a Unix socket) holds at once, at most.
     #[arg(long, default_value_t = heterarchy_server::nbd::ClientLimits::default().max_connections_per_peer)]
     pub max_connections_per_peer: usize,
     /// Bytes of READ lengths, WRITE payloads and unsent answers one client holds, at most.

@@ -30,8 +30,9 @@ use crate::tls::Transport;
 use super::auth::{self, Gate};
 use super::counters::add;
 use super::execute::{execute, Outcome};
-use super::limits::{Peer, Share, BASELINE_BYTES};
+use super::limits::{Share, BASELINE_BYTES};
 use super::tenant::{unix_now_secs, Tenant};
+use crate::peers::PeerSlot;
 
 /// Bytes read per system call at least.
 const READ_CHUNK: usize = 64 * 1024;
@@ -66,8 +67,8 @@ pub enum Swept {
 pub struct Connection {
     transport: Transport,
     tenant: Arc<Tenant>,
-    /// Who it comes from: its place in the tenant's per-peer count.
-    peer: Peer,
+    /// Its place in the tenant's per-peer count, given back when the connection is dropped.
+    _peer_slot: PeerSlot,
     limits: Limits,
     input: Vec<u8>,
     /// Parsed up to here.
@@ -122,7 +123,7 @@ struct Hold {
 }
 
 impl Connection {
-    pub fn new(socket: Socket, tenant: Arc<Tenant>, peer: Peer) -> Connection {
+    pub fn new(socket: Socket, tenant: Arc<Tenant>, peer_slot: PeerSlot) -> Connection {
         let limits = Limits {
             max_value_bytes: tenant.store_config.item_max_bytes as usize,
             ..Limits::default()
@@ -137,7 +138,7 @@ impl Connection {
         let failed = tls.is_some_and(|server| transport.start_tls(&server, &[]).is_err());
         Connection {
             transport,
-            peer,
+            _peer_slot: peer_slot,
             limits,
             input: vec![0; READ_CHUNK],
             start: 0,
@@ -607,12 +608,11 @@ impl Connection {
     }
 
     /// Ends TLS cleanly if it carries the bytes, and gives back the connection's places in
-    /// the tenant's counts and budget.
+    /// the tenant's count and budget (its peer's slot goes when it is dropped).
     pub fn close(&mut self) {
         self.transport.close();
         self.tenant.buffers.change(self.counted, Share::default());
         self.counted = Share::default();
-        self.tenant.peers.release(self.peer);
         self.tenant
             .counters
             .curr_connections
@@ -705,6 +705,7 @@ mod tests {
     use super::*;
     use crate::kv::config::TenantConfig;
     use crate::kv::execute::PANIC_KEY;
+    use crate::peers::Peer;
     use heterarchy_device::backend::Throttles;
     use std::os::unix::net::UnixStream;
 
@@ -727,12 +728,9 @@ mod tests {
             .counters
             .curr_connections
             .fetch_add(1, Ordering::SeqCst);
-        assert!(tenant.peers.admit(Peer::Uid(0), usize::MAX));
+        let slot = tenant.peers.admit(Peer::Uid(0)).expect("a place");
         let socket = Socket::Unix(mio::net::UnixStream::from_std(server));
-        (
-            Connection::new(socket, Arc::clone(tenant), Peer::Uid(0)),
-            client,
-        )
+        (Connection::new(socket, Arc::clone(tenant), slot), client)
     }
 
     /// Sends `request`, serves it, and reads `expected_len` bytes of answer.
@@ -785,7 +783,7 @@ mod tests {
         assert_eq!(answer, b"SERVER_ERROR internal error\r\n");
         let counts = tenant.counters.snapshot();
         assert_eq!((counts.request_panics, counts.curr_connections), (1, 0));
-        assert_eq!(tenant.peers.of(Peer::Uid(0)), 0);
+        assert_eq!(tenant.peers.held_by(Peer::Uid(0)), 0);
         // The store was not poisoned: the next client is served.
         let (mut second, mut client) = connect(&tenant);
         let answer = ask(&mut second, &mut client, b"set k 0 0 1\r\nx\r\nget k\r\n");

@@ -14,8 +14,9 @@ use super::auth::AuthFile;
 use super::config::{PmConfig, TenantConfig};
 use super::counters::{FrontCounters, FrontCounts};
 use super::latency::{Latencies, LatencyWindow};
-use super::limits::{BufferBudget, PeerCounts};
+use super::limits::BufferBudget;
 use crate::error::{ConfigError, RunError};
+use crate::peers::PeerCounts;
 use crate::socket::Socket;
 use crate::tls::ReloadableTls;
 
@@ -35,7 +36,7 @@ pub struct Tenant {
     /// Who may use it, if clients must authenticate.
     pub auth: Option<AuthFile>,
     /// Its connections by peer, for `max_connections_per_peer`.
-    pub peers: PeerCounts,
+    pub peers: Arc<PeerCounts>,
     /// What its connections' buffers hold beyond their baseline, for `client_buffers`.
     pub buffers: BufferBudget,
     /// The TLS its TCP port speaks, if it does (`tls_certificates`).
@@ -131,7 +132,7 @@ impl Tenant {
             gate: pm.map(|_| Arc::new(Regulator::new())),
             latencies: Latencies::default(),
             auth,
-            peers: PeerCounts::default(),
+            peers: PeerCounts::new(config.max_connections_per_peer),
             buffers,
             tls,
         })

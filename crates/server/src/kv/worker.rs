@@ -26,9 +26,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::connection::{Connection, Swept};
 use super::counters::add;
-use super::limits::Peer;
 use super::tenant::Tenant;
 use crate::due_timer::Timer;
+use crate::peers::{Peer, PeerSlot};
 use crate::socket::Socket;
 
 const WAKER: Token = Token(usize::MAX);
@@ -43,7 +43,7 @@ const TOO_MANY: &[u8] = b"ERROR Too many open connections\r\n";
 struct Handoff {
     socket: Socket,
     tenant: Arc<Tenant>,
-    peer: Peer,
+    peer_slot: PeerSlot,
 }
 
 /// The handle acceptors use to give a worker a connection.
@@ -106,8 +106,12 @@ pub fn accept_forever(listener: TenantListener, tenant: Arc<Tenant>, workers: Ve
         let config = &tenant.config;
         let over_all = counters.curr_connections.fetch_add(1, Ordering::SeqCst)
             >= config.max_connections as u64;
-        let over_peer = !over_all && !tenant.peers.admit(peer, config.max_connections_per_peer);
-        if over_all || over_peer {
+        let peer_slot = match over_all {
+            true => None,
+            false => tenant.peers.admit(peer),
+        };
+        let over_peer = !over_all && peer_slot.is_none();
+        let Some(peer_slot) = peer_slot else {
             counters.curr_connections.fetch_sub(1, Ordering::SeqCst);
             add(&counters.rejected_connections, 1);
             if over_peer {
@@ -119,20 +123,21 @@ pub fn accept_forever(listener: TenantListener, tenant: Arc<Tenant>, workers: Ve
                 let _ = socket.write_all(TOO_MANY);
             }
             continue;
-        }
+        };
         add(&counters.total_connections, 1);
         let worker = &workers[next.fetch_add(1, Ordering::Relaxed) % workers.len()];
         let handoff = Handoff {
             socket,
             tenant: Arc::clone(&tenant),
-            peer,
+            peer_slot,
         };
         match worker.sender.send(handoff) {
             Ok(()) => {
                 let _ = worker.waker.wake();
             }
             Err(mpsc::SendError(handoff)) => {
-                handoff.tenant.peers.release(handoff.peer);
+                // Its peer slot goes with it.
+                drop(handoff);
                 counters.curr_connections.fetch_sub(1, Ordering::SeqCst);
             }
         }
@@ -226,7 +231,7 @@ fn run(mut poll: Poll, mut timer: Timer, receiver: mpsc::Receiver<Handoff>) {
                         connections.len() - 1
                     });
                     let mut connection =
-                        Connection::new(handoff.socket, handoff.tenant, handoff.peer);
+                        Connection::new(handoff.socket, handoff.tenant, handoff.peer_slot);
                     let registered = poll.registry().register(
                         connection.socket_mut(),
                         Token(slot),

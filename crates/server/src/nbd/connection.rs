@@ -540,6 +540,9 @@ impl Connection {
         }
         let payload_end = header_end + request.payload_bytes();
         if self.end < payload_end {
+            // Room for the whole payload at once, so that the buffer is not copied as it grows.
+            self.input
+                .reserve(payload_end.saturating_sub(self.input.len()) + READ_CHUNK);
             return Ok(false);
         }
         self.start = payload_end;
@@ -607,8 +610,27 @@ impl Connection {
             // Planned a slice at a time by a worker.
             self.in_flight += 1;
             self.slicing = true;
-            context.workers.push(Task::sliced(
-                volume, request, command, replies, charge, back,
+            context.workers.push(Task::planned_by_worker(
+                volume,
+                request,
+                command,
+                Vec::new(),
+                replies,
+                charge,
+                back,
+            ));
+            return Ok(true);
+        }
+        if request.length as usize > LARGE_BYTES
+            && matches!(request.command, Command::Read | Command::Write)
+        {
+            // Planned by a worker too: a large request's lines are many, and its volume's
+            // lock may be held by the workers writing large requests through to a slow device.
+            self.in_flight += 1;
+            let payload = payload.to_vec();
+            self.give_back_input();
+            context.workers.push(Task::planned_by_worker(
+                volume, request, command, payload, replies, charge, back,
             ));
             return Ok(true);
         }
@@ -622,9 +644,6 @@ impl Connection {
         // Answered here when nothing waits: straight into the outgoing bytes.
         let start = self.output.len();
         let attempt = match request.command {
-            Command::Read if request.length as usize > LARGE_BYTES => {
-                Attempt::WouldBlock(submission)
-            }
             Command::Read => {
                 let data = replies.begin_read(&mut self.output, &request);
                 let attempt =

@@ -46,7 +46,7 @@ const BUDGET_RETRY: Duration = Duration::from_millis(1);
 pub struct Handoff {
     pub socket: Socket,
     pub peer: String,
-    pub peer_slot: Option<PeerSlot>,
+    pub peer_slot: PeerSlot,
 }
 
 /// What the acceptor holds of a loop.
@@ -70,7 +70,7 @@ impl LoopHandle {
 /// One connection's place in a loop.
 struct Slot {
     /// The connection, with its place in its peer's count.
-    connection: Option<(Connection, Option<PeerSlot>)>,
+    connection: Option<(Connection, PeerSlot)>,
     /// Counts the connections the slot has held, so that an answer for one that has gone is
     /// not given to the next.
     generation: u64,

@@ -54,7 +54,8 @@ pub struct ClientLimits {
     /// closed (`[server] idle_timeout_s`); none by default, as the Linux nbd driver and qemu
     /// hold their connections open while idle.
     pub idle_timeout: Option<Duration>,
-    /// Connections one client address holds at most (`[server] max_connections_per_peer`).
+    /// Connections one client (an address, or a user on a Unix socket) holds at most
+    /// (`[server] max_connections_per_peer`).
     pub max_connections_per_peer: usize,
 }
 
@@ -198,7 +199,7 @@ pub fn serve(listener: Listener, exports: Arc<Exports>, settings: Settings) -> i
             continue;
         }
         let peer = stream.peer();
-        let Ok(peer_slot) = peers.admit(stream.peer_ip()) else {
+        let Some(peer_slot) = peers.admit(stream.peer_id()) else {
             active.fetch_sub(1, Ordering::SeqCst);
             stream.shutdown();
             continue;

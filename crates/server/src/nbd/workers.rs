@@ -99,12 +99,13 @@ enum Target {
     Device(Arc<dyn BlockDevice>),
 }
 
-/// What is left of a TRIM or WRITE ZEROES planned a slice at a time: `next..end`, and the
-/// latest due time of the slices done.
+/// What is left of a request planned by its worker, `slice_bytes` at a time: `next..end`, and
+/// the latest due time of the slices done.
 struct Slices {
     command: VolumeCommand,
     next: u64,
     end: u64,
+    slice_bytes: u64,
     due: Option<Instant>,
 }
 
@@ -152,27 +153,27 @@ impl Task {
         Task::new(target, request, payload, replies, charge, back)
     }
 
-    /// A task for a TRIM or WRITE ZEROES (`command`) on a cached volume, planned
-    /// [`SLICE_BYTES`] at a time as a worker carries it out.
-    pub fn sliced(
+    /// A task for `command` on a cached volume, planned by the worker that carries it out
+    /// rather than on the event loop: a TRIM or WRITE ZEROES [`SLICE_BYTES`] at a time, a READ
+    /// or WRITE (`payload`) whole.
+    pub fn planned_by_worker(
         volume: Arc<Volume>,
         request: Request,
         command: VolumeCommand,
+        payload: Vec<u8>,
         replies: Replies,
         charge: Charge,
         back: Back,
     ) -> Task {
-        assert!(
-            matches!(
-                command,
-                VolumeCommand::Trim | VolumeCommand::WriteZeroes { .. }
-            ),
-            "only commands without data are sliced"
-        );
+        let slice_bytes = match command {
+            VolumeCommand::Trim | VolumeCommand::WriteZeroes { .. } => SLICE_BYTES,
+            _ => u64::from(request.length),
+        };
         let slices = Slices {
             command,
             next: request.offset,
             end: request.offset + u64::from(request.length),
+            slice_bytes,
             due: None,
         };
         let target = Target::Volume {
@@ -180,7 +181,7 @@ impl Task {
             volume,
             slices: Some(slices),
         };
-        Task::new(target, request, Vec::new(), replies, charge, back)
+        Task::new(target, request, payload, replies, charge, back)
     }
 
     /// A task for `request` on a block device.
@@ -244,7 +245,7 @@ fn advance_on_volume(
         let current = match (submission.take(), slices.as_mut()) {
             (Some(current), _) => current,
             (None, Some(slices)) => {
-                let len = SLICE_BYTES.min(slices.end - slices.next);
+                let len = slices.slice_bytes.min(slices.end - slices.next);
                 match volume.submit(slices.command, slices.next, len) {
                     Ok(current) => {
                         slices.next += len;
@@ -401,13 +402,15 @@ impl Workers {
                 Err(io::Error::other(reason))
             }
         };
-        let sliced = matches!(
-            task.target,
-            Target::Volume {
-                slices: Some(_),
-                ..
-            }
-        );
+        // The connection runs one long TRIM or WRITE ZEROES at a time.
+        let sliced = matches!(task.request.command, Command::Trim | Command::WriteZeroes)
+            && matches!(
+                task.target,
+                Target::Volume {
+                    slices: Some(_),
+                    ..
+                }
+            );
         let Task {
             request,
             replies,
