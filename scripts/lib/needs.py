@@ -60,7 +60,8 @@ def tools(*needed: tuple):
 
 
 def shared_memory() -> Path:
-    """/dev/shm, for files that must live in DRAM (emulated PM whose msync costs nothing)."""
+    """/dev/shm, for files that must live in DRAM (emulated PM that persists by cache-line
+    flushes alone, with no msync)."""
     shm = Path("/dev/shm")
     if not (shm.is_dir() and os.access(shm, os.W_OK)):
         fail("needs a writable /dev/shm (tmpfs) for its DRAM-backed files")
