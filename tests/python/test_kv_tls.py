@@ -12,7 +12,6 @@ import shutil
 import socket
 import ssl
 import statistics
-import subprocess
 import time
 import warnings
 from pathlib import Path
@@ -20,14 +19,9 @@ from pathlib import Path
 import pytest
 
 from kv_support import IO_SECONDS, KvServer, Servers, free_port, tool_path, wait_until
+from pki_support import make_ca, sign
 
 MIB = 1 << 20
-
-
-def openssl(*args, cwd: Path):
-    done = subprocess.run(["openssl", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        pytest.fail(f"openssl {' '.join(map(str, args))}: {done.stderr}")
 
 
 class Pki:
@@ -40,27 +34,15 @@ class Pki:
         if shutil.which("openssl") is None:
             pytest.skip("openssl is not installed (Debian package openssl)")
         self.work = root / "work"
-        self.work.mkdir(parents=True)
-        self.ca = self.work / "ca-cert.pem"
-        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                "-keyout", "ca-key.pem", "-out", self.ca, "-days", "2", "-subj", "/CN=kv test ca",
-                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
-                cwd=self.work)
+        ca = make_ca(self.work, "ca")
+        self.ca = ca[0]
         for name in ("server", "renewed"):
-            self._sign(name, "serverAuth", "subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-        self._sign("client", "clientAuth")
+            sign(self.work, ca, name, "serverAuth", "subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        sign(self.work, ca, "client", "clientAuth")
         self.client = root / "client"
         self.client.mkdir()
         shutil.copy(self.work / "client-cert.pem", self.client / "client-cert.pem")
         shutil.copy(self.work / "client-key.pem", self.client / "client-key.pem")
-
-    def _sign(self, name: str, usage: str, extra: str = ""):
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                "-keyout", f"{name}-key.pem", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=self.work)
-        (self.work / f"{name}.ext").write_text(
-            f"basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage={usage}\n{extra}")
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", self.ca, "-CAkey", "ca-key.pem", "-CAcreateserial",
-                "-out", f"{name}-cert.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=self.work)
 
     def install(self, name: str, directory: Path) -> Path:
         """Writes server certificate `name` into `directory` (made if need be), in the layout."""

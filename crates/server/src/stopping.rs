@@ -53,11 +53,6 @@ impl Stopping {
         }
         true
     }
-
-    /// Whether stopping has begun.
-    pub fn is_stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
-    }
 }
 
 impl Drop for Running {
@@ -88,7 +83,7 @@ mod tests {
         });
         assert!(stopping.stop(Duration::from_secs(5)));
         finisher.join().unwrap();
-        assert!(stopping.is_stopping());
+        assert!(stopping.begin().is_none(), "stopped for good");
     }
 
     #[test]

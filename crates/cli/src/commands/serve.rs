@@ -118,26 +118,18 @@ impl KvArgs {
     /// The config these arguments stand for: one tenant named "default" (on a `[[pm]]` of
     /// its own when NyxCache accounts for it).
     pub fn to_config(&self) -> Result<ServeConfig> {
+        // A [[tenant]] table's defaults ("default", its segment size, deadlines, budgets) but
+        // for what the flags set.
         let mut tenant = TenantConfig {
-            name: "default".to_string(),
             listen: self.listen.clone(),
             unix: self.unix.clone(),
             memory: self.memory.clone(),
             pmem: self.pmem.clone(),
-            pm: None,
-            pm_size: None,
-            pm_file: None,
-            limit: None,
-            class: None,
-            p99_target_us: None,
-            weight: None,
-            slowdown_limit: None,
             throttle: self.throttle.clone(),
             max_connections: self.max_connections,
             max_connections_per_peer: self.max_connections_per_peer,
             faults: self.faults.as_deref().and_then(faults_of),
             item_max: self.item_max.clone(),
-            segment: "1m".to_string(),
             auth_file: self.auth_file.clone(),
             ..TenantConfig::default()
         };

@@ -588,7 +588,8 @@ impl Connection {
             return Ok(true);
         };
         let payload = &self.input[header_end..payload_end];
-        let back = Back {
+        // Made only for a request that goes to a worker: one answered here needs no way back.
+        let back = || Back {
             inbox: Arc::clone(context.inbox),
             slot: context.slot,
             generation: context.generation,
@@ -600,7 +601,7 @@ impl Connection {
                 // Carried out by blocking calls, on a worker.
                 self.in_flight += 1;
                 let task =
-                    Task::on_device(device, request, payload.to_vec(), replies, charge, back);
+                    Task::on_device(device, request, payload.to_vec(), replies, charge, back());
                 context.workers.push(task);
                 self.give_back_input();
                 return Ok(true);
@@ -617,7 +618,7 @@ impl Connection {
                 Vec::new(),
                 replies,
                 charge,
-                back,
+                back(),
             ));
             return Ok(true);
         }
@@ -630,7 +631,13 @@ impl Connection {
             let payload = payload.to_vec();
             self.give_back_input();
             context.workers.push(Task::planned_by_worker(
-                volume, request, command, payload, replies, charge, back,
+                volume,
+                request,
+                command,
+                payload,
+                replies,
+                charge,
+                back(),
             ));
             return Ok(true);
         }
@@ -685,6 +692,7 @@ impl Connection {
         let workers = Arc::clone(context.workers);
         let payload = payload.to_vec();
         self.give_back_input();
+        let back = back();
         submission.when_ready(move |submission| {
             workers.push(Task::on_volume(
                 submission, volume, request, payload, replies, charge, back,
