@@ -1,0 +1,227 @@
+"""Applications on a mounted file system, and what each must find after a crash: SQLite (WAL,
+synchronous=FULL), PostgreSQL with pgbench, RocksDB's db_bench and fio on files. Used by
+tests/python/test_fs.py, scripts/crash-campaign (the fs-kill store) and scripts/bench-fs.
+
+Run as a script, `python fs_workloads.py sqlite-commits DB COUNT [FULL|OFF]` commits COUNT
+transactions one at a time and prints `commit ID` after each COMMIT returns: the lines a crash
+test reads as the acknowledged commits."""
+
+import glob
+import hashlib
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+COMMAND_SECONDS = 300
+
+
+def row_payload(row_id: int) -> str:
+    """The 256 characters row `row_id` holds: a torn or misplaced page cannot pass for it."""
+    return hashlib.sha256(str(row_id).encode()).hexdigest() * 4
+
+
+def open_sqlite(path: Path, synchronous="FULL") -> sqlite3.Connection:
+    assert synchronous in ("FULL", "OFF"), f"synchronous={synchronous}: expected FULL or OFF"
+    connection = sqlite3.connect(path, isolation_level=None, timeout=30)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute(f"PRAGMA synchronous={synchronous}")
+    connection.execute("CREATE TABLE IF NOT EXISTS commits (id INTEGER PRIMARY KEY, payload TEXT NOT NULL)")
+    return connection
+
+
+def sqlite_commits(path: Path, count: int, out=sys.stdout, synchronous="FULL"):
+    """Commits `count` transactions, each inserting the next row, and prints `commit ID` once
+    its COMMIT has returned (SQLite has then synced the WAL, unless `synchronous` is OFF: the
+    crash tests' control, whose commits a crash may take)."""
+    connection = open_sqlite(path, synchronous)
+    (last,) = connection.execute("SELECT coalesce(max(id), 0) FROM commits").fetchone()
+    for row_id in range(last + 1, last + 1 + count):
+        connection.execute("BEGIN")
+        connection.execute("INSERT INTO commits (id, payload) VALUES (?, ?)", (row_id, row_payload(row_id)))
+        connection.execute("COMMIT")
+        print(f"commit {row_id}", file=out, flush=True)
+    connection.close()
+
+
+def acknowledged(output: str) -> list[int]:
+    """The commits a `sqlite-commits` run printed."""
+    return [int(match) for match in re.findall(r"^commit (\d+)$", output, re.MULTILINE)]
+
+
+def sqlite_rows(path: Path) -> list[int]:
+    """The ids of the rows in the database at `path`."""
+    with closing(sqlite3.connect(path, isolation_level=None, timeout=30)) as connection:
+        return [row_id for (row_id,) in connection.execute("SELECT id FROM commits ORDER BY id")]
+
+
+def check_sqlite(path: Path, acked: list[int]) -> list[str]:
+    """What is wrong with the database at `path` after a crash, given the commits acknowledged
+    before it: it must pass integrity_check, hold rows 1..N with their own payloads, and N must
+    be the last acknowledged commit or the one in flight after it."""
+    try:
+        with closing(sqlite3.connect(path, isolation_level=None, timeout=30)) as connection:
+            integrity = [row[0] for row in connection.execute("PRAGMA integrity_check")]
+            rows = connection.execute("SELECT id, payload FROM commits ORDER BY id").fetchall()
+    except sqlite3.Error as error:
+        return [f"{path}: {error}"]
+    problems = [] if integrity == ["ok"] else [f"integrity_check: {'; '.join(integrity[:5])}"]
+    ids = [row_id for row_id, _ in rows]
+    if ids != list(range(1, len(ids) + 1)):
+        holes = sorted(set(range(1, (ids[-1] if ids else 0) + 1)) - set(ids))
+        problems.append(f"rows are not 1..{len(ids)}: missing {holes[:10]}")
+    wrong = [row_id for row_id, payload in rows if payload != row_payload(row_id)]
+    if wrong:
+        problems.append(f"{len(wrong)} rows hold another row's payload, first {wrong[:5]}")
+    last = max(acked, default=0)
+    if len(ids) < last:
+        problems.append(f"lost acknowledged commits: {len(ids)} rows, commit {last} was acknowledged")
+    elif len(ids) > last + 1:
+        problems.append(f"{len(ids)} rows, but only {last} commits were acknowledged and one more was in flight")
+    return problems
+
+
+def postgres_bin() -> Path | None:
+    """Debian's PostgreSQL programs (postgresql-NN), the newest installed."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda path: int(path.split("/")[4]))
+    return Path(found[-1]).parent if found else None
+
+
+class Postgres:
+    """A PostgreSQL cluster in `data` (on the mounted file system), run as the `postgres`
+    user, listening on a Unix socket in `sockets` only (no TCP). Its processes are this
+    object's: `crash()` kills the postmaster and every backend by id."""
+
+    def __init__(self, data: Path, sockets: Path, log: Path):
+        self.bin = postgres_bin()
+        assert self.bin is not None, "PostgreSQL is not installed (Debian: postgresql)"
+        self.data, self.sockets, self.log = data, sockets, log
+        self.postmaster: int | None = None
+
+    def as_postgres(self, program: str, *args, check=True, timeout=COMMAND_SECONDS) -> subprocess.CompletedProcess:
+        argv = ["runuser", "-u", "postgres", "--", str(self.bin / program), *map(str, args)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"{program} {' '.join(map(str, args))} exited {done.returncode}: {done.stdout}{done.stderr}".strip())
+        return done
+
+    def init(self):
+        """initdb with data checksums, so that a torn or stale page is reported when read."""
+        self.data.mkdir(mode=0o700)
+        os.chown(self.data, *postgres_ids())
+        self.as_postgres("initdb", "-D", self.data, "--data-checksums", "-A", "trust", "-U", "postgres")
+
+    def start(self):
+        options = f"-c listen_addresses='' -k {self.sockets} -c fsync=on -c full_page_writes=on"
+        self.as_postgres("pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "120", "-o", options, "start")
+        self.postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+
+    def stop(self):
+        self.as_postgres("pg_ctl", "-D", self.data, "-w", "-t", "60", "-m", "fast", "stop")
+        self.postmaster = None
+
+    def crash(self):
+        """SIGKILL to the postmaster and all its children, then waits until every one is gone
+        (their files on the mount are then closed)."""
+        if self.postmaster is None:
+            return
+        victims = [self.postmaster, *children(self.postmaster)]
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 30
+        while any(alive(pid) for pid in victims):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"PostgreSQL processes {victims} still alive 30 s after SIGKILL")
+            time.sleep(0.05)
+        self.postmaster = None
+
+    def pgbench(self, *args, check=True, timeout=COMMAND_SECONDS) -> subprocess.CompletedProcess:
+        return self.as_postgres("pgbench", "-h", self.sockets, "-U", "postgres", *args, check=check, timeout=timeout)
+
+    def pgbench_popen(self, *args) -> subprocess.Popen:
+        argv = ["runuser", "-u", "postgres", "--", str(self.bin / "pgbench"), "-h", str(self.sockets), "-U", "postgres", *map(str, args)]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def query(self, sql: str) -> str:
+        return self.as_postgres("psql", "-h", self.sockets, "-U", "postgres", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql).stdout.strip()
+
+    def check_pgbench(self, processed: int) -> list[str]:
+        """What is wrong with pgbench's tables after a crash, given the transactions pgbench
+        counted as processed before it: every one left a history row, and the balances of
+        accounts, tellers and branches each sum to the history's deltas (every transaction
+        moved all four together or none of them). Then pg_amcheck reads every table and index."""
+        problems = []
+        history = int(self.query("SELECT count(*) FROM pgbench_history"))
+        if history < processed:
+            problems.append(f"lost acknowledged transactions: {history} history rows, pgbench counted {processed}")
+        sums = self.query(
+            "SELECT (SELECT coalesce(sum(delta), 0) FROM pgbench_history), (SELECT sum(abalance) FROM pgbench_accounts),"
+            " (SELECT sum(tbalance) FROM pgbench_tellers), (SELECT sum(bbalance) FROM pgbench_branches)"
+        ).split("|")
+        if len(set(sums)) != 1:
+            problems.append(f"balances disagree: history {sums[0]}, accounts {sums[1]}, tellers {sums[2]}, branches {sums[3]}")
+        amcheck = self.as_postgres(
+            "pg_amcheck", "-h", self.sockets, "-U", "postgres", "--install-missing", "--heapallindexed", "postgres", check=False
+        )
+        if amcheck.returncode != 0:
+            problems.append(f"pg_amcheck exited {amcheck.returncode}: {(amcheck.stdout + amcheck.stderr).strip()[:500]}")
+        return problems
+
+
+def processed_transactions(output: str) -> int:
+    """pgbench's count of transactions it saw commit, from its summary."""
+    match = re.search(r"number of transactions actually processed: (\d+)", output)
+    assert match, f"pgbench printed no count of processed transactions: {output[-2000:]}"
+    return int(match.group(1))
+
+
+def postgres_ids() -> tuple[int, int]:
+    import pwd
+
+    entry = pwd.getpwnam("postgres")
+    return entry.pw_uid, entry.pw_gid
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.split("/")[2]))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) in (3, 4) and argv[0] == "sqlite-commits":
+        try:
+            sqlite_commits(Path(argv[1]), int(argv[2]), synchronous=(argv[3:] or ["FULL"])[0])
+        except sqlite3.Error as error:
+            print(f"error {error}", flush=True)
+            return 1
+        return 0
+    print("usage: fs_workloads.py sqlite-commits DB COUNT [FULL|OFF]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
