@@ -94,20 +94,25 @@ def postgres_bin() -> Path | None:
 
 class Postgres:
     """A PostgreSQL cluster in `data` (on the mounted file system), run as the `postgres`
-    user, listening on a Unix socket in `sockets` only (no TCP). Its processes are this
-    object's: `crash()` kills the postmaster and every backend by id."""
+    user, listening on a Unix socket in `sockets` only (no TCP), its log beside the socket (a
+    folder the postgres user owns). Its processes are this object's: `crash()` kills the
+    postmaster and every backend by id."""
 
-    def __init__(self, data: Path, sockets: Path, log: Path):
+    def __init__(self, data: Path, sockets: Path):
         self.bin = postgres_bin()
         assert self.bin is not None, "PostgreSQL is not installed (Debian: postgresql)"
-        self.data, self.sockets, self.log = data, sockets, log
-        self.postmaster: int | None = None
+        self.data, self.sockets, self.log = data, sockets, sockets / "postgres.log"
+        self.postmaster: subprocess.Popen | None = None
 
     def as_postgres(self, program: str, *args, check=True, timeout=COMMAND_SECONDS) -> subprocess.CompletedProcess:
         argv = ["runuser", "-u", "postgres", "--", str(self.bin / program), *map(str, args)]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
-            raise RuntimeError(f"{program} {' '.join(map(str, args))} exited {done.returncode}: {done.stdout}{done.stderr}".strip())
+            said = self.log.read_text(errors="replace")[-1500:] if self.log.exists() else ""
+            raise RuntimeError(
+                f"{program} {' '.join(map(str, args))} exited {done.returncode}: {done.stdout}{done.stderr}\n"
+                f"PostgreSQL's log ends: {said}".strip()
+            )
         return done
 
     def init(self):
@@ -117,25 +122,45 @@ class Postgres:
         self.as_postgres("initdb", "-D", self.data, "--data-checksums", "-A", "trust", "-U", "postgres")
 
     def start(self):
-        options = f"-c listen_addresses='' -k {self.sockets} -c fsync=on -c full_page_writes=on"
-        self.as_postgres("pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "120", "-o", options, "start")
-        self.postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        """Starts the postmaster as this process's child (setpriv execs it as the postgres
+        user), so that its id is ours to kill and to reap; waits until it takes connections."""
+        assert self.postmaster is None, "PostgreSQL runs already"
+        argv = [
+            "setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--",
+            str(self.bin / "postgres"), "-D", str(self.data), "-c", "listen_addresses=", "-k", str(self.sockets),
+            "-c", "fsync=on", "-c", "full_page_writes=on",
+        ]
+        with open(self.log, "ab") as log:
+            self.postmaster = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + COMMAND_SECONDS
+        while self.as_postgres("pg_isready", "-q", "-h", self.sockets, check=False).returncode != 0:
+            if self.postmaster.poll() is not None or time.monotonic() > deadline:
+                code = self.postmaster.poll()
+                self.crash()
+                raise RuntimeError(f"PostgreSQL did not start (exit {code}): {self.log.read_text(errors='replace')[-1500:]}")
+            time.sleep(0.05)
 
     def stop(self):
-        self.as_postgres("pg_ctl", "-D", self.data, "-w", "-t", "60", "-m", "fast", "stop")
+        """A fast shutdown (SIGINT): waits for the postmaster's exit code, 0."""
+        self.postmaster.send_signal(signal.SIGINT)
+        code = self.postmaster.wait(timeout=COMMAND_SECONDS)
         self.postmaster = None
+        if code != 0:
+            raise RuntimeError(f"PostgreSQL's fast shutdown exited {code}: {self.log.read_text(errors='replace')[-1500:]}")
 
     def crash(self):
         """SIGKILL to the postmaster and all its children, then waits until every one is gone
         (their files on the mount are then closed)."""
         if self.postmaster is None:
             return
-        victims = [self.postmaster, *children(self.postmaster)]
+        victims = children(self.postmaster.pid)
+        self.postmaster.kill()
         for pid in victims:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        self.postmaster.wait(timeout=30)
         deadline = time.monotonic() + 30
         while any(alive(pid) for pid in victims):
             if time.monotonic() > deadline:
