@@ -4,7 +4,8 @@ tests/python/test_fs.py, scripts/crash-campaign (the fs-kill store) and scripts/
 
 Run as a script, `python fs_workloads.py sqlite-commits DB COUNT [FULL|OFF]` commits COUNT
 transactions one at a time and prints `commit ID` after each COMMIT returns: the lines a crash
-test reads as the acknowledged commits."""
+test reads as the acknowledged commits; `rocksdb-puts DB COUNT [sync|nosync]` does the same
+with RocksDB puts, printing `put INDEX`."""
 
 import glob
 import hashlib
@@ -84,6 +85,98 @@ def check_sqlite(path: Path, acked: list[int]) -> list[str]:
     elif len(ids) > last + 1:
         problems.append(f"{len(ids)} rows, but only {last} commits were acknowledged and one more was in flight")
     return problems
+
+
+def rocksdb_options():
+    from rocksdict import Options
+
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    # Small memtables, so that a run of a few thousand puts flushes SST files and compacts them:
+    # a crash then meets the MANIFEST and SST files as well as the WAL.
+    options.set_write_buffer_size(256 << 10)
+    options.set_target_file_size_base(256 << 10)
+    return options
+
+
+def rocksdb_key(index: int) -> bytes:
+    return b"key%08d" % index
+
+
+def rocksdb_puts(path: Path, count: int, out=sys.stdout, sync=True):
+    """Puts `count` keys, each with a synced write (WriteOptions.sync: the WAL is fsynced
+    before the put returns; unless not `sync`, the crash tests' control), and prints
+    `put INDEX` once each has returned."""
+    from rocksdict import Rdict, WriteOptions
+
+    db = Rdict(str(path), rocksdb_options())
+    synced = WriteOptions()
+    synced.sync = sync
+    first = 1 + sum(1 for _ in db.keys())
+    for index in range(first, first + count):
+        db.put(rocksdb_key(index), row_payload(index).encode(), synced)
+        print(f"put {index}", file=out, flush=True)
+    db.close()
+
+
+def acknowledged_puts(output: str) -> list[int]:
+    """The puts a `rocksdb-puts` run printed."""
+    return [int(match) for match in re.findall(r"^put (\d+)$", output, re.MULTILINE)]
+
+
+def rocksdb_count(path: Path) -> int:
+    """The number of keys in the database at `path`."""
+    from rocksdict import Rdict
+
+    db = Rdict(str(path), rocksdb_options())
+    count = sum(1 for _ in db.keys())
+    db.close()
+    return count
+
+
+def check_rocksdb(path: Path, acked: list[int]) -> list[str]:
+    """What is wrong with the RocksDB database at `path` after a crash: it must open, hold keys
+    1..N with their own values, and N must be the last acknowledged put or the one after it."""
+    from rocksdict import Rdict
+
+    try:
+        db = Rdict(str(path), rocksdb_options())
+        items = list(db.items())
+        db.close()
+    except Exception as error:  # rocksdict raises plain Exceptions for RocksDB's errors
+        return [f"{path}: RocksDB did not open: {error}"]
+    expected = [rocksdb_key(index) for index in range(1, len(items) + 1)]
+    problems = []
+    if [key for key, _ in items] != expected:
+        problems.append(f"keys are not 1..{len(items)}: first keys {[key for key, _ in items][:5]}")
+    wrong = [key for index, (key, value) in enumerate(items, 1) if value != row_payload(index).encode()]
+    if wrong:
+        problems.append(f"{len(wrong)} keys hold another value, first {wrong[:5]}")
+    last = max(acked, default=0)
+    if len(items) < last:
+        problems.append(f"lost acknowledged puts: {len(items)} keys, put {last} was acknowledged")
+    elif len(items) > last + 1:
+        problems.append(f"{len(items)} keys, but only {last} puts were acknowledged and one more was in flight")
+    return problems
+
+
+def db_bench(path: Path, benchmarks: str, *flags: str) -> dict[str, float]:
+    """Runs RocksDB's db_bench on a database folder; returns operations per second by
+    benchmark, as db_bench reports them."""
+    done = subprocess.run(
+        ["db_bench", f"--db={path}", f"--benchmarks={benchmarks}", *flags],
+        capture_output=True, text=True, timeout=COMMAND_SECONDS,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"db_bench {benchmarks} exited {done.returncode}: {(done.stdout + done.stderr)[-1500:]}")
+    rates = {
+        name: float(rate)
+        for name, rate in re.findall(r"^(\w+)\s*:\s*[\d.]+ micros/op (\d+) ops/sec", done.stdout, re.MULTILINE)
+    }
+    missing = [name for name in benchmarks.split(",") if name not in rates]
+    if missing:
+        raise RuntimeError(f"db_bench printed no rate for {', '.join(missing)}: {done.stdout[-1500:]}")
+    return rates
 
 
 def postgres_bin() -> Path | None:
@@ -244,7 +337,14 @@ def main(argv: list[str]) -> int:
             print(f"error {error}", flush=True)
             return 1
         return 0
-    print("usage: fs_workloads.py sqlite-commits DB COUNT [FULL|OFF]", file=sys.stderr)
+    if len(argv) in (3, 4) and argv[0] == "rocksdb-puts" and argv[3:] in ([], ["sync"], ["nosync"]):
+        try:
+            rocksdb_puts(Path(argv[1]), int(argv[2]), sync=argv[3:] != ["nosync"])
+        except Exception as error:  # RocksDB's I/O errors, as rocksdict raises them
+            print(f"error {error}", flush=True)
+            return 1
+        return 0
+    print("usage: fs_workloads.py sqlite-commits DB COUNT [FULL|OFF] | rocksdb-puts DB COUNT [sync|nosync]", file=sys.stderr)
     return 2
 
 

@@ -8,6 +8,7 @@ Needs root, /dev/fuse, /dev/loop-control and the Debian packages scripts/test in
 naming what is missing, where they are absent. Every server, nbdfuse, PostgreSQL process, mount
 and loop device a test starts is ended or taken down by the test, by id."""
 
+import json
 import os
 import random
 import shutil
@@ -23,10 +24,14 @@ from fs_support import XFS_MIN_BYTES, FileSystem, missing
 from fs_workloads import (
     Postgres,
     acknowledged,
+    acknowledged_puts,
+    check_rocksdb,
     check_sqlite,
+    db_bench,
     postgres_bin,
     postgres_ids,
     processed_transactions,
+    rocksdb_count,
     sqlite_commits,
     sqlite_rows,
 )
@@ -168,21 +173,17 @@ def test_xfs_carries_sqlite_over_a_write_back_cache(export, file_systems, tmp_pa
     assert check_sqlite(database, list(range(1, 201))) == []
 
 
-def commits_until_killed(server, fs: FileSystem, kill_after: int, log: Path, synchronous="FULL") -> list[int]:
-    """Runs sqlite-commits on the mounted file system, kills the server with SIGKILL once
-    `kill_after` commits are acknowledged, and returns the commits acknowledged; the file system
-    is taken down after."""
-    database = fs.root / "commits.db"
+def acked_until_killed(server, workload: list[str], parse, kill_after: int, log: Path) -> list[int]:
+    """Runs a workload of fs_workloads.py on the mounted file system, kills the server with
+    SIGKILL once `kill_after` of its writes are acknowledged (`parse` finds them in its output)
+    and returns the acknowledged writes."""
     with open(log, "w") as out:
-        writer = subprocess.Popen(
-            [sys.executable, str(HERE / "fs_workloads.py"), "sqlite-commits", str(database), "1000000", synchronous],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
+        writer = subprocess.Popen([sys.executable, str(HERE / "fs_workloads.py"), *workload], stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     try:
-        while len(acknowledged(log.read_text())) < kill_after:
-            assert writer.poll() is None, f"sqlite-commits exited {writer.returncode}: {log.read_text()[-500:]}"
-            assert time.monotonic() < deadline, f"{kill_after} commits took over 120 s"
+        while len(parse(log.read_text())) < kill_after:
+            assert writer.poll() is None, f"{workload[0]} exited {writer.returncode}: {log.read_text()[-500:]}"
+            assert time.monotonic() < deadline, f"{kill_after} acknowledged writes took over 120 s"
             time.sleep(0.002)
         server.kill()
         writer.wait(timeout=60)
@@ -190,8 +191,15 @@ def commits_until_killed(server, fs: FileSystem, kill_after: int, log: Path, syn
         if writer.poll() is None:
             writer.kill()
             writer.wait(timeout=10)
+    return parse(log.read_text())
+
+
+def commits_until_killed(server, fs: FileSystem, kill_after: int, log: Path, synchronous="FULL") -> list[int]:
+    """sqlite-commits until the kill; the file system is taken down after."""
+    workload = ["sqlite-commits", str(fs.root / "commits.db"), "1000000", synchronous]
+    acked = acked_until_killed(server, workload, acknowledged, kill_after, log)
     fs.detach()
-    return acknowledged(log.read_text())
+    return acked
 
 
 @pytest.mark.parametrize("name", KILL_EXPORTS)
@@ -231,18 +239,29 @@ def test_sigkill_under_sqlite_loses_no_commit(export, file_systems, tmp_path, na
     assert not failed, "\n".join(f"seed {seed} trial {trial}: {why}" for trial, why in failed.items())
 
 
-def test_the_crash_check_finds_commits_sqlite_never_synced(export, file_systems, tmp_path):
-    """The control: with synchronous=OFF SQLite answers a COMMIT before anything reaches the
-    volume, so a kill -9 of the server takes acknowledged commits, and check_sqlite says so."""
+@pytest.mark.parametrize("application", ["sqlite", "rocksdb"])
+def test_the_crash_checks_find_writes_never_synced(export, file_systems, tmp_path, application):
+    """The controls: with synchronous=OFF SQLite, and RocksDB with unsynced puts, answer before
+    anything reaches the volume, so a kill -9 of the server takes acknowledged writes, and the
+    crash tests' checks say so."""
     skip_unless_ready()
+    if application == "rocksdb":
+        pytest.importorskip("rocksdict", reason="rocksdict is not installed (tests/python/requirements.txt)")
     start = export("ram-wb")
     server = start()
     fs = mounted(file_systems, server)
-    acked = commits_until_killed(server, fs, 100, tmp_path / "commits.out", synchronous="OFF")
+    if application == "sqlite":
+        workload, parse, check = ["sqlite-commits", str(fs.root / "commits.db"), "1000000", "OFF"], acknowledged, check_sqlite
+        path = fs.root / "commits.db"
+    else:
+        workload, parse, check = ["rocksdb-puts", str(fs.root / "rocks"), "1000000", "nosync"], acknowledged_puts, check_rocksdb
+        path = fs.root / "rocks"
+    acked = acked_until_killed(server, workload, parse, 200, tmp_path / "writes.out")
+    fs.detach()
     start()
     remount_and_check(fs)
-    problems = check_sqlite(fs.root / "commits.db", acked)
-    assert any("lost acknowledged commits" in problem or "no such table" in problem for problem in problems), problems
+    problems = check(path, acked)
+    assert any("lost acknowledged" in problem or "did not open" in problem or "no such table" in problem for problem in problems), problems
 
 
 @pytest.fixture
@@ -345,3 +364,87 @@ def test_sigkill_under_pgbench_loses_no_transaction(export, file_systems, postgr
         f"failed_seeds={','.join(f'{seed}:{trial}' for trial in failed) or '-'} seconds={time.monotonic() - started:.1f}"
     )
     assert not failed, "\n".join(f"seed {seed} trial {trial}: {why}" for trial, why in failed.items())
+
+
+@pytest.mark.parametrize("name", ["ram-wb", "pmem-wb", "btt-caiti", "poly"])
+def test_db_bench_on_ext4(export, file_systems, name):
+    """RocksDB's db_bench on ext4 over the export: fillrandom with synced writes, overwrite,
+    readrandom and readwhilewriting, each reporting a rate; then the database reopens for a
+    readseq over every key and, unmounted, the file system checks clean."""
+    skip_unless_ready()
+    if shutil.which("db_bench") is None:
+        pytest.skip("db_bench not found (Debian: rocksdb-tools)")
+    fs = mounted(file_systems, export(name)())
+    db = fs.root / "rocks"
+    common = ["--value_size=400", "--compression_type=none", "--write_buffer_size=1048576", "--threads=1"]
+    rates = db_bench(db, "fillrandom", "--num=1000", "--sync=1", *common)
+    rates |= db_bench(
+        db, "overwrite,readrandom,readwhilewriting", "--use_existing_db=1", "--num=20000", "--reads=10000", *common
+    )
+    assert all(rate > 0 for rate in rates.values()), rates
+    db_bench(db, "readseq", "--use_existing_db=1", "--num=20000", *common)
+    fs.unmount()
+    checked = fs.check()
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize("name", ["ram-wb", "btt-caiti"])
+def test_sigkill_under_rocksdb_loses_no_synced_put(export, file_systems, tmp_path, name):
+    """The server killed with SIGKILL under synced RocksDB puts (memtables small enough that
+    SST files are flushed and compacted as they go): after each restart the journal replays,
+    e2fsck -fn finds nothing, RocksDB reopens and every acknowledged put is there
+    (`HETERARCHY_FS_KILL_TRIALS`, `HETERARCHY_CRASH_SEED`). Prints the crash campaign's line."""
+    skip_unless_ready()
+    pytest.importorskip("rocksdict", reason="rocksdict is not installed (tests/python/requirements.txt)")
+    trials = int(os.environ.get("HETERARCHY_FS_KILL_TRIALS", 2))
+    seed = int(os.environ.get("HETERARCHY_CRASH_SEED", 7))
+    rng, started = random.Random(seed), time.monotonic()
+    start = export(name)
+    server = start()
+    fs = mounted(file_systems, server)
+    db = fs.root / "rocks"
+    acked, lost, fsck_errors, other, failed = [], 0, 0, 0, {}
+    for trial in range(trials):
+        workload = ["rocksdb-puts", str(db), "1000000"]
+        acked += acked_until_killed(server, workload, acknowledged_puts, rng.randint(5, 400), tmp_path / f"puts-{trial}.out")
+        fs.detach()
+        server = start()
+        problems = remount_and_check(fs)
+        fsck_errors += len(problems)
+        found = check_rocksdb(db, acked)
+        lost += sum(1 for problem in found if problem.startswith("lost"))
+        other += sum(1 for problem in found if not problem.startswith("lost"))
+        if problems or found:
+            failed[trial] = "; ".join(problems + found)
+        acked = list(range(1, rocksdb_count(db) + 1))
+    print(
+        f"\ncrash campaign: store=fs-kill-rocksdb-{name} trials={trials} crashes={trials} lost_flushed={lost} "
+        f"torn=0 phantom=0 other={other + fsck_errors} fsck_errors={fsck_errors} "
+        f"failed_seeds={','.join(f'{seed}:{trial}' for trial in failed) or '-'} seconds={time.monotonic() - started:.1f}"
+    )
+    assert not failed, "\n".join(f"seed {seed} trial {trial}: {why}" for trial, why in failed.items())
+
+
+@pytest.mark.parametrize("name", ["ram-wb", "ram-pmem-file-wb", "btt-caiti", "poly"])
+def test_fio_on_files_reads_back_what_it_wrote(export, file_systems, tmp_path, name):
+    """fio on four files of a mounted ext4: random 4 KiB writes with an fsync every 32, each
+    block checksummed (crc32c) and read back and checked once written, then again after the
+    file system was unmounted, checked and mounted afresh (its page cache gone)."""
+    skip_unless_ready()
+    if shutil.which("fio") is None:
+        pytest.skip("fio not found (Debian: fio)")
+    fs = mounted(file_systems, export(name)())
+    job = [
+        "fio", "--name=files", f"--directory={fs.root}", "--nrfiles=4", "--size=32m", "--bs=4k", "--ioengine=psync",
+        "--verify=crc32c", "--verify_fatal=1", "--output-format=json",
+    ]
+    written = subprocess.run([*job, "--rw=randwrite", "--fsync=32", "--do_verify=1"], capture_output=True, text=True, timeout=300)
+    assert written.returncode == 0, written.stdout + written.stderr
+    fs.unmount()
+    checked = fs.check()
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    fs.mount()
+    verified = subprocess.run([*job, "--rw=randwrite", "--verify_only"], capture_output=True, text=True, timeout=300)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    [result] = json.loads(verified.stdout[verified.stdout.index("{"):])["jobs"]
+    assert result["error"] == 0 and result["read"]["io_bytes"] == 32 << 20, result
