@@ -40,14 +40,13 @@ def sqlite_commits(path: Path, count: int, out=sys.stdout, synchronous="FULL"):
     """Commits `count` transactions, each inserting the next row, and prints `commit ID` once
     its COMMIT has returned (SQLite has then synced the WAL, unless `synchronous` is OFF: the
     crash tests' control, whose commits a crash may take)."""
-    connection = open_sqlite(path, synchronous)
-    (last,) = connection.execute("SELECT coalesce(max(id), 0) FROM commits").fetchone()
-    for row_id in range(last + 1, last + 1 + count):
-        connection.execute("BEGIN")
-        connection.execute("INSERT INTO commits (id, payload) VALUES (?, ?)", (row_id, row_payload(row_id)))
-        connection.execute("COMMIT")
-        print(f"commit {row_id}", file=out, flush=True)
-    connection.close()
+    with closing(open_sqlite(path, synchronous)) as connection:
+        (last,) = connection.execute("SELECT coalesce(max(id), 0) FROM commits").fetchone()
+        for row_id in range(last + 1, last + 1 + count):
+            connection.execute("BEGIN")
+            connection.execute("INSERT INTO commits (id, payload) VALUES (?, ?)", (row_id, row_payload(row_id)))
+            connection.execute("COMMIT")
+            print(f"commit {row_id}", file=out, flush=True)
 
 
 def acknowledged(output: str) -> list[int]:

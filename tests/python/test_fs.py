@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -35,7 +36,8 @@ from fs_workloads import (
     sqlite_commits,
     sqlite_rows,
 )
-from nbd_support import EXPORT
+from helpers import free_port
+from nbd_support import EXPORT, volume_stats
 
 VOLUME_BYTES = 384 << 20
 HERE = Path(__file__).resolve().parent
@@ -436,7 +438,7 @@ def test_fio_on_files_reads_back_what_it_wrote(export, file_systems, tmp_path, n
     fs = mounted(file_systems, export(name)())
     job = [
         "fio", "--name=files", f"--directory={fs.root}", "--nrfiles=4", "--size=32m", "--bs=4k", "--ioengine=psync",
-        "--verify=crc32c", "--verify_fatal=1", "--output-format=json",
+        "--verify=crc32c", "--verify_fatal=1", "--verify_state_save=0", "--output-format=json",
     ]
     written = subprocess.run([*job, "--rw=randwrite", "--fsync=32", "--do_verify=1"], capture_output=True, text=True, timeout=300)
     assert written.returncode == 0, written.stdout + written.stderr
@@ -448,3 +450,58 @@ def test_fio_on_files_reads_back_what_it_wrote(export, file_systems, tmp_path, n
     assert verified.returncode == 0, verified.stdout + verified.stderr
     [result] = json.loads(verified.stdout[verified.stdout.index("{"):])["jobs"]
     assert result["error"] == 0 and result["read"]["io_bytes"] == 32 << 20, result
+
+
+def test_a_failing_cache_goes_pass_through_under_a_mounted_file_system(serve, file_systems, tmp_path):
+    """The cache device's writes and flushes start failing under ext4 and SQLite: every write
+    the cache fails goes around it to the backing store, a FLUSH the cache cannot carry gives
+    it up after writing back what it holds, and the file system stays mounted and writing: no
+    commit fails, none is lost, and the volume reports pass-through."""
+    skip_unless_ready()
+    trigger, socket, metrics = tmp_path / "inject", tmp_path / "nbd.sock", free_port()
+    server = serve(
+        "nbd", "--listen", f"unix:{socket}", "--export", EXPORT, "--backing", f"file:{tmp_path}/backing.img:{VOLUME_BYTES}",
+        "--cache", f"pmem:{tmp_path}/cache.pm:64m", "--mode", "wb", "--cache-faults",
+        f"write-error=1,flush-error=1,file={trigger}", "--metrics", f"127.0.0.1:{metrics}", nbd=socket, metrics=metrics,
+    )
+    fs = mounted(file_systems, server)
+    database = fs.root / "commits.db"
+    with open(tmp_path / "commits.out", "w") as out:
+        sqlite_commits(database, 100, out)
+        assert volume_stats(server)["dirty_lines"] > 0
+        trigger.touch()
+        sqlite_commits(database, 300, out)
+    stats = volume_stats(server)
+    assert stats["state"].startswith("pass-through: "), stats["state"]
+    assert stats["went_around"] > 0 and stats["devices"][0]["errors"] > 0, stats
+    fs.unmount()
+    checked = fs.check()
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    fs.mount()
+    assert check_sqlite(database, list(range(1, 401))) == []
+
+
+def test_a_backing_store_error_reaches_sqlite_and_loses_nothing_acknowledged(serve, file_systems, tmp_path):
+    """The backing store's writes start failing under a write-through cache: SQLite's next
+    commit fails with an I/O error rather than being acknowledged, and once the store heals,
+    every commit acknowledged before is there."""
+    skip_unless_ready()
+    trigger, socket = tmp_path / "inject", tmp_path / "nbd.sock"
+    server = serve(
+        "nbd", "--listen", f"unix:{socket}", "--export", EXPORT, "--backing", f"file:{tmp_path}/backing.img:{VOLUME_BYTES}",
+        "--cache", "ram:64m", "--mode", "wt", "--backing-faults", f"write-error=1,flush-error=1,file={trigger}", nbd=socket,
+    )
+    fs = mounted(file_systems, server)
+    database = fs.root / "commits.db"
+    with open(tmp_path / "commits.out", "w") as out:
+        sqlite_commits(database, 100, out)
+        trigger.touch()
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+            sqlite_commits(database, 100, out)
+    acked = acknowledged((tmp_path / "commits.out").read_text())
+    assert acked == list(range(1, 101)), acked[-5:]
+    trigger.unlink()
+    fs.detach()
+    fs.attach()
+    fs.mount()
+    assert check_sqlite(database, acked) == []

@@ -103,6 +103,18 @@ pub enum Client<'a> {
     None,
 }
 
+impl Client<'_> {
+    /// The same buffer lent again, so that a failed job's piece can still be carried out
+    /// around the cache (`crate::failure`).
+    pub fn reborrow(&mut self) -> Client<'_> {
+        match self {
+            Client::Read(out) => Client::Read(out),
+            Client::Write(data) => Client::Write(data),
+            Client::None => Client::None,
+        }
+    }
+}
+
 /// A line whose data moves in step 1–3.
 struct Moving {
     line: usize,

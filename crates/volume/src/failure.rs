@@ -16,8 +16,16 @@
 //! never served stale), its slots are withheld so no other line overwrites them, and the
 //! cleaner tries again on every tick.
 //!
-//! The cache is given up when a cache device says it is gone, or when cache-device errors reach
-//! `fallback_pt_errors` (Open CAS's fallback pass-through threshold): from then on every request
+//! A request's piece whose job failed is then *carried out around the cache*, on the backing
+//! store alone, as Open CAS's engines redo a request in pass-through when the cache device
+//! fails it: once the line is repaired the backing store holds its newest data, so a read
+//! there is right and a write there is the newest. The client sees an error only when the
+//! backing store fails too, or the line is stranded. A file system over the volume thus goes on
+//! writing while its cache fails (`tests/python/test_fs.py`).
+//!
+//! The cache is given up when a cache device says it is gone, when cache-device errors reach
+//! `fallback_pt_errors` (Open CAS's fallback pass-through threshold), or when a cache device
+//! cannot flush (what it holds could not be promised to survive): from then on every request
 //! goes around the cache, and the cleaner writes back and forgets every line it can.
 
 use std::io;
@@ -28,9 +36,10 @@ use heterarchy_engine::{Controller, Plan};
 use heterarchy_trace::{Op, Request};
 use rustc_hash::FxHashMap;
 
-use crate::execute::Job;
+use crate::execute::{Client, Job};
 use crate::order::Turns;
 use crate::sectors::{Copies, Storage};
+use crate::stats::Counters;
 use crate::submission::Mode;
 use crate::volume::{Control, Volume};
 
@@ -82,12 +91,24 @@ impl Failure {
     }
 
     /// Fails a job planned before some line was stranded that would write into that line's
-    /// slots: they are withheld from every plan made since, not from those already made.
+    /// slots (they are withheld from every plan made since, not from those already made), or
+    /// that serves a request on a line stranded since it was planned: its plan may send a read
+    /// to the backing store, which lacks the line's newest data.
     pub(crate) fn check_slots(&self, job: &Job) -> io::Result<()> {
         if !self.any_stranded.load(Ordering::Acquire) {
             return Ok(());
         }
         let stranded = self.lock_stranded();
+        if let Some(part) = job
+            .request
+            .as_ref()
+            .filter(|part| stranded.contains_key(&part.key))
+        {
+            return Err(io::Error::other(format!(
+                "line {} holds data only a failing cache has, which cannot be written back yet",
+                part.key
+            )));
+        }
         for line in &job.lines {
             for (tier, slot) in line.after.iter().enumerate() {
                 let Some(slot) = *slot else { continue };
@@ -201,6 +222,37 @@ impl Volume {
         self.failure.any_stranded.store(true, Ordering::Release);
     }
 
+    /// After `job` failed with `error` and was repaired: its piece of the client's request
+    /// carried out on the backing store alone (module docs), and the controller told to forget
+    /// the line, which no cache device holds now. Keeps `error` when the line is stranded, the
+    /// job was no request's, or the backing store fails as well.
+    pub(crate) fn go_around(
+        &self,
+        job: &Job,
+        client: Client<'_>,
+        error: io::Error,
+    ) -> io::Result<u64> {
+        let Some(part) = &job.request else {
+            return Err(error);
+        };
+        if self.failure.stranded_among(part.key, part.key).is_some() {
+            return Err(error);
+        }
+        let backing = self.storage.backing();
+        let offset = self.storage.backing_offset(part.key, part.start);
+        let done = match client {
+            Client::Read(out) => backing.read_at(offset, out),
+            Client::Write(data) => backing.write_at(offset, data),
+            Client::None => return Err(error),
+        };
+        if done.is_err() {
+            return Err(error);
+        }
+        self.forget(&mut self.lock_control(), part.key);
+        Counters::add(&self.counters.went_around, 1);
+        Ok(0)
+    }
+
     /// Gives the cache up when a cache device is gone or its errors reached the threshold.
     pub(crate) fn give_up_if_failing(&self) {
         if self.failure.is_failed() {
@@ -215,6 +267,14 @@ impl Volume {
         } else {
             return;
         };
+        self.give_up(reason);
+    }
+
+    /// Gives the cache up for `reason`: every request goes around it from now on.
+    pub(crate) fn give_up(&self, reason: String) {
+        if self.failure.is_failed() {
+            return;
+        }
         eprintln!(
             "heterarchy: volume {}: {reason}: going pass-through; writing back what the cache \
              holds",

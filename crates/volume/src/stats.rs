@@ -21,6 +21,9 @@ pub struct Counters {
     pub flushes: AtomicU64,
     pub trims: AtomicU64,
     pub cutoff_bypasses: AtomicU64,
+    /// Pieces of requests a failing cache device could not serve, carried out on the backing
+    /// store instead (`crate::failure`).
+    pub went_around: AtomicU64,
     pub writebacks: AtomicU64,
     /// Lines found in the persistent tiers at start.
     pub restored_lines: AtomicU64,
@@ -119,6 +122,10 @@ pub struct VolumeStats {
     pub hit_ratio: f64,
     pub writebacks: u64,
     pub cutoff_bypasses: u64,
+    /// Pieces of requests a failing cache device could not serve, carried out on the backing
+    /// store instead (docs/reliability.md, "What survives what").
+    #[serde(default)]
+    pub went_around: u64,
     pub tiers: Vec<TierStats>,
     pub devices: Vec<DeviceStats>,
     pub admission: Option<AdmissionStats>,
@@ -242,6 +249,7 @@ impl VolumeStats {
             hit_ratio: engine.hit_ratio(),
             writebacks: Counters::get(&counters.writebacks),
             cutoff_bypasses: Counters::get(&counters.cutoff_bypasses),
+            went_around: Counters::get(&counters.went_around),
             tiers,
             devices,
             admission,

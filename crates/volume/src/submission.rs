@@ -406,23 +406,24 @@ impl Volume {
     pub(crate) fn run(
         &self,
         mut job: Job,
-        client: Client<'_>,
+        mut client: Client<'_>,
         times: &mut Vec<DeviceTime>,
         mode: Mode,
     ) -> Result<u64, Refusal> {
         job.turns.wait();
-        let result = self
-            .failure
-            .check_slots(&job)
-            .and_then(|()| self.storage.execute(&job, client, mode));
+        let result = match self.failure.check_slots(&job) {
+            Ok(()) => self.storage.execute(&job, client.reborrow(), mode),
+            Err(error) => Err(error),
+        };
         match result {
             Err(error) if error.kind() == io::ErrorKind::WouldBlock && mode == Mode::AtOnce => {
                 Err(Refusal::WouldWait(Box::new(job)))
             }
             result => {
-                if result.is_err() {
+                let result = result.or_else(|error| {
                     self.repair(&job);
-                }
+                    self.go_around(&job, client, error)
+                });
                 let wants_times = self.feedback.device_ops;
                 let due = self
                     .storage

@@ -262,8 +262,22 @@ impl Volume {
             match device.flush() {
                 // A cache given up holds nothing a flush promises (`crate::failure`).
                 Err(_) if index < self.tiers() && self.failure.is_failed() => {}
+                // A cache device that cannot flush cannot promise what it holds: the cache is
+                // given up and everything it holds written back, so that this flush still
+                // covers every write answered before it (the backing store flushes last).
+                Err(error) if index < self.tiers() => {
+                    // A device gone says so first.
+                    self.give_up_if_failing();
+                    self.give_up(format!("cache tier {index} could not flush ({error})"));
+                    if self.rescue_all() > 0 {
+                        return Err(error);
+                    }
+                }
                 result => result?,
             }
+        }
+        if self.failure.is_failed() {
+            return Ok(());
         }
         for device in &self.storage.devices[..self.tiers()] {
             let slots = device.slots();

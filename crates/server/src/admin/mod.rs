@@ -240,7 +240,7 @@ fn json_error(message: &str) -> String {
 /// Every volume's stats as Prometheus metrics, labelled by export.
 pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
     type Field = fn(&VolumeStats) -> f64;
-    let metrics: [(&str, &str, &str, Field); 19] = [
+    let metrics: [(&str, &str, &str, Field); 20] = [
         ("reads_total", "counter", "NBD reads served", |s| {
             s.reads as f64
         }),
@@ -294,6 +294,12 @@ pub fn prometheus_text(volumes: &[VolumeStats]) -> String {
             "counter",
             "Requests sent around the cache by sequential cutoff",
             |s| s.cutoff_bypasses as f64,
+        ),
+        (
+            "went_around_total",
+            "counter",
+            "Request pieces a failing cache could not serve, served by the backing store",
+            |s| s.went_around as f64,
         ),
         ("resident_lines", "gauge", "Lines in the cache", |s| {
             s.resident_lines as f64
