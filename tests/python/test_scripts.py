@@ -88,6 +88,8 @@ MISSING = [
     ("replay-study", ["--quick"], ("python", None), "sklearn"),
     ("sample-replay", [], ("env", ("HETERARCHY_BIN", "/nonexistent/heterarchy")), "HETERARCHY_BIN"),
     ("soak-nbd", ["--binary", "/nonexistent/heterarchy"], ("env", ("HETERARCHY_BIN", "")), "--binary"),
+    ("bench-fs", ["--quick"], ("path", "nbdkit"), "apt-get install nbdkit"),
+    ("app-experiments", ["--quick"], ("path", "db_bench"), "apt-get install rocksdb-tools"),
 ]
 
 
@@ -125,6 +127,8 @@ def test_a_missing_prerequisite_is_named_in_one_line_before_anything_starts(
     ("bench-kv", ["--repeats", "0"], "--repeats"),
     ("sample-replay", ["--rates", "tenth"], "--rates"),
     ("soak-kv", ["--minutes", "0"], "--minutes"),
+    ("bench-fs", ["--rounds", "0"], "--rounds"),
+    ("app-experiments", ["--repeats", "0"], "--repeats"),
 ])
 def test_bad_arguments_are_named_in_one_line(script, args, named, scratch_env):
     done = run_script(script, *args, env=scratch_env)

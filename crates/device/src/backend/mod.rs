@@ -25,6 +25,7 @@ mod queue;
 mod ram;
 mod spec;
 mod throttle;
+mod unflushed;
 
 use std::io;
 use std::sync::Arc;

@@ -28,6 +28,7 @@ use std::sync::{Mutex, MutexGuard};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use super::unflushed::UnflushedPages;
 use super::{check_range, Backend, SharedBytes};
 
 /// The CPU's persistence unit.
@@ -82,6 +83,9 @@ pub struct PmemBackend {
     wide_stores: bool,
     /// Present once crash injection is on; every write and persist updates it.
     crash: Option<Mutex<CrashShadow>>,
+    /// Pages stored to through the CPU cache since the last flush: what a flush writes back
+    /// when lines are flushed (not msync, which the kernel tracks).
+    unflushed: UnflushedPages,
 }
 
 impl PmemBackend {
@@ -147,6 +151,7 @@ impl PmemBackend {
             line_flush: LineFlush::detect(),
             wide_stores: has_avx(),
             crash: None,
+            unflushed: UnflushedPages::new(size_bytes),
         })
     }
 
@@ -235,10 +240,13 @@ impl PmemBackend {
     ) -> io::Result<()> {
         if self.crash.is_none() {
             // No shadow to keep: the common case, on every write of the BTT's path.
-            return write();
+            write()?;
+            self.unflushed.mark(offset, len);
+            return Ok(());
         }
         let shadow = self.running_shadow()?;
         write()?;
+        self.unflushed.mark(offset, len);
         if let Some(mut shadow) = shadow {
             if len > 0 {
                 let first = offset / CACHE_LINE;
@@ -629,11 +637,13 @@ impl Backend for PmemBackend {
     fn flush(&self) -> io::Result<()> {
         self.persisted(0, self.size_bytes(), || {
             match self.persistence {
-                PmemPersistence::Dax => flush_lines(
-                    self.bytes.range(0, self.bytes.len() as usize),
-                    self.bytes.len() as usize,
-                    self.line_flush,
-                ),
+                // Every store went through `written`, which noted its pages; what
+                // `write_persisted` and `persist` covered is written back already.
+                PmemPersistence::Dax => self.unflushed.take(|offset, len| {
+                    // The last page may run past a mapping of no whole number of pages.
+                    let len = len.min(self.bytes.len() - offset) as usize;
+                    flush_lines(self.bytes.range(offset, len), len, self.line_flush)
+                }),
                 PmemPersistence::Msync => self.map.sync(0, self.bytes.len() as usize)?,
                 PmemPersistence::Emulated => {}
             }
