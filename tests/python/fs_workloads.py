@@ -60,6 +60,18 @@ def sqlite_rows(path: Path) -> list[int]:
         return [row_id for (row_id,) in connection.execute("SELECT id FROM commits ORDER BY id")]
 
 
+def against_acknowledged(found: int, acked: list[int], write: str, things: str) -> list[str]:
+    """What is wrong with finding writes 1..`found` after a crash when `acked` were answered and
+    each went one at a time: every acknowledged one must be there, and at most the one in flight
+    after the last besides. Problems that lose writes start with "lost"."""
+    last = max(acked, default=0)
+    if found < last:
+        return [f"lost acknowledged {write}s: {found} {things}, {write} {last} was acknowledged"]
+    if found > last + 1:
+        return [f"{found} {things}, but only {last} {write}s were acknowledged and one more was in flight"]
+    return []
+
+
 def check_sqlite(path: Path, acked: list[int]) -> list[str]:
     """What is wrong with the database at `path` after a crash, given the commits acknowledged
     before it: it must pass integrity_check, hold rows 1..N with their own payloads, and N must
@@ -78,12 +90,7 @@ def check_sqlite(path: Path, acked: list[int]) -> list[str]:
     wrong = [row_id for row_id, payload in rows if payload != row_payload(row_id)]
     if wrong:
         problems.append(f"{len(wrong)} rows hold another row's payload, first {wrong[:5]}")
-    last = max(acked, default=0)
-    if len(ids) < last:
-        problems.append(f"lost acknowledged commits: {len(ids)} rows, commit {last} was acknowledged")
-    elif len(ids) > last + 1:
-        problems.append(f"{len(ids)} rows, but only {last} commits were acknowledged and one more was in flight")
-    return problems
+    return problems + against_acknowledged(len(ids), acked, "commit", "rows")
 
 
 def rocksdb_options():
@@ -151,12 +158,7 @@ def check_rocksdb(path: Path, acked: list[int]) -> list[str]:
     wrong = [key for index, (key, value) in enumerate(items, 1) if value != row_payload(index).encode()]
     if wrong:
         problems.append(f"{len(wrong)} keys hold another value, first {wrong[:5]}")
-    last = max(acked, default=0)
-    if len(items) < last:
-        problems.append(f"lost acknowledged puts: {len(items)} keys, put {last} was acknowledged")
-    elif len(items) > last + 1:
-        problems.append(f"{len(items)} keys, but only {last} puts were acknowledged and one more was in flight")
-    return problems
+    return problems + against_acknowledged(len(items), acked, "put", "keys")
 
 
 def db_bench(path: Path, benchmarks: str, *flags: str) -> dict[str, float]:

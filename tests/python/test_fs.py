@@ -128,6 +128,45 @@ def mounted(file_systems, server, kind="ext4") -> FileSystem:
     return fs
 
 
+class KillTally:
+    """What a file-system kill test's trials found, and its crash campaign line: lost
+    acknowledged writes, the checker's findings and other damage, trial by trial."""
+
+    def __init__(self, store: str, seed: int):
+        self.store, self.seed, self.started = store, seed, time.monotonic()
+        self.trials = self.lost = self.fsck_errors = self.other = 0
+        self.failed: dict[int, str] = {}
+
+    @staticmethod
+    def start(store: str, default_trials: int) -> tuple[int, random.Random, "KillTally"]:
+        """The trials to run (`HETERARCHY_FS_KILL_TRIALS`), the kill points' random source
+        (`HETERARCHY_CRASH_SEED`, which `scripts/crash-campaign --store fs-kill` sets) and the
+        tally of `store`."""
+        trials = int(os.environ.get("HETERARCHY_FS_KILL_TRIALS", default_trials))
+        seed = int(os.environ.get("HETERARCHY_CRASH_SEED", 7))
+        return trials, random.Random(seed), KillTally(store, seed)
+
+    def record(self, checker: list[str], application: list[str]):
+        """One trial: what the file system's checker and the application's check said."""
+        lost = sum(1 for problem in application if problem.startswith("lost"))
+        self.lost += lost
+        self.other += len(application) - lost
+        self.fsck_errors += len(checker)
+        if checker or application:
+            self.failed[self.trials] = "; ".join(checker + application)
+        self.trials += 1
+
+    def report(self):
+        """Prints the crash campaign's line and fails the test on any damage."""
+        print(
+            f"\ncrash campaign: store={self.store} trials={self.trials} crashes={self.trials} lost_flushed={self.lost} "
+            f"torn=0 phantom=0 other={self.other + self.fsck_errors} fsck_errors={self.fsck_errors} "
+            f"failed_seeds={','.join(f'{self.seed}:{trial}' for trial in self.failed) or '-'} "
+            f"seconds={time.monotonic() - self.started:.1f}"
+        )
+        assert not self.failed, "\n".join(f"seed {self.seed} trial {trial}: {why}" for trial, why in self.failed.items())
+
+
 def remount_and_check(fs: FileSystem) -> list[str]:
     """After a restart: mount (the journal is replayed), unmount, the checker read-only must
     find nothing, then mount again for the application's check."""
@@ -212,33 +251,21 @@ def test_sigkill_under_sqlite_loses_no_commit(export, file_systems, tmp_path, na
     the kill points, which `scripts/crash-campaign --store fs-kill` sets). Prints the crash
     campaign's line."""
     skip_unless_ready()
-    trials = int(os.environ.get("HETERARCHY_FS_KILL_TRIALS", 2))
-    seed = int(os.environ.get("HETERARCHY_CRASH_SEED", 7))
-    rng, started = random.Random(seed), time.monotonic()
+    trials, rng, tally = KillTally.start(f"fs-kill-sqlite-{name}", default_trials=2)
     start = export(name)
     server = start()
     fs = mounted(file_systems, server)
-    acked, lost, fsck_errors, other, failed = [], 0, 0, 0, {}
+    acked = []
     for trial in range(trials):
         acked += commits_until_killed(server, fs, rng.randint(5, 150), tmp_path / f"commits-{trial}.out")
         server = start()
         problems = remount_and_check(fs)
-        fsck_errors += len(problems)
         database = fs.root / "commits.db"
         found = check_sqlite(database, acked)
-        lost += sum(1 for problem in found if problem.startswith("lost"))
-        other += sum(1 for problem in found if not problem.startswith("lost"))
-        if problems or found:
-            failed[trial] = "; ".join(problems + found)
+        tally.record(problems, found)
         # The next trial goes on from what survived.
         acked = list(range(1, len(sqlite_rows(database)) + 1))
-    print(
-        f"\ncrash campaign: store=fs-kill-sqlite-{name} trials={trials} crashes={trials} lost_flushed={lost} "
-        f"torn=0 phantom=0 other={other + fsck_errors} fsck_errors={fsck_errors} "
-        f"failed_seeds={','.join(f'{seed}:{trial}' for trial in failed) or '-'} "
-        f"seconds={time.monotonic() - started:.1f}"
-    )
-    assert not failed, "\n".join(f"seed {seed} trial {trial}: {why}" for trial, why in failed.items())
+    tally.report()
 
 
 @pytest.mark.parametrize("application", ["sqlite", "rocksdb"])
@@ -334,9 +361,7 @@ def test_sigkill_under_pgbench_loses_no_transaction(export, file_systems, postgr
     counted is there, the balances agree and pg_amcheck passes (`HETERARCHY_FS_KILL_TRIALS`
     trials; `HETERARCHY_CRASH_SEED` seeds the kill times). Prints the crash campaign's line."""
     skip_unless_ready()
-    trials = int(os.environ.get("HETERARCHY_FS_KILL_TRIALS", 1))
-    seed = int(os.environ.get("HETERARCHY_CRASH_SEED", 7))
-    rng, started = random.Random(seed), time.monotonic()
+    trials, rng, tally = KillTally.start(f"fs-kill-pgbench-{name}", default_trials=1)
     start = export(name)
     server = start()
     fs = mounted(file_systems, server)
@@ -344,28 +369,19 @@ def test_sigkill_under_pgbench_loses_no_transaction(export, file_systems, postgr
     postgres.init()
     postgres.start()
     postgres.pgbench("-i", "-s", "2", "-q")
-    processed, lost, fsck_errors, other, failed = 0, 0, 0, 0, {}
+    processed = 0
     for trial in range(trials):
         processed += pgbench_until_killed(server, postgres, rng.uniform(0.5, 3.0))
         fs.detach()
         server = start()
         problems = remount_and_check(fs)
-        fsck_errors += len(problems)
         postgres.start()
         found = postgres.check_pgbench(processed)
-        lost += sum(1 for problem in found if problem.startswith("lost"))
-        other += sum(1 for problem in found if not problem.startswith("lost"))
-        if problems or found:
-            failed[trial] = "; ".join(problems + found)
+        tally.record(problems, found)
         # The next trial counts from what survived.
         processed = int(postgres.query("SELECT count(*) FROM pgbench_history"))
     postgres.stop()
-    print(
-        f"\ncrash campaign: store=fs-kill-pgbench-{name} trials={trials} crashes={trials} lost_flushed={lost} "
-        f"torn=0 phantom=0 other={other + fsck_errors} fsck_errors={fsck_errors} "
-        f"failed_seeds={','.join(f'{seed}:{trial}' for trial in failed) or '-'} seconds={time.monotonic() - started:.1f}"
-    )
-    assert not failed, "\n".join(f"seed {seed} trial {trial}: {why}" for trial, why in failed.items())
+    tally.report()
 
 
 @pytest.mark.parametrize("name", ["ram-wb", "pmem-wb", "btt-caiti", "poly"])
@@ -398,33 +414,22 @@ def test_sigkill_under_rocksdb_loses_no_synced_put(export, file_systems, tmp_pat
     (`HETERARCHY_FS_KILL_TRIALS`, `HETERARCHY_CRASH_SEED`). Prints the crash campaign's line."""
     skip_unless_ready()
     pytest.importorskip("rocksdict", reason="rocksdict is not installed (tests/python/requirements.txt)")
-    trials = int(os.environ.get("HETERARCHY_FS_KILL_TRIALS", 2))
-    seed = int(os.environ.get("HETERARCHY_CRASH_SEED", 7))
-    rng, started = random.Random(seed), time.monotonic()
+    trials, rng, tally = KillTally.start(f"fs-kill-rocksdb-{name}", default_trials=2)
     start = export(name)
     server = start()
     fs = mounted(file_systems, server)
     db = fs.root / "rocks"
-    acked, lost, fsck_errors, other, failed = [], 0, 0, 0, {}
+    acked = []
     for trial in range(trials):
         workload = ["rocksdb-puts", str(db), "1000000"]
         acked += acked_until_killed(server, workload, acknowledged_puts, rng.randint(5, 400), tmp_path / f"puts-{trial}.out")
         fs.detach()
         server = start()
         problems = remount_and_check(fs)
-        fsck_errors += len(problems)
         found = check_rocksdb(db, acked)
-        lost += sum(1 for problem in found if problem.startswith("lost"))
-        other += sum(1 for problem in found if not problem.startswith("lost"))
-        if problems or found:
-            failed[trial] = "; ".join(problems + found)
+        tally.record(problems, found)
         acked = list(range(1, rocksdb_count(db) + 1))
-    print(
-        f"\ncrash campaign: store=fs-kill-rocksdb-{name} trials={trials} crashes={trials} lost_flushed={lost} "
-        f"torn=0 phantom=0 other={other + fsck_errors} fsck_errors={fsck_errors} "
-        f"failed_seeds={','.join(f'{seed}:{trial}' for trial in failed) or '-'} seconds={time.monotonic() - started:.1f}"
-    )
-    assert not failed, "\n".join(f"seed {seed} trial {trial}: {why}" for trial, why in failed.items())
+    tally.report()
 
 
 @pytest.mark.parametrize("name", ["ram-wb", "ram-pmem-file-wb", "btt-caiti", "poly"])
