@@ -60,6 +60,13 @@ def nbd_server(name: str, command: list, log: Path, port: int, metrics: int | No
         yield Server(started, metrics)
 
 
+def drop_page_cache(path: Path):
+    """Makes the kernel forget a file's cached pages, so reads go to the disk."""
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+        os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
 def fio(server: Server, scratch: Path, rw: str, bs: str, iodepth: int, size=None, runtime=None,
         extra=(), jobs=None, ramp=0) -> dict:
     """One fio job against `server`; returns IOPS, MB/s and the server's CPU time per request

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 # A command may wait this long; a mount over a server that was killed answers at once with EIO,
@@ -153,3 +154,17 @@ class FileSystem:
         leftover = [line for line in Path("/proc/mounts").read_text().splitlines() if f" {self.fuse_dir} " in line]
         if leftover:
             raise RuntimeError(f"the FUSE mount {self.fuse_dir} is still there: {leftover[0]}")
+
+
+@contextmanager
+def made_and_mounted(uri: str, workdir: Path, kind: str = "ext4"):
+    """A fresh file system of `kind` over the export at `uri`, made and mounted; taken down
+    however the block ends (the benchmark scripts' way; the tests' fixture does it too)."""
+    fs = FileSystem(uri, workdir, kind)
+    try:
+        fs.attach()
+        fs.make()
+        fs.mount()
+        yield fs
+    finally:
+        fs.close()

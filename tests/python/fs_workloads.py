@@ -198,9 +198,12 @@ class Postgres:
         self.data, self.sockets, self.log = data, sockets, sockets / "postgres.log"
         self.postmaster: subprocess.Popen | None = None
 
+    def argv(self, program: str, *args) -> list[str]:
+        """`program` of PostgreSQL's with `args`, run as the postgres user."""
+        return ["runuser", "-u", "postgres", "--", str(self.bin / program), *map(str, args)]
+
     def as_postgres(self, program: str, *args, check=True, timeout=COMMAND_SECONDS) -> subprocess.CompletedProcess:
-        argv = ["runuser", "-u", "postgres", "--", str(self.bin / program), *map(str, args)]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(self.argv(program, *args), capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
             said = self.log.read_text(errors="replace")[-1500:] if self.log.exists() else ""
             raise RuntimeError(
@@ -266,7 +269,7 @@ class Postgres:
         return self.as_postgres("pgbench", "-h", self.sockets, "-U", "postgres", *args, check=check, timeout=timeout)
 
     def pgbench_popen(self, *args) -> subprocess.Popen:
-        argv = ["runuser", "-u", "postgres", "--", str(self.bin / "pgbench"), "-h", str(self.sockets), "-U", "postgres", *map(str, args)]
+        argv = self.argv("pgbench", "-h", self.sockets, "-U", "postgres", *args)
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def query(self, sql: str) -> str:

@@ -411,10 +411,10 @@ impl Volume {
         mode: Mode,
     ) -> Result<u64, Refusal> {
         job.turns.wait();
-        let result = match self.failure.check_slots(&job) {
-            Ok(()) => self.storage.execute(&job, client.reborrow(), mode),
-            Err(error) => Err(error),
-        };
+        let result = self
+            .failure
+            .check_slots(&job)
+            .and_then(|()| self.storage.execute(&job, client.reborrow(), mode));
         match result {
             Err(error) if error.kind() == io::ErrorKind::WouldBlock && mode == Mode::AtOnce => {
                 Err(Refusal::WouldWait(Box::new(job)))
