@@ -48,6 +48,9 @@ pub enum Command {
     Model(commands::model::ModelArgs),
     /// Timed simulation of a multi-tier hierarchy on device models.
     Simulate(commands::simulate::SimulateArgs),
+    /// Timed simulation of a block trace on the block stacks on persistent memory: raw PM,
+    /// the BTT, the BTT under each staging cache (seed 001).
+    SimulatePm(commands::simulate_pm::SimulatePmArgs),
     /// Which tier sizes a budget should buy for a block trace (seed 002: HMR, Cydonia).
     Sizing(commands::sizing::SizingArgs),
     /// Replay a block trace against a live cached volume (over NBD or in this process).
@@ -78,6 +81,7 @@ pub fn run(command: &Command, sink: &mut Sink) -> Result<()> {
         Command::Device(command) => commands::device::run(command, sink),
         Command::Model(args) => commands::model::run(args, sink),
         Command::Simulate(args) => commands::simulate::run(args, sink),
+        Command::SimulatePm(args) => commands::simulate_pm::run(args, sink),
         Command::Sizing(args) => commands::sizing::run(args, sink),
         Command::Replay(args) => commands::replay::run(args, sink),
         Command::Experiment(args) => commands::experiment::run(args, sink),

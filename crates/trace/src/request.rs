@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// What a request does. Block traces use `Read`, `Write` and `Trim`; key-value traces the rest.
+/// What a request does. Block traces use `Read`, `Write`, `Trim` and `Flush`; key-value traces
+/// the rest.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[repr(u8)]
@@ -28,11 +29,15 @@ pub enum Op {
     Scan = 15,
     /// Any operation the trace names that none of the above fits.
     Other = 16,
+    /// A block flush (NBD_CMD_FLUSH, SCSI SYNCHRONIZE CACHE): no data, everything written
+    /// before it made durable. It gives no request to the cache simulators (block traces skip
+    /// it when splitting); the staged simulator replays it (docs/pm-block-device.md).
+    Flush = 17,
 }
 
 impl Op {
     /// Every op, in discriminant order, so `Op::ALL[op as usize] == op`.
-    pub const ALL: [Op; 17] = [
+    pub const ALL: [Op; 18] = [
         Op::Unknown,
         Op::Read,
         Op::Write,
@@ -50,6 +55,7 @@ impl Op {
         Op::Decr,
         Op::Scan,
         Op::Other,
+        Op::Flush,
     ];
 
     /// Lower-case name, as in CSV and JSON output.
@@ -72,6 +78,7 @@ impl Op {
             Op::Decr => "decr",
             Op::Scan => "scan",
             Op::Other => "other",
+            Op::Flush => "flush",
         }
     }
 
@@ -84,11 +91,11 @@ impl Op {
     }
 
     /// True for ops that change the cached data (write, set, delete, ...), false for reads,
-    /// lookups and unknown ops.
+    /// lookups, flushes and unknown ops.
     pub fn is_write(self) -> bool {
         !matches!(
             self,
-            Op::Unknown | Op::Read | Op::Get | Op::Gets | Op::Scan | Op::Other
+            Op::Unknown | Op::Read | Op::Get | Op::Gets | Op::Scan | Op::Other | Op::Flush
         )
     }
 }

@@ -11,6 +11,7 @@ pub mod replay;
 pub mod serve;
 pub mod sim;
 pub mod simulate;
+pub mod simulate_pm;
 pub mod sizing;
 pub mod sweep;
 pub mod trace;

@@ -12,16 +12,25 @@
 //! evictors, PMBD-70's syncer, Co-Active's cleaner, the file system's 5 s journal flush) take
 //! cores as the jobs do. A thread that must wait for a slot (`Wait`) sleeps until the cache
 //! changes.
+//!
+//! The jobs issue random 4 KiB requests (fio's `randwrite`, `randrw`), or replay a block trace
+//! ([`StagedConfig::trace`]): an application's requests captured below its file system, each
+//! taken in order by the next job with a request free, its blocks carried out one after the
+//! other as the BTT driver does a bio's, its flushes writing the cache back as the live
+//! device's FLUSH does. The trace's timestamps are not kept: the replay is a closed loop.
 
 mod costs;
 mod run;
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use heterarchy_device::spec::DeviceSpec;
 use heterarchy_engine::staging::{StagingScheme, StagingStats, STAGING_NAMES};
 use heterarchy_engine::NameError;
+use heterarchy_trace::read::BlockRecord;
+use heterarchy_trace::Op;
 use serde::Serialize;
 
 pub use costs::{measure_costs, StackCosts, WriteDecisionCosts};
@@ -96,8 +105,11 @@ pub struct StagedConfig {
     /// Caiti's evictor threads (PMBD-70's syncer and Co-Active's cleaner are one thread each).
     pub evictors: u32,
     pub cache_bytes: u64,
-    /// The device's size; requests go to uniformly random blocks of it.
+    /// The device's size; random requests go to uniformly random blocks of it, and a trace's
+    /// must lie inside it.
     pub device_bytes: u64,
+    /// Requests to replay in order instead of random ones; the jobs stop at its end.
+    pub trace: Option<Arc<[TracedRequest]>>,
     /// Jobs stop issuing after this much virtual time.
     pub duration_ns: u64,
     /// Or after this many requests each, whichever comes first.
@@ -106,7 +118,7 @@ pub struct StagedConfig {
     pub flush_interval_ns: Option<u64>,
     /// Each job flushes after every so many writes (fio's `fsync=N`).
     pub fsync_every: Option<u32>,
-    /// Percent of requests that are reads.
+    /// Percent of random requests that are reads.
     pub read_percent: u32,
     /// The persistent memory's model (seed 001 §4.1: 768 GB of Optane DC PM, six DIMMs).
     pub pm: DeviceSpec,
@@ -118,6 +130,51 @@ pub struct StagedConfig {
 
 /// Seed 001's block size.
 pub const BLOCK_BYTES: u32 = 4096;
+
+/// One request of a replayed trace: `blocks` consecutive 4 KiB blocks from `lba`, read or
+/// written, or a flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TracedRequest {
+    Read { lba: u64, blocks: u32 },
+    Write { lba: u64, blocks: u32 },
+    Flush,
+}
+
+impl TracedRequest {
+    /// What a block trace's record asks of a stack: every block it touches, or a flush; `None`
+    /// for a record the stacks have nothing to do for (a trim, which the BTT does not pass on
+    /// to the PM, an unknown op, no bytes) or one longer than 4 Gi blocks.
+    pub fn from_record(record: &BlockRecord) -> Option<TracedRequest> {
+        let block = u64::from(BLOCK_BYTES);
+        let span = |offset: u64, length: u64| {
+            let first = offset / block;
+            let last = offset.checked_add(length - 1)? / block;
+            Some((first, u32::try_from(last - first + 1).ok()?))
+        };
+        match record.op {
+            Op::Flush => Some(TracedRequest::Flush),
+            Op::Read | Op::Write if record.length_bytes > 0 => {
+                let (lba, blocks) = span(record.offset_bytes, record.length_bytes)?;
+                Some(if record.op == Op::Read {
+                    TracedRequest::Read { lba, blocks }
+                } else {
+                    TracedRequest::Write { lba, blocks }
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The block past the last one it touches (0 for a flush).
+    pub fn end_lba(self) -> u64 {
+        match self {
+            TracedRequest::Read { lba, blocks } | TracedRequest::Write { lba, blocks } => {
+                lba + u64::from(blocks)
+            }
+            TracedRequest::Flush => 0,
+        }
+    }
+}
 
 /// What a run measured: one JSON row of the `caiti-*` experiments.
 #[derive(Clone, Debug, Serialize)]
@@ -161,6 +218,7 @@ impl StagedConfig {
             evictors: 35,
             cache_bytes: 512 << 20,
             device_bytes: 64 << 30,
+            trace: None,
             duration_ns: 6_000_000_000,
             requests_per_job: None,
             flush_interval_ns: Some(5_000_000_000),

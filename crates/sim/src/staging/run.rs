@@ -9,7 +9,7 @@ use heterarchy_engine::staging::{
     FlushStep, FlushTicket, ReadStep, Staging, StagingConfig, Victim, WriteStep,
 };
 
-use super::{Stack, StagedConfig, StagedResult, BLOCK_BYTES};
+use super::{Stack, StagedConfig, StagedResult, TracedRequest, BLOCK_BYTES};
 use crate::timed::events::EventQueue;
 
 /// Where a job thread's time goes (seed 001 Fig 6a's categories, and the stacks without a cache).
@@ -54,10 +54,24 @@ enum RequestOp {
     Flush,
 }
 
+impl RequestOp {
+    /// The same op on the next block.
+    fn next_block(self) -> RequestOp {
+        match self {
+            RequestOp::Write(lba) => RequestOp::Write(lba + 1),
+            RequestOp::Read(lba) => RequestOp::Read(lba + 1),
+            RequestOp::Flush => unreachable!("a flush has no blocks"),
+        }
+    }
+}
+
 /// A job's request in progress.
 struct Current {
     submitted_ns: u64,
+    /// The op on its current block.
     op: RequestOp,
+    /// Blocks after the current one (a traced request of several).
+    more_blocks: u32,
     /// When it reached the driver, past the application-to-driver path.
     in_driver_ns: Option<u64>,
     /// Slots this request writes back before it goes on.
@@ -181,6 +195,8 @@ struct Sim<'a> {
     last_completion_ns: u64,
     flushes: u64,
     flush_latency_ns: u64,
+    /// The trace's next request to hand out.
+    next_traced: usize,
 }
 
 fn next_random(state: &mut u64) -> u64 {
@@ -190,6 +206,15 @@ fn next_random(state: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// The device's blocks: its size's, or enough for the trace's requests.
+fn device_blocks(config: &StagedConfig) -> u64 {
+    let traced = config.trace.iter().flat_map(|trace| trace.iter());
+    let end = traced.map(|request| request.end_lba()).max().unwrap_or(0);
+    (config.device_bytes / u64::from(BLOCK_BYTES))
+        .max(end)
+        .max(1)
 }
 
 /// Runs `config` to the end; deterministic for a given config.
@@ -232,7 +257,7 @@ pub fn run_staged(config: &StagedConfig) -> StagedResult {
         idle_evictors: Vec::new(),
         staging,
         pm: DeviceModel::new(&config.pm),
-        blocks: (config.device_bytes / u64::from(BLOCK_BYTES)).max(1),
+        blocks: device_blocks(config),
         unit_bytes: config.pm.granularity_bytes.clamp(1, BLOCK_BYTES),
         channels: u64::from(config.pm.channels.max(1)),
         jobs_running: config.jobs.max(1),
@@ -243,6 +268,7 @@ pub fn run_staged(config: &StagedConfig) -> StagedResult {
         last_completion_ns: 0,
         flushes: 0,
         flush_latency_ns: 0,
+        next_traced: 0,
     };
     for job in 0..config.jobs.max(1) {
         for _ in 0..config.iodepth.max(1) {
@@ -455,6 +481,11 @@ impl Sim<'_> {
                 .config
                 .requests_per_job
                 .is_none_or(|limit| state.issued < limit)
+            && self
+                .config
+                .trace
+                .as_ref()
+                .is_none_or(|trace| self.next_traced < trace.len())
     }
 
     /// `thread` has a core: it decides its next step.
@@ -472,32 +503,49 @@ impl Sim<'_> {
         let blocks = self.blocks;
         let read_percent = self.config.read_percent;
         let fsync_every = self.config.fsync_every;
+        let trace = self.config.trace.as_deref();
+        let next_traced = &mut self.next_traced;
         let Role::Job(job) = &mut self.threads[thread as usize].role else {
             unreachable!()
         };
         if job.current.is_none() {
-            let Some(submitted_ns) = job.queue.pop_front() else {
+            let submitted = job.queue.pop_front();
+            let traced = trace.map(|trace| trace.get(*next_traced).copied());
+            let (Some(submitted_ns), None | Some(Some(_))) = (submitted, traced) else {
                 // Nothing left: the job is done.
+                job.queue.clear();
                 self.jobs_running -= 1;
                 self.release_core();
                 return;
             };
-            let op = if fsync_every.is_some_and(|every| job.writes_since_flush >= every) {
-                job.writes_since_flush = 0;
-                RequestOp::Flush
-            } else {
-                let draw = next_random(&mut job.rng);
-                let lba = draw % blocks;
-                if (draw >> 40) % 100 < u64::from(read_percent) {
-                    RequestOp::Read(lba)
-                } else {
-                    job.writes_since_flush += 1;
-                    RequestOp::Write(lba)
+            let (op, more_blocks) = match traced.flatten() {
+                Some(request) => {
+                    *next_traced += 1;
+                    match request {
+                        TracedRequest::Read { lba, blocks } => (RequestOp::Read(lba), blocks - 1),
+                        TracedRequest::Write { lba, blocks } => (RequestOp::Write(lba), blocks - 1),
+                        TracedRequest::Flush => (RequestOp::Flush, 0),
+                    }
+                }
+                None if fsync_every.is_some_and(|every| job.writes_since_flush >= every) => {
+                    job.writes_since_flush = 0;
+                    (RequestOp::Flush, 0)
+                }
+                None => {
+                    let draw = next_random(&mut job.rng);
+                    let lba = draw % blocks;
+                    if (draw >> 40) % 100 < u64::from(read_percent) {
+                        (RequestOp::Read(lba), 0)
+                    } else {
+                        job.writes_since_flush += 1;
+                        (RequestOp::Write(lba), 0)
+                    }
                 }
             };
             job.current = Some(Current {
                 submitted_ns,
                 op,
+                more_blocks,
                 in_driver_ns: None,
                 victims: VecDeque::new(),
                 flush: None,
@@ -736,13 +784,24 @@ impl Sim<'_> {
             None => {}
         }
         if request_done && self.is_job(thread) {
-            self.complete(thread);
+            self.next_block_or_complete(thread);
             if self.device_idle() {
                 self.wake_evictor();
             }
         }
         self.release_core();
         self.want_core(thread);
+    }
+
+    /// A block of `job`'s request is done: on to its next, or the request is.
+    fn next_block_or_complete(&mut self, job: u32) {
+        let current = self.current_mut(job);
+        if current.more_blocks > 0 {
+            current.more_blocks -= 1;
+            current.op = current.op.next_block();
+        } else {
+            self.complete(job);
+        }
     }
 
     fn complete(&mut self, job: u32) {

@@ -19,8 +19,9 @@
 //! key is the plain id, so a single-volume trace keys exactly as libCacheSim does.
 //!
 //! Records of length 0 carry no data (SCSI commands such as TEST UNIT READY) and give no request,
-//! as libCacheSim skips size-zero requests. A record with a repeat count gives its requests that
-//! many times.
+//! as libCacheSim skips size-zero requests; nor does a flush, whatever its length (the staged
+//! simulator reads flushes from the records themselves, `sim::staging`). A record with a repeat
+//! count gives its requests that many times.
 
 use std::path::Path;
 
@@ -212,7 +213,8 @@ impl<S: BlockRecordSource> BlockReader<S> {
             let Some(record) = self.source.next_record()? else {
                 return Ok(false);
             };
-            if record.length_bytes == 0 || record.repeat == 0 {
+            // A flush moves no data: the cache simulators have nothing to look up.
+            if record.length_bytes == 0 || record.repeat == 0 || record.op == Op::Flush {
                 continue;
             }
             if record.volume >> VOLUME_BITS != 0 {
@@ -391,6 +393,20 @@ mod tests {
         assert!(requests
             .iter()
             .all(|r| r.size == 4096 && r.tenant == 5 && r.op == Op::Write && r.time_ns == 7));
+    }
+
+    #[test]
+    fn flushes_give_no_request_split_or_not() {
+        let flush = |length_bytes| BlockRecord {
+            op: Op::Flush,
+            ..record(0, 0, length_bytes, 1)
+        };
+        let records = vec![flush(0), record(0, 0, 4096, 1), flush(4096)];
+        for split in [true, false] {
+            let requests = read_all(records.clone(), split).unwrap();
+            assert_eq!(requests.len(), 1, "split {split}");
+            assert_eq!(requests[0].op, Op::Write);
+        }
     }
 
     #[test]

@@ -295,12 +295,16 @@ fn whitespace_words(line: &[u8]) -> Vec<&[u8]> {
         .collect()
 }
 
-/// `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`, the host name any text.
+/// `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`, the host name any text, the
+/// type `Flush` too as heterarchy writes it.
 pub(crate) fn msr_line(line: &[u8]) -> bool {
     let fields = comma_fields(line);
     fields.len() == 7
         && is_number(fields[0])
-        && matches!(parse_op_name(fields[3]), Some(Op::Read | Op::Write))
+        && matches!(
+            parse_op_name(fields[3]),
+            Some(Op::Read | Op::Write | Op::Flush)
+        )
         && fields[2..]
             .iter()
             .enumerate()
@@ -397,6 +401,10 @@ mod tests {
         let text = |head: &str, hint| format_from_content(head.as_bytes(), None, hint);
         assert_eq!(
             text("128166385295514663,hm,0,Write,9056014336,2048,2833\n", None),
+            Some(TraceFormat::Msr)
+        );
+        assert_eq!(
+            text("128166385295514663,heterarchy,0,Flush,0,0,0\n", None),
             Some(TraceFormat::Msr)
         );
         assert_eq!(

@@ -1,6 +1,8 @@
 //! MSR Cambridge block traces (Narayanan et al., FAST'08; SNIA IOTTA): CSV without header,
 //! `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`, the timestamp a Windows
 //! FILETIME (100 ns ticks since 1601), `Type` `Read` or `Write`, offset and size in bytes.
+//! heterarchy also writes and reads `Flush` (size 0), which the published traces lack: a trace
+//! captured below a file system keeps its flushes for the staged simulator.
 //!
 //! The volume is the disk number. The host name is not folded into it: each published MSR file
 //! holds one host, and mixing hosts in one stream would need a wider volume field than block

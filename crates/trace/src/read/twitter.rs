@@ -52,7 +52,7 @@ impl TraceReader for TwitterReader {
             .filter(|op| {
                 !matches!(
                     op,
-                    Op::Unknown | Op::Read | Op::Write | Op::Trim | Op::Other
+                    Op::Unknown | Op::Read | Op::Write | Op::Trim | Op::Other | Op::Flush
                 )
             })
             .ok_or_else(|| {

@@ -75,6 +75,7 @@ impl BlockTraceWriter for MsrWriter {
         let kind = match record.op {
             Op::Read => "Read",
             Op::Write => "Write",
+            Op::Flush => "Flush",
             other => return Err(unwritable_op(self.sink.path(), other, "msr")),
         };
         self.line.clear();
@@ -157,6 +158,7 @@ mod tests {
             BlockRecord::in_bytes(1_000_000, 0, 4096, 8192, Op::Read),
             BlockRecord::in_bytes(2_500_000, 3, 512, 1536, Op::Write),
             BlockRecord::in_bytes(9_000_000, 1, 1 << 40, 65536, Op::Read),
+            BlockRecord::in_bytes(9_500_000, 1, 0, 0, Op::Flush),
         ];
         let mut writer = create_block_writer(&path, format).unwrap();
         for record in &records {
