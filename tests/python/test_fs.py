@@ -315,7 +315,7 @@ def postgres_on():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.mark.parametrize("name", ["ram-wb", "pmem-wb", "btt-caiti", "poly"])
+@pytest.mark.parametrize("name", list(EXPORTS))
 def test_pgbench_on_ext4_keeps_its_tables_consistent(export, file_systems, postgres_on, name):
     """PostgreSQL (data checksums, fsync on) on ext4 over the export: pgbench's load, then a
     clean stop and start; every transaction pgbench counted left its history row, the balances
@@ -384,7 +384,7 @@ def test_sigkill_under_pgbench_loses_no_transaction(export, file_systems, postgr
     tally.report()
 
 
-@pytest.mark.parametrize("name", ["ram-wb", "pmem-wb", "btt-caiti", "poly"])
+@pytest.mark.parametrize("name", list(EXPORTS))
 def test_db_bench_on_ext4(export, file_systems, name):
     """RocksDB's db_bench on ext4 over the export: fillrandom with synced writes, overwrite,
     readrandom and readwhilewriting, each reporting a rate; then the database reopens for a
@@ -432,7 +432,7 @@ def test_sigkill_under_rocksdb_loses_no_synced_put(export, file_systems, tmp_pat
     tally.report()
 
 
-@pytest.mark.parametrize("name", ["ram-wb", "ram-pmem-file-wb", "btt-caiti", "poly"])
+@pytest.mark.parametrize("name", list(EXPORTS))
 def test_fio_on_files_reads_back_what_it_wrote(export, file_systems, tmp_path, name):
     """fio on four files of a mounted ext4: random 4 KiB writes with an fsync every 32, each
     block checksummed (crc32c) and read back and checked once written, then again after the
