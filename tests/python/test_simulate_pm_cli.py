@@ -102,7 +102,16 @@ def unknown_device(tmp_path):
     return msr_trace(tmp_path / "ok.csv", [("Write", 0, BLOCK)]), ["--device", "floppy"], r"floppy"
 
 
-@pytest.mark.parametrize("make_input", [only_trims, bad_offset, key_value_trace, unknown_stack, unknown_device],
+def no_evictors(tmp_path):
+    return msr_trace(tmp_path / "ok.csv", [("Write", 0, BLOCK)]), ["--evictors", "0"], r"--evictors.*at least 1"
+
+
+def bad_size(tmp_path):
+    return msr_trace(tmp_path / "ok.csv", [("Write", 0, BLOCK)]), ["--staging-size", "lots"], r"--staging-size"
+
+
+@pytest.mark.parametrize("make_input", [only_trims, bad_offset, key_value_trace, unknown_stack, unknown_device,
+                                        no_evictors, bad_size],
                          ids=lambda case: case.__name__)
 def test_bad_input_gives_one_line_error(heterarchy, tmp_path, make_input):
     path, flags, detail = make_input(tmp_path)

@@ -80,8 +80,8 @@ pub fn run(args: &SimulatePmArgs, sink: &mut Sink) -> Result<()> {
         None => 0,
     };
     config.pm = resolve_device(&args.device, None).map_err(|e| anyhow!("--device: {e}"))?;
-    if args.jobs == 0 || args.cores == 0 {
-        bail!("--jobs and --cores: expected at least 1");
+    if args.jobs == 0 || args.cores == 0 || args.evictors == Some(0) {
+        bail!("--jobs, --cores and --evictors: expected at least 1");
     }
     config.jobs = args.jobs;
     config.iodepth = 1;

@@ -131,8 +131,8 @@ pub struct StagedConfig {
 /// Seed 001's block size.
 pub const BLOCK_BYTES: u32 = 4096;
 
-/// One request of a replayed trace: `blocks` consecutive 4 KiB blocks from `lba`, read or
-/// written, or a flush.
+/// One request of a replayed trace: `blocks` consecutive 4 KiB blocks from `lba` (at least
+/// one; 0 counts as 1), read or written, or a flush.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TracedRequest {
     Read { lba: u64, blocks: u32 },

@@ -511,7 +511,8 @@ impl Sim<'_> {
         if job.current.is_none() {
             let submitted = job.queue.pop_front();
             let traced = trace.map(|trace| trace.get(*next_traced).copied());
-            let (Some(submitted_ns), None | Some(Some(_))) = (submitted, traced) else {
+            let trace_ended = matches!(traced, Some(None));
+            let (Some(submitted_ns), false) = (submitted, trace_ended) else {
                 // Nothing left: the job is done.
                 job.queue.clear();
                 self.jobs_running -= 1;
@@ -522,8 +523,12 @@ impl Sim<'_> {
                 Some(request) => {
                     *next_traced += 1;
                     match request {
-                        TracedRequest::Read { lba, blocks } => (RequestOp::Read(lba), blocks - 1),
-                        TracedRequest::Write { lba, blocks } => (RequestOp::Write(lba), blocks - 1),
+                        TracedRequest::Read { lba, blocks } => {
+                            (RequestOp::Read(lba), blocks.saturating_sub(1))
+                        }
+                        TracedRequest::Write { lba, blocks } => {
+                            (RequestOp::Write(lba), blocks.saturating_sub(1))
+                        }
                         TracedRequest::Flush => (RequestOp::Flush, 0),
                     }
                 }
