@@ -21,8 +21,8 @@ use heterarchy_trace::units::byte_size;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ExportError;
-use crate::export::BlockDevice;
 use crate::{StagedDevice, StagedOptions};
+use heterarchy_device::BlockDevice;
 
 /// Everything a staged export needs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

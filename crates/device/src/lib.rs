@@ -8,6 +8,7 @@
 pub mod backend;
 pub mod codec;
 mod error;
+pub mod export;
 pub mod memory;
 pub mod model;
 pub mod presets;
@@ -16,6 +17,7 @@ pub mod secure_file;
 pub mod spec;
 
 pub use error::{DecompressError, SpecError, ThrottleError};
+pub use export::BlockDevice;
 pub use memory::{MemoryAccess, MemoryOp};
 pub use model::{DeviceModel, IoKind};
 pub use probe::{run_probe, BackgroundLoad, Probe, ProbeResult};

@@ -1,6 +1,8 @@
 //! Why a parameter, a name or a kept profile cannot be used by the engine: one line naming the
-//! parameter or name at fault and what was expected (docs/architecture.md, "Conventions"). The
-//! cache controller's own settings have [`crate::ConfigError`].
+//! parameter or name at fault and what was expected (docs/architecture.md, "Conventions"), and
+//! the cache controller's settings that cannot be used ([`ConfigError`]).
+
+use std::fmt;
 
 /// A parameter out of its range.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -47,3 +49,29 @@ pub enum ProfileError {
     #[error("{key}: {reason}")]
     Damaged { key: String, reason: String },
 }
+
+/// A cache setting that cannot be used: the key (under `cache.`) and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The offending key, e.g. `nhit.threshold` or `tier[1]`.
+    pub key: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(key: &str, message: String) -> ConfigError {
+        ConfigError {
+            key: key.to_string(),
+            message,
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cache.{}: {}", self.key, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -26,8 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use heterarchy_blockdev::{BlockDevice, StagedExport};
+use heterarchy_blockdev::StagedExport;
 use heterarchy_device::backend::{self_described_version, self_describing_block};
+use heterarchy_device::BlockDevice;
 use heterarchy_engine::staging::StagingStats;
 use heterarchy_nbd::{Client, ClientError, Command};
 use serde::Serialize;

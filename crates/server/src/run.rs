@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use heterarchy_blockdev::poly::PolyExport;
-use heterarchy_blockdev::{BlockDevice, StagedExport};
+use heterarchy_blockdev::StagedExport;
+use heterarchy_device::BlockDevice;
 use heterarchy_volume::Volume;
 
 use crate::admin::Served;

@@ -291,7 +291,7 @@ impl Volume {
 
 /// A cached volume is a block export like any other; the NBD server also takes its faster
 /// path, answering hits on its event loops (docs/architecture.md, "Serving").
-impl heterarchy_blockdev::BlockDevice for Volume {
+impl heterarchy_device::BlockDevice for Volume {
     fn name(&self) -> &str {
         Volume::name(self)
     }

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::device::{PolyDevice, PolyKnobs, PolyOptions, PolyStats};
 use crate::config::throttle_named;
 use crate::error::ExportError;
-use crate::export::BlockDevice;
+use heterarchy_device::BlockDevice;
 
 /// The `[export.caching.poly]` table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -25,7 +25,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::config::ConfigError;
+use crate::error::ConfigError;
 
 /// Who sets the decision points.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -28,7 +28,7 @@ pub use history::{TuningHistory, TuningPoint};
 pub use tuning::Tuning;
 
 /// Most pairs of levels a hierarchy has: one per cache tier, over the level below it.
-pub const MAX_PAIRS: usize = crate::cache::MAX_CACHE_TIERS;
+pub const MAX_PAIRS: usize = crate::cache::line::MAX_CACHE_TIERS;
 /// Most devices a hierarchy has.
 pub const MAX_DEVICES: usize = MAX_PAIRS + 1;
 

@@ -29,9 +29,9 @@
 //! `[cache.nhc]`, `[cache.sib]`, `[cache.lbica]`, `[cache.fixed]`; see
 //! [`crate::admission::config`]).
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
+
+pub use crate::error::ConfigError;
 
 use crate::admission::{
     AdmissionConfig, AdmissionScheme, FixedConfig, LbicaConfig, NhcConfig, SibConfig,
@@ -256,32 +256,6 @@ impl Default for CacheConfig {
         }
     }
 }
-
-/// A cache setting that cannot be used: the key (under `cache.`) and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The offending key, e.g. `nhit.threshold` or `tier[1]`.
-    pub key: String,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(key: &str, message: String) -> ConfigError {
-        ConfigError {
-            key: key.to_string(),
-            message,
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cache.{}: {}", self.key, self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 fn check_range(key: &str, value: u64, low: u64, high: u64) -> Result<(), ConfigError> {
     if (low..=high).contains(&value) {

@@ -32,6 +32,7 @@
 mod cleaning;
 pub mod config;
 mod dirty;
+pub(crate) mod line;
 mod paths;
 mod promotion;
 mod tiers;
@@ -48,8 +49,9 @@ use crate::controller::{Controller, ControllerStats, Decision, Feedback, Reply};
 use crate::plan::{DeviceOp, IoKind, Plan};
 use cleaning::Cleaner;
 use config::{CacheConfig, ConfigError, TierLayout, WriteMode};
-pub use dirty::MAX_CACHE_TIERS;
-use dirty::{DirtyTracker, Line};
+use dirty::DirtyTracker;
+use line::Line;
+pub use line::MAX_CACHE_TIERS;
 use promotion::Promoter;
 
 /// A line's data moving between devices: read from `from`, written to every device in `to`.

@@ -24,7 +24,7 @@
 use heterarchy_trace::Request;
 
 use super::config::WriteMode;
-use super::dirty::Line;
+use super::line::Line;
 use super::CacheController;
 use crate::plan::IoKind;
 

@@ -9,7 +9,7 @@ use heterarchy_policy::Evicted;
 use heterarchy_trace::Request;
 
 use super::config::TierLayout;
-use super::dirty::Line;
+use super::line::Line;
 use super::{CacheController, Move};
 
 impl CacheController {

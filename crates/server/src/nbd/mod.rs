@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use heterarchy_blockdev::BlockDevice;
+use heterarchy_device::BlockDevice;
 use heterarchy_nbd::constants::*;
 use heterarchy_nbd::{BlockSizes, ExportCatalog, ExportInfo, TlsMode};
 use heterarchy_volume::Volume;
@@ -109,7 +109,7 @@ const TRANSMISSION_FLAGS: u16 = FLAG_HAS_FLAGS
     | FLAG_CAN_MULTI_CONN;
 
 /// One export: a block device the workers serve by blocking calls, many in flight at once
-/// (`heterarchy_blockdev::BlockDevice`); a cached volume is one too, and also answers what
+/// (`heterarchy_device::BlockDevice`); a cached volume is one too, and also answers what
 /// waits for nothing on the event loops, by its own submission path.
 #[derive(Clone)]
 pub enum Export {

@@ -16,7 +16,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-use heterarchy_blockdev::BlockDevice;
+use heterarchy_device::BlockDevice;
 use heterarchy_nbd::{Command, Request};
 use heterarchy_volume::{Buffer, Command as VolumeCommand, Progress, Submission, Volume};
 use mio::Waker;

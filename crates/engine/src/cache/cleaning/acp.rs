@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap;
 
 use super::MIN_IDLE_WAIT_NS;
 use crate::cache::config::AcpConfig;
-use crate::cache::dirty::Line;
+use crate::cache::line::Line;
 
 /// Bytes of backing store per chunk (OCF `ACP_CHUNK_SIZE`).
 const CHUNK_BYTES: u64 = 100 << 20;

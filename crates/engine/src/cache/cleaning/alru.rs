@@ -21,7 +21,7 @@ use heterarchy_policy::util::key_table::KeyTable;
 
 use super::MIN_IDLE_WAIT_NS;
 use crate::cache::config::AlruConfig;
-use crate::cache::dirty::Line;
+use crate::cache::line::Line;
 
 const NS_PER_MS: u64 = 1_000_000;
 const NS_PER_S: u64 = 1_000_000_000;

@@ -10,7 +10,7 @@ mod alru;
 use heterarchy_policy::util::key_table::KeyTable;
 
 use super::config::{CacheConfig, CleaningPolicy};
-use super::dirty::Line;
+use super::line::Line;
 
 pub(crate) use acp::Acp;
 pub(crate) use alru::Alru;

@@ -1,7 +1,9 @@
 //! A block device as a server exports it (docs/architecture.md, "Serving"): read, write
 //! (with FUA), write zeroes, trim, flush, by blocking calls from any thread. The NBD server
-//! carries out such calls on its I/O workers, many in flight at once; the cached volume, which
-//! has a faster path of its own, implements it too.
+//! carries out such calls on its I/O workers, many in flight at once. The PM block devices
+//! (`heterarchy_blockdev`) and the cached volume, which has a faster path of its own
+//! (`heterarchy_volume`), implement it; it lives here, below both, so that neither depends on
+//! the other.
 
 use std::io;
 
@@ -17,7 +19,7 @@ pub trait BlockDevice: Send + Sync {
     /// past the end is refused before any piece is written.
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
         const PIECE: u64 = 64 * 1024;
-        heterarchy_device::backend::check_range(self.size_bytes(), offset, len)?;
+        crate::backend::check_range(self.size_bytes(), offset, len)?;
         let zeroes = vec![0u8; PIECE.min(len) as usize];
         let mut done = 0;
         while done < len {
@@ -57,7 +59,7 @@ mod tests {
             Ok(())
         }
         fn write(&self, offset: u64, data: &[u8], _fua: bool) -> io::Result<()> {
-            heterarchy_device::backend::check_range(self.size_bytes(), offset, data.len() as u64)?;
+            crate::backend::check_range(self.size_bytes(), offset, data.len() as u64)?;
             *self.writes.lock().unwrap() += 1;
             let mut bytes = self.bytes.lock().unwrap();
             bytes[offset as usize..offset as usize + data.len()].copy_from_slice(data);
