@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use heterarchy_device::backend::{Backend, QueueDepth, Throttle};
 
+use crate::job::Mode;
 use crate::slots::TierSlots;
-use crate::submission::Mode;
 
 /// A cache tier or the backing store.
 pub struct Device {

@@ -20,100 +20,11 @@
 
 use std::io;
 
-use heterarchy_engine::{IoKind, Plan};
+use heterarchy_engine::IoKind;
 
+use crate::job::{Access, Client, Job, LineJob, Mode};
 use crate::layout::sector_bits;
-use crate::order::Turns;
-use crate::sectors::{
-    sector_span, whole_sector_bits, ClientWrite, Copies, Merged, ReadInfo, Storage,
-};
-use crate::submission::Mode;
-
-/// One line a plan touches, with its slot in every tier before and after the plan.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct LineJob {
-    pub key: u64,
-    pub before: Copies,
-    pub after: Copies,
-}
-
-impl LineJob {
-    /// Tiers the line leaves, as bits.
-    fn departs(&self) -> u8 {
-        tier_bits(|tier| self.before[tier].is_some() && self.after[tier].is_none())
-    }
-
-    /// Tiers the line enters, as bits.
-    fn enters(&self) -> u8 {
-        tier_bits(|tier| self.before[tier].is_none() && self.after[tier].is_some())
-    }
-
-    /// Tiers holding the line before, as bits.
-    fn held(&self) -> u8 {
-        tier_bits(|tier| self.before[tier].is_some())
-    }
-}
-
-fn tier_bits(test: impl Fn(usize) -> bool) -> u8 {
-    (0..heterarchy_engine::MAX_CACHE_TIERS)
-        .filter(|&tier| test(tier))
-        .fold(0, |bits, tier| bits | 1 << tier)
-}
-
-/// What a client's request does to its line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    Read,
-    Write,
-    /// The whole line is discarded: dirty data is dropped, not written back.
-    Trim,
-}
-
-/// The client's part of a plan: one request's piece of one line.
-#[derive(Clone, Copy, Debug)]
-pub struct RequestPart {
-    pub access: Access,
-    pub key: u64,
-    /// Byte offset within the line, and length.
-    pub start: u32,
-    pub len: u32,
-    /// Tiers whose copy the controller holds dirty once the plan is done, as bits.
-    pub dirty_after: u8,
-    /// A read's partial hit leaves the cache as it is (wo and pt).
-    pub reads_change_nothing: bool,
-}
-
-/// A plan, resolved to slots and ordered against other plans on the same lines.
-pub struct Job {
-    pub plan: Plan,
-    /// Every line the plan touches.
-    pub lines: Vec<LineJob>,
-    /// `None` for cleaning.
-    pub request: Option<RequestPart>,
-    /// Its turn on every line it holds.
-    pub turns: Turns,
-    /// When the request was planned, ns since the volume opened.
-    pub now_ns: u64,
-}
-
-/// The client's buffer.
-pub enum Client<'a> {
-    Read(&'a mut [u8]),
-    Write(&'a [u8]),
-    None,
-}
-
-impl Client<'_> {
-    /// The same buffer lent again, so that a failed job's piece can still be carried out
-    /// around the cache (`crate::failure`).
-    pub fn reborrow(&mut self) -> Client<'_> {
-        match self {
-            Client::Read(out) => Client::Read(out),
-            Client::Write(data) => Client::Write(data),
-            Client::None => Client::None,
-        }
-    }
-}
+use crate::sectors::{sector_span, whole_sector_bits, ClientWrite, Merged, ReadInfo, Storage};
 
 /// A line whose data moves in step 1–3.
 struct Moving {

@@ -36,11 +36,10 @@ use heterarchy_engine::{Controller, Plan};
 use heterarchy_trace::{Op, Request};
 use rustc_hash::FxHashMap;
 
-use crate::execute::{Client, Job};
+use crate::job::{Client, Copies, Job, Mode};
 use crate::order::Turns;
-use crate::sectors::{Copies, Storage};
+use crate::sectors::Storage;
 use crate::stats::Counters;
-use crate::submission::Mode;
 use crate::volume::{Control, Volume};
 
 /// A volume's failures so far.

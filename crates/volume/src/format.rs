@@ -22,15 +22,14 @@ use crate::config::{caching_error, VolumeConfig};
 use crate::cutoff::SequentialCutoff;
 use crate::device::Device;
 use crate::error::VolumeError;
-use crate::execute::Client;
 use crate::failure::Failure;
+use crate::job::{Client, Copies, Mode};
 use crate::layout::{Geometry, Place, SECTOR_BYTES};
 use crate::order::LineOrder;
 use crate::placement::Placement;
-use crate::sectors::{Copies, Storage};
+use crate::sectors::Storage;
 use crate::slots::TierSlots;
 use crate::stats::Counters;
-use crate::submission::Mode;
 use crate::volume::{Control, Volume};
 
 /// The config key naming cache tier `tier` of `tiers`: `cache` alone, else `cache[i]`.

@@ -11,6 +11,7 @@ mod error;
 mod execute;
 mod failure;
 mod format;
+mod job;
 pub mod layout;
 mod order;
 mod placement;

@@ -6,8 +6,7 @@
 use heterarchy_engine::{Controller, DeviceOp, IoKind, Plan, WriteMode};
 use heterarchy_trace::{Op, Request};
 
-use crate::execute::{Access, Job, LineJob, RequestPart};
-use crate::sectors::Copies;
+use crate::job::{Access, Copies, Job, LineJob, RequestPart};
 use crate::volume::{Control, Volume};
 
 /// One request's part within one cache line.

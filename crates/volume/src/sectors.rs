@@ -13,15 +13,10 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use heterarchy_engine::MAX_CACHE_TIERS;
-
 use crate::device::Device;
+use crate::job::{Copies, Mode};
 use crate::layout::{runs, sector_bits, SECTOR_BYTES};
 use crate::slots::SlotState;
-use crate::submission::Mode;
-
-/// A line's slot in each cache tier (`None`: the tier does not hold it).
-pub type Copies = [Option<u32>; MAX_CACHE_TIERS];
 
 /// What a read of a line found.
 #[derive(Clone, Copy, Debug, Default)]

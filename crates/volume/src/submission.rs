@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use heterarchy_device::backend::check_range;
 use heterarchy_engine::{Controller, Reply};
 
-use crate::execute::{Access, Client, Job};
+use crate::job::{Access, Client, Job, Mode};
 use crate::planning::{pieces, Piece};
 use crate::sectors::Storage;
 use crate::stats::Counters;
@@ -30,15 +30,6 @@ pub(crate) enum Drive {
     /// While turns have come, waiting for devices.
     UntilTurn,
     /// Without waiting at all: refused before anything changes if it would.
-    AtOnce,
-}
-
-/// Whether carrying a job out may wait for devices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Mode {
-    Wait,
-    /// On a thread that must not wait: reads take only what is at hand, else the job is
-    /// refused before anything changes.
     AtOnce,
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use heterarchy_engine::{time_plan, DeviceOp, IoKind};
 
-use crate::execute::Job;
+use crate::job::Job;
 use crate::sectors::Storage;
 
 /// One operation's time on its device, for a tuner that measures devices.

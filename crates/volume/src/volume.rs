@@ -34,13 +34,13 @@ use std::time::{Duration, Instant};
 use heterarchy_engine::{CacheController, Controller, Feedback, Plan, TierLayout, WriteMode};
 
 use crate::cutoff::SequentialCutoff;
-use crate::execute::Client;
 use crate::failure::Failure;
+use crate::job::{Client, Copies, Mode};
 use crate::order::LineOrder;
 use crate::placement::Placement;
 use crate::sectors::Storage;
 use crate::stats::{Counters, StatsSource, VolumeStats};
-use crate::submission::{Buffer, Command, Mode, Refusal};
+use crate::submission::{Buffer, Command, Refusal};
 
 /// A block volume with cache tiers in front of its backing store; shared by every connection
 /// and every thread.
@@ -75,7 +75,7 @@ pub(crate) struct Control {
 
 impl Control {
     /// The slot `key` has in each tier, as the placement says.
-    pub(crate) fn copies(&self, key: u64) -> crate::sectors::Copies {
+    pub(crate) fn copies(&self, key: u64) -> Copies {
         std::array::from_fn(|tier| self.placement.get(tier).and_then(|p| p.get(key)))
     }
 }
