@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use heterarchy_sim::staging::{run_staged, Stack, StagedConfig, StagedResult, TracedRequest};
+use heterarchy_trace::generate::mix64;
 use heterarchy_trace::read::BlockRecord;
 use heterarchy_trace::Op;
 
@@ -37,14 +38,7 @@ fn read(lba: u64, blocks: u32) -> TracedRequest {
 
 /// A SplitMix64 stream of block numbers below `blocks`.
 fn random_blocks(seed: u64, blocks: u64) -> impl Iterator<Item = u64> {
-    let mut state = seed;
-    std::iter::repeat_with(move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % blocks
-    })
+    (0u64..).map(move |i| mix64(seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15))) % blocks)
 }
 
 #[test]
